@@ -1,0 +1,30 @@
+package scenario
+
+import "github.com/coopgrid/coopgrid/policy"
+
+// Instance is one concrete, fully resolved workload: the federation and every
+// task with its size and submit time. A Scenario yields one Instance per run
+// (the task sizes are drawn from the run's seed); the simulator consumes
+// Instances and knows nothing of YAML.
+type Instance struct {
+	// Name of the scenario this instance came from.
+	Name string
+	// Orgs with their limits resolved to milliwatts.
+	Orgs []policy.Org
+	// Machines, each with its owner's index in Orgs.
+	Machines []policy.Machine
+	// IdleMilliW[i] is the optional idle draw of Machines[i] (0 when not
+	// configured). It never enters the policy; the simulator reports it
+	// separately.
+	IdleMilliW []int64
+	// Tasks in submission order (SubmitSeconds ascending, then index).
+	Tasks []TaskSpec
+}
+
+// TaskSpec is one task of an instance.
+type TaskSpec struct {
+	ID            string
+	Org           int
+	SizeMFlop     int64
+	SubmitSeconds float64
+}
