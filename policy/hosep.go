@@ -1,0 +1,279 @@
+package policy
+
+import "fmt"
+
+// plainPass is the straightforward working state used by HOSEP and OSEP and
+// by the reference EHOSEP in the tests: every question is answered by a scan.
+// It is O(machines) per decision, fine for the papers' 12- and 64-machine
+// grids.
+type plainPass struct {
+	s       *State
+	tot     Totals
+	alloc   []int64
+	pi      []int64
+	queue   []taskHeap
+	running []Task
+	busy    []bool
+	waste   []float64
+	exec    []float64
+	out     []Decision
+}
+
+func newPlainPass(s *State, bestFit bool) *plainPass {
+	n := len(s.Orgs)
+	p := &plainPass{
+		s: s, tot: ComputeTotals(s),
+		alloc: make([]int64, n), pi: make([]int64, n), queue: make([]taskHeap, n),
+		running: make([]Task, len(s.Machines)), busy: make([]bool, len(s.Machines)),
+		waste: make([]float64, len(s.Machines)), exec: make([]float64, len(s.Machines)),
+	}
+	for i := range p.queue {
+		p.queue[i].bestFit = bestFit
+	}
+	for _, t := range s.Queued {
+		p.queue[t.Org].items = append(p.queue[t.Org].items, t)
+	}
+	for i := range p.queue {
+		p.queue[i].init()
+	}
+	for _, r := range s.Running {
+		m := s.Machines[r.Machine]
+		p.busy[r.Machine] = true
+		p.running[r.Machine] = r.Task
+		p.waste[r.Machine] = Waste(r, m.MFLOPS, s.CheckpointBlockSeconds)
+		p.exec[r.Machine] = Executed(r, m.MFLOPS)
+		p.alloc[r.Task.Org] += m.MFLOPS
+		p.pi[r.Task.Org] += m.BusyMilliW
+	}
+	return p
+}
+
+func (p *plainPass) dp(i int) float64 { return DP(p.alloc[i], p.tot.QuotaMFLOPS[i]) }
+
+func (p *plainPass) limit() int { return 4*(len(p.s.Queued)+len(p.s.Running)+len(p.s.Machines)) + 16 }
+
+func (p *plainPass) allocate(i, m int) {
+	t := p.queue[i].pop()
+	p.place(t, m)
+	p.out = append(p.out, Decision{Kind: Allocate, Task: t.ID, Org: i, Machine: m})
+}
+
+func (p *plainPass) place(t Task, m int) {
+	mc := p.s.Machines[m]
+	p.busy[m], p.running[m], p.waste[m], p.exec[m] = true, t, 0, 0
+	p.alloc[t.Org] += mc.MFLOPS
+	p.pi[t.Org] += mc.BusyMilliW
+}
+
+// preemptFor stops the task on machine m and gives m to organisation i's
+// first waiting task.
+func (p *plainPass) preemptFor(i, m int) {
+	mc := p.s.Machines[m]
+	victim := p.running[m]
+	z := victim.Org
+	waste, kept := p.waste[m], p.exec[m]-p.waste[m]
+	p.busy[m] = false
+	p.alloc[z] -= mc.MFLOPS
+	p.pi[z] -= mc.BusyMilliW
+	requeued := victim
+	requeued.SizeMFlop = remainingAfter(victim.SizeMFlop, kept)
+	p.queue[z].push(requeued)
+	t := p.queue[i].pop()
+	p.place(t, m)
+	p.out = append(p.out, Decision{
+		Kind: Preempt, Task: t.ID, Org: i, Machine: m,
+		Victim: victim.ID, VictimOrg: z, VictimWasteMFlop: waste, VictimKeptMFlop: kept,
+	})
+}
+
+func (p *plainPass) orgBefore(a, b int) bool {
+	return orgBefore(p.dp(a), p.dp(b), p.tot.QuotaMFLOPS[a], p.tot.QuotaMFLOPS[b],
+		p.tot.PowerQuotaMilliW[a], p.tot.PowerQuotaMilliW[b], p.s.Orgs[a].Name, p.s.Orgs[b].Name)
+}
+
+// HOSEP is the heterogeneous OSEP of seed 001 (fig. 2) and seed 000
+// algorithm 1 (L489-514), without power limits. It serves only the
+// organisation with the lowest DP among those with waiting work, and stops
+// when that one cannot be served.
+type HOSEP struct{}
+
+// Name implements Policy.
+func (HOSEP) Name() string { return "hosep" }
+
+// Schedule implements Policy.
+func (HOSEP) Schedule(s *State) ([]Decision, error) {
+	if err := Validate(s); err != nil {
+		return nil, err
+	}
+	p := newPlainPass(s, false)
+	for n := 0; ; n++ {
+		if n > p.limit() {
+			return nil, fmt.Errorf("hosep: no quiescence after %d services", n)
+		}
+		// Line 2: the organisation with the lowest DP that has waiting work.
+		i := -1
+		for o := range s.Orgs {
+			if len(p.queue[o].items) > 0 && (i < 0 || p.orgBefore(o, i)) {
+				i = o
+			}
+		}
+		if i < 0 {
+			return p.out, nil
+		}
+		// Lines 3-6: the free machine with the highest computing power.
+		best := -1
+		for m, mc := range s.Machines {
+			if !p.busy[m] && (best < 0 || fasterMachine(mc, s.Machines[best])) {
+				best = m
+			}
+		}
+		if best >= 0 {
+			p.allocate(i, best)
+			continue
+		}
+		// Lines 8-13: preempt from the organisation with the highest DP.
+		if !(p.dp(i) < 0) {
+			return p.out, nil
+		}
+		j := -1
+		for o := range s.Orgs {
+			if j < 0 || p.orgBefore(j, o) {
+				j = o
+			}
+		}
+		if j < 0 || j == i || !(p.dp(j) > 0) {
+			return p.out, nil
+		}
+		// Its running task on the machine of least computing power
+		// (L510: "to minimise the impact on the loser's DP"); ties: least
+		// waste, then machine ID.
+		y := -1
+		for m, mc := range s.Machines {
+			if !p.busy[m] || p.running[m].Org != j {
+				continue
+			}
+			if y < 0 || slowerMachine(mc, s.Machines[y], p.waste[m], p.waste[y]) {
+				y = m
+			}
+		}
+		if y < 0 {
+			return p.out, nil
+		}
+		d := s.Machines[y].MFLOPS
+		pre := PREPreempt(p.alloc[j], p.tot.QuotaMFLOPS[j], d)
+		// The pseudocode's condition (L500), not the prose (L484).
+		if !(pre >= PREAlloc(p.alloc[i], p.tot.QuotaMFLOPS[i], d) || pre >= 0) {
+			return p.out, nil
+		}
+		p.preemptFor(i, y)
+	}
+}
+
+// fasterMachine: higher computing power; ties: lower draw, then ID.
+func fasterMachine(a, b Machine) bool {
+	if a.MFLOPS != b.MFLOPS {
+		return a.MFLOPS > b.MFLOPS
+	}
+	if a.BusyMilliW != b.BusyMilliW {
+		return a.BusyMilliW < b.BusyMilliW
+	}
+	return a.ID < b.ID
+}
+
+// slowerMachine: lower computing power; ties: less waste, then ID.
+func slowerMachine(a, b Machine, wasteA, wasteB float64) bool {
+	if a.MFLOPS != b.MFLOPS {
+		return a.MFLOPS < b.MFLOPS
+	}
+	if wasteA != wasteB {
+		return wasteA < wasteB
+	}
+	return a.ID < b.ID
+}
+
+// OSEP is the owner-share enforcement policy of Falavinha 2009 (seed 001
+// fig. 1): it counts machines, not power. f_i = machines owned − machines
+// serving i. Free machines are filled first (to the waiting organisation
+// with the largest f, on the free machine first in State order, since OSEP
+// assumes identical machines); then, while an organisation with waiting work
+// has f > 0 and another has f < 0, the most-over organisation's task that
+// wastes least is vacated for the most-under organisation's smallest task.
+type OSEP struct{}
+
+// Name implements Policy.
+func (OSEP) Name() string { return "osep" }
+
+// Schedule implements Policy.
+func (OSEP) Schedule(s *State) ([]Decision, error) {
+	if err := Validate(s); err != nil {
+		return nil, err
+	}
+	p := newPlainPass(s, false)
+	owned := make([]int, len(s.Orgs))
+	for _, m := range s.Machines {
+		owned[m.Owner]++
+	}
+	inUse := make([]int, len(s.Orgs))
+	for m := range s.Machines {
+		if p.busy[m] {
+			inUse[p.running[m].Org]++
+		}
+	}
+	f := func(o int) int { return owned[o] - inUse[o] }
+	// The waiting organisation with the largest f; ties: name.
+	mostUnder := func() int {
+		u := -1
+		for o := range s.Orgs {
+			if len(p.queue[o].items) == 0 {
+				continue
+			}
+			if u < 0 || f(o) > f(u) || (f(o) == f(u) && s.Orgs[o].Name < s.Orgs[u].Name) {
+				u = o
+			}
+		}
+		return u
+	}
+	for n := 0; ; n++ {
+		if n > p.limit() {
+			return nil, fmt.Errorf("osep: no quiescence after %d services", n)
+		}
+		u := mostUnder()
+		if u < 0 {
+			return p.out, nil
+		}
+		freeM := -1
+		for m := range s.Machines {
+			if !p.busy[m] {
+				freeM = m
+				break
+			}
+		}
+		if freeM >= 0 {
+			p.allocate(u, freeM)
+			inUse[u]++
+			continue
+		}
+		if f(u) <= 0 {
+			return p.out, nil
+		}
+		o := -1
+		for c := range s.Orgs {
+			if f(c) < 0 && (o < 0 || f(c) < f(o) || (f(c) == f(o) && s.Orgs[c].Name < s.Orgs[o].Name)) {
+				o = c
+			}
+		}
+		if o < 0 {
+			return p.out, nil
+		}
+		y := -1
+		for m := range s.Machines {
+			if p.busy[m] && p.running[m].Org == o && (y < 0 || p.waste[m] < p.waste[y] ||
+				(p.waste[m] == p.waste[y] && s.Machines[m].ID < s.Machines[y].ID)) {
+				y = m
+			}
+		}
+		p.preemptFor(u, y)
+		inUse[u]++
+		inUse[o]--
+	}
+}

@@ -1,0 +1,145 @@
+// Package policy holds the scheduling policies of the federation (OSEP, HOSEP,
+// EHOSEP and the EHOSEP best-fit variant) as pure, deterministic functions
+// over a read-only view of the federation's state.
+//
+// The package has no clock, no I/O, no goroutines and no package-level
+// mutable state: the Raft leader and the discrete-event simulator build a
+// State, call Policy.Schedule, and apply the returned decisions in order.
+//
+// Units are integers so that sums are exact and every peer, and the fast and
+// reference implementations, compare the same values bit for bit:
+// computing power in MFLOPS (1 GFLOPS = 1000 MFLOPS), work in MFlop, power in
+// milliwatts. The specification is ../shared/spec/POLICY.md; seed 000 is
+// Forte's 2018 dissertation (algorithms 3-5, L755-915).
+package policy
+
+import "fmt"
+
+// Org is an organisation (the papers' "user"): it owns machines and submits
+// tasks. Quota and power quota are derived from the machines it owns.
+type Org struct {
+	Name string
+	// LimitMilliW is Lim_i, the ceiling on PI_i (the power of the machines
+	// running its tasks), in milliwatts.
+	LimitMilliW int64
+}
+
+// Machine runs one task at a time.
+type Machine struct {
+	ID string
+	// Owner is the index of the owning organisation in State.Orgs.
+	Owner int
+	// MFLOPS is d_m, the computing power.
+	MFLOPS int64
+	// BusyMilliW is c_m, the power drawn while running a task (the papers'
+	// binary power model: 0 while idle).
+	BusyMilliW int64
+}
+
+// Task is a unit of independent work waiting for a machine.
+type Task struct {
+	ID string
+	// Org is the index of the owning organisation in State.Orgs.
+	Org int
+	// SizeMFlop is the work still to do (the whole size for a fresh task,
+	// what remains after the last checkpoint for a resumed one).
+	SizeMFlop int64
+	// Seq orders submissions: smaller was submitted earlier. It breaks ties
+	// between tasks of equal size (then ID does).
+	Seq uint64
+}
+
+// Running is a task currently executing on a machine.
+type Running struct {
+	Task Task
+	// Machine is the index of the machine in State.Machines.
+	Machine int
+	// RunSeconds is the time the task has run since it last started on this
+	// machine (TempoExec in seed 000 eq. 3.7-3.8).
+	RunSeconds float64
+	// HasCheckpoint says a checkpoint was recorded during this run;
+	// SinceCheckpointSeconds is then the run time since that checkpoint and
+	// replaces the fixed checkpoint block in the waste calculation.
+	HasCheckpoint          bool
+	SinceCheckpointSeconds float64
+}
+
+// State is the read-only view a policy decides on. Policies never modify it.
+type State struct {
+	Orgs     []Org
+	Machines []Machine
+	// Queued are the waiting tasks, in any order.
+	Queued []Task
+	// Running are the busy machines; a machine appears at most once.
+	Running []Running
+	// CheckpointBlockSeconds is the checkpoint block of seed 000 eq. 3.7 as
+	// run time on the machine (5 minutes in the dissertation); 0 means no
+	// checkpointing (eq. 3.8).
+	CheckpointBlockSeconds float64
+}
+
+// Kind says what a decision does.
+type Kind uint8
+
+const (
+	// Allocate places a queued task on a free machine.
+	Allocate Kind = iota + 1
+	// Preempt stops the task running on a machine (it goes back to its
+	// owner's queue, keeping its checkpointed progress) and places a queued
+	// task on that machine.
+	Preempt
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Allocate:
+		return "allocate"
+	case Preempt:
+		return "preempt"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Decision is one step of a scheduling pass. Decisions of one pass must be
+// applied in order: a later one may depend on an earlier one (a task
+// preempted early in the pass can be placed again later in the same pass).
+type Decision struct {
+	Kind Kind
+	// Task is the task placed, Org its owner's index.
+	Task string
+	Org  int
+	// Machine is the index in State.Machines of the machine it is placed on.
+	Machine int
+	// For Preempt: the task stopped on Machine and its owner's index.
+	Victim    string
+	VictimOrg int
+	// VictimWasteMFlop is the work the victim loses by being stopped
+	// (seed 000 eq. 3.7 or 3.8); VictimKeptMFlop is the work it keeps.
+	VictimWasteMFlop float64
+	VictimKeptMFlop  float64
+}
+
+// Policy decides one scheduling pass. Schedule must be deterministic: the
+// same State gives the same decisions, in the same order.
+type Policy interface {
+	Name() string
+	Schedule(s *State) ([]Decision, error)
+}
+
+// Names lists the policies New knows, in a stable order.
+func Names() []string { return []string{"osep", "hosep", "ehosep", "ehosep-bestfit"} }
+
+// New returns the named policy.
+func New(name string) (Policy, error) {
+	switch name {
+	case "osep":
+		return OSEP{}, nil
+	case "hosep":
+		return HOSEP{}, nil
+	case "ehosep":
+		return EHOSEP{}, nil
+	case "ehosep-bestfit":
+		return EHOSEP{BestFit: true}, nil
+	}
+	return nil, fmt.Errorf("unknown policy %q (want one of osep, hosep, ehosep, ehosep-bestfit)", name)
+}

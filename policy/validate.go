@@ -1,0 +1,80 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+)
+
+// Validate checks that s is a well-formed view: indices in range, a machine
+// busy at most once, positive powers and sizes, task IDs unique. Every
+// policy calls it first, so a malformed view is an error, never a panic or a
+// silently wrong decision.
+func Validate(s *State) error {
+	if s == nil {
+		return fmt.Errorf("policy state: nil")
+	}
+	if math.IsNaN(s.CheckpointBlockSeconds) || math.IsInf(s.CheckpointBlockSeconds, 0) || s.CheckpointBlockSeconds < 0 {
+		return fmt.Errorf("policy state: checkpoint block %v s: must be a finite number ≥ 0", s.CheckpointBlockSeconds)
+	}
+	names := make(map[string]struct{}, len(s.Orgs))
+	for i, o := range s.Orgs {
+		if _, dup := names[o.Name]; dup {
+			return fmt.Errorf("policy state: orgs[%d]: duplicate name %q", i, o.Name)
+		}
+		names[o.Name] = struct{}{}
+		if o.LimitMilliW < 0 {
+			return fmt.Errorf("policy state: org %q: limit %d mW < 0", o.Name, o.LimitMilliW)
+		}
+	}
+	mids := make(map[string]struct{}, len(s.Machines))
+	for i, m := range s.Machines {
+		if m.Owner < 0 || m.Owner >= len(s.Orgs) {
+			return fmt.Errorf("policy state: machine %q: owner index %d out of range", m.ID, m.Owner)
+		}
+		if m.MFLOPS <= 0 || m.BusyMilliW <= 0 {
+			return fmt.Errorf("policy state: machine %q: power %d MFLOPS and draw %d mW must be > 0", m.ID, m.MFLOPS, m.BusyMilliW)
+		}
+		if _, dup := mids[m.ID]; dup {
+			return fmt.Errorf("policy state: machines[%d]: duplicate id %q", i, m.ID)
+		}
+		mids[m.ID] = struct{}{}
+	}
+	tids := make(map[string]struct{}, len(s.Queued)+len(s.Running))
+	checkTask := func(t Task, where string) error {
+		if t.Org < 0 || t.Org >= len(s.Orgs) {
+			return fmt.Errorf("policy state: %s task %q: org index %d out of range", where, t.ID, t.Org)
+		}
+		if t.SizeMFlop < 0 {
+			return fmt.Errorf("policy state: %s task %q: size %d MFlop < 0", where, t.ID, t.SizeMFlop)
+		}
+		if _, dup := tids[t.ID]; dup {
+			return fmt.Errorf("policy state: %s task %q: duplicate id", where, t.ID)
+		}
+		tids[t.ID] = struct{}{}
+		return nil
+	}
+	for _, t := range s.Queued {
+		if err := checkTask(t, "queued"); err != nil {
+			return err
+		}
+	}
+	busy := make([]bool, len(s.Machines))
+	for _, r := range s.Running {
+		if err := checkTask(r.Task, "running"); err != nil {
+			return err
+		}
+		if r.Machine < 0 || r.Machine >= len(s.Machines) {
+			return fmt.Errorf("policy state: running task %q: machine index %d out of range", r.Task.ID, r.Machine)
+		}
+		if busy[r.Machine] {
+			return fmt.Errorf("policy state: machine %q runs two tasks", s.Machines[r.Machine].ID)
+		}
+		busy[r.Machine] = true
+		for _, v := range []float64{r.RunSeconds, r.SinceCheckpointSeconds} {
+			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+				return fmt.Errorf("policy state: running task %q: run time %v s must be finite and ≥ 0", r.Task.ID, v)
+			}
+		}
+	}
+	return nil
+}
