@@ -62,9 +62,9 @@ type ehosepPass struct {
 	waste   []float64 // per machine: work lost if its task stops now
 	exec    []float64 // per machine: work done since its task started
 
-	victimOrg      int // cached algorithm-5 victim organisation, -2 = unknown
-	decisions      []Decision
-	maxServices    int
+	victimOrg   int // cached algorithm-5 victim organisation, -2 = unknown
+	decisions   []Decision
+	maxServices int
 }
 
 func newEhosepPass(s *State, bestFit bool) *ehosepPass {

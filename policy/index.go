@@ -83,9 +83,9 @@ func (t *minTree) prefix(k int) int32 {
 
 // wattOrder sorts machines by busy draw so that "draw ≤ bound" is a prefix.
 type wattOrder struct {
-	pos    []int   // machine index → position
-	watts  []int64 // position → draw, ascending
-	byPos  []int32 // position → machine index
+	pos   []int   // machine index → position
+	watts []int64 // position → draw, ascending
+	byPos []int32 // position → machine index
 }
 
 func newWattOrder(ms []Machine) wattOrder {
