@@ -1,0 +1,113 @@
+package policy
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// benchState is a federation with nOrg organisations owning nMach
+// heterogeneous machines (GFLOPS 10-200, 50-400 W) and a backlog of nTask
+// tasks, nothing running. Limits are mixed: a quarter at 80 % of the
+// organisation's power quota, a quarter at 100 %, a quarter at 150 %, a
+// quarter at the whole system.
+func benchState(nOrg, nMach, nTask int, seed uint64) *State {
+	r := rand.New(rand.NewPCG(seed, 7))
+	s := &State{}
+	for i := range nOrg {
+		s.Orgs = append(s.Orgs, Org{Name: fmt.Sprintf("org%03d", i)})
+	}
+	for i := range nMach {
+		s.Machines = append(s.Machines, Machine{
+			ID:         fmt.Sprintf("m%05d", i),
+			Owner:      r.IntN(nOrg),
+			MFLOPS:     int64(10_000 + r.IntN(190_000)),
+			BusyMilliW: int64(50_000 + r.IntN(350_000)),
+		})
+	}
+	tot := ComputeTotals(s)
+	for i := range s.Orgs {
+		switch i % 4 {
+		case 0:
+			s.Orgs[i].LimitMilliW = tot.PowerQuotaMilliW[i] * 80 / 100
+		case 1:
+			s.Orgs[i].LimitMilliW = tot.PowerQuotaMilliW[i]
+		case 2:
+			s.Orgs[i].LimitMilliW = tot.PowerQuotaMilliW[i] * 150 / 100
+		default:
+			s.Orgs[i].LimitMilliW = tot.PowerSystemMilliW
+		}
+	}
+	for i := range nTask {
+		s.Queued = append(s.Queued, Task{
+			ID: fmt.Sprintf("t%06d", i), Org: r.IntN(nOrg),
+			SizeMFlop: int64(36_606_000 + r.IntN(219_636_000)), Seq: uint64(i)})
+	}
+	return s
+}
+
+// BenchmarkEHOSEPBacklog is issue 2's speed goal: a backlog of 100,000
+// tasks from 100 organisations onto 10,000 heterogeneous machines with
+// mixed limits, one pass from an idle federation. It reports placements per
+// second (goal ≥ 100,000 on one core) including building the indices.
+func BenchmarkEHOSEPBacklog(b *testing.B) {
+	s := benchState(100, 10_000, 100_000, 1)
+	benchPass(b, EHOSEP{}, s)
+}
+
+// BenchmarkEHOSEPScaling shows the cost per decision as the federation
+// grows along each axis.
+func BenchmarkEHOSEPScaling(b *testing.B) {
+	for _, c := range []struct{ orgs, machines, tasks int }{
+		{10, 1_000, 10_000},
+		{100, 1_000, 10_000},
+		{1_000, 1_000, 10_000},
+		{100, 10_000, 10_000},
+		{100, 10_000, 100_000},
+		{100, 100_000, 100_000},
+		{100, 10_000, 1_000_000},
+	} {
+		b.Run(fmt.Sprintf("orgs=%d/machines=%d/queue=%d", c.orgs, c.machines, c.tasks), func(b *testing.B) {
+			benchPass(b, EHOSEP{}, benchState(c.orgs, c.machines, c.tasks, 2))
+		})
+	}
+}
+
+// BenchmarkEHOSEPPreemption measures a pass dominated by algorithm 5: a
+// federation full of one organisation's work when the others arrive.
+func BenchmarkEHOSEPPreemption(b *testing.B) {
+	s := benchState(100, 10_000, 100_000, 3)
+	for i := range s.Orgs {
+		s.Orgs[i].LimitMilliW = ComputeTotals(s).PowerSystemMilliW
+	}
+	greedy := &State{Orgs: s.Orgs, Machines: s.Machines}
+	for m := range s.Machines {
+		greedy.Running = append(greedy.Running, Running{
+			Task:    Task{ID: fmt.Sprintf("g%05d", m), Org: 0, SizeMFlop: 100_000_000},
+			Machine: m, RunSeconds: float64(m % 900)})
+	}
+	greedy.Queued = s.Queued
+	greedy.CheckpointBlockSeconds = 300
+	benchPass(b, EHOSEP{}, greedy)
+}
+
+func benchPass(b *testing.B, p Policy, s *State) {
+	b.Helper()
+	var n int
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		ds, err := p.Schedule(s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n = len(ds)
+	}
+	b.StopTimer()
+	perOp := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(float64(n), "decisions/op")
+	if n > 0 {
+		b.ReportMetric(float64(n)/perOp, "decisions/s")
+		b.ReportMetric(perOp*1e9/float64(n), "ns/decision")
+	}
+}
