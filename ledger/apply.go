@@ -1,0 +1,601 @@
+package ledger
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"strconv"
+)
+
+// Every handler below validates completely, then mutates. Nothing between
+// the first mutation and the return can fail, which is what makes a
+// rejected command leave the state untouched.
+
+// actor returns the acting organisation, checking that the acting peer is
+// the one registered for it.
+func (l *Ledger) actor(c *Command) (*Org, *Error) {
+	o := l.orgs[c.Org]
+	if o == nil {
+		return nil, errf(CodeUnknownOrg, "organisation %q is not registered", c.Org)
+	}
+	if o.Peer != c.Peer {
+		return nil, errf(CodeNotOwner, "peer %s does not act for organisation %q", c.Peer, c.Org)
+	}
+	return o, nil
+}
+
+// ownMachine returns the acting organisation's machine id.
+func (l *Ledger) ownMachine(c *Command, id string) (*Machine, *Error) {
+	if _, err := l.actor(c); err != nil {
+		return nil, err
+	}
+	m := l.machines[id]
+	if m == nil {
+		return nil, errf(CodeUnknownMachine, "machine %q is not registered", id)
+	}
+	if m.Org != c.Org {
+		return nil, errf(CodeNotOwner, "machine %q belongs to %q, not %q", id, m.Org, c.Org)
+	}
+	return m, nil
+}
+
+func (l *Ledger) task(id string) (*Task, *Error) {
+	t := l.tasks[id]
+	if t == nil {
+		return nil, errf(CodeUnknownTask, "task %q is not in the ledger", id)
+	}
+	return t, nil
+}
+
+func newMachine(org string, s MachineSpec, atMs int64) *Machine {
+	return &Machine{
+		ID: org + "/" + s.Name, Org: org, Name: s.Name,
+		MFLOPS: s.MFLOPS, BusyMilliW: s.BusyMilliW, IdleMilliW: s.IdleMilliW,
+		State: MachineUp, LastHeartbeatMs: atMs,
+	}
+}
+
+func (l *Ledger) registerOrg(index uint64, c *Command) *Error {
+	if _, ok := l.orgs[c.Org]; ok {
+		return errf(CodeExists, "organisation %q is already registered", c.Org)
+	}
+	if other, ok := l.peers[c.Peer]; ok {
+		return errf(CodeExists, "peer %s already acts for organisation %q", c.Peer, other)
+	}
+	b := c.RegisterOrg
+	l.orgs[c.Org] = &Org{Name: c.Org, Peer: c.Peer, LimitMilliW: b.LimitMilliW, RegisteredAt: index}
+	l.order = append(l.order, c.Org)
+	l.peers[c.Peer] = c.Org
+	l.byOrgM[c.Org] = map[string]struct{}{}
+	for _, s := range b.Machines {
+		l.putMachine(newMachine(c.Org, s, c.AtMs))
+	}
+	return nil
+}
+
+func (l *Ledger) putMachine(m *Machine) {
+	l.machines[m.ID] = m
+	l.byOrgM[m.Org][m.ID] = struct{}{}
+}
+
+func (l *Ledger) addMachine(c *Command) *Error {
+	if _, err := l.actor(c); err != nil {
+		return err
+	}
+	m := newMachine(c.Org, c.AddMachine.Machine, c.AtMs)
+	if _, ok := l.machines[m.ID]; ok {
+		return errf(CodeExists, "machine %q is already registered", m.ID)
+	}
+	l.putMachine(m)
+	return nil
+}
+
+func (l *Ledger) removeMachine(c *Command) *Error {
+	m, err := l.ownMachine(c, c.RemoveMachine.Machine)
+	if err != nil {
+		return err
+	}
+	if m.Task != "" {
+		return errf(CodeMachineBusy, "machine %q holds task %s", m.ID, m.Task)
+	}
+	if n := len(l.stopping[m.ID]); n > 0 {
+		return errf(CodeMachineBusy, "machine %q has %d stopped runs whose energy is not reported yet (report them, or declare the machine lost)", m.ID, n)
+	}
+	delete(l.machines, m.ID)
+	delete(l.byOrgM[m.Org], m.ID)
+	return nil
+}
+
+func (l *Ledger) setLimit(c *Command) *Error {
+	o, err := l.actor(c)
+	if err != nil {
+		return err
+	}
+	lim := c.SetLimit.LimitMilliW
+	if pi := l.pi[o.Name]; lim < pi {
+		return errf(CodeLimitExceeded, "limit %d mW is below the %d mW now serving %q's tasks; lower it after they finish", lim, pi, o.Name)
+	}
+	o.LimitMilliW = lim
+	return nil
+}
+
+func (l *Ledger) submitTasks(c *Command, res *Result) *Error {
+	o, err := l.actor(c)
+	if err != nil {
+		return err
+	}
+	res.TaskIDs = make([]string, 0, len(c.SubmitTasks.Tasks))
+	for _, ts := range c.SubmitTasks.Tasks {
+		o.Submitted++
+		l.seq++
+		t := &Task{
+			ID:  o.Name + "-" + strconv.FormatUint(o.Submitted, 10),
+			Org: o.Name, SizeMFlop: ts.SizeMFlop, RemainingMFlop: ts.SizeMFlop,
+			Spec: ts.Spec.clone(), Seq: l.seq, SubmittedMs: c.AtMs, State: TaskQueued,
+		}
+		l.tasks[t.ID] = t
+		res.TaskIDs = append(res.TaskIDs, t.ID)
+	}
+	return nil
+}
+
+func (l *Ledger) cancelTask(c *Command, res *Result) *Error {
+	if _, err := l.actor(c); err != nil {
+		return err
+	}
+	t, err := l.task(c.CancelTask.Task)
+	if err != nil {
+		return err
+	}
+	if t.Org != c.Org {
+		return errf(CodeNotOwner, "task %s belongs to %q, not %q", t.ID, t.Org, c.Org)
+	}
+	if t.State.Terminal() {
+		return errf(CodeBadState, "task %s is already %s", t.ID, t.State)
+	}
+	if t.State.Placed() {
+		m := l.machines[t.Machine]
+		if t.State == TaskRunning {
+			l.markStopping(t, m.ID, OutcomeCancelling)
+		}
+		l.unplace(t, m)
+		res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStop, Task: t.ID, Reason: "cancelled"})
+	}
+	t.State = TaskCancelled
+	t.EndedMs = c.AtMs
+	t.Reason = "cancelled by " + c.Org
+	return nil
+}
+
+func (l *Ledger) decisions(c *Command, res *Result) *Error {
+	if _, err := l.actor(c); err != nil {
+		return err
+	}
+	ds := c.Decisions.Decisions
+	res.Decisions = make([]DecisionResult, len(ds))
+	for i, d := range ds {
+		res.Decisions[i] = DecisionResult{Decision: d, Err: l.decide(d, res)}
+	}
+	return nil
+}
+
+// decide validates one decision against the current state and, if valid,
+// applies it.
+func (l *Ledger) decide(d Decision, res *Result) *Error {
+	switch d.Kind {
+	case DecideAllocate:
+		if d.Victim != "" {
+			return errf(CodeMalformed, "an allocation has no victim")
+		}
+	case DecidePreempt:
+		if d.Victim == "" || d.Victim == d.Task {
+			return errf(CodeMalformed, "a preemption needs a victim other than the task placed")
+		}
+	default:
+		return errf(CodeMalformed, "decision kind %q: want allocate or preempt", d.Kind)
+	}
+	t := l.tasks[d.Task]
+	if t == nil {
+		return errf(CodeUnknownTask, "task %q is not in the ledger", d.Task)
+	}
+	if t.State != TaskQueued {
+		return errf(CodeStale, "task %s is %s, not queued", t.ID, t.State)
+	}
+	m := l.machines[d.Machine]
+	if m == nil {
+		return errf(CodeUnknownMachine, "machine %q is not registered", d.Machine)
+	}
+	if m.State != MachineUp {
+		return errf(CodeMachineDown, "machine %q is %s", m.ID, m.State)
+	}
+	o := l.orgs[t.Org]
+	pi := l.pi[t.Org] + m.BusyMilliW
+	var v *Task
+	if d.Kind == DecideAllocate {
+		if m.Task != "" {
+			return errf(CodeMachineBusy, "machine %q holds task %s", m.ID, m.Task)
+		}
+	} else {
+		v = l.tasks[d.Victim]
+		if v == nil {
+			return errf(CodeUnknownTask, "victim %q is not in the ledger", d.Victim)
+		}
+		if m.Task != v.ID {
+			return errf(CodeStale, "victim %s does not hold machine %q", v.ID, m.ID)
+		}
+		if v.Org == t.Org {
+			pi -= m.BusyMilliW
+		}
+	}
+	if pi > o.LimitMilliW {
+		return errf(CodeLimitExceeded, "placing %s on %q brings %q to %d mW, above its limit of %d mW", t.ID, m.ID, o.Name, pi, o.LimitMilliW)
+	}
+	if v != nil {
+		if v.State == TaskRunning {
+			l.markStopping(v, m.ID, OutcomePreempting)
+		}
+		l.unplace(v, m)
+		v.State = TaskQueued
+		res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStop, Task: v.ID, Reason: "preempted"})
+	}
+	l.place(t, m)
+	res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStart, Task: t.ID, Reason: "allocated"})
+	return nil
+}
+
+func (l *Ledger) place(t *Task, m *Machine) {
+	t.State = TaskAssigned
+	t.Machine = m.ID
+	m.Task = t.ID
+	l.pi[t.Org] += m.BusyMilliW
+	l.alloc[t.Org] += m.MFLOPS
+}
+
+// unplace frees m from t; the caller sets t's new state.
+func (l *Ledger) unplace(t *Task, m *Machine) {
+	t.Machine = ""
+	m.Task = ""
+	l.pi[t.Org] -= m.BusyMilliW
+	l.alloc[t.Org] -= m.MFLOPS
+}
+
+// markStopping turns t's running segment on machine into an open
+// preempting or cancelling one.
+func (l *Ledger) markStopping(t *Task, machine string, o Outcome) {
+	i := t.openSegment(machine, OutcomeRunning)
+	if i < 0 {
+		return
+	}
+	t.Segments[i].Outcome = o
+	s := l.stopping[machine]
+	if s == nil {
+		s = map[string]int{}
+		l.stopping[machine] = s
+	}
+	s[t.ID]++
+}
+
+func (l *Ledger) taskStarted(c *Command) *Error {
+	b := c.TaskStarted
+	m, err := l.ownMachine(c, b.Machine)
+	if err != nil {
+		return err
+	}
+	t, err := l.task(b.Task)
+	if err != nil {
+		return err
+	}
+	if t.State != TaskAssigned || t.Machine != m.ID {
+		return errf(CodeBadState, "task %s is %s%s, not assigned to %q", t.ID, t.State, onMachine(t), m.ID)
+	}
+	t.State = TaskRunning
+	t.Attempts++
+	t.Segments = append(t.Segments, Segment{Machine: m.ID, MachineOrg: m.Org, StartMs: c.AtMs, Outcome: OutcomeRunning})
+	return nil
+}
+
+func onMachine(t *Task) string {
+	if t.Machine == "" {
+		return ""
+	}
+	return " on " + strconv.Quote(t.Machine)
+}
+
+// credit is energy to book on closing a segment.
+type credit struct {
+	user, owner string
+	mj          int64
+}
+
+// checkCredits verifies that booking all of cs overflows no account.
+func (l *Ledger) checkCredits(cs ...credit) *Error {
+	tmp := map[string]Energy{}
+	get := func(org string) Energy {
+		if e, ok := tmp[org]; ok {
+			return e
+		}
+		return l.orgs[org].Energy
+	}
+	for _, c := range cs {
+		u := get(c.user)
+		if !addOK(u.UserMilliJ, c.mj) {
+			return errf(CodeOverflow, "energy account of %q as user would overflow", c.user)
+		}
+		u.UserMilliJ += c.mj
+		tmp[c.user] = u
+		o := get(c.owner)
+		if !addOK(o.OwnerSelfMilliJ+o.OwnerOthersMilliJ, c.mj) {
+			return errf(CodeOverflow, "energy account of %q as owner would overflow", c.owner)
+		}
+		if c.user == c.owner {
+			o.OwnerSelfMilliJ += c.mj
+		} else {
+			o.OwnerOthersMilliJ += c.mj
+		}
+		tmp[c.owner] = o
+	}
+	return nil
+}
+
+func addOK(a, b int64) bool { return b <= math.MaxInt64-a }
+
+// closeSegment closes t.Segments[i] and books its energy.
+func (l *Ledger) closeSegment(t *Task, i int, endMs, mj int64, src EnergySource, out Outcome) {
+	s := &t.Segments[i]
+	if s.Outcome == OutcomePreempting || s.Outcome == OutcomeCancelling {
+		if n := l.stopping[s.Machine][t.ID] - 1; n > 0 {
+			l.stopping[s.Machine][t.ID] = n
+		} else {
+			delete(l.stopping[s.Machine], t.ID)
+			if len(l.stopping[s.Machine]) == 0 {
+				delete(l.stopping, s.Machine)
+			}
+		}
+	}
+	// Clocks of different peers disagree; a segment never ends before it
+	// starts.
+	s.EndMs = max(endMs, s.StartMs)
+	s.EnergyMilliJ = mj
+	s.Source = src
+	s.Outcome = out
+	l.orgs[t.Org].Energy.UserMilliJ += mj
+	owner := l.orgs[s.MachineOrg]
+	if s.MachineOrg == t.Org {
+		owner.Energy.OwnerSelfMilliJ += mj
+	} else {
+		owner.Energy.OwnerOthersMilliJ += mj
+	}
+}
+
+// closedOutcome is what an open stopping segment becomes once reported.
+func closedOutcome(o Outcome) Outcome {
+	if o == OutcomeCancelling {
+		return OutcomeCancelled
+	}
+	return OutcomePreempted
+}
+
+func (l *Ledger) taskStopped(c *Command, res *Result) *Error {
+	b := c.TaskStopped
+	m, err := l.ownMachine(c, b.Machine)
+	if err != nil {
+		return err
+	}
+	t, err := l.task(b.Task)
+	if err != nil {
+		return err
+	}
+	i := t.openSegment(m.ID, OutcomePreempting, OutcomeCancelling)
+	if i < 0 {
+		return errf(CodeBadState, "task %s has no preempted or cancelled run on %q waiting for its report", t.ID, m.ID)
+	}
+	applyCk := false
+	if ck := b.Checkpoint; ck != nil {
+		if ck.ProgressMFlop > t.SizeMFlop {
+			return errf(CodeMalformed, "checkpoint progress %d MFlop exceeds the task's size %d MFlop", ck.ProgressMFlop, t.SizeMFlop)
+		}
+		switch {
+		case t.State != TaskQueued:
+			res.Notes = append(res.Notes, fmt.Sprintf("checkpoint %s ignored: task %s is %s, no longer waiting to resume", ck.Hash, t.ID, t.State))
+		case ck.ProgressMFlop < t.progress():
+			res.Notes = append(res.Notes, fmt.Sprintf("checkpoint %s ignored: it saves %d MFlop, the task's checkpoint already %d", ck.Hash, ck.ProgressMFlop, t.progress()))
+		default:
+			applyCk = true
+		}
+	}
+	if err := l.checkCredits(credit{t.Org, t.Segments[i].MachineOrg, b.EnergyMilliJ}); err != nil {
+		return err
+	}
+	l.closeSegment(t, i, c.AtMs, b.EnergyMilliJ, b.Source, closedOutcome(t.Segments[i].Outcome))
+	if applyCk {
+		t.setCheckpoint(b.Checkpoint, c.AtMs)
+	}
+	return nil
+}
+
+// progress is the work saved in the task's checkpoint.
+func (t *Task) progress() int64 {
+	if t.Checkpoint == nil {
+		return 0
+	}
+	return t.Checkpoint.ProgressMFlop
+}
+
+func (t *Task) setCheckpoint(d *CheckpointData, atMs int64) {
+	t.Checkpoint = &CheckpointRef{
+		Hash: d.Hash, SizeBytes: d.SizeBytes, AtMs: atMs, ProgressMFlop: d.ProgressMFlop,
+		Holders: append([]string(nil), d.Holders...),
+	}
+	t.RemainingMFlop = t.SizeMFlop - d.ProgressMFlop
+}
+
+func (l *Ledger) taskEnded(c *Command, res *Result) *Error {
+	b := c.TaskEnded
+	m, err := l.ownMachine(c, b.Machine)
+	if err != nil {
+		return err
+	}
+	t, err := l.task(b.Task)
+	if err != nil {
+		return err
+	}
+	cr := credit{t.Org, m.Org, b.EnergyMilliJ}
+	end := func() {
+		t.ExitCode = b.ExitCode
+		t.Reason = b.Reason
+		t.EndedMs = c.AtMs
+		if b.Failed {
+			t.State = TaskFailed
+		} else {
+			t.State = TaskDone
+			t.RemainingMFlop = 0
+		}
+	}
+	outcome := OutcomeDone
+	if b.Failed {
+		outcome = OutcomeFailed
+	}
+	switch {
+	case t.State == TaskRunning && t.Machine == m.ID:
+		if err := l.checkCredits(cr); err != nil {
+			return err
+		}
+		l.closeSegment(t, t.openSegment(m.ID, OutcomeRunning), c.AtMs, b.EnergyMilliJ, b.Source, outcome)
+		l.unplace(t, m)
+		end()
+	case t.State == TaskAssigned && t.Machine == m.ID:
+		// It failed before it ever started: there is no segment to book
+		// energy on.
+		if !b.Failed || b.EnergyMilliJ != 0 {
+			return errf(CodeBadState, "task %s never started on %q: only a failure with no energy can be reported", t.ID, m.ID)
+		}
+		l.unplace(t, m)
+		end()
+	default:
+		// The ledger already took the task off this machine (preempted or
+		// cancelled) before the report arrived: the report closes that run.
+		i := t.openSegment(m.ID, OutcomePreempting, OutcomeCancelling)
+		if i < 0 {
+			return errf(CodeBadState, "task %s is %s%s, not running on %q", t.ID, t.State, onMachine(t), m.ID)
+		}
+		if err := l.checkCredits(cr); err != nil {
+			return err
+		}
+		if !b.Failed && t.State == TaskQueued {
+			// Preempted, but it finished before it could be stopped, and it
+			// has not been placed again: its work is done.
+			l.closeSegment(t, i, c.AtMs, b.EnergyMilliJ, b.Source, OutcomeDone)
+			end()
+			return nil
+		}
+		l.closeSegment(t, i, c.AtMs, b.EnergyMilliJ, b.Source, closedOutcome(t.Segments[i].Outcome))
+		res.Notes = append(res.Notes, fmt.Sprintf("task %s: exit on %q booked as the end of its %s run; the task is %s", t.ID, m.ID, t.Segments[i].Outcome, t.State))
+	}
+	return nil
+}
+
+func (l *Ledger) heartbeat(c *Command) *Error {
+	m, err := l.ownMachine(c, c.Heartbeat.Machine)
+	if err != nil {
+		return err
+	}
+	m.LastHeartbeatMs = max(m.LastHeartbeatMs, c.AtMs)
+	m.State = MachineUp
+	return nil
+}
+
+func (l *Ledger) machineLost(c *Command, res *Result) *Error {
+	// Any registered peer may declare a machine lost (the leader does it for
+	// machines whose heartbeats stopped); the peer must still be the one
+	// registered for the organisation it claims to act for.
+	if _, err := l.actor(c); err != nil {
+		return err
+	}
+	m := l.machines[c.MachineLost.Machine]
+	if m == nil {
+		return errf(CodeUnknownMachine, "machine %q is not registered", c.MachineLost.Machine)
+	}
+	if m.State == MachineLost {
+		return errf(CodeBadState, "machine %q is already lost", m.ID)
+	}
+	// Every open segment on m: the running one of m's task, and the runs
+	// stopped there whose energy was never reported.
+	type open struct {
+		t *Task
+		i int
+	}
+	var opens []open
+	var cs []credit
+	add := func(t *Task, i int) {
+		s := t.Segments[i]
+		opens = append(opens, open{t, i})
+		cs = append(cs, credit{t.Org, s.MachineOrg, declaredMilliJ(m.BusyMilliW, s.StartMs, c.AtMs)})
+	}
+	var held *Task
+	if m.Task != "" {
+		held = l.tasks[m.Task]
+		if i := held.openSegment(m.ID, OutcomeRunning); i >= 0 {
+			add(held, i)
+		}
+	}
+	for _, id := range sortedKeys(l.stopping[m.ID]) {
+		t := l.tasks[id]
+		for i := range t.Segments {
+			if s := t.Segments[i]; s.Machine == m.ID && (s.Outcome == OutcomePreempting || s.Outcome == OutcomeCancelling) {
+				add(t, i)
+			}
+		}
+	}
+	if err := l.checkCredits(cs...); err != nil {
+		return err
+	}
+	for k, o := range opens {
+		l.closeSegment(o.t, o.i, c.AtMs, cs[k].mj, EnergyDeclared, OutcomeLost)
+	}
+	if held != nil {
+		l.unplace(held, m)
+		held.State = TaskQueued
+		res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStop, Task: held.ID, Reason: "lost"})
+	}
+	m.State = MachineLost
+	return nil
+}
+
+// declaredMilliJ is busy power × duration, in mJ, capped at
+// MaxSegmentMilliJ (mW × ms = µJ).
+func declaredMilliJ(busyMilliW, startMs, endMs int64) int64 {
+	if endMs <= startMs || busyMilliW <= 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(busyMilliW), uint64(endMs-startMs))
+	if hi >= 1000 {
+		return MaxSegmentMilliJ
+	}
+	q, _ := bits.Div64(hi, lo, 1000)
+	if q > MaxSegmentMilliJ {
+		return MaxSegmentMilliJ
+	}
+	return int64(q)
+}
+
+func (l *Ledger) checkpoint(c *Command) *Error {
+	b := c.Checkpoint
+	m, err := l.ownMachine(c, b.Machine)
+	if err != nil {
+		return err
+	}
+	t, err := l.task(b.Task)
+	if err != nil {
+		return err
+	}
+	if t.State != TaskRunning || t.Machine != m.ID {
+		return errf(CodeBadState, "task %s is %s%s, not running on %q", t.ID, t.State, onMachine(t), m.ID)
+	}
+	if p := b.Checkpoint.ProgressMFlop; p > t.SizeMFlop {
+		return errf(CodeMalformed, "checkpoint progress %d MFlop exceeds the task's size %d MFlop", p, t.SizeMFlop)
+	} else if p < t.progress() {
+		return errf(CodeBadState, "checkpoint progress %d MFlop is behind the recorded %d MFlop", p, t.progress())
+	}
+	t.setCheckpoint(&b.Checkpoint, c.AtMs)
+	return nil
+}

@@ -1,0 +1,635 @@
+package ledger
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"path"
+	"strings"
+)
+
+// CommandVersion is the only command version this ledger applies. A peer
+// running an older ledger rejects newer commands with CodeBadVersion instead
+// of misreading them.
+const CommandVersion = 1
+
+// Bounds on what a command may carry. They keep every sum inside int64 and
+// every log entry small enough for Raft.
+const (
+	MaxCommandBytes        = 32 << 20
+	MaxNameLen             = 64
+	MaxPeerIDLen           = 128
+	MaxTaskIDLen           = MaxNameLen + 21
+	MaxMachinesPerCommand  = 4096
+	MaxTasksPerCommand     = 10_000
+	MaxDecisionsPerCommand = 100_000
+	// MaxMFLOPS is 10^9 GFLOPS per machine, MaxMachineMilliW 100 kW.
+	MaxMFLOPS        = 1_000_000_000_000
+	MaxMachineMilliW = 100_000_000
+	// MaxLimitMilliW is 10^12 W, far above any federation ("whole system").
+	MaxLimitMilliW = 1_000_000_000_000_000
+	MaxSizeMFlop   = 1 << 53
+	// MaxSegmentMilliJ is 10 GJ per reported segment.
+	MaxSegmentMilliJ = 10_000_000_000_000
+	// MaxTimeMs is about the year 3084.
+	MaxTimeMs         = 1 << 45
+	MaxArgv           = 256
+	MaxArgBytes       = 4096
+	MaxEnv            = 256
+	MaxEnvKeyLen      = 128
+	MaxFiles          = 256
+	MaxFileNameLen    = 255
+	MaxReasonBytes    = 1024
+	MaxHolders        = 16
+	MaxCheckpointHash = 128
+	MaxCheckpointSize = 1 << 50
+)
+
+// Kind names a command type.
+type Kind string
+
+const (
+	KindRegisterOrg   Kind = "register_org"
+	KindAddMachine    Kind = "add_machine"
+	KindRemoveMachine Kind = "remove_machine"
+	KindSetLimit      Kind = "set_limit"
+	KindSubmitTasks   Kind = "submit_tasks"
+	KindCancelTask    Kind = "cancel_task"
+	KindDecisions     Kind = "decisions"
+	KindTaskStarted   Kind = "task_started"
+	KindTaskStopped   Kind = "task_stopped"
+	KindTaskEnded     Kind = "task_ended"
+	KindHeartbeat     Kind = "heartbeat"
+	KindMachineLost   Kind = "machine_lost"
+	KindCheckpoint    Kind = "checkpoint"
+)
+
+// Command is one log entry. Exactly one body pointer is set. The envelope
+// names who acts: Org is the acting organisation and Peer the libp2p peer ID
+// that proposed the command; Apply checks that Peer is the peer registered
+// for Org. AtMs is the proposer's clock, the only notion of time Apply uses.
+//
+// The encoding is JSON of this struct: fields come out in declaration order
+// and map keys sorted, so the same Command always encodes to the same bytes.
+type Command struct {
+	V    int    `json:"v"`
+	Org  string `json:"org"`
+	Peer string `json:"peer"`
+	AtMs int64  `json:"at_ms"`
+
+	RegisterOrg   *RegisterOrg        `json:"register_org,omitempty"`
+	AddMachine    *AddMachine         `json:"add_machine,omitempty"`
+	RemoveMachine *RemoveMachine      `json:"remove_machine,omitempty"`
+	SetLimit      *SetLimit           `json:"set_limit,omitempty"`
+	SubmitTasks   *SubmitTasks        `json:"submit_tasks,omitempty"`
+	CancelTask    *CancelTask         `json:"cancel_task,omitempty"`
+	Decisions     *Decisions          `json:"decisions,omitempty"`
+	TaskStarted   *TaskStarted        `json:"task_started,omitempty"`
+	TaskStopped   *TaskStopped        `json:"task_stopped,omitempty"`
+	TaskEnded     *TaskEnded          `json:"task_ended,omitempty"`
+	Heartbeat     *Heartbeat          `json:"heartbeat,omitempty"`
+	MachineLost   *MachineLostCmd     `json:"machine_lost,omitempty"`
+	Checkpoint    *CheckpointRecorded `json:"checkpoint,omitempty"`
+}
+
+// RegisterOrg registers the acting organisation, bound to the acting peer,
+// with its power limit and its machines. Machine IDs become "<org>/<name>".
+type RegisterOrg struct {
+	LimitMilliW int64         `json:"limit_mw"`
+	Machines    []MachineSpec `json:"machines"`
+}
+
+// MachineSpec declares a machine.
+type MachineSpec struct {
+	Name       string `json:"name"`
+	MFLOPS     int64  `json:"mflops"`
+	BusyMilliW int64  `json:"busy_mw"`
+	IdleMilliW int64  `json:"idle_mw,omitempty"`
+}
+
+// AddMachine adds a machine to the acting organisation.
+type AddMachine struct {
+	Machine MachineSpec `json:"machine"`
+}
+
+// RemoveMachine removes one of the acting organisation's machines. It must
+// hold no task and no unreported run (CodeMachineBusy); declare it lost
+// first to give its tasks back to the queue.
+type RemoveMachine struct {
+	Machine string `json:"machine"`
+}
+
+// SetLimit sets the acting organisation's Lim_i. A limit below the current
+// PI_i is rejected (CodeLimitExceeded): PI_i ≤ Lim_i is an invariant, and
+// the ledger never stops tasks on its own.
+type SetLimit struct {
+	LimitMilliW int64 `json:"limit_mw"`
+}
+
+// SubmitTasks queues a batch of tasks for the acting organisation. Their IDs
+// are returned in Result.TaskIDs, in order.
+type SubmitTasks struct {
+	Tasks []TaskSpec `json:"tasks"`
+}
+
+// TaskSpec is one task of a submission.
+type TaskSpec struct {
+	SizeMFlop int64 `json:"size_mflop"`
+	Spec      Spec  `json:"spec"`
+}
+
+// CancelTask cancels one of the acting organisation's non-terminal tasks.
+// A running task's segment stays open (OutcomeCancelling) until the
+// machine's owner reports the stop with TaskStopped.
+type CancelTask struct {
+	Task string `json:"task"`
+}
+
+// DecisionKind is what a decision does (policy.Allocate, policy.Preempt).
+type DecisionKind string
+
+const (
+	DecideAllocate DecisionKind = "allocate"
+	DecidePreempt  DecisionKind = "preempt"
+)
+
+// Decision is a policy.Decision with IDs instead of view indices.
+type Decision struct {
+	Kind    DecisionKind `json:"kind"`
+	Task    string       `json:"task"`
+	Machine string       `json:"machine"`
+	// Victim is the task stopped on Machine (preempt only).
+	Victim string `json:"victim,omitempty"`
+}
+
+// Decisions is one scheduling pass of the leader: the acting peer is the
+// proposer (the consensus layer lets only the leader propose these), the
+// acting organisation its organisation.
+//
+// Rule (Nomad's plan applier): the decisions are applied in order, each one
+// validated against the state as left by the previous ones. A decision that
+// no longer holds (task not queued, machine not free or lost, victim not on
+// the machine, limit would be exceeded) is rejected on its own with a code in
+// Result.Decisions, and the others still apply. A leader that decided on a
+// stale view thus loses some decisions but can never break an invariant.
+// Only an envelope error (version, identity, shape) rejects the whole batch.
+type Decisions struct {
+	// ViewIndex is the applied index of the view the leader decided on. It is
+	// informational (logged, reported); validation is against the state.
+	ViewIndex uint64     `json:"view_index"`
+	Decisions []Decision `json:"decisions"`
+}
+
+// TaskStarted reports that the owner of Machine started the task assigned to
+// it. It opens a segment at AtMs.
+type TaskStarted struct {
+	Task    string `json:"task"`
+	Machine string `json:"machine"`
+}
+
+// TaskStopped reports that the owner of Machine stopped a task the ledger had
+// preempted or cancelled there, with the energy measured for that segment
+// and, optionally, the checkpoint taken at the stop (applied only while the
+// task waits in the queue; ignored, with a note, if it already runs again).
+type TaskStopped struct {
+	Task         string          `json:"task"`
+	Machine      string          `json:"machine"`
+	EnergyMilliJ int64           `json:"energy_mj"`
+	Source       EnergySource    `json:"source"`
+	Checkpoint   *CheckpointData `json:"checkpoint,omitempty"`
+}
+
+// TaskEnded reports that the task running on Machine exited: done, or
+// failed (Failed). A task that failed before it started (still assigned) may
+// report Failed with no energy. If the ledger had already preempted or
+// cancelled the task on that machine, the report closes that segment
+// instead; a preempted task that is still queued then counts as done.
+type TaskEnded struct {
+	Task         string       `json:"task"`
+	Machine      string       `json:"machine"`
+	Failed       bool         `json:"failed,omitempty"`
+	ExitCode     int          `json:"exit_code"`
+	Reason       string       `json:"reason,omitempty"`
+	EnergyMilliJ int64        `json:"energy_mj"`
+	Source       EnergySource `json:"source"`
+}
+
+// Heartbeat records that the owner's machine is alive; a lost machine comes
+// back up. Heartbeats may also travel by gossip only; this command exists
+// for the transitions.
+type Heartbeat struct {
+	Machine string `json:"machine"`
+}
+
+// MachineLostCmd declares a machine lost: its assigned and running tasks go
+// back to the queue (keeping their checkpointed progress) and every open
+// segment on it is closed with the declared energy estimate
+// (busy power × duration). The machine's owner may send it; so may the
+// leader for any machine whose heartbeats stopped (the consensus layer lets
+// only the leader propose it for another organisation's machine).
+type MachineLostCmd struct {
+	Machine string `json:"machine"`
+}
+
+// CheckpointRecorded records a checkpoint of the task running on Machine,
+// reported by the machine's owner. Progress never goes backwards.
+type CheckpointRecorded struct {
+	Task       string         `json:"task"`
+	Machine    string         `json:"machine"`
+	Checkpoint CheckpointData `json:"checkpoint"`
+}
+
+// CheckpointData is a checkpoint reference as reported (AtMs comes from the
+// command).
+type CheckpointData struct {
+	Hash          string   `json:"hash"`
+	SizeBytes     int64    `json:"size_bytes"`
+	ProgressMFlop int64    `json:"progress_mflop"`
+	Holders       []string `json:"holders"`
+}
+
+// Kind returns the kind of the command's body, or "" if it has none or more
+// than one.
+func (c *Command) Kind() Kind {
+	var k Kind
+	n := 0
+	set := func(ok bool, kind Kind) {
+		if ok {
+			n++
+			k = kind
+		}
+	}
+	set(c.RegisterOrg != nil, KindRegisterOrg)
+	set(c.AddMachine != nil, KindAddMachine)
+	set(c.RemoveMachine != nil, KindRemoveMachine)
+	set(c.SetLimit != nil, KindSetLimit)
+	set(c.SubmitTasks != nil, KindSubmitTasks)
+	set(c.CancelTask != nil, KindCancelTask)
+	set(c.Decisions != nil, KindDecisions)
+	set(c.TaskStarted != nil, KindTaskStarted)
+	set(c.TaskStopped != nil, KindTaskStopped)
+	set(c.TaskEnded != nil, KindTaskEnded)
+	set(c.Heartbeat != nil, KindHeartbeat)
+	set(c.MachineLost != nil, KindMachineLost)
+	set(c.Checkpoint != nil, KindCheckpoint)
+	if n != 1 {
+		return ""
+	}
+	return k
+}
+
+// EncodeCommand encodes c deterministically. A zero V is set to
+// CommandVersion. It validates the command's shape (not its meaning against
+// a state) so that a proposer learns of a malformed command before it
+// reaches the log.
+func EncodeCommand(c Command) ([]byte, error) {
+	if c.V == 0 {
+		c.V = CommandVersion
+	}
+	if c.V != CommandVersion {
+		return nil, errf(CodeBadVersion, "command version %d: this ledger encodes version %d", c.V, CommandVersion)
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, errf(CodeMalformed, "encode command: %v", err)
+	}
+	if len(b) > MaxCommandBytes {
+		return nil, errf(CodeMalformed, "command is %d bytes, more than %d", len(b), MaxCommandBytes)
+	}
+	return b, nil
+}
+
+// DecodeCommand decodes and shape-checks a command: known version, no
+// unknown fields, no trailing data, exactly one body, every field in range.
+// The error is an *Error (CodeBadVersion or CodeMalformed).
+func DecodeCommand(data []byte) (Command, error) {
+	if len(data) > MaxCommandBytes {
+		return Command{}, errf(CodeMalformed, "command is %d bytes, more than %d", len(data), MaxCommandBytes)
+	}
+	// The version is read first and leniently: a newer command may carry
+	// fields this version does not know, and must be reported as a version
+	// mismatch, not as garbage.
+	var hdr struct {
+		V *int `json:"v"`
+	}
+	if err := json.Unmarshal(data, &hdr); err != nil {
+		return Command{}, errf(CodeMalformed, "decode command: %v", err)
+	}
+	if hdr.V == nil {
+		return Command{}, errf(CodeMalformed, "command has no version field \"v\"")
+	}
+	if *hdr.V != CommandVersion {
+		return Command{}, errf(CodeBadVersion, "command version %d: this ledger applies version %d", *hdr.V, CommandVersion)
+	}
+	var c Command
+	if err := decodeStrict(data, &c); err != nil {
+		return Command{}, errf(CodeMalformed, "decode command: %v", err)
+	}
+	if err := c.validate(); err != nil {
+		return Command{}, err
+	}
+	return c, nil
+}
+
+// decodeStrict decodes exactly one JSON value into v, refusing unknown
+// fields and trailing data.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}
+
+// validate checks the command's shape, independent of any state.
+func (c *Command) validate() *Error {
+	if !validName(c.Org) {
+		return errf(CodeMalformed, "acting organisation %q: want 1-%d characters of [A-Za-z0-9._-], starting with a letter or digit", c.Org, MaxNameLen)
+	}
+	if !validPeer(c.Peer) {
+		return errf(CodeMalformed, "acting peer %q: want 1-%d characters of [A-Za-z0-9]", c.Peer, MaxPeerIDLen)
+	}
+	if c.AtMs < 0 || c.AtMs > MaxTimeMs {
+		return errf(CodeMalformed, "at_ms %d out of range [0, %d]", c.AtMs, int64(MaxTimeMs))
+	}
+	switch c.Kind() {
+	case "":
+		return errf(CodeMalformed, "a command carries exactly one body")
+	case KindRegisterOrg:
+		b := c.RegisterOrg
+		if err := validLimit(b.LimitMilliW); err != nil {
+			return err
+		}
+		if len(b.Machines) > MaxMachinesPerCommand {
+			return errf(CodeMalformed, "%d machines, more than %d", len(b.Machines), MaxMachinesPerCommand)
+		}
+		seen := make(map[string]struct{}, len(b.Machines))
+		for i, m := range b.Machines {
+			if err := m.validate(); err != nil {
+				return errf(CodeMalformed, "machines[%d]: %s", i, err.Msg)
+			}
+			if _, dup := seen[m.Name]; dup {
+				return errf(CodeMalformed, "machines[%d]: duplicate name %q", i, m.Name)
+			}
+			seen[m.Name] = struct{}{}
+		}
+	case KindAddMachine:
+		if err := c.AddMachine.Machine.validate(); err != nil {
+			return err
+		}
+	case KindRemoveMachine:
+		return validMachineRef(c.RemoveMachine.Machine)
+	case KindSetLimit:
+		return validLimit(c.SetLimit.LimitMilliW)
+	case KindSubmitTasks:
+		ts := c.SubmitTasks.Tasks
+		if len(ts) == 0 || len(ts) > MaxTasksPerCommand {
+			return errf(CodeMalformed, "%d tasks: want 1 to %d", len(ts), MaxTasksPerCommand)
+		}
+		for i := range ts {
+			if ts[i].SizeMFlop <= 0 || ts[i].SizeMFlop > MaxSizeMFlop {
+				return errf(CodeMalformed, "tasks[%d]: size %d MFlop out of range [1, %d]", i, ts[i].SizeMFlop, int64(MaxSizeMFlop))
+			}
+			if err := ts[i].Spec.validate(); err != nil {
+				return errf(CodeMalformed, "tasks[%d]: %s", i, err.Msg)
+			}
+		}
+	case KindCancelTask:
+		return validTaskRef(c.CancelTask.Task)
+	case KindDecisions:
+		// Per-decision shape problems are reported per decision by Apply, so
+		// that one bad decision does not sink the whole pass; only the size
+		// is checked here.
+		if n := len(c.Decisions.Decisions); n > MaxDecisionsPerCommand {
+			return errf(CodeMalformed, "%d decisions, more than %d", n, MaxDecisionsPerCommand)
+		}
+	case KindTaskStarted:
+		if err := validTaskRef(c.TaskStarted.Task); err != nil {
+			return err
+		}
+		return validMachineRef(c.TaskStarted.Machine)
+	case KindTaskStopped:
+		b := c.TaskStopped
+		if err := validTaskRef(b.Task); err != nil {
+			return err
+		}
+		if err := validMachineRef(b.Machine); err != nil {
+			return err
+		}
+		if err := validEnergy(b.EnergyMilliJ, b.Source); err != nil {
+			return err
+		}
+		if b.Checkpoint != nil {
+			return b.Checkpoint.validate()
+		}
+	case KindTaskEnded:
+		b := c.TaskEnded
+		if err := validTaskRef(b.Task); err != nil {
+			return err
+		}
+		if err := validMachineRef(b.Machine); err != nil {
+			return err
+		}
+		if err := validEnergy(b.EnergyMilliJ, b.Source); err != nil {
+			return err
+		}
+		if b.ExitCode < -1<<31 || b.ExitCode > 1<<31-1 {
+			return errf(CodeMalformed, "exit code %d out of the int32 range", b.ExitCode)
+		}
+		if len(b.Reason) > MaxReasonBytes {
+			return errf(CodeMalformed, "reason is %d bytes, more than %d", len(b.Reason), MaxReasonBytes)
+		}
+	case KindHeartbeat:
+		return validMachineRef(c.Heartbeat.Machine)
+	case KindMachineLost:
+		return validMachineRef(c.MachineLost.Machine)
+	case KindCheckpoint:
+		if err := validTaskRef(c.Checkpoint.Task); err != nil {
+			return err
+		}
+		if err := validMachineRef(c.Checkpoint.Machine); err != nil {
+			return err
+		}
+		return c.Checkpoint.Checkpoint.validate()
+	}
+	return nil
+}
+
+func (m MachineSpec) validate() *Error {
+	if !validName(m.Name) {
+		return errf(CodeMalformed, "machine name %q: want 1-%d characters of [A-Za-z0-9._-], starting with a letter or digit", m.Name, MaxNameLen)
+	}
+	if m.MFLOPS <= 0 || m.MFLOPS > MaxMFLOPS {
+		return errf(CodeMalformed, "machine %q: %d MFLOPS out of range [1, %d]", m.Name, m.MFLOPS, int64(MaxMFLOPS))
+	}
+	if m.BusyMilliW <= 0 || m.BusyMilliW > MaxMachineMilliW {
+		return errf(CodeMalformed, "machine %q: busy power %d mW out of range [1, %d]", m.Name, m.BusyMilliW, int64(MaxMachineMilliW))
+	}
+	if m.IdleMilliW < 0 || m.IdleMilliW > MaxMachineMilliW {
+		return errf(CodeMalformed, "machine %q: idle power %d mW out of range [0, %d]", m.Name, m.IdleMilliW, int64(MaxMachineMilliW))
+	}
+	return nil
+}
+
+func (s *Spec) validate() *Error {
+	if len(s.Argv) > MaxArgv {
+		return errf(CodeMalformed, "argv has %d elements, more than %d", len(s.Argv), MaxArgv)
+	}
+	for i, a := range s.Argv {
+		if len(a) > MaxArgBytes || strings.IndexByte(a, 0) >= 0 {
+			return errf(CodeMalformed, "argv[%d]: longer than %d bytes or contains NUL", i, MaxArgBytes)
+		}
+	}
+	if len(s.Env) > MaxEnv {
+		return errf(CodeMalformed, "env has %d entries, more than %d", len(s.Env), MaxEnv)
+	}
+	for k, v := range s.Env {
+		if !validEnvKey(k) {
+			return errf(CodeMalformed, "env key %q: want [A-Za-z_][A-Za-z0-9_]*, at most %d characters", k, MaxEnvKeyLen)
+		}
+		if len(v) > MaxArgBytes || strings.IndexByte(v, 0) >= 0 {
+			return errf(CodeMalformed, "env %s: value longer than %d bytes or contains NUL", k, MaxArgBytes)
+		}
+	}
+	if s.WallLimitMs < 0 || s.WallLimitMs > MaxTimeMs {
+		return errf(CodeMalformed, "wall_limit_ms %d out of range [0, %d]", s.WallLimitMs, int64(MaxTimeMs))
+	}
+	for _, files := range []struct {
+		what  string
+		names []string
+	}{{"inputs", s.Inputs}, {"outputs", s.Outputs}} {
+		if len(files.names) > MaxFiles {
+			return errf(CodeMalformed, "%s: %d names, more than %d", files.what, len(files.names), MaxFiles)
+		}
+		seen := make(map[string]struct{}, len(files.names))
+		for i, n := range files.names {
+			if !validFileName(n) {
+				return errf(CodeMalformed, "%s[%d] %q: want a clean relative path of at most %d bytes, without ..", files.what, i, n, MaxFileNameLen)
+			}
+			if _, dup := seen[n]; dup {
+				return errf(CodeMalformed, "%s[%d]: duplicate %q", files.what, i, n)
+			}
+			seen[n] = struct{}{}
+		}
+	}
+	return nil
+}
+
+func (d *CheckpointData) validate() *Error {
+	if d.Hash == "" || len(d.Hash) > MaxCheckpointHash || !isAlnumOr(d.Hash, ":_-") {
+		return errf(CodeMalformed, "checkpoint hash %q: want 1-%d characters of [A-Za-z0-9:_-]", d.Hash, MaxCheckpointHash)
+	}
+	if d.SizeBytes < 0 || d.SizeBytes > MaxCheckpointSize {
+		return errf(CodeMalformed, "checkpoint size %d bytes out of range [0, %d]", d.SizeBytes, int64(MaxCheckpointSize))
+	}
+	if d.ProgressMFlop < 0 || d.ProgressMFlop > MaxSizeMFlop {
+		return errf(CodeMalformed, "checkpoint progress %d MFlop out of range [0, %d]", d.ProgressMFlop, int64(MaxSizeMFlop))
+	}
+	if len(d.Holders) == 0 || len(d.Holders) > MaxHolders {
+		return errf(CodeMalformed, "checkpoint has %d holders: want 1 to %d", len(d.Holders), MaxHolders)
+	}
+	seen := make(map[string]struct{}, len(d.Holders))
+	for i, h := range d.Holders {
+		if !validPeer(h) {
+			return errf(CodeMalformed, "checkpoint holders[%d] %q: not a peer ID", i, h)
+		}
+		if _, dup := seen[h]; dup {
+			return errf(CodeMalformed, "checkpoint holders[%d]: duplicate %q", i, h)
+		}
+		seen[h] = struct{}{}
+	}
+	return nil
+}
+
+func validLimit(l int64) *Error {
+	if l < 0 || l > MaxLimitMilliW {
+		return errf(CodeMalformed, "power limit %d mW out of range [0, %d]", l, int64(MaxLimitMilliW))
+	}
+	return nil
+}
+
+func validEnergy(mj int64, src EnergySource) *Error {
+	if mj < 0 || mj > MaxSegmentMilliJ {
+		return errf(CodeMalformed, "energy %d mJ out of range [0, %d]", mj, int64(MaxSegmentMilliJ))
+	}
+	if !src.valid() {
+		return errf(CodeMalformed, "energy source %q: want rapl, declared or simulated", src)
+	}
+	return nil
+}
+
+func validMachineRef(id string) *Error {
+	org, name, ok := strings.Cut(id, "/")
+	if !ok || !validName(org) || !validName(name) {
+		return errf(CodeMalformed, "machine ID %q: want <org>/<name>", id)
+	}
+	return nil
+}
+
+func validTaskRef(id string) *Error {
+	if id == "" || len(id) > MaxTaskIDLen || !isAlnumOr(id, "._-") {
+		return errf(CodeMalformed, "task ID %q: want <org>-<n>", id)
+	}
+	return nil
+}
+
+// validName accepts organisation and machine names: 1-64 characters of
+// [A-Za-z0-9._-], starting with a letter or digit (so never "." or "..").
+func validName(s string) bool {
+	if s == "" || len(s) > MaxNameLen || !isAlnum(s[0]) {
+		return false
+	}
+	return isAlnumOr(s, "._-")
+}
+
+// validPeer accepts the textual forms of libp2p peer IDs (base58btc or a
+// base32 CID), which are alphanumeric. The ledger does not import libp2p, so
+// it checks the shape only; identity is the consensus layer's job.
+func validPeer(s string) bool {
+	return s != "" && len(s) <= MaxPeerIDLen && isAlnumOr(s, "")
+}
+
+func validEnvKey(k string) bool {
+	if k == "" || len(k) > MaxEnvKeyLen {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (i > 0 && c >= '0' && c <= '9') {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+func validFileName(n string) bool {
+	if n == "" || len(n) > MaxFileNameLen || strings.IndexByte(n, 0) >= 0 || strings.HasPrefix(n, "/") {
+		return false
+	}
+	if path.Clean(n) != n || n == "." || n == ".." || strings.HasPrefix(n, "../") {
+		return false
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')
+}
+
+func isAlnumOr(s, extra string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isAlnum(s[i]) && strings.IndexByte(extra, s[i]) < 0 {
+			return false
+		}
+	}
+	return true
+}

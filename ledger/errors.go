@@ -1,0 +1,72 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable, machine-readable reason for rejecting a command or a
+// decision. Codes are part of the API: clients match on them.
+type Code string
+
+const (
+	// CodeMalformed: the bytes do not decode, a field is missing, unknown or
+	// out of range, or the command carries no body or more than one.
+	CodeMalformed Code = "malformed"
+	// CodeBadVersion: the command version is not CommandVersion.
+	CodeBadVersion Code = "bad_version"
+	// CodeUnknownOrg, CodeUnknownMachine, CodeUnknownTask: a reference to
+	// something the ledger does not hold.
+	CodeUnknownOrg     Code = "unknown_org"
+	CodeUnknownMachine Code = "unknown_machine"
+	CodeUnknownTask    Code = "unknown_task"
+	// CodeNotOwner: the acting peer is not the one registered for the acting
+	// organisation, or the organisation acts on another's task or machine.
+	CodeNotOwner Code = "not_owner"
+	// CodeExists: the organisation, peer or machine is already registered.
+	CodeExists Code = "exists"
+	// CodeMachineBusy: the machine holds a task (or an unreported run).
+	CodeMachineBusy Code = "machine_busy"
+	// CodeMachineDown: the machine is lost.
+	CodeMachineDown Code = "machine_down"
+	// CodeLimitExceeded: PI_i would exceed Lim_i.
+	CodeLimitExceeded Code = "limit_exceeded"
+	// CodeBadState: the task or machine is not in a state that allows the
+	// command (e.g. starting a task that is not assigned to that machine).
+	CodeBadState Code = "bad_state"
+	// CodeStale: a decision refers to a state that no longer holds (the task
+	// is no longer queued, the victim no longer runs on the machine).
+	CodeStale Code = "stale"
+	// CodeOverflow: an energy account would overflow int64.
+	CodeOverflow Code = "overflow"
+)
+
+// Error is a rejected command or decision.
+type Error struct {
+	Code Code   `json:"code"`
+	Msg  string `json:"msg"`
+}
+
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Msg }
+
+// Is makes errors.Is(err, &Error{Code: c}) match on the code alone.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	if errors.As(target, &t) {
+		return t.Code == e.Code
+	}
+	return false
+}
+
+func errf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// CodeOf returns the Code of err if it is (or wraps) an *Error, else "".
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}

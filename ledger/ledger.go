@@ -1,0 +1,158 @@
+package ledger
+
+// Ledger is the federation's replicated state. The zero value is not usable;
+// call New. Not safe for concurrent use (see the package documentation).
+type Ledger struct {
+	applied uint64
+	// seq is the last task submit sequence number handed out.
+	seq uint64
+
+	orgs     map[string]*Org
+	order    []string // organisation names in registration order
+	machines map[string]*Machine
+	tasks    map[string]*Task
+
+	// Derived indexes, rebuilt by Restore and checked by CheckInvariants.
+	peers    map[string]string              // peer ID → organisation
+	pi       map[string]int64               // PI_i: Σ busy mW of machines holding i's tasks
+	alloc    map[string]int64               // Allocated_i: Σ MFLOPS of those machines
+	stopping map[string]map[string]int      // machine → task → open preempting/cancelling segments
+	byOrgM   map[string]map[string]struct{} // organisation → its machine IDs
+}
+
+// New returns an empty ledger at applied index 0.
+func New() *Ledger {
+	return &Ledger{
+		orgs:     map[string]*Org{},
+		machines: map[string]*Machine{},
+		tasks:    map[string]*Task{},
+		peers:    map[string]string{},
+		pi:       map[string]int64{},
+		alloc:    map[string]int64{},
+		stopping: map[string]map[string]int{},
+		byOrgM:   map[string]map[string]struct{}{},
+	}
+}
+
+// AppliedIndex is the last log index given to Apply (accepted or not), or
+// the index of the restored snapshot.
+func (l *Ledger) AppliedIndex() uint64 { return l.applied }
+
+// ChangeAction is what the owner of a machine must do after an Apply.
+type ChangeAction string
+
+const (
+	// ActionStart: the task was allocated to the machine; start it and
+	// report TaskStarted.
+	ActionStart ChangeAction = "start"
+	// ActionStop: the ledger took the task off the machine (preempted,
+	// cancelled, or the machine was declared lost); stop it and, if it had
+	// started, report TaskStopped with the measured energy.
+	ActionStop ChangeAction = "stop"
+)
+
+// Change is one effect of a command on a machine, for the machine's owner.
+type Change struct {
+	Machine    string       `json:"machine"`
+	MachineOrg string       `json:"machine_org"`
+	Action     ChangeAction `json:"action"`
+	Task       string       `json:"task"`
+	// Reason is "allocated", "preempted", "cancelled" or "lost".
+	Reason string `json:"reason"`
+}
+
+// DecisionResult is the fate of one decision of a batch.
+type DecisionResult struct {
+	Decision Decision `json:"decision"`
+	// Err is nil when the decision was applied.
+	Err *Error `json:"err,omitempty"`
+}
+
+// Result is what Apply did. Err is nil when the command was applied (for a
+// decisions batch: the batch was well-formed and authorised; each decision
+// has its own fate in Decisions).
+type Result struct {
+	Index uint64 `json:"index"`
+	Kind  Kind   `json:"kind,omitempty"`
+	// Skipped: the index was not above the applied index; nothing was done.
+	Skipped bool   `json:"skipped,omitempty"`
+	Err     *Error `json:"err,omitempty"`
+	// TaskIDs are the IDs given to submitted tasks, in submission order.
+	TaskIDs   []string         `json:"task_ids,omitempty"`
+	Decisions []DecisionResult `json:"decisions,omitempty"`
+	// Changes are the effects on machines, in the order they happened.
+	Changes []Change `json:"changes,omitempty"`
+	// Notes explain accepted commands whose parts were ignored (e.g. a late
+	// checkpoint for a task that already runs elsewhere).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Applied says the command was applied (not skipped, not rejected).
+func (r *Result) Applied() bool { return !r.Skipped && r.Err == nil }
+
+// AcceptedDecisions counts the decisions of a batch that were applied.
+func (r *Result) AcceptedDecisions() int {
+	n := 0
+	for _, d := range r.Decisions {
+		if d.Err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Apply applies the log entry data at index. An index at or below
+// AppliedIndex is a no-op (Result.Skipped). Otherwise the index is recorded
+// whatever happens next, and the command is decoded, validated against the
+// current state and, only if valid, applied. A rejected command leaves the
+// state (and Hash) unchanged and returns Result.Err with a stable Code.
+// Apply never panics on any input.
+func (l *Ledger) Apply(index uint64, data []byte) Result {
+	if index <= l.applied {
+		return Result{Index: index, Skipped: true}
+	}
+	l.applied = index
+	res := Result{Index: index}
+	c, err := DecodeCommand(data)
+	if err != nil {
+		res.Err = err.(*Error)
+		return res
+	}
+	res.Kind = c.Kind()
+	if e := l.apply(index, &c, &res); e != nil {
+		return Result{Index: index, Kind: res.Kind, Err: e}
+	}
+	return res
+}
+
+func (l *Ledger) apply(index uint64, c *Command, res *Result) *Error {
+	switch c.Kind() {
+	case KindRegisterOrg:
+		return l.registerOrg(index, c)
+	case KindAddMachine:
+		return l.addMachine(c)
+	case KindRemoveMachine:
+		return l.removeMachine(c)
+	case KindSetLimit:
+		return l.setLimit(c)
+	case KindSubmitTasks:
+		return l.submitTasks(c, res)
+	case KindCancelTask:
+		return l.cancelTask(c, res)
+	case KindDecisions:
+		return l.decisions(c, res)
+	case KindTaskStarted:
+		return l.taskStarted(c)
+	case KindTaskStopped:
+		return l.taskStopped(c, res)
+	case KindTaskEnded:
+		return l.taskEnded(c, res)
+	case KindHeartbeat:
+		return l.heartbeat(c)
+	case KindMachineLost:
+		return l.machineLost(c, res)
+	case KindCheckpoint:
+		return l.checkpoint(c)
+	}
+	return errf(CodeMalformed, "a command carries exactly one body")
+}

@@ -1,0 +1,191 @@
+package ledger
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/coopgrid/coopgrid/policy"
+)
+
+// OrgInfo is an organisation with its derived quantities. Quota and power
+// quota count the machines that are up, as the policy view does.
+type OrgInfo struct {
+	Org
+	Machines   int `json:"machines"`
+	MachinesUp int `json:"machines_up"`
+	// QuotaMFLOPS = Σ d and PowerQuotaMilliW = Σ c over its up machines.
+	QuotaMFLOPS      int64 `json:"quota_mflops"`
+	PowerQuotaMilliW int64 `json:"power_quota_mw"`
+	// AllocatedMFLOPS and PIMilliW sum over the machines holding its
+	// assigned and running tasks.
+	AllocatedMFLOPS int64 `json:"allocated_mflops"`
+	PIMilliW        int64 `json:"pi_mw"`
+	// DP is (Allocated − Quota) / Quota; nil when the quota is 0 (the
+	// policy then treats DP as +Inf).
+	DP *float64 `json:"dp"`
+	// Task counts by state.
+	Queued    int `json:"queued"`
+	Assigned  int `json:"assigned"`
+	Running   int `json:"running"`
+	Done      int `json:"done"`
+	Failed    int `json:"failed"`
+	Cancelled int `json:"cancelled"`
+}
+
+// Orgs lists the organisations in registration order.
+func (l *Ledger) Orgs() []OrgInfo {
+	idx := make(map[string]int, len(l.order))
+	out := make([]OrgInfo, len(l.order))
+	for i, n := range l.order {
+		idx[n] = i
+		out[i] = OrgInfo{Org: *l.orgs[n], AllocatedMFLOPS: l.alloc[n], PIMilliW: l.pi[n]}
+	}
+	for _, m := range l.machines {
+		o := &out[idx[m.Org]]
+		o.Machines++
+		if m.State == MachineUp {
+			o.MachinesUp++
+			o.QuotaMFLOPS += m.MFLOPS
+			o.PowerQuotaMilliW += m.BusyMilliW
+		}
+	}
+	for _, t := range l.tasks {
+		o := &out[idx[t.Org]]
+		switch t.State {
+		case TaskQueued:
+			o.Queued++
+		case TaskAssigned:
+			o.Assigned++
+		case TaskRunning:
+			o.Running++
+		case TaskDone:
+			o.Done++
+		case TaskFailed:
+			o.Failed++
+		case TaskCancelled:
+			o.Cancelled++
+		}
+	}
+	for i := range out {
+		if out[i].QuotaMFLOPS > 0 {
+			dp := policy.DP(out[i].AllocatedMFLOPS, out[i].QuotaMFLOPS)
+			out[i].DP = &dp
+		}
+	}
+	return out
+}
+
+// Org returns one organisation.
+func (l *Ledger) Org(name string) (OrgInfo, bool) {
+	if l.orgs[name] == nil {
+		return OrgInfo{}, false
+	}
+	for _, o := range l.Orgs() {
+		if o.Name == name {
+			return o, true
+		}
+	}
+	return OrgInfo{}, false
+}
+
+// OrgOfPeer returns the organisation the peer acts for.
+func (l *Ledger) OrgOfPeer(peer string) (string, bool) {
+	o, ok := l.peers[peer]
+	return o, ok
+}
+
+// Machines lists every machine, sorted by ID.
+func (l *Ledger) Machines() []Machine {
+	out := make([]Machine, 0, len(l.machines))
+	for _, id := range sortedKeys(l.machines) {
+		out = append(out, *l.machines[id])
+	}
+	return out
+}
+
+// Machine returns one machine.
+func (l *Ledger) Machine(id string) (Machine, bool) {
+	m := l.machines[id]
+	if m == nil {
+		return Machine{}, false
+	}
+	return *m, true
+}
+
+// TaskFilter selects tasks; zero fields select everything.
+type TaskFilter struct {
+	Org    string
+	States []TaskState
+}
+
+// Tasks lists the tasks the filter selects, by submit sequence, as deep
+// copies.
+func (l *Ledger) Tasks(f TaskFilter) []Task {
+	var out []Task
+	for _, t := range l.tasks {
+		if f.Org != "" && t.Org != f.Org {
+			continue
+		}
+		if len(f.States) > 0 && !slices.Contains(f.States, t.State) {
+			continue
+		}
+		out = append(out, t.clone())
+	}
+	slices.SortFunc(out, func(a, b Task) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out
+}
+
+// Task returns one task, as a deep copy.
+func (l *Ledger) Task(id string) (Task, bool) {
+	t := l.tasks[id]
+	if t == nil {
+		return Task{}, false
+	}
+	return t.clone(), true
+}
+
+// Allocation is a task held by a machine: what the machine's owner must be
+// running (or start, while the task is only assigned).
+type Allocation struct {
+	Machine Machine `json:"machine"`
+	Task    Task    `json:"task"`
+}
+
+// Allocations lists what the machines of organisation owner hold, by
+// machine ID. An executor reconciles its processes against it.
+func (l *Ledger) Allocations(owner string) []Allocation {
+	var out []Allocation
+	for _, id := range sortedKeys(l.byOrgM[owner]) {
+		m := l.machines[id]
+		if m.Task == "" {
+			continue
+		}
+		out = append(out, Allocation{Machine: *m, Task: l.tasks[m.Task].clone()})
+	}
+	return out
+}
+
+// PendingStop is a run the ledger took off a machine (preempted or
+// cancelled) whose stop and energy the machine's owner has not reported yet.
+type PendingStop struct {
+	Machine string  `json:"machine"`
+	Task    string  `json:"task"`
+	Outcome Outcome `json:"outcome"`
+	StartMs int64   `json:"start_ms"`
+}
+
+// PendingStops lists the runs on owner's machines waiting for a TaskStopped
+// report, by machine, task and start.
+func (l *Ledger) PendingStops(owner string) []PendingStop {
+	var out []PendingStop
+	for _, id := range sortedKeys(l.byOrgM[owner]) {
+		for _, tid := range sortedKeys(l.stopping[id]) {
+			for _, s := range l.tasks[tid].Segments {
+				if s.Machine == id && (s.Outcome == OutcomePreempting || s.Outcome == OutcomeCancelling) {
+					out = append(out, PendingStop{Machine: id, Task: tid, Outcome: s.Outcome, StartMs: s.StartMs})
+				}
+			}
+		}
+	}
+	return out
+}

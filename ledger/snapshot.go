@@ -1,0 +1,226 @@
+package ledger
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+)
+
+// SnapshotVersion is the only snapshot format this ledger writes and reads.
+const SnapshotVersion = 1
+
+// MaxSnapshotBytes bounds what Restore reads.
+const MaxSnapshotBytes = 4 << 30
+
+// canonical is the whole replicated state in a fixed order: organisations
+// by registration, machines by ID, tasks by submit sequence. It is what
+// Hash digests and what a snapshot carries. The applied index is not part
+// of it: two ledgers that hold the same state hash the same, and a rejected
+// command leaves the hash unchanged.
+type canonical struct {
+	Seq      uint64    `json:"seq"`
+	Orgs     []Org     `json:"orgs"`
+	Machines []Machine `json:"machines"`
+	Tasks    []Task    `json:"tasks"`
+}
+
+type snapshotFile struct {
+	V       int    `json:"v"`
+	Applied uint64 `json:"applied"`
+	// Hash is Hash() of State: a snapshot altered on disk or in transit in a
+	// way that still parses is caught by it.
+	Hash  string    `json:"hash"`
+	State canonical `json:"state"`
+}
+
+func (l *Ledger) canonical() canonical {
+	c := canonical{
+		Seq:      l.seq,
+		Orgs:     make([]Org, 0, len(l.order)),
+		Machines: make([]Machine, 0, len(l.machines)),
+		Tasks:    make([]Task, 0, len(l.tasks)),
+	}
+	for _, n := range l.order {
+		c.Orgs = append(c.Orgs, *l.orgs[n])
+	}
+	for _, id := range sortedKeys(l.machines) {
+		c.Machines = append(c.Machines, *l.machines[id])
+	}
+	for _, t := range l.tasks {
+		c.Tasks = append(c.Tasks, *t)
+	}
+	slices.SortFunc(c.Tasks, func(a, b Task) int { return cmp.Compare(a.Seq, b.Seq) })
+	return c
+}
+
+func hashOf(c *canonical) (string, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("encode ledger state: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// Hash is the sha256 (hex) of the canonical encoding of the whole state.
+// Peers at the same applied index have the same hash.
+func (l *Ledger) Hash() string {
+	c := l.canonical()
+	h, err := hashOf(&c)
+	if err != nil {
+		// The state holds only strings, integers, bools, slices and string
+		// maps: encoding cannot fail. Return a value that equals no hash
+		// rather than panic.
+		return "error: " + err.Error()
+	}
+	return h
+}
+
+// WriteSnapshot writes the applied index and the whole state, versioned and
+// self-checking.
+func (l *Ledger) WriteSnapshot(w io.Writer) error {
+	s := snapshotFile{V: SnapshotVersion, Applied: l.applied, State: l.canonical()}
+	h, err := hashOf(&s.State)
+	if err != nil {
+		return fmt.Errorf("write ledger snapshot: %w", err)
+	}
+	s.Hash = h
+	b, err := json.Marshal(&s)
+	if err != nil {
+		return fmt.Errorf("write ledger snapshot: %w", err)
+	}
+	if _, err := w.Write(b); err != nil {
+		return fmt.Errorf("write ledger snapshot: %w", err)
+	}
+	return nil
+}
+
+// Restore replaces the ledger's state with the snapshot read from r. It
+// rejects an unknown version, a snapshot that does not decode strictly, one
+// whose hash does not match its content and one whose state breaks an
+// invariant; in every such case the ledger keeps its previous state.
+func (l *Ledger) Restore(r io.Reader) error {
+	data, err := io.ReadAll(io.LimitReader(r, MaxSnapshotBytes+1))
+	if err != nil {
+		return fmt.Errorf("restore ledger snapshot: read: %w", err)
+	}
+	if len(data) > MaxSnapshotBytes {
+		return fmt.Errorf("restore ledger snapshot: more than %d bytes", int64(MaxSnapshotBytes))
+	}
+	var hdr struct {
+		V *int `json:"v"`
+	}
+	if err := json.Unmarshal(data, &hdr); err != nil {
+		return fmt.Errorf("restore ledger snapshot: decode: %w", err)
+	}
+	if hdr.V == nil {
+		return fmt.Errorf("restore ledger snapshot: no version field \"v\"")
+	}
+	if *hdr.V != SnapshotVersion {
+		return fmt.Errorf("restore ledger snapshot: version %d: this ledger reads version %d", *hdr.V, SnapshotVersion)
+	}
+	var s snapshotFile
+	if err := decodeStrict(data, &s); err != nil {
+		return fmt.Errorf("restore ledger snapshot: decode: %w", err)
+	}
+	h, err := hashOf(&s.State)
+	if err != nil {
+		return fmt.Errorf("restore ledger snapshot: %w", err)
+	}
+	if h != s.Hash {
+		return fmt.Errorf("restore ledger snapshot: state hash %s does not match the recorded %s (corrupted)", h, s.Hash)
+	}
+	nl, err := fromCanonical(s.Applied, &s.State)
+	if err != nil {
+		return fmt.Errorf("restore ledger snapshot: %w", err)
+	}
+	if err := nl.CheckInvariants(); err != nil {
+		return fmt.Errorf("restore ledger snapshot: %w", err)
+	}
+	*l = *nl
+	return nil
+}
+
+// fromCanonical builds a ledger from a decoded state, rebuilding the
+// derived indexes. It rejects duplicates and dangling references that the
+// maps would otherwise silently merge.
+func fromCanonical(applied uint64, c *canonical) (*Ledger, error) {
+	l := New()
+	l.applied = applied
+	l.seq = c.Seq
+	for i := range c.Orgs {
+		o := c.Orgs[i]
+		if _, dup := l.orgs[o.Name]; dup {
+			return nil, fmt.Errorf("organisation %q twice", o.Name)
+		}
+		if other, dup := l.peers[o.Peer]; dup {
+			return nil, fmt.Errorf("peer %s acts for %q and %q", o.Peer, other, o.Name)
+		}
+		if i > 0 && o.RegisteredAt <= c.Orgs[i-1].RegisteredAt {
+			return nil, fmt.Errorf("organisations not in registration order at %q", o.Name)
+		}
+		l.orgs[o.Name] = &o
+		l.order = append(l.order, o.Name)
+		l.peers[o.Peer] = o.Name
+		l.byOrgM[o.Name] = map[string]struct{}{}
+	}
+	for i := range c.Machines {
+		m := c.Machines[i]
+		if _, dup := l.machines[m.ID]; dup {
+			return nil, fmt.Errorf("machine %q twice", m.ID)
+		}
+		if l.orgs[m.Org] == nil {
+			return nil, fmt.Errorf("machine %q: unknown organisation %q", m.ID, m.Org)
+		}
+		l.putMachine(&m)
+	}
+	for i := range c.Tasks {
+		t := c.Tasks[i]
+		if _, dup := l.tasks[t.ID]; dup {
+			return nil, fmt.Errorf("task %q twice", t.ID)
+		}
+		if i > 0 && t.Seq <= c.Tasks[i-1].Seq {
+			return nil, fmt.Errorf("tasks not in submit order at %q", t.ID)
+		}
+		l.tasks[t.ID] = &t
+	}
+	l.rebuildDerived()
+	return l, nil
+}
+
+// rebuildDerived recomputes pi, alloc and stopping from the stored state.
+// Dangling references are skipped here and reported by CheckInvariants.
+func (l *Ledger) rebuildDerived() {
+	l.pi = map[string]int64{}
+	l.alloc = map[string]int64{}
+	l.stopping = map[string]map[string]int{}
+	for _, t := range l.tasks {
+		if t.State.Placed() {
+			if m := l.machines[t.Machine]; m != nil {
+				l.pi[t.Org] += m.BusyMilliW
+				l.alloc[t.Org] += m.MFLOPS
+			}
+		}
+		for _, s := range t.Segments {
+			if s.Outcome == OutcomePreempting || s.Outcome == OutcomeCancelling {
+				if l.stopping[s.Machine] == nil {
+					l.stopping[s.Machine] = map[string]int{}
+				}
+				l.stopping[s.Machine][t.ID]++
+			}
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,275 @@
+package ledger
+
+// MachineState says whether a machine can be given work.
+type MachineState string
+
+const (
+	// MachineUp machines appear in the policy view.
+	MachineUp MachineState = "up"
+	// MachineLost machines were declared lost (by their owner, or by the
+	// leader when heartbeats stopped). A heartbeat from the owner brings them
+	// back up.
+	MachineLost MachineState = "lost"
+)
+
+// TaskState is the life-cycle state of a task. A task is in exactly one.
+type TaskState string
+
+const (
+	// TaskQueued tasks wait for a machine.
+	TaskQueued TaskState = "queued"
+	// TaskAssigned tasks were allocated to a machine by the policy; the
+	// machine's owner has not yet reported the start.
+	TaskAssigned TaskState = "assigned"
+	// TaskRunning tasks run on their machine; their last segment is open.
+	TaskRunning TaskState = "running"
+	// TaskDone, TaskFailed and TaskCancelled are terminal.
+	TaskDone      TaskState = "done"
+	TaskFailed    TaskState = "failed"
+	TaskCancelled TaskState = "cancelled"
+)
+
+// Terminal says whether no command can move the task out of s any more.
+func (s TaskState) Terminal() bool {
+	return s == TaskDone || s == TaskFailed || s == TaskCancelled
+}
+
+// Placed says whether a task in state s holds a machine (and so counts in
+// its organisation's PI).
+func (s TaskState) Placed() bool { return s == TaskAssigned || s == TaskRunning }
+
+// EnergySource says where a segment's energy figure comes from.
+type EnergySource string
+
+const (
+	// EnergyRAPL is measured from Linux powercap RAPL counters.
+	EnergyRAPL EnergySource = "rapl"
+	// EnergyDeclared is the machine's declared busy power times the duration;
+	// the ledger itself uses it for segments nobody can measure any more (a
+	// lost machine).
+	EnergyDeclared EnergySource = "declared"
+	// EnergySimulated comes from the simulated executor.
+	EnergySimulated EnergySource = "simulated"
+)
+
+func (s EnergySource) valid() bool {
+	return s == EnergyRAPL || s == EnergyDeclared || s == EnergySimulated
+}
+
+// Outcome is the state of one execution segment.
+type Outcome string
+
+const (
+	// OutcomeRunning: open, the task runs on the segment's machine.
+	OutcomeRunning Outcome = "running"
+	// OutcomePreempting: open. The policy preempted the task; the machine's
+	// owner has been told to stop it and has not yet reported the measured
+	// energy (TaskStopped). The task itself is already back in the queue.
+	OutcomePreempting Outcome = "preempting"
+	// OutcomeCancelling: open, like OutcomePreempting for a cancelled task.
+	OutcomeCancelling Outcome = "cancelling"
+
+	// Closed outcomes. Only closed segments are credited to energy accounts.
+	OutcomePreempted Outcome = "preempted"
+	OutcomeCancelled Outcome = "cancelled"
+	OutcomeDone      Outcome = "done"
+	OutcomeFailed    Outcome = "failed"
+	// OutcomeLost: the machine was declared lost while the segment was open;
+	// its energy is the declared estimate.
+	OutcomeLost Outcome = "lost"
+)
+
+// Open says whether the segment still waits for its energy report.
+func (o Outcome) Open() bool {
+	return o == OutcomeRunning || o == OutcomePreempting || o == OutcomeCancelling
+}
+
+func (o Outcome) valid() bool {
+	switch o {
+	case OutcomeRunning, OutcomePreempting, OutcomeCancelling,
+		OutcomePreempted, OutcomeCancelled, OutcomeDone, OutcomeFailed, OutcomeLost:
+		return true
+	}
+	return false
+}
+
+// Energy is an organisation's energy account, in millijoules.
+type Energy struct {
+	// UserMilliJ is consumed by the organisation's tasks, on any machine
+	// (preempted segments included).
+	UserMilliJ int64 `json:"user_mj"`
+	// OwnerSelfMilliJ is consumed on the organisation's machines by its own
+	// tasks; OwnerOthersMilliJ on its machines by other organisations' tasks.
+	OwnerSelfMilliJ   int64 `json:"owner_self_mj"`
+	OwnerOthersMilliJ int64 `json:"owner_others_mj"`
+}
+
+// OwnerMilliJ is everything consumed on the organisation's machines
+// (LocalJ_i of seed 000 eq. 4.1, in mJ).
+func (e Energy) OwnerMilliJ() int64 { return e.OwnerSelfMilliJ + e.OwnerOthersMilliJ }
+
+// Org is an organisation as stored in the ledger. Quota, power quota, PI and
+// the other derived quantities are in OrgInfo.
+type Org struct {
+	Name string `json:"name"`
+	// Peer is the libp2p peer ID of the organisation's peer: the only
+	// identity allowed to act for it.
+	Peer string `json:"peer"`
+	// LimitMilliW is Lim_i.
+	LimitMilliW int64 `json:"limit_mw"`
+	// RegisteredAt is the log index of the registration; organisations are
+	// ordered by it everywhere (policy view, listings, hash).
+	RegisteredAt uint64 `json:"registered_at"`
+	// Submitted counts the tasks the organisation submitted; task IDs are
+	// "<org>-<n>" with n = 1, 2, ...
+	Submitted uint64 `json:"submitted"`
+	Energy    Energy `json:"energy"`
+}
+
+// Machine is one machine of an organisation.
+type Machine struct {
+	// ID is "<org>/<name>", unique in the federation.
+	ID   string `json:"id"`
+	Org  string `json:"org"`
+	Name string `json:"name"`
+	// MFLOPS is d_m, BusyMilliW is c_m. IdleMilliW is the optional idle draw:
+	// reported, never used by the policy or the limit check.
+	MFLOPS     int64 `json:"mflops"`
+	BusyMilliW int64 `json:"busy_mw"`
+	IdleMilliW int64 `json:"idle_mw,omitempty"`
+	// State is up or lost.
+	State MachineState `json:"state"`
+	// LastHeartbeatMs is the time of the last heartbeat (or of the
+	// registration), by the owner's clock.
+	LastHeartbeatMs int64 `json:"last_heartbeat_ms"`
+	// Task is the task allocated to the machine (assigned or running), or "".
+	Task string `json:"task,omitempty"`
+}
+
+// Spec is what a task runs. The ledger validates its shape and size and
+// otherwise treats it as opaque; the executor gives it meaning (an empty
+// Argv is left to the executor, e.g. a simulated task).
+type Spec struct {
+	Argv []string          `json:"argv,omitempty"`
+	Env  map[string]string `json:"env,omitempty"`
+	// WallLimitMs bounds one run's wall-clock time; 0 means no limit.
+	WallLimitMs int64 `json:"wall_limit_ms,omitempty"`
+	// Inputs and Outputs are file names relative to the task's directory.
+	Inputs  []string `json:"inputs,omitempty"`
+	Outputs []string `json:"outputs,omitempty"`
+	// Checkpointable says the task writes its state under $CHECKPOINT_DIR
+	// and can resume from it.
+	Checkpointable bool `json:"checkpointable,omitempty"`
+}
+
+// Segment is one run of a task on one machine.
+type Segment struct {
+	Machine string `json:"machine"`
+	// MachineOrg is the machine's owner, kept so that the owner side of the
+	// energy account stays attributable after the machine is removed.
+	MachineOrg string `json:"machine_org"`
+	StartMs    int64  `json:"start_ms"`
+	// EndMs, EnergyMilliJ and Source are set when the segment closes.
+	EndMs        int64        `json:"end_ms,omitempty"`
+	EnergyMilliJ int64        `json:"energy_mj,omitempty"`
+	Source       EnergySource `json:"source,omitempty"`
+	Outcome      Outcome      `json:"outcome"`
+}
+
+// CheckpointRef points at a checkpoint archive held by peers.
+type CheckpointRef struct {
+	// Hash identifies the archive (e.g. sha256 hex); SizeBytes is its size.
+	Hash      string `json:"hash"`
+	SizeBytes int64  `json:"size_bytes"`
+	// AtMs is when it was taken (the reporting command's time).
+	AtMs int64 `json:"at_ms"`
+	// ProgressMFlop is the task's total work saved in it: a resumed task
+	// still has SizeMFlop − ProgressMFlop to do.
+	ProgressMFlop int64 `json:"progress_mflop"`
+	// Holders are the peer IDs holding a copy.
+	Holders []string `json:"holders"`
+}
+
+// Task is one task of an organisation.
+type Task struct {
+	// ID is "<org>-<n>", assigned by the ledger at submit.
+	ID  string `json:"id"`
+	Org string `json:"org"`
+	// SizeMFlop is the whole work; RemainingMFlop what is left after the
+	// last checkpoint (0 once done).
+	SizeMFlop      int64 `json:"size_mflop"`
+	RemainingMFlop int64 `json:"remaining_mflop"`
+	Spec           Spec  `json:"spec"`
+	// Seq is the federation-wide submit order (policy.Task.Seq).
+	Seq         uint64    `json:"seq"`
+	SubmittedMs int64     `json:"submitted_ms"`
+	State       TaskState `json:"state"`
+	// Machine is set while the task is assigned or running.
+	Machine string `json:"machine,omitempty"`
+	// Attempts counts the runs started (TaskStarted accepted).
+	Attempts int `json:"attempts"`
+	// ExitCode and Reason are reported with the end of the task.
+	ExitCode   int            `json:"exit_code"`
+	Reason     string         `json:"reason,omitempty"`
+	EndedMs    int64          `json:"ended_ms,omitempty"`
+	Segments   []Segment      `json:"segments,omitempty"`
+	Checkpoint *CheckpointRef `json:"checkpoint,omitempty"`
+}
+
+func (t *Task) clone() Task {
+	c := *t
+	c.Spec = t.Spec.clone()
+	if t.Segments != nil {
+		c.Segments = append([]Segment(nil), t.Segments...)
+	}
+	if t.Checkpoint != nil {
+		ck := t.Checkpoint.clone()
+		c.Checkpoint = &ck
+	}
+	return c
+}
+
+func (s Spec) clone() Spec {
+	c := s
+	if s.Argv != nil {
+		c.Argv = append([]string(nil), s.Argv...)
+	}
+	if s.Env != nil {
+		c.Env = make(map[string]string, len(s.Env))
+		for k, v := range s.Env {
+			c.Env[k] = v
+		}
+	}
+	if s.Inputs != nil {
+		c.Inputs = append([]string(nil), s.Inputs...)
+	}
+	if s.Outputs != nil {
+		c.Outputs = append([]string(nil), s.Outputs...)
+	}
+	return c
+}
+
+func (r CheckpointRef) clone() CheckpointRef {
+	c := r
+	if r.Holders != nil {
+		c.Holders = append([]string(nil), r.Holders...)
+	}
+	return c
+}
+
+// openSegment returns the index of the task's open segment on machine with
+// one of the given outcomes (the earliest one), or -1.
+func (t *Task) openSegment(machine string, outcomes ...Outcome) int {
+	for i := range t.Segments {
+		s := &t.Segments[i]
+		if s.Machine != machine {
+			continue
+		}
+		for _, o := range outcomes {
+			if s.Outcome == o {
+				return i
+			}
+		}
+	}
+	return -1
+}

@@ -1,0 +1,139 @@
+package ledger
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/coopgrid/coopgrid/policy"
+)
+
+// ViewMap maps the indices of a policy view back to ledger IDs.
+type ViewMap struct {
+	// Index is the ledger's applied index when the view was taken.
+	Index uint64
+	// NowMs is the time the view was taken at.
+	NowMs int64
+	// Orgs[i] names policy.State.Orgs[i]; Machines[j] is the ID of
+	// policy.State.Machines[j].
+	Orgs     []string
+	Machines []string
+}
+
+// PolicyView builds the state a policy decides on, at time nowMs (the
+// leader's clock):
+//   - Orgs: every organisation, in registration order, with its limit;
+//   - Machines: the machines that are up, sorted by ID;
+//   - Queued: the queued tasks by submit sequence, each with its remaining
+//     work (what is left after its last checkpoint) as SizeMFlop;
+//   - Running: the assigned and running tasks, in machine order. RunSeconds
+//     is the time since the run's start (0 while only assigned);
+//     HasCheckpoint says a checkpoint was recorded during this run, and
+//     SinceCheckpointSeconds is the time since it.
+//
+// The view shares nothing with the ledger; it stays valid after the ledger
+// changes. An organisation without machines has quota 0, which the policy
+// treats as DP = +Inf (served last).
+func (l *Ledger) PolicyView(nowMs int64, checkpointBlockSeconds float64) (*policy.State, *ViewMap) {
+	vm := &ViewMap{Index: l.applied, NowMs: nowMs, Orgs: append([]string(nil), l.order...)}
+	s := &policy.State{
+		Orgs:                   make([]policy.Org, len(l.order)),
+		CheckpointBlockSeconds: checkpointBlockSeconds,
+	}
+	orgIdx := make(map[string]int, len(l.order))
+	for i, n := range l.order {
+		orgIdx[n] = i
+		s.Orgs[i] = policy.Org{Name: n, LimitMilliW: l.orgs[n].LimitMilliW}
+	}
+	machIdx := make(map[string]int, len(l.machines))
+	for _, id := range sortedKeys(l.machines) {
+		m := l.machines[id]
+		if m.State != MachineUp {
+			continue
+		}
+		machIdx[id] = len(s.Machines)
+		vm.Machines = append(vm.Machines, id)
+		s.Machines = append(s.Machines, policy.Machine{ID: id, Owner: orgIdx[m.Org], MFLOPS: m.MFLOPS, BusyMilliW: m.BusyMilliW})
+	}
+	for _, t := range l.tasks {
+		if t.State == TaskQueued {
+			s.Queued = append(s.Queued, policyTask(t, orgIdx))
+		}
+	}
+	slices.SortFunc(s.Queued, func(a, b policy.Task) int { return cmp.Compare(a.Seq, b.Seq) })
+	for _, id := range vm.Machines {
+		m := l.machines[id]
+		if m.Task == "" {
+			continue
+		}
+		t := l.tasks[m.Task]
+		r := policy.Running{Task: policyTask(t, orgIdx), Machine: machIdx[id]}
+		if i := t.openSegment(id, OutcomeRunning); i >= 0 {
+			start := t.Segments[i].StartMs
+			r.RunSeconds = seconds(nowMs - start)
+			if ck := t.Checkpoint; ck != nil && ck.AtMs >= start {
+				r.HasCheckpoint = true
+				r.SinceCheckpointSeconds = seconds(nowMs - ck.AtMs)
+			}
+		}
+		s.Running = append(s.Running, r)
+	}
+	return s, vm
+}
+
+func policyTask(t *Task, orgIdx map[string]int) policy.Task {
+	return policy.Task{ID: t.ID, Org: orgIdx[t.Org], SizeMFlop: t.RemainingMFlop, Seq: t.Seq}
+}
+
+// seconds converts a duration in ms to seconds, never negative (clocks of
+// different peers disagree).
+func seconds(ms int64) float64 {
+	if ms <= 0 {
+		return 0
+	}
+	return float64(ms) / 1000
+}
+
+// Decisions converts decisions made on the view into ledger decisions. It
+// fails on a decision that does not fit the view (index out of range,
+// unknown kind, missing task or victim): that is a bug in the policy, not
+// staleness, which Apply handles.
+func (v *ViewMap) Decisions(ds []policy.Decision) ([]Decision, error) {
+	out := make([]Decision, len(ds))
+	for i, d := range ds {
+		if d.Machine < 0 || d.Machine >= len(v.Machines) {
+			return nil, fmt.Errorf("decision %d: machine index %d out of the view's %d machines", i, d.Machine, len(v.Machines))
+		}
+		if d.Task == "" {
+			return nil, fmt.Errorf("decision %d: no task", i)
+		}
+		out[i] = Decision{Task: d.Task, Machine: v.Machines[d.Machine]}
+		switch d.Kind {
+		case policy.Allocate:
+			out[i].Kind = DecideAllocate
+		case policy.Preempt:
+			if d.Victim == "" {
+				return nil, fmt.Errorf("decision %d: preemption without a victim", i)
+			}
+			out[i].Kind = DecidePreempt
+			out[i].Victim = d.Victim
+		default:
+			return nil, fmt.Errorf("decision %d: unknown kind %v", i, d.Kind)
+		}
+	}
+	return out, nil
+}
+
+// DecisionsCommand turns the decisions of one pass on this view into the
+// command the leader proposes, acting as organisation org through peer, at
+// atMs. Encode it with EncodeCommand.
+func (v *ViewMap) DecisionsCommand(org, peer string, atMs int64, ds []policy.Decision) (Command, error) {
+	dd, err := v.Decisions(ds)
+	if err != nil {
+		return Command{}, err
+	}
+	return Command{
+		V: CommandVersion, Org: org, Peer: peer, AtMs: atMs,
+		Decisions: &Decisions{ViewIndex: v.Index, Decisions: dd},
+	}, nil
+}
