@@ -1,0 +1,350 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/core/pnet"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// File names inside Config.DataDir.
+const (
+	IdentityFile   = "identity.key"
+	KnownPeersFile = "known_peers.json"
+	SecretFile     = "federation.key"
+)
+
+// DefaultListenAddr is the listen address when Config.ListenAddrs is empty.
+const DefaultListenAddr = "/ip4/0.0.0.0/tcp/9440"
+
+// Config configures a Host. The zero value plus a DataDir is usable once a
+// secret file exists there; DefaultConfig documents the defaults.
+type Config struct {
+	// DataDir holds the identity, the known-peers file and, by default, the
+	// federation secret. Required.
+	DataDir string
+	// ListenAddrs are TCP multiaddrs to listen on (default DefaultListenAddr).
+	ListenAddrs []string
+	// AnnounceAddrs, when set, replace the addresses this host advertises to
+	// others (for hosts behind NAT or port forwarding).
+	AnnounceAddrs []string
+	// Secret is the federation secret. When nil it is read from SecretFile.
+	Secret pnet.PSK
+	// SecretFile defaults to DataDir/federation.key.
+	SecretFile string
+	// MaxMessageSize bounds request/response payloads
+	// (default DefaultMaxMessageSize).
+	MaxMessageSize int
+	// RequestTimeout bounds a request/response exchange whose context has no
+	// deadline, and a handler's run (default DefaultRequestTimeout).
+	RequestTimeout time.Duration
+	// MaxKnownPeers bounds the known-peers file (default 512).
+	MaxKnownPeers int
+	// NATPortMap asks the router for a port mapping (UPnP / NAT-PMP).
+	NATPortMap bool
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults for a data directory.
+func DefaultConfig(dataDir string) Config {
+	return Config{
+		DataDir:        dataDir,
+		ListenAddrs:    []string{DefaultListenAddr},
+		SecretFile:     filepath.Join(dataDir, SecretFile),
+		MaxMessageSize: DefaultMaxMessageSize,
+		RequestTimeout: DefaultRequestTimeout,
+		MaxKnownPeers:  512,
+	}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig(c.DataDir)
+	if len(c.ListenAddrs) == 0 {
+		c.ListenAddrs = d.ListenAddrs
+	}
+	if c.SecretFile == "" {
+		c.SecretFile = d.SecretFile
+	}
+	if c.MaxMessageSize <= 0 {
+		c.MaxMessageSize = d.MaxMessageSize
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = d.RequestTimeout
+	}
+	if c.MaxKnownPeers <= 0 {
+		c.MaxKnownPeers = d.MaxKnownPeers
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// parseTCPAddrs parses multiaddrs and rejects anything that is not TCP: the
+// private network runs on TCP only (see the package documentation).
+func parseTCPAddrs(what string, ss []string) ([]ma.Multiaddr, error) {
+	out := make([]ma.Multiaddr, 0, len(ss))
+	for _, s := range ss {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s address %q: %w", what, s, err)
+		}
+		if _, err := a.ValueForProtocol(ma.P_TCP); err != nil {
+			return nil, fmt.Errorf("%s address %q: not a TCP address (the private network runs on TCP only; go-libp2p does not run QUIC under a pre-shared key)", what, s)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// Host is a libp2p host of the private federation. It embeds host.Host, so
+// it can be passed wherever a libp2p host is expected.
+type Host struct {
+	host.Host
+	cfg   Config
+	log   *slog.Logger
+	known *knownPeers
+
+	sub       event.Subscription
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New starts a host: it loads or creates the identity, loads the secret and
+// the known peers (their addresses go into the peerstore, so that they can be
+// dialled by ID), and starts listening.
+func New(cfg Config) (*Host, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("p2p: DataDir is required")
+	}
+	cfg = cfg.withDefaults()
+	listen, err := parseTCPAddrs("listen", cfg.ListenAddrs)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: %w", err)
+	}
+	announce, err := parseTCPAddrs("announce", cfg.AnnounceAddrs)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: %w", err)
+	}
+	psk := cfg.Secret
+	if psk == nil {
+		psk, err = LoadSecretFile(cfg.SecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("p2p: %w", err)
+		}
+	}
+	if len(psk) != SecretSize {
+		return nil, fmt.Errorf("p2p: federation secret has %d bytes, want %d", len(psk), SecretSize)
+	}
+	priv, err := LoadOrCreateIdentity(filepath.Join(cfg.DataDir, IdentityFile))
+	if err != nil {
+		return nil, fmt.Errorf("p2p: %w", err)
+	}
+	self, err := peer.IDFromPrivateKey(priv)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: identity: %w", err)
+	}
+	known, skipped, err := loadKnownPeers(filepath.Join(cfg.DataDir, KnownPeersFile), self, cfg.MaxKnownPeers)
+	if err != nil {
+		// The file is a cache: start without it rather than refuse to run,
+		// and say so. It is rewritten at the next change.
+		cfg.Logger.Warn("p2p: ignoring unreadable known-peers file", "err", err)
+		known = &knownPeers{path: filepath.Join(cfg.DataDir, KnownPeersFile), self: self, max: cfg.MaxKnownPeers, peers: map[peer.ID]*KnownPeer{}}
+	}
+	for _, e := range skipped {
+		cfg.Logger.Warn("p2p: skipped known-peers entry", "err", e)
+	}
+
+	opts := []libp2p.Option{
+		libp2p.Identity(priv),
+		libp2p.PrivateNetwork(psk),
+		libp2p.ListenAddrs(listen...),
+		// TCP only: see the package documentation.
+		libp2p.Transport(tcp.NewTCPTransport),
+		// Metrics would register in the process-wide Prometheus registry;
+		// several hosts in one process (tests, simulations) must not share it.
+		libp2p.DisableMetrics(),
+	}
+	if len(announce) > 0 {
+		opts = append(opts, libp2p.AddrsFactory(func([]ma.Multiaddr) []ma.Multiaddr { return announce }))
+	}
+	if cfg.NATPortMap {
+		opts = append(opts, libp2p.NATPortMap())
+	}
+	lh, err := libp2p.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: start host: %w", err)
+	}
+	sub, err := lh.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
+	if err != nil {
+		lh.Close()
+		return nil, fmt.Errorf("p2p: subscribe to identify events: %w", err)
+	}
+	h := &Host{Host: lh, cfg: cfg, log: cfg.Logger, known: known, sub: sub}
+	for _, p := range known.list() {
+		lh.Peerstore().AddAddrs(p.ID, p.Addrs, peerstore.PermanentAddrTTL)
+	}
+	h.wg.Add(1)
+	go h.watchIdentify()
+	return h, nil
+}
+
+// watchIdentify remembers the listen addresses of every peer that completes
+// identification. In a private network every such peer holds the secret.
+func (h *Host) watchIdentify() {
+	defer h.wg.Done()
+	for ev := range h.sub.Out() {
+		e, ok := ev.(event.EvtPeerIdentificationCompleted)
+		if !ok || len(e.ListenAddrs) == 0 {
+			continue
+		}
+		// Keep the addresses beyond the connection's lifetime: Raft dials
+		// members by peer ID, possibly long after the last connection.
+		h.Peerstore().AddAddrs(e.Peer, e.ListenAddrs, peerstore.PermanentAddrTTL)
+		if h.known.observe(e.Peer, e.ListenAddrs, time.Now()) {
+			if err := h.known.save(); err != nil {
+				h.log.Warn("p2p: save known peers", "err", err)
+			}
+		}
+	}
+}
+
+// Close stops the host and saves the known peers.
+func (h *Host) Close() error {
+	h.closeOnce.Do(func() {
+		h.sub.Close()
+		h.wg.Wait()
+		err := h.Host.Close()
+		if serr := h.known.save(); serr != nil && err == nil {
+			err = serr
+		}
+		h.closeErr = err
+	})
+	return h.closeErr
+}
+
+// Config returns the configuration the host runs with (defaults applied).
+func (h *Host) Config() Config { return h.cfg }
+
+// FullAddrs returns this host's advertised addresses with the /p2p/<id>
+// suffix: what another peer passes as a bootstrap address.
+func (h *Host) FullAddrs() []ma.Multiaddr {
+	info := peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()}
+	out, err := peer.AddrInfoToP2pAddrs(&info)
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+// ParseAddr parses a bootstrap multiaddr that ends in /p2p/<peer id>.
+func ParseAddr(s string) (peer.AddrInfo, error) {
+	a, err := ma.NewMultiaddr(s)
+	if err != nil {
+		return peer.AddrInfo{}, fmt.Errorf("address %q: %w", s, err)
+	}
+	info, err := peer.AddrInfoFromP2pAddr(a)
+	if err != nil {
+		return peer.AddrInfo{}, fmt.Errorf("address %q: must end in /p2p/<peer id>: %w", s, err)
+	}
+	return *info, nil
+}
+
+// Connect dials a bootstrap multiaddr (ending in /p2p/<peer id>) and returns
+// the peer's ID once the connection (and so the secret) is established.
+func (h *Host) Connect(ctx context.Context, addr string) (peer.ID, error) {
+	info, err := ParseAddr(addr)
+	if err != nil {
+		return "", err
+	}
+	if info.ID == h.ID() {
+		return "", fmt.Errorf("connect %s: that is this host", addr)
+	}
+	if err := h.Host.Connect(ctx, info); err != nil {
+		return "", fmt.Errorf("connect %s: %w", addr, err)
+	}
+	return info.ID, nil
+}
+
+// ConnectKnown dials every remembered peer in parallel and returns how many
+// connections succeeded. It is what makes a restart work without a
+// bootstrap address.
+func (h *Host) ConnectKnown(ctx context.Context) int {
+	peers := h.known.list()
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+		n  int
+	)
+	for _, p := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := h.Host.Connect(ctx, peer.AddrInfo{ID: p.ID, Addrs: p.Addrs}); err != nil {
+				h.log.Debug("p2p: known peer unreachable", "peer", p.ID, "err", err)
+				return
+			}
+			mu.Lock()
+			n++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return n
+}
+
+// KnownPeers returns the remembered peers, most recently seen first.
+func (h *Host) KnownPeers() []KnownPeer { return h.known.list() }
+
+// Remember records addresses for a peer learnt some other way than a
+// connection (for example from a join response), in the peerstore and the
+// known-peers file.
+func (h *Host) Remember(info peer.AddrInfo) error {
+	if info.ID == h.ID() || len(info.Addrs) == 0 {
+		return nil
+	}
+	h.Peerstore().AddAddrs(info.ID, info.Addrs, peerstore.PermanentAddrTTL)
+	if h.known.observe(info.ID, info.Addrs, time.Now()) {
+		return h.known.save()
+	}
+	return nil
+}
+
+// Forget drops a peer from the known-peers file (for a peer that left the
+// federation for good).
+func (h *Host) Forget(id peer.ID) error {
+	if h.known.forget(id) {
+		return h.known.save()
+	}
+	return nil
+}
+
+// StreamOptions returns the request/response limits from the host's config.
+func (h *Host) StreamOptions() StreamOptions {
+	return StreamOptions{MaxMessageSize: h.cfg.MaxMessageSize, Timeout: h.cfg.RequestTimeout, Logger: h.log}
+}
+
+// Handle registers fn for proto with the host's limits.
+func (h *Host) Handle(proto protocol.ID, fn HandlerFunc) {
+	Handle(h.Host, proto, fn, h.StreamOptions())
+}
+
+// Request sends req to p on proto with the host's limits.
+func (h *Host) Request(ctx context.Context, p peer.ID, proto protocol.ID, req []byte) ([]byte, error) {
+	return Request(ctx, h.Host, p, proto, req, h.StreamOptions())
+}
