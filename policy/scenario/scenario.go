@@ -80,11 +80,12 @@ type Scenario struct {
 }
 
 type orgSpec struct {
-	name   string
-	limit  limit
-	delay  float64
-	groups []group
-	mix    []int // tasks per type, indexed like Scenario.types
+	name      string
+	limit     limit
+	limitNode *yaml.Node // for errors found when resolving it
+	delay     float64
+	groups    []group
+	mix       []int // tasks per type, indexed like Scenario.types
 }
 
 type group struct {
@@ -145,15 +146,35 @@ func yamlError(file string, err error) error {
 // the default name). Every error names the file; a problem inside the file
 // also names line, column and field path. Several problems are reported
 // together (joined, one per line), up to a limit.
-func Parse(filename string, data []byte) (s *Scenario, err error) {
+func Parse(filename string, data []byte) (*Scenario, error) {
 	if len(data) > MaxFileBytes {
 		return nil, &Error{File: filename, Msg: fmt.Sprintf("file is larger than %d bytes", MaxFileBytes)}
 	}
+	root, err := decodeYAML(filename, data)
+	if err != nil {
+		return nil, err
+	}
+	d := &decoder{errList: errList{file: filename}}
+	d.check(root, "", 0)
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	s := d.scenario(root, filename)
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// decodeYAML parses data into a node tree: exactly one document.
+func decodeYAML(filename string, data []byte) (root *yaml.Node, err error) {
 	// yaml.v3 has panicked on crafted input in the past; a scenario file is
-	// user input, so a panic in the parser becomes an error, not a crash.
+	// user input, so a panic inside the YAML parser becomes an error, not a
+	// crash. (Only here: a panic in this package's own code stays a panic,
+	// so that fuzzing finds it.)
 	defer func() {
 		if r := recover(); r != nil {
-			s, err = nil, &Error{File: filename, Msg: fmt.Sprintf("cannot parse YAML: %v", r)}
+			root, err = nil, &Error{File: filename, Msg: fmt.Sprintf("cannot parse YAML: %v", r)}
 		}
 	}()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -171,20 +192,11 @@ func Parse(filename string, data []byte) (s *Scenario, err error) {
 		}
 		return nil, &Error{File: filename, Line: extra.Line, Column: extra.Column, Msg: "only one YAML document is allowed (remove the second ---)"}
 	}
-	root := &doc
+	root = &doc
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
 		root = doc.Content[0]
 	}
-	d := &decoder{errList: errList{file: filename}}
-	d.check(root, "", 0)
-	if err := d.err(); err != nil {
-		return nil, err
-	}
-	s = d.scenario(root, filename)
-	if err := d.err(); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return root, nil
 }
 
 // decoder walks the YAML tree, collecting errors.
@@ -373,6 +385,9 @@ func (d *decoder) scenario(root *yaml.Node, filename string) *Scenario {
 	if ok {
 		machinesOK = d.orgs(orgsNode, s)
 	}
+	if machinesOK {
+		d.checkLimits(s)
+	}
 	if e, ok := top["types"]; ok {
 		d.types(e.v, s, machinesOK)
 	}
@@ -474,7 +489,7 @@ func (d *decoder) orgs(n *yaml.Node, s *Scenario) bool {
 				} else if l, err := parseLimit(text); err != nil {
 					d.errAt(e.v, sub(p, "limit"), "%v", err)
 				} else {
-					o.limit = l
+					o.limit, o.limitNode = l, e.v
 				}
 			}
 		}
@@ -495,6 +510,28 @@ func (d *decoder) orgs(n *yaml.Node, s *Scenario) bool {
 		d.errAt(n, "orgs", "%d machines in all, more than %d", total, maxMachines)
 	}
 	return len(d.errs)+d.dropped == before
+}
+
+// checkLimits resolves the limits written in the file once, so that a
+// percentage too large to represent is reported with its position rather
+// than later by Instance.
+func (d *decoder) checkLimits(s *Scenario) {
+	var system int64
+	pq := make([]int64, len(s.orgs))
+	for i, o := range s.orgs {
+		for _, g := range o.groups {
+			pq[i] += int64(g.count) * g.busyMilliW
+		}
+		system += pq[i]
+	}
+	for i, o := range s.orgs {
+		if o.limitNode == nil {
+			continue
+		}
+		if _, err := o.limit.resolve(pq[i], system); err != nil {
+			d.errAt(o.limitNode, sub(idx("orgs", i), "limit"), "%v", err)
+		}
+	}
 }
 
 func (d *decoder) groups(n *yaml.Node, path, org string) []group {
