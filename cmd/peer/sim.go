@@ -276,8 +276,12 @@ func printSimTable(out io.Writer, c simCase, s *sim.Summary) {
 	if c.cfg.CheckpointBlockSeconds > 0 {
 		ck = (time.Duration(c.cfg.CheckpointBlockSeconds * float64(time.Second))).String()
 	}
-	fmt.Fprintf(out, "scenario %s · policy %s · %d runs (seed %d) · checkpoint %s · mean ± 95%% CI\n\n",
-		s.Scenario, s.Policy, s.Runs, c.seed, ck)
+	runs := fmt.Sprintf("%d runs", s.Runs)
+	if s.Runs == 1 {
+		runs = "1 run"
+	}
+	fmt.Fprintf(out, "scenario %s · policy %s · %s (seed %d) · checkpoint %s · mean ± 95%% CI\n\n",
+		s.Scenario, s.Policy, runs, c.seed, ck)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "org\tsatisfaction\tsat. (HOSEP)\tenergy MJ\tKJ/s\tturnaround min\tgeomean min\tbounded slowdown\tpreemptions\t")
 	for _, o := range s.Orgs {
