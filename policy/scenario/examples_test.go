@@ -3,6 +3,7 @@ package scenario
 import (
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -315,5 +316,37 @@ func TestStreamsIndependent(t *testing.T) {
 	// U1's single A task is the first draw of the A stream either way.
 	if sizes(in2, "U1")[0] != sizes(in1, "U1")[0] {
 		t.Errorf("U1's first A task changed: %d vs %d", sizes(in2, "U1")[0], sizes(in1, "U1")[0])
+	}
+}
+
+// TestDocExample parses the complete example of docs/SCENARIOS.md, so that
+// the documentation cannot drift from the parser.
+func TestDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/SCENARIOS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(doc)
+	start := strings.Index(text, "```yaml\n")
+	if start < 0 {
+		t.Fatal("no yaml block in docs/SCENARIOS.md")
+	}
+	text = text[start+len("```yaml\n"):]
+	block := text[:strings.Index(text, "```")]
+	s, err := Parse("SCENARIOS.md", []byte(block))
+	if err != nil {
+		t.Fatalf("the documented example does not parse: %v", err)
+	}
+	in := instance(t, s, Options{}, 1)
+	checkInstance(t, in)
+	// 4 Lab machines of 133.47 GFLOPS, 1 Shop machine of 42.15.
+	if len(in.Machines) != 5 || len(in.Tasks) != 20+2+2 || s.LateOrg != "Lab" || s.Name != "my-grid" {
+		t.Fatalf("%d machines, %d tasks, late %q, name %q", len(in.Machines), len(in.Tasks), s.LateOrg, s.Name)
+	}
+	if in.Orgs[0].LimitMilliW != 704000 { // 80% of 4 x 220 W
+		t.Errorf("Lab limit %d mW, want 704000", in.Orgs[0].LimitMilliW)
+	}
+	if in.IdleMilliW[0] != 40000 || in.IdleMilliW[4] != 0 {
+		t.Errorf("idle powers %v", in.IdleMilliW)
 	}
 }
