@@ -8,6 +8,25 @@
 // bit for bit. RunMany runs independent runs of one case in parallel and
 // aggregates them in run order, so its Summary does not depend on the number
 // of workers.
+//
+// Choices made here (POLICY.md leaves them to the simulator):
+//
+//   - Within one instant, completions are applied first (in machine order),
+//     then arrivals (in submission order), then one pass. A tick at an
+//     instant with nothing queued is skipped: every decision places a
+//     queued task, so that pass could only return nothing.
+//   - A preempted task keeps floor(run/B)·B·d MFlop with checkpoint blocks of
+//     B seconds (eq. 3.7), nothing without (eq. 3.8); it returns to the queue
+//     with its original submission order (policy.Task.Seq).
+//   - T, the simulated time of the metrics, is the last completion counted
+//     from time 0.
+//   - EHOSEP satisfaction: when nobody used an organisation's machines
+//     (LocalJ_i = 0) α_i = PowerQuota_i·T/LocalJ_i is unbounded; that run's
+//     α and satisfaction for the organisation are NaN and left out of the
+//     means over runs (Stat.N counts the runs that remain), rather than
+//     capped at an arbitrary value.
+//   - Bounded slowdown uses te = the task's total time on machines, wasted
+//     segments included.
 package sim
 
 import (
