@@ -350,3 +350,101 @@ func TestDocExample(t *testing.T) {
 		t.Errorf("idle powers %v", in.IdleMilliW)
 	}
 }
+
+// TestHOSEP12 checks the three demand mixes of seed 001 §4: ten tasks per
+// organisation, the per-organisation mix, sizes in minutes on the best
+// machine (132250 MFLOPS), and User1 arriving late unless told otherwise.
+func TestHOSEP12(t *testing.T) {
+	const best = 132250 * 60 // MFlop per minute on the best machine
+	ranges := [3][2]int64{{5 * best, 30 * best}, {30 * best, 80 * best}, {80 * best, 240 * best}}
+	for _, c := range []struct {
+		file string
+		mix  [3]int
+	}{
+		{"hosep12-low.yaml", [3]int{6, 3, 1}},
+		{"hosep12-medium.yaml", [3]int{3, 6, 1}},
+		{"hosep12-high.yaml", [3]int{1, 3, 6}},
+	} {
+		s := loadExample(t, c.file)
+		in := instance(t, s, Options{}, 5)
+		if got := in.SystemMFLOPS(); got != 867040 {
+			t.Errorf("%s: grid of %d MFLOPS, want 867040", c.file, got)
+		}
+		perType := map[string]int{}
+		for _, tk := range in.Tasks {
+			org := in.Orgs[tk.Org].Name
+			var n int
+			fmt.Sscanf(strings.TrimPrefix(tk.ID, org+"-"), "%d", &n)
+			typ := 2
+			switch {
+			case n <= c.mix[0]:
+				typ = 0
+			case n <= c.mix[0]+c.mix[1]:
+				typ = 1
+			}
+			if r := ranges[typ]; tk.SizeMFlop < r[0] || tk.SizeMFlop > r[1] {
+				t.Errorf("%s: %s (type %d) size %d outside %v", c.file, tk.ID, typ, tk.SizeMFlop, r)
+			}
+			perType[fmt.Sprint(org, typ)]++
+			wantAt := 0.0
+			if org == "User1" {
+				wantAt = 60
+			}
+			if tk.SubmitSeconds != wantAt {
+				t.Errorf("%s: %s submitted at %v, want %v", c.file, tk.ID, tk.SubmitSeconds, wantAt)
+			}
+		}
+		for _, org := range s.OrgNames() {
+			for typ, want := range c.mix {
+				if got := perType[fmt.Sprint(org, typ)]; got != want {
+					t.Errorf("%s: %s has %d tasks of type %d, want %d", c.file, org, got, typ, want)
+				}
+			}
+		}
+		// Nobody late: everything at 0; the sizes do not depend on it.
+		none := instance(t, s, Options{Late: "none"}, 5)
+		sizes := map[string]int64{}
+		for _, tk := range in.Tasks {
+			sizes[tk.ID] = tk.SizeMFlop
+		}
+		for _, tk := range none.Tasks {
+			if tk.SubmitSeconds != 0 || sizes[tk.ID] != tk.SizeMFlop {
+				t.Errorf("%s --late none: %+v (late run: size %d)", c.file, tk, sizes[tk.ID])
+			}
+		}
+	}
+}
+
+func BenchmarkParseModel1(b *testing.B) {
+	data, err := os.ReadFile(filepath.Join(examplesDir, "model1.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := Parse("model1.yaml", data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkInstance100k draws a 100,000-task instance on 10,000 machines
+// of 100 organisations, the policy benchmark's scale.
+func BenchmarkInstance100k(b *testing.B) {
+	var src strings.Builder
+	src.WriteString("types: [{name: A, gflop: [1000, 5000]}, {name: B, minutes: [10, 60]}]\norgs:\n")
+	for i := range 100 {
+		fmt.Fprintf(&src, "  - {name: O%d, limit: %d%%, machines: [{count: 60, gflops: %d.5, watts: %d}, {count: 40, gflops: 20, watts: 90}], mix: {A: 500, B: 500}}\n", i, 50+i, 10+i, 100+i)
+	}
+	s, err := Parse("big.yaml", []byte(src.String()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		in, err := s.Instance(Options{Late: "O7", LateLimit: "80%"}, 1)
+		if err != nil || len(in.Tasks) != 100000 || len(in.Machines) != 10000 {
+			b.Fatalf("%v: %d tasks", err, len(in.Tasks))
+		}
+	}
+}

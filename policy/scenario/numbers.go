@@ -237,6 +237,8 @@ func describe(n *yaml.Node) string {
 		return fmt.Sprintf("the boolean %s", n.Value)
 	case "!!str":
 		return fmt.Sprintf("the string %q", n.Value)
+	case "!!int", "!!float":
+		return "the number " + n.Value
 	}
 	return fmt.Sprintf("%s %s", n.ShortTag(), n.Value)
 }

@@ -811,16 +811,18 @@ func (d *decoder) tasks(n *yaml.Node, s *Scenario) {
 	if !ok {
 		return
 	}
-	if len(items) > maxTasks {
-		d.errAt(n, "tasks", "%d tasks, more than %d", len(items), maxTasks)
-		return
-	}
 	names := s.OrgNames()
 	generated := make(map[string]int, len(s.orgs)) // org -> generated count
+	total := len(items)
 	for _, o := range s.orgs {
 		for _, c := range o.mix {
 			generated[o.name] += c
+			total += c
 		}
+	}
+	if total > maxTasks {
+		d.errAt(n, "tasks", "%d tasks in all (generated and explicit), more than %d", total, maxTasks)
+		return
 	}
 	seen := map[string]int{}
 	for i, it := range items {
