@@ -134,6 +134,7 @@ func (l *Ledger) submitTasks(c *Command, res *Result) *Error {
 			Spec: ts.Spec.clone(), Seq: l.seq, SubmittedMs: c.AtMs, State: TaskQueued,
 		}
 		l.tasks[t.ID] = t
+		l.bySeq = append(l.bySeq, t)
 		res.TaskIDs = append(res.TaskIDs, t.ID)
 	}
 	return nil

@@ -160,3 +160,11 @@ func snapshotOf(t testing.TB, l *Ledger) []byte {
 	}
 	return b.Bytes()
 }
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -225,6 +225,15 @@ func (l *Ledger) CheckInvariants() error {
 		}
 	}
 
+	if len(l.bySeq) != len(l.tasks) {
+		fail("%d tasks in submit order, %d stored", len(l.bySeq), len(l.tasks))
+	}
+	for i, t := range l.bySeq {
+		if l.tasks[t.ID] != t || (i > 0 && t.Seq <= l.bySeq[i-1].Seq) {
+			fail("task %s out of place in the submit order", t.ID)
+		}
+	}
+
 	// Derived sums and limits.
 	for _, name := range l.order {
 		o := l.orgs[name]

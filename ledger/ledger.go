@@ -11,6 +11,9 @@ type Ledger struct {
 	order    []string // organisation names in registration order
 	machines map[string]*Machine
 	tasks    map[string]*Task
+	// bySeq holds the tasks in submit order (tasks are never deleted, and
+	// seq only grows, so appending keeps it sorted).
+	bySeq []*Task
 
 	// Derived indexes, rebuilt by Restore and checked by CheckInvariants.
 	peers    map[string]string              // peer ID → organisation

@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"cmp"
 	"slices"
 
 	"github.com/coopgrid/coopgrid/policy"
@@ -122,7 +121,7 @@ type TaskFilter struct {
 // copies.
 func (l *Ledger) Tasks(f TaskFilter) []Task {
 	var out []Task
-	for _, t := range l.tasks {
+	for _, t := range l.bySeq {
 		if f.Org != "" && t.Org != f.Org {
 			continue
 		}
@@ -131,7 +130,6 @@ func (l *Ledger) Tasks(f TaskFilter) []Task {
 		}
 		out = append(out, t.clone())
 	}
-	slices.SortFunc(out, func(a, b Task) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out
 }
 

@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -22,10 +21,10 @@ const MaxSnapshotBytes = 4 << 30
 // of it: two ledgers that hold the same state hash the same, and a rejected
 // command leaves the hash unchanged.
 type canonical struct {
-	Seq      uint64    `json:"seq"`
-	Orgs     []Org     `json:"orgs"`
-	Machines []Machine `json:"machines"`
-	Tasks    []Task    `json:"tasks"`
+	Seq      uint64     `json:"seq"`
+	Orgs     []*Org     `json:"orgs"`
+	Machines []*Machine `json:"machines"`
+	Tasks    []*Task    `json:"tasks"`
 }
 
 type snapshotFile struct {
@@ -37,33 +36,30 @@ type snapshotFile struct {
 	State canonical `json:"state"`
 }
 
+// canonical shares the ledger's records (no copies): it is encoded at once
+// and never kept.
 func (l *Ledger) canonical() canonical {
 	c := canonical{
 		Seq:      l.seq,
-		Orgs:     make([]Org, 0, len(l.order)),
-		Machines: make([]Machine, 0, len(l.machines)),
-		Tasks:    make([]Task, 0, len(l.tasks)),
+		Orgs:     make([]*Org, 0, len(l.order)),
+		Machines: make([]*Machine, 0, len(l.machines)),
+		Tasks:    l.bySeq,
 	}
 	for _, n := range l.order {
-		c.Orgs = append(c.Orgs, *l.orgs[n])
+		c.Orgs = append(c.Orgs, l.orgs[n])
 	}
 	for _, id := range sortedKeys(l.machines) {
-		c.Machines = append(c.Machines, *l.machines[id])
+		c.Machines = append(c.Machines, l.machines[id])
 	}
-	for _, t := range l.tasks {
-		c.Tasks = append(c.Tasks, *t)
-	}
-	slices.SortFunc(c.Tasks, func(a, b Task) int { return cmp.Compare(a.Seq, b.Seq) })
 	return c
 }
 
 func hashOf(c *canonical) (string, error) {
-	b, err := json.Marshal(c)
-	if err != nil {
+	h := sha256.New()
+	if err := json.NewEncoder(h).Encode(c); err != nil {
 		return "", fmt.Errorf("encode ledger state: %w", err)
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Hash is the sha256 (hex) of the canonical encoding of the whole state.
@@ -152,8 +148,10 @@ func fromCanonical(applied uint64, c *canonical) (*Ledger, error) {
 	l := New()
 	l.applied = applied
 	l.seq = c.Seq
-	for i := range c.Orgs {
-		o := c.Orgs[i]
+	for i, o := range c.Orgs {
+		if o == nil {
+			return nil, fmt.Errorf("organisation %d is null", i)
+		}
 		if _, dup := l.orgs[o.Name]; dup {
 			return nil, fmt.Errorf("organisation %q twice", o.Name)
 		}
@@ -163,30 +161,35 @@ func fromCanonical(applied uint64, c *canonical) (*Ledger, error) {
 		if i > 0 && o.RegisteredAt <= c.Orgs[i-1].RegisteredAt {
 			return nil, fmt.Errorf("organisations not in registration order at %q", o.Name)
 		}
-		l.orgs[o.Name] = &o
+		l.orgs[o.Name] = o
 		l.order = append(l.order, o.Name)
 		l.peers[o.Peer] = o.Name
 		l.byOrgM[o.Name] = map[string]struct{}{}
 	}
-	for i := range c.Machines {
-		m := c.Machines[i]
+	for i, m := range c.Machines {
+		if m == nil {
+			return nil, fmt.Errorf("machine %d is null", i)
+		}
 		if _, dup := l.machines[m.ID]; dup {
 			return nil, fmt.Errorf("machine %q twice", m.ID)
 		}
 		if l.orgs[m.Org] == nil {
 			return nil, fmt.Errorf("machine %q: unknown organisation %q", m.ID, m.Org)
 		}
-		l.putMachine(&m)
+		l.putMachine(m)
 	}
-	for i := range c.Tasks {
-		t := c.Tasks[i]
+	for i, t := range c.Tasks {
+		if t == nil {
+			return nil, fmt.Errorf("task %d is null", i)
+		}
 		if _, dup := l.tasks[t.ID]; dup {
 			return nil, fmt.Errorf("task %q twice", t.ID)
 		}
 		if i > 0 && t.Seq <= c.Tasks[i-1].Seq {
 			return nil, fmt.Errorf("tasks not in submit order at %q", t.ID)
 		}
-		l.tasks[t.ID] = &t
+		l.tasks[t.ID] = t
+		l.bySeq = append(l.bySeq, t)
 	}
 	l.rebuildDerived()
 	return l, nil

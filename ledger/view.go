@@ -1,9 +1,7 @@
 package ledger
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 
 	"github.com/coopgrid/coopgrid/policy"
 )
@@ -55,12 +53,11 @@ func (l *Ledger) PolicyView(nowMs int64, checkpointBlockSeconds float64) (*polic
 		vm.Machines = append(vm.Machines, id)
 		s.Machines = append(s.Machines, policy.Machine{ID: id, Owner: orgIdx[m.Org], MFLOPS: m.MFLOPS, BusyMilliW: m.BusyMilliW})
 	}
-	for _, t := range l.tasks {
+	for _, t := range l.bySeq {
 		if t.State == TaskQueued {
 			s.Queued = append(s.Queued, policyTask(t, orgIdx))
 		}
 	}
-	slices.SortFunc(s.Queued, func(a, b policy.Task) int { return cmp.Compare(a.Seq, b.Seq) })
 	for _, id := range vm.Machines {
 		m := l.machines[id]
 		if m.Task == "" {
