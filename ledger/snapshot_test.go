@@ -9,7 +9,7 @@ import (
 
 // busy is base plus a running task with a checkpoint, a preempted run
 // awaiting its report, a finished task and a lost machine.
-func busy(t *testing.T) *fed {
+func busy(t testing.TB) *fed {
 	f := base(t)
 	placeAndStart(f, "uni-b-1", "uni-a/m2", 3000)
 	f.must(decide("uni-b", 4000, preempt("uni-a-1", "uni-a/m2", "uni-b-1")))
