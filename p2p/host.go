@@ -265,9 +265,9 @@ func ParseAddr(s string) (peer.AddrInfo, error) {
 	return *info, nil
 }
 
-// Connect dials a bootstrap multiaddr (ending in /p2p/<peer id>) and returns
+// ConnectAddr dials a bootstrap multiaddr (ending in /p2p/<peer id>) and returns
 // the peer's ID once the connection (and so the secret) is established.
-func (h *Host) Connect(ctx context.Context, addr string) (peer.ID, error) {
+func (h *Host) ConnectAddr(ctx context.Context, addr string) (peer.ID, error) {
 	info, err := ParseAddr(addr)
 	if err != nil {
 		return "", err
@@ -348,3 +348,5 @@ func (h *Host) Handle(proto protocol.ID, fn HandlerFunc) {
 func (h *Host) Request(ctx context.Context, p peer.ID, proto protocol.ID, req []byte) ([]byte, error) {
 	return Request(ctx, h.Host, p, proto, req, h.StreamOptions())
 }
+
+var _ host.Host = (*Host)(nil)

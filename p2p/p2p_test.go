@@ -85,7 +85,7 @@ func TestSameSecretConnectsAndExchanges(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	id, err := b.Connect(ctx, addrOf(t, a))
+	id, err := b.ConnectAddr(ctx, addrOf(t, a))
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -150,11 +150,11 @@ func TestForeignHostsCannotConnect(t *testing.T) {
 		dial func(ctx context.Context) error
 	}{
 		{"different secret dials member", func(ctx context.Context) error {
-			_, err := other.Connect(ctx, addrOf(t, a))
+			_, err := other.ConnectAddr(ctx, addrOf(t, a))
 			return err
 		}},
 		{"member dials different secret", func(ctx context.Context) error {
-			_, err := a.Connect(ctx, addrOf(t, other))
+			_, err := a.ConnectAddr(ctx, addrOf(t, other))
 			return err
 		}},
 		{"no secret dials member", func(ctx context.Context) error {
@@ -167,6 +167,9 @@ func TestForeignHostsCannotConnect(t *testing.T) {
 		{"different secret requests", func(ctx context.Context) error {
 			other.Peerstore().AddAddrs(a.ID(), a.Addrs(), time.Minute)
 			_, err := other.Request(ctx, a.ID(), echoProto, []byte("hi"))
+			if err != nil && !errors.Is(err, ErrUnreachable) {
+				t.Errorf("a request that could not be delivered should wrap ErrUnreachable: %v", err)
+			}
 			return err
 		}},
 	}
@@ -292,7 +295,7 @@ func TestSecretFile(t *testing.T) {
 	other := newTestHost(t, peerDir, want)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := other.Connect(ctx, addrOf(t, h)); err != nil {
+	if _, err := other.ConnectAddr(ctx, addrOf(t, h)); err != nil {
 		t.Fatalf("host using the secret file did not accept the same secret: %v", err)
 	}
 }
@@ -354,7 +357,7 @@ func TestOversizedAndTruncatedFrames(t *testing.T) {
 	b := newTestHost(t, t.TempDir(), psk, func(c *Config) { c.MaxMessageSize = 4 * limit })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := b.Connect(ctx, addrOf(t, a)); err != nil {
+	if _, err := b.ConnectAddr(ctx, addrOf(t, a)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -470,7 +473,7 @@ func TestRequestDeadline(t *testing.T) {
 	b := newTestHost(t, t.TempDir(), psk)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := b.Connect(ctx, addrOf(t, a)); err != nil {
+	if _, err := b.ConnectAddr(ctx, addrOf(t, a)); err != nil {
 		t.Fatal(err)
 	}
 	short, cancel2 := context.WithTimeout(ctx, 200*time.Millisecond)
@@ -493,7 +496,7 @@ func TestKnownPeersAllowRestartWithoutBootstrap(t *testing.T) {
 	b.Handle(echoProto, echoHandler)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := a.Connect(ctx, addrOf(t, b)); err != nil {
+	if _, err := a.ConnectAddr(ctx, addrOf(t, b)); err != nil {
 		t.Fatal(err)
 	}
 	// Identification completes asynchronously after the connection.

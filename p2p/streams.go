@@ -50,6 +50,9 @@ const (
 var (
 	ErrTooLarge  = errors.New("frame exceeds the maximum message size")
 	ErrTruncated = errors.New("frame truncated")
+	// ErrUnreachable wraps a failure to open the stream: the request was
+	// never delivered, so the caller may safely send it elsewhere.
+	ErrUnreachable = errors.New("peer unreachable")
 )
 
 // Error is an error reported by the remote handler (or built by a handler to
@@ -211,7 +214,7 @@ func Request(ctx context.Context, h host.Host, p peer.ID, proto protocol.ID, req
 	}
 	s, err := h.NewStream(ctx, p, proto)
 	if err != nil {
-		return nil, fmt.Errorf("request %s to %s: open stream: %w", proto, p, err)
+		return nil, fmt.Errorf("request %s to %s: open stream: %w: %w", proto, p, ErrUnreachable, err)
 	}
 	defer s.Close()
 	dl, _ := ctx.Deadline()

@@ -1,0 +1,205 @@
+package consensus
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/coopgrid/coopgrid/policy"
+)
+
+// Config configures a Node. Start from DefaultConfig (LAN timeouts) or
+// WANConfig and override fields; zero fields take the defaults.
+type Config struct {
+	// DataDir holds raft.db (the bolt log and stable store) and
+	// snapshots/. Required.
+	DataDir string
+
+	// Raft timing. The defaults are LAN values: a follower notices a dead
+	// leader after HeartbeatTimeout to 2×HeartbeatTimeout and an election
+	// takes a round trip, so failover stays well under 1.5 s. Raise all
+	// three together for WAN federations (see WANConfig).
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	// CommitTimeout is how long the leader waits before sending an empty
+	// AppendEntries to advance followers' commit index.
+	CommitTimeout time.Duration
+	// TransportTimeout bounds one Raft RPC over libp2p (snapshots scale it).
+	TransportTimeout time.Duration
+	// MaxAppendEntries bounds the entries in one AppendEntries RPC and in one
+	// FSM batch.
+	MaxAppendEntries int
+
+	// Snapshots: taken every SnapshotInterval when at least
+	// SnapshotThreshold entries were committed since the last one;
+	// TrailingLogs entries stay in the log after a snapshot so that a
+	// slightly lagging follower catches up from the log.
+	SnapshotInterval  time.Duration
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	SnapshotRetain    int
+	// LogCacheSize is the number of recent entries kept in memory in front
+	// of bolt.
+	LogCacheSize int
+	// NoSync skips fsync in bolt. Only for throwaway clusters: a crash can
+	// lose acknowledged entries.
+	NoSync bool
+
+	// MaxVoters: a joining peer becomes a voter while the configuration has
+	// fewer voters than this, a non-voter after. A non-voter is promoted when
+	// a voter goes. Odd values avoid split votes; 5 tolerates 2 failures.
+	MaxVoters int
+	// MaintenanceInterval paces the background upkeep: reconnecting to
+	// members and promoting non-voters.
+	MaintenanceInterval time.Duration
+
+	// ApplyTimeout bounds a proposal or membership change whose context has
+	// no deadline.
+	ApplyTimeout time.Duration
+	// LeaderWaitTimeout bounds how long an operation waits for a leader to
+	// be known (after a failover, for instance) when its context has no
+	// earlier deadline.
+	LeaderWaitTimeout time.Duration
+
+	// Policy is the scheduling policy the leader runs (policy.Names()).
+	Policy string
+	// ScheduleInterval is the leader's tick: a pass runs at least this often
+	// while tasks wait, besides the passes woken by state changes.
+	ScheduleInterval time.Duration
+	// ScheduleDebounce delays a woken pass a little so that a burst of
+	// changes (a job of many tasks, several completions) makes one pass and
+	// one log entry.
+	ScheduleDebounce time.Duration
+	// CheckpointBlockSeconds is policy.State.CheckpointBlockSeconds (the
+	// dissertation uses 5 minutes; 0 means no checkpointing).
+	CheckpointBlockSeconds float64
+	// DisableScheduler turns the leader's scheduling loop off (for tools
+	// and tests that propose decisions themselves).
+	DisableScheduler bool
+
+	// CheckInvariants runs ledger.CheckInvariants after every applied entry
+	// and records the first violation (see Node.InvariantError). It costs a
+	// full state scan per entry: for tests and debugging.
+	CheckInvariants bool
+
+	// Now is the clock used to stamp the leader's decisions (default
+	// time.Now).
+	Now func() time.Time
+	// Logger defaults to slog.Default(). Raft's own log lines go to it too.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns LAN defaults for a data directory.
+func DefaultConfig(dataDir string) Config {
+	return Config{
+		DataDir:                dataDir,
+		HeartbeatTimeout:       400 * time.Millisecond,
+		ElectionTimeout:        400 * time.Millisecond,
+		LeaderLeaseTimeout:     300 * time.Millisecond,
+		CommitTimeout:          20 * time.Millisecond,
+		TransportTimeout:       2 * time.Second,
+		MaxAppendEntries:       256,
+		SnapshotInterval:       2 * time.Minute,
+		SnapshotThreshold:      8192,
+		TrailingLogs:           10240,
+		SnapshotRetain:         2,
+		LogCacheSize:           1024,
+		MaxVoters:              5,
+		MaintenanceInterval:    2 * time.Second,
+		ApplyTimeout:           10 * time.Second,
+		LeaderWaitTimeout:      5 * time.Second,
+		Policy:                 "ehosep",
+		ScheduleInterval:       5 * time.Second,
+		ScheduleDebounce:       10 * time.Millisecond,
+		CheckpointBlockSeconds: 300,
+	}
+}
+
+// WANConfig returns defaults for peers spread over a wide-area network:
+// timeouts several times the worst round trip, at the price of a slower
+// failover (a few seconds).
+func WANConfig(dataDir string) Config {
+	c := DefaultConfig(dataDir)
+	c.HeartbeatTimeout = 2 * time.Second
+	c.ElectionTimeout = 2 * time.Second
+	c.LeaderLeaseTimeout = 1500 * time.Millisecond
+	c.CommitTimeout = 50 * time.Millisecond
+	c.TransportTimeout = 10 * time.Second
+	c.LeaderWaitTimeout = 20 * time.Second
+	c.ApplyTimeout = 30 * time.Second
+	return c
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig(c.DataDir)
+	setDur := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	setDur(&c.HeartbeatTimeout, d.HeartbeatTimeout)
+	setDur(&c.ElectionTimeout, d.ElectionTimeout)
+	setDur(&c.LeaderLeaseTimeout, d.LeaderLeaseTimeout)
+	setDur(&c.CommitTimeout, d.CommitTimeout)
+	setDur(&c.TransportTimeout, d.TransportTimeout)
+	setDur(&c.SnapshotInterval, d.SnapshotInterval)
+	setDur(&c.MaintenanceInterval, d.MaintenanceInterval)
+	setDur(&c.ApplyTimeout, d.ApplyTimeout)
+	setDur(&c.LeaderWaitTimeout, d.LeaderWaitTimeout)
+	setDur(&c.ScheduleInterval, d.ScheduleInterval)
+	if c.ScheduleDebounce < 0 {
+		c.ScheduleDebounce = 0
+	}
+	if c.MaxAppendEntries <= 0 {
+		c.MaxAppendEntries = d.MaxAppendEntries
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = d.SnapshotThreshold
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = d.TrailingLogs
+	}
+	if c.SnapshotRetain <= 0 {
+		c.SnapshotRetain = d.SnapshotRetain
+	}
+	if c.LogCacheSize <= 0 {
+		c.LogCacheSize = d.LogCacheSize
+	}
+	if c.MaxVoters <= 0 {
+		c.MaxVoters = d.MaxVoters
+	}
+	if c.Policy == "" {
+		c.Policy = d.Policy
+	}
+	if c.CheckpointBlockSeconds < 0 {
+		c.CheckpointBlockSeconds = 0
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.DataDir == "" {
+		return errors.New("DataDir is required")
+	}
+	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
+		return fmt.Errorf("LeaderLeaseTimeout %s exceeds HeartbeatTimeout %s", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	}
+	if c.ElectionTimeout < c.HeartbeatTimeout {
+		return fmt.Errorf("ElectionTimeout %s is below HeartbeatTimeout %s", c.ElectionTimeout, c.HeartbeatTimeout)
+	}
+	if c.MaxAppendEntries > 1024 {
+		return fmt.Errorf("MaxAppendEntries %d exceeds raft's limit of 1024", c.MaxAppendEntries)
+	}
+	if _, err := policy.New(c.Policy); err != nil {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,74 @@
+package consensus
+
+import (
+	"errors"
+
+	"github.com/coopgrid/coopgrid/p2p"
+	"github.com/hashicorp/raft"
+)
+
+// Error codes of the consensus layer. Errors are *p2p.Error values, the same
+// type whether they were raised here or by the leader across a stream, so a
+// caller matches on p2p.Code(err) in both cases. A command that reached the
+// log and was rejected by the ledger is not an error: Propose returns its
+// ledger.Result with Result.Err set.
+const (
+	// CodeNotLeader: this peer is not the leader (the command was not
+	// appended; it is safe to send it to the leader).
+	CodeNotLeader = "not_leader"
+	// CodeNoLeader: no leader became known in time (not appended).
+	CodeNoLeader = "no_leader"
+	// CodeOutcomeUnknown: the command may or may not have been committed
+	// (leadership was lost or the connection broke after it was sent).
+	// Read the state before retrying a non-idempotent command.
+	CodeOutcomeUnknown = "outcome_unknown"
+	// CodeBadCommand: the bytes are not a well-formed ledger command.
+	CodeBadCommand = "bad_command"
+	// CodeForbidden: the command claims another peer's identity, or is
+	// something only the leader itself may propose.
+	CodeForbidden = "forbidden"
+	// CodeShutdown: the node is shut down.
+	CodeShutdown = "shutdown"
+	// CodeTimeout: the context ended before the operation completed.
+	CodeTimeout = p2p.CodeTimeout
+	// CodeLastMember: the only voter cannot leave its own cluster.
+	CodeLastMember = "last_member"
+	// CodeNotMember: the requester (or the peer named) is not in the
+	// cluster's configuration.
+	CodeNotMember = "not_member"
+	// CodeMembership: raft refused a configuration change.
+	CodeMembership = "membership"
+)
+
+func errorf(code, format string, args ...any) *p2p.Error {
+	return p2p.Errorf(code, format, args...)
+}
+
+// retryable says the operation certainly did not take effect and may be
+// sent again to a (new) leader.
+func retryable(err error) bool {
+	switch p2p.Code(err) {
+	case CodeNotLeader, CodeNoLeader:
+		return true
+	}
+	return errors.Is(err, p2p.ErrUnreachable)
+}
+
+// raftError maps a raft future's error to a coded error; errors raft does
+// not classify get fallback.
+func raftError(err error, what, fallback string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		// Refused before the entry was appended.
+		return errorf(CodeNotLeader, "%s: %v", what, err)
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return errorf(CodeOutcomeUnknown, "%s: %v", what, err)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return errorf(CodeShutdown, "%s: %v", what, err)
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return errorf(CodeTimeout, "%s: %v", what, err)
+	}
+	return errorf(fallback, "%s: %v", what, err)
+}

@@ -1,0 +1,170 @@
+package consensus
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/coopgrid/coopgrid/ledger"
+	"github.com/hashicorp/raft"
+)
+
+// fsm adapts a *ledger.Ledger to raft.BatchingFSM. The ledger is not safe
+// for concurrent use: Apply and Restore take the write lock, readers the
+// read lock. Raft calls Apply, ApplyBatch, Snapshot and Restore from one
+// goroutine, so the notifications after an apply go out in log order.
+type fsm struct {
+	mu sync.RWMutex
+	l  *ledger.Ledger
+
+	checkInvariants bool
+	log             *slog.Logger
+	// invErr is the first invariant violation seen (guarded by mu).
+	invErr error
+	// applied is closed and replaced after every batch and restore (guarded
+	// by mu): waitApplied sleeps on it.
+	applied chan struct{}
+
+	// afterApply is called for each applied command entry, outside the lock,
+	// in log order. afterRestore is called after a snapshot replaced the
+	// state.
+	afterApply   func(res *ledger.Result)
+	afterRestore func(index uint64)
+}
+
+var _ raft.BatchingFSM = (*fsm)(nil)
+
+func newFSM(checkInvariants bool, log *slog.Logger) *fsm {
+	return &fsm{l: ledger.New(), checkInvariants: checkInvariants, log: log, applied: make(chan struct{})}
+}
+
+// Apply is raft.FSM.Apply; it returns a ledger.Result for command entries.
+func (f *fsm) Apply(l *raft.Log) any {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies a batch under one write lock. Configuration entries
+// (which raft also passes here) get a nil response.
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	results := make([]*ledger.Result, 0, len(logs))
+	f.mu.Lock()
+	for i, e := range logs {
+		if e.Type != raft.LogCommand {
+			continue
+		}
+		res := f.l.Apply(e.Index, e.Data)
+		out[i] = res
+		results = append(results, &res)
+		if f.checkInvariants && f.invErr == nil {
+			if err := f.l.CheckInvariants(); err != nil {
+				f.invErr = fmt.Errorf("after entry %d (%s): %w", e.Index, res.Kind, err)
+				f.log.Error("consensus: ledger invariant broken", "index", e.Index, "err", err)
+			}
+		}
+	}
+	f.signalLocked()
+	f.mu.Unlock()
+	if f.afterApply != nil {
+		for _, r := range results {
+			f.afterApply(r)
+		}
+	}
+	return out
+}
+
+// Snapshot serialises the ledger under the read lock. Raft may call Persist
+// concurrently with later Applies, and the ledger has no copy-on-write, so
+// the bytes are taken now; Persist only writes them out.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	var buf bytes.Buffer
+	f.mu.RLock()
+	err := f.l.WriteSnapshot(&buf)
+	f.mu.RUnlock()
+	if err != nil {
+		return nil, fmt.Errorf("snapshot ledger: %w", err)
+	}
+	return &fsmSnapshot{data: buf.Bytes()}, nil
+}
+
+// Restore replaces the state with a snapshot. The new ledger is built aside
+// and swapped in only if the snapshot restores cleanly, so a bad snapshot
+// leaves the current state in place.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	nl := ledger.New()
+	if err := nl.Restore(rc); err != nil {
+		return fmt.Errorf("restore ledger: %w", err)
+	}
+	f.mu.Lock()
+	f.l = nl
+	idx := nl.AppliedIndex()
+	if f.checkInvariants && f.invErr == nil {
+		if err := nl.CheckInvariants(); err != nil {
+			f.invErr = fmt.Errorf("after restore at %d: %w", idx, err)
+		}
+	}
+	f.signalLocked()
+	f.mu.Unlock()
+	if f.afterRestore != nil {
+		f.afterRestore(idx)
+	}
+	return nil
+}
+
+func (f *fsm) signalLocked() {
+	close(f.applied)
+	f.applied = make(chan struct{})
+}
+
+// appliedIndex is the ledger's applied index: the last command entry it was
+// given (non-command raft entries never reach it).
+func (f *fsm) appliedIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.l.AppliedIndex()
+}
+
+// waitApplied blocks until the ledger has applied index idx.
+func (f *fsm) waitApplied(ctx context.Context, idx uint64) error {
+	for {
+		f.mu.RLock()
+		at, ch := f.l.AppliedIndex(), f.applied
+		f.mu.RUnlock()
+		if at >= idx {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return errorf(CodeTimeout, "waiting for index %d (applied %d): %v", idx, at, ctx.Err())
+		}
+	}
+}
+
+func (f *fsm) view(fn func(*ledger.Ledger)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.l)
+}
+
+func (f *fsm) invariantError() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.invErr
+}
+
+type fsmSnapshot struct{ data []byte }
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s.data); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() {}

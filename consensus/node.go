@@ -1,0 +1,527 @@
+package consensus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coopgrid/coopgrid/ledger"
+	"github.com/coopgrid/coopgrid/p2p"
+	"github.com/coopgrid/coopgrid/policy"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	libp2praft "github.com/libp2p/go-libp2p-raft"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// Protocol IDs of the consensus layer's request/response streams. Raft's
+// own traffic uses go-libp2p-raft's protocol (/raft/1.0.0/rpc).
+const (
+	ProtoPropose    = "/coopgrid/consensus/propose/1.0.0"
+	ProtoMembership = "/coopgrid/consensus/membership/1.0.0"
+	ProtoReadIndex  = "/coopgrid/consensus/readindex/1.0.0"
+)
+
+// Files inside Config.DataDir.
+const (
+	RaftDBFile  = "raft.db"
+	SnapshotDir = "snapshots"
+)
+
+// Node is one peer's member of the federation's Raft group: the replicated
+// ledger, the forwarding of writes and reads to the leader, membership, and
+// (while it leads) the scheduling loop.
+type Node struct {
+	cfg    Config
+	host   *p2p.Host
+	self   peer.ID
+	log    *slog.Logger
+	policy policy.Policy
+
+	fsm   *fsm
+	hub   *hub
+	raft  *raft.Raft
+	trans *raft.NetworkTransport
+	store *raftboltdb.BoltStore
+	logs  raft.LogStore
+	snaps *raft.FileSnapshotStore
+
+	notifyCh chan bool
+	wakeCh   chan struct{}
+	kickCh   chan struct{}
+	obsCh    chan raft.Observation
+	observer *raft.Observer
+
+	// memberMu serialises the configuration changes this node makes as
+	// leader, so that the voter count it decides on is current.
+	memberMu sync.Mutex
+	// dialing holds the peers a background reconnect is in flight for.
+	dialMu  sync.Mutex
+	dialing map[peer.ID]bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+
+	sched schedCounters
+}
+
+type schedCounters struct {
+	passes, proposed, accepted, rejected, errors atomic.Uint64
+}
+
+// SchedulerStats counts the scheduling passes this node ran as leader.
+type SchedulerStats struct {
+	// Passes that ran the policy; Proposed decisions committed in entries;
+	// Accepted and Rejected by Apply (stale decisions are rejected);
+	// Errors counts passes whose entry failed to commit.
+	Passes, Proposed, Accepted, Rejected, Errors uint64
+}
+
+// New opens (or creates) the node's Raft state in cfg.DataDir and starts
+// Raft over h. A node with no state waits: call Bootstrap for the first
+// peer of a federation or Join for any other. A node with state resumes:
+// its snapshot is restored, the log after it is replayed as the commit
+// index becomes known, and it reconnects to the members it knows.
+//
+// The caller owns h: Shutdown does not close it.
+func New(cfg Config, h *p2p.Host) (*Node, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("consensus: %w", err)
+	}
+	pol, err := policy.New(cfg.Policy)
+	if err != nil {
+		return nil, fmt.Errorf("consensus: %w", err)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("consensus: data dir: %w", err)
+	}
+	n := &Node{
+		cfg:      cfg,
+		host:     h,
+		self:     h.ID(),
+		log:      cfg.Logger.With("peer", shortID(h.ID())),
+		policy:   pol,
+		hub:      newHub(),
+		notifyCh: make(chan bool, 8),
+		wakeCh:   make(chan struct{}, 1),
+		kickCh:   make(chan struct{}, 1),
+		obsCh:    make(chan raft.Observation, 64),
+		dialing:  map[peer.ID]bool{},
+	}
+	n.fsm = newFSM(cfg.CheckInvariants, n.log)
+	n.fsm.afterApply = n.afterApply
+	n.fsm.afterRestore = n.hub.restored
+
+	hlog := newRaftLogger(n.log)
+	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, RaftDBFile), NoSync: cfg.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("consensus: open %s: %w", RaftDBFile, err)
+	}
+	n.logs, err = raft.NewLogCache(cfg.LogCacheSize, n.store)
+	if err != nil {
+		n.store.Close()
+		return nil, fmt.Errorf("consensus: log cache: %w", err)
+	}
+	// NewFileSnapshotStore creates DataDir/snapshots.
+	n.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotRetain, hlog.Named("snapshots"))
+	if err != nil {
+		n.store.Close()
+		return nil, fmt.Errorf("consensus: snapshot store: %w", err)
+	}
+	n.trans, err = libp2praft.NewLibp2pTransport(h, cfg.TransportTimeout)
+	if err != nil {
+		n.store.Close()
+		return nil, fmt.Errorf("consensus: libp2p transport: %w", err)
+	}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(n.self.String())
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.MaxAppendEntries = cfg.MaxAppendEntries
+	rc.BatchApplyCh = true
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.ShutdownOnRemove = true
+	rc.NotifyCh = n.notifyCh
+	rc.Logger = hlog
+	rc.NoLegacyTelemetry = true
+	if err := raft.ValidateConfig(rc); err != nil {
+		n.trans.Close()
+		n.store.Close()
+		return nil, fmt.Errorf("consensus: raft config: %w", err)
+	}
+	n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.store, n.snaps, n.trans)
+	if err != nil {
+		n.trans.Close()
+		n.store.Close()
+		return nil, fmt.Errorf("consensus: start raft: %w", err)
+	}
+	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.PeerObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(n.observer)
+
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	h.Handle(ProtoPropose, n.handlePropose)
+	h.Handle(ProtoMembership, n.handleMembership)
+	h.Handle(ProtoReadIndex, n.handleReadIndex)
+
+	n.wg.Add(2)
+	go n.watchLeadership()
+	go n.maintain()
+	return n, nil
+}
+
+func shortID(id peer.ID) string {
+	s := id.String()
+	if len(s) > 8 {
+		return s[len(s)-8:]
+	}
+	return s
+}
+
+// ID is this node's peer ID, which is also its Raft server ID.
+func (n *Node) ID() peer.ID { return n.self }
+
+// Host returns the libp2p host the node runs on.
+func (n *Node) Host() *p2p.Host { return n.host }
+
+// Raft exposes the underlying raft.Raft for metrics and diagnostics. Do not
+// change the configuration through it: use Join, Leave and RemovePeer.
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// HasState reports whether the data directory holds Raft state (this peer
+// bootstrapped or joined before).
+func (n *Node) HasState() (bool, error) {
+	return raft.HasExistingState(n.logs, n.store, n.snaps)
+}
+
+// Bootstrap makes this node the single voter of a new cluster. It does
+// nothing if the node already has state, so it is safe on every start of
+// the first peer.
+func (n *Node) Bootstrap() error {
+	has, err := n.HasState()
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	if has {
+		return nil
+	}
+	f := n.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
+		Suffrage: raft.Voter,
+		ID:       raft.ServerID(n.self.String()),
+		Address:  raft.ServerAddress(n.self.String()),
+	}}})
+	if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops Raft, the node's background work and its handlers, and
+// closes the stores. It does not close the host. Safe to call twice.
+func (n *Node) Shutdown() error {
+	n.shutdownOnce.Do(func() {
+		n.host.RemoveStreamHandler(ProtoPropose)
+		n.host.RemoveStreamHandler(ProtoMembership)
+		n.host.RemoveStreamHandler(ProtoReadIndex)
+		n.cancel()
+		err := n.raft.Shutdown().Error()
+		n.raft.DeregisterObserver(n.observer)
+		// Unblock watchLeadership, which reads notifyCh until cancelled.
+		n.wg.Wait()
+		n.hub.closeAll()
+		if cerr := n.trans.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+		if cerr := n.store.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+		n.shutdownErr = err
+	})
+	return n.shutdownErr
+}
+
+// IsLeader reports whether this node is the leader right now.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader returns the current leader as this node knows it.
+func (n *Node) Leader() (peer.ID, bool) {
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return "", false
+	}
+	p, err := peer.Decode(string(id))
+	if err != nil {
+		return "", false
+	}
+	return p, true
+}
+
+// WaitLeader waits until a leader is known, up to the context's deadline or
+// Config.LeaderWaitTimeout.
+func (n *Node) WaitLeader(ctx context.Context) (peer.ID, error) {
+	ctx, cancel := n.withTimeout(ctx, n.cfg.LeaderWaitTimeout)
+	defer cancel()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if id, ok := n.Leader(); ok {
+			return id, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", errorf(CodeNoLeader, "no leader known: %v", ctx.Err())
+		case <-n.ctx.Done():
+			return "", errorf(CodeShutdown, "node shut down")
+		case <-t.C:
+		}
+	}
+}
+
+// withTimeout bounds ctx by d unless it already has a deadline.
+func (n *Node) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// Member is one server of the Raft configuration.
+type Member struct {
+	ID     peer.ID
+	Voter  bool
+	Leader bool
+	// Addrs are the addresses this node knows for the member.
+	Addrs []ma.Multiaddr
+}
+
+// Members returns the Raft configuration as this node knows it (on a
+// follower it may lag the leader's by a heartbeat).
+func (n *Node) Members() ([]Member, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, raftError(err, "configuration", CodeMembership)
+	}
+	leader, _ := n.Leader()
+	var out []Member
+	for _, s := range f.Configuration().Servers {
+		id, err := peer.Decode(string(s.ID))
+		if err != nil {
+			continue
+		}
+		m := Member{ID: id, Voter: s.Suffrage == raft.Voter, Leader: id == leader}
+		if id == n.self {
+			m.Addrs = n.host.Addrs()
+		} else {
+			m.Addrs = n.host.Peerstore().Addrs(id)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// View runs fn on the local ledger under the read lock: a possibly stale
+// read (a follower may be behind the leader). fn must not keep l or anything
+// reachable from it that is not a copy (the ledger's accessors return
+// copies), and must not propose: the state machine waits for the lock.
+func (n *Node) View(fn func(l *ledger.Ledger)) { n.fsm.view(fn) }
+
+// Hash returns the ledger's state hash and the applied index it belongs to.
+func (n *Node) Hash() (hash string, index uint64) {
+	n.fsm.view(func(l *ledger.Ledger) { hash, index = l.Hash(), l.AppliedIndex() })
+	return hash, index
+}
+
+// AppliedIndex is the last log index the local ledger applied.
+func (n *Node) AppliedIndex() uint64 { return n.fsm.appliedIndex() }
+
+// InvariantError returns the first ledger invariant violation seen after an
+// applied entry, when Config.CheckInvariants is on; nil otherwise.
+func (n *Node) InvariantError() error { return n.fsm.invariantError() }
+
+// Snapshot takes a Raft snapshot now (and compacts the log behind it).
+func (n *Node) Snapshot() error {
+	if err := n.raft.Snapshot().Error(); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	return nil
+}
+
+// SchedulerStats returns the counters of the scheduling passes this node ran
+// while it was leader.
+func (n *Node) SchedulerStats() SchedulerStats {
+	return SchedulerStats{
+		Passes:   n.sched.passes.Load(),
+		Proposed: n.sched.proposed.Load(),
+		Accepted: n.sched.accepted.Load(),
+		Rejected: n.sched.rejected.Load(),
+		Errors:   n.sched.errors.Load(),
+	}
+}
+
+// Subscribe delivers the committed changes to the machines of organisation
+// org (all machines when org is ""): allocations to start and preemptions,
+// cancellations and losses to stop. Subscribe first, then read the current
+// allocations with View (ledger.Allocations) and apply events whose Index is
+// above the view's applied index.
+func (n *Node) Subscribe(org string) *Subscription { return n.hub.subscribe(org) }
+
+// afterApply runs on the FSM goroutine after each applied command.
+func (n *Node) afterApply(res *ledger.Result) {
+	n.hub.publish(res)
+	if wakesScheduler(res) {
+		select {
+		case n.wakeCh <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wakesScheduler says whether an applied entry may give the policy something
+// new to decide. Heartbeats and checkpoint records change the view only in
+// ways the periodic tick covers; the leader's own decisions were already
+// decided on.
+func wakesScheduler(res *ledger.Result) bool {
+	if !res.Applied() {
+		return false
+	}
+	switch res.Kind {
+	case ledger.KindHeartbeat, ledger.KindCheckpoint, ledger.KindDecisions:
+		return false
+	}
+	return true
+}
+
+// watchLeadership starts the scheduling loop when this node becomes leader
+// and cancels it the moment leadership is lost.
+func (n *Node) watchLeadership() {
+	defer n.wg.Done()
+	stop := func() {}
+	defer func() { stop() }()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case leader := <-n.notifyCh:
+			stop()
+			stop = func() {}
+			if !leader {
+				n.log.Info("consensus: lost leadership")
+				continue
+			}
+			n.log.Info("consensus: became leader")
+			n.kick()
+			if !n.cfg.DisableScheduler {
+				stop = n.startScheduler()
+			}
+		}
+	}
+}
+
+// startScheduler runs the scheduling loop in the background and returns
+// the function that stops it and waits until it has stopped.
+func (n *Node) startScheduler() (stop func()) {
+	ctx, cancel := context.WithCancel(n.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.runScheduler(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+func (n *Node) kick() {
+	select {
+	case n.kickCh <- struct{}{}:
+	default:
+	}
+}
+
+// maintain keeps the node connected to the members it knows and, on the
+// leader, promotes non-voters while voters are missing.
+func (n *Node) maintain() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.MaintenanceInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		case <-n.kickCh:
+		case o := <-n.obsCh:
+			if po, ok := o.Data.(raft.PeerObservation); ok && po.Removed && po.Peer.ID == raft.ServerID(n.self.String()) {
+				n.log.Info("consensus: removed from the cluster")
+			}
+		}
+		n.reconnect()
+		if n.IsLeader() {
+			if err := n.promote(n.ctx); err != nil {
+				n.log.Warn("consensus: promote non-voter", "err", err)
+			}
+		}
+	}
+}
+
+// reconnect dials, in the background, the members this node is not
+// connected to. Raft dials by peer ID too, but a member that restarted on a
+// new port is only found through its known addresses or its own dial.
+func (n *Node) reconnect() {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	for _, s := range f.Configuration().Servers {
+		id, err := peer.Decode(string(s.ID))
+		if err != nil || id == n.self {
+			continue
+		}
+		if n.host.Network().Connectedness(id) == network.Connected {
+			continue
+		}
+		if len(n.host.Peerstore().Addrs(id)) == 0 {
+			continue
+		}
+		n.dialMu.Lock()
+		busy := n.dialing[id]
+		n.dialing[id] = true
+		n.dialMu.Unlock()
+		if busy {
+			continue
+		}
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			defer func() {
+				n.dialMu.Lock()
+				delete(n.dialing, id)
+				n.dialMu.Unlock()
+			}()
+			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.TransportTimeout)
+			defer cancel()
+			_ = n.host.Host.Connect(ctx, peer.AddrInfo{ID: id})
+		}()
+	}
+}

@@ -1,0 +1,198 @@
+package consensus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/coopgrid/coopgrid/ledger"
+	"github.com/coopgrid/coopgrid/p2p"
+	"github.com/hashicorp/raft"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Propose commits a ledger command (ledger.EncodeCommand bytes) and returns
+// what Apply did with it. On the leader the command goes straight into the
+// log; on a follower it is forwarded over a libp2p stream to the leader,
+// which checks it and commits it. If the command certainly did not reach the
+// log because the leader changed (CodeNotLeader, CodeNoLeader, the old
+// leader unreachable), it is sent once more to the new leader.
+//
+// The command must act as this peer (Command.Peer == ID()): the leader
+// refuses a forwarded command whose Peer differs from the authenticated
+// peer that sent it. Decisions batches are refused: only the leader's
+// scheduling loop proposes them.
+//
+// A command the ledger rejected is not an error: the Result carries it in
+// Result.Err. Errors are *p2p.Error with the codes of this package.
+func (n *Node) Propose(ctx context.Context, data []byte) (ledger.Result, error) {
+	if _, err := n.checkCommand(n.self, data); err != nil {
+		return ledger.Result{}, err
+	}
+	ctx, cancel := n.withTimeout(ctx, n.cfg.ApplyTimeout)
+	defer cancel()
+	leader, res, err := n.proposeOnce(ctx, data)
+	if err != nil && retryable(err) {
+		n.log.Debug("consensus: propose retry after leader change", "leader", leader, "err", err)
+		if werr := n.waitLeaderChange(ctx, leader); werr != nil {
+			return ledger.Result{}, err
+		}
+		_, res, err = n.proposeOnce(ctx, data)
+	}
+	return res, err
+}
+
+// proposeOnce sends data to the leader this node knows (itself or another)
+// and returns which leader it tried.
+func (n *Node) proposeOnce(ctx context.Context, data []byte) (peer.ID, ledger.Result, error) {
+	leader, err := n.WaitLeader(ctx)
+	if err != nil {
+		return "", ledger.Result{}, err
+	}
+	if leader == n.self {
+		res, err := n.applyLocal(ctx, data)
+		return leader, res, err
+	}
+	resp, err := n.host.Request(ctx, leader, ProtoPropose, data)
+	if err != nil {
+		var perr *p2p.Error
+		if errors.As(err, &perr) || errors.Is(err, p2p.ErrUnreachable) {
+			return leader, ledger.Result{}, err
+		}
+		// The stream broke after the command was sent: the leader may
+		// have committed it.
+		return leader, ledger.Result{}, errorf(CodeOutcomeUnknown, "forward to leader %s: %v", leader, err)
+	}
+	var res ledger.Result
+	if err := json.Unmarshal(resp, &res); err != nil {
+		return leader, ledger.Result{}, errorf(CodeOutcomeUnknown, "leader %s sent an undecodable result: %v", leader, err)
+	}
+	return leader, res, nil
+}
+
+// waitLeaderChange waits until a leader other than old is known.
+func (n *Node) waitLeaderChange(ctx context.Context, old peer.ID) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	deadline := time.Now().Add(n.cfg.LeaderWaitTimeout)
+	for {
+		if id, ok := n.Leader(); ok && (id != old || id == n.self) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errorf(CodeNoLeader, "no new leader after %s", n.cfg.LeaderWaitTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// checkCommand decodes data and enforces the consensus layer's rules on top
+// of the ledger's: the command acts as the peer that proposes it; decisions
+// only come from the leader's own loop.
+func (n *Node) checkCommand(proposer peer.ID, data []byte) (ledger.Command, error) {
+	c, err := ledger.DecodeCommand(data)
+	if err != nil {
+		return c, errorf(CodeBadCommand, "%v", err)
+	}
+	if c.Peer != proposer.String() {
+		return c, errorf(CodeForbidden, "command acts as peer %q but was proposed by %s", c.Peer, proposer)
+	}
+	if c.Kind() == ledger.KindDecisions {
+		return c, errorf(CodeForbidden, "decisions are proposed only by the leader's scheduling loop")
+	}
+	return c, nil
+}
+
+// handlePropose serves a follower's forwarded command on the leader.
+func (n *Node) handlePropose(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
+	if !n.IsLeader() {
+		leader, _ := n.Leader()
+		return nil, errorf(CodeNotLeader, "this peer is not the leader (leader: %s)", leader)
+	}
+	if ok, err := n.isMember(remote); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, errorf(CodeNotMember, "peer %s is not a member of the cluster", remote)
+	}
+	c, err := n.checkCommand(remote, data)
+	if err != nil {
+		return nil, err
+	}
+	// The ledger lets any registered peer declare a machine lost; only the
+	// leader (which watches heartbeats) may do so for another
+	// organisation's machine.
+	if c.MachineLost != nil {
+		var owner string
+		n.View(func(l *ledger.Ledger) {
+			if m, ok := l.Machine(c.MachineLost.Machine); ok {
+				owner = m.Org
+			}
+		})
+		if owner != "" && owner != c.Org {
+			return nil, errorf(CodeForbidden, "only the leader may declare another organisation's machine %q lost", c.MachineLost.Machine)
+		}
+	}
+	res, err := n.applyLocal(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, fmt.Errorf("encode result: %w", err)
+	}
+	return b, nil
+}
+
+// applyLocal appends data to the log on this node (which must lead) and
+// waits until it is applied. raft futures ignore contexts; when ctx ends
+// first the entry may still commit, hence CodeOutcomeUnknown.
+func (n *Node) applyLocal(ctx context.Context, data []byte) (ledger.Result, error) {
+	timeout := n.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+		if timeout <= 0 {
+			return ledger.Result{}, errorf(CodeTimeout, "apply: %v", context.DeadlineExceeded)
+		}
+	}
+	f := n.raft.Apply(data, timeout)
+	if err := waitFuture(ctx, f); err != nil {
+		return ledger.Result{}, raftError(err, "apply", CodeOutcomeUnknown)
+	}
+	res, ok := f.Response().(ledger.Result)
+	if !ok {
+		return ledger.Result{}, errorf(CodeOutcomeUnknown, "apply: unexpected response %T", f.Response())
+	}
+	return res, nil
+}
+
+// waitFuture waits for a raft future or the context, whichever ends first.
+func waitFuture(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w (the entry may still commit)", ctx.Err())
+	}
+}
+
+// isMember reports whether id is in the Raft configuration.
+func (n *Node) isMember(id peer.ID) (bool, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return false, raftError(err, "configuration", CodeMembership)
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id.String() {
+			return true, nil
+		}
+	}
+	return false, nil
+}
