@@ -1,0 +1,208 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// resultQueue delivers results in order on a channel without ever blocking
+// the producer: results wait in a slice until the consumer reads them.
+type resultQueue struct {
+	out chan Result
+
+	mu        sync.Mutex
+	buf       []Result
+	finishing bool
+	wake      chan struct{}
+	abort     chan struct{}
+	abortOnce sync.Once
+	done      chan struct{}
+}
+
+func newResultQueue() *resultQueue {
+	q := &resultQueue{
+		out:   make(chan Result),
+		wake:  make(chan struct{}, 1),
+		abort: make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	go q.run()
+	return q
+}
+
+func (q *resultQueue) push(r Result) {
+	q.mu.Lock()
+	q.buf = append(q.buf, r)
+	q.mu.Unlock()
+	q.poke()
+}
+
+func (q *resultQueue) poke() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *resultQueue) run() {
+	defer close(q.done)
+	defer close(q.out)
+	for {
+		q.mu.Lock()
+		if len(q.buf) == 0 {
+			fin := q.finishing
+			q.mu.Unlock()
+			if fin {
+				return
+			}
+			select {
+			case <-q.wake:
+			case <-q.abort:
+				return
+			}
+			continue
+		}
+		r := q.buf[0]
+		q.mu.Unlock()
+		select {
+		case q.out <- r:
+			q.mu.Lock()
+			q.buf[0] = Result{}
+			q.buf = q.buf[1:]
+			q.mu.Unlock()
+		case <-q.abort:
+			return
+		}
+	}
+}
+
+// close delivers what is queued, then closes the channel; if ctx ends
+// first, the rest is dropped. It returns how many results were dropped.
+func (q *resultQueue) close(ctx context.Context) int {
+	q.mu.Lock()
+	q.finishing = true
+	q.mu.Unlock()
+	q.poke()
+	select {
+	case <-q.done:
+		return 0
+	case <-ctx.Done():
+	}
+	q.abortOnce.Do(func() { close(q.abort) })
+	<-q.done
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.buf)
+}
+
+// registry tracks which task runs on which machine. T is the executor's
+// own record of a run.
+type registry[T any] struct {
+	machines map[string]MachineConfig
+
+	mu     sync.Mutex
+	closed bool
+	tasks  map[string]T
+	busy   map[string]string // machine → task ID
+}
+
+func newRegistry[T any](ms []MachineConfig) (*registry[T], error) {
+	set, err := machineSet(ms)
+	if err != nil {
+		return nil, err
+	}
+	return &registry[T]{machines: set, tasks: make(map[string]T), busy: make(map[string]string)}, nil
+}
+
+// reserve claims machine for task id, or says why no Result will come.
+func (r *registry[T]) reserve(machine, id string, t T) (MachineConfig, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, ok := r.machines[machine]
+	switch {
+	case r.closed:
+		return m, ErrClosed
+	case !ok:
+		return m, fmt.Errorf("start %s on %q: %w", id, machine, ErrUnknownMachine)
+	}
+	if other, busy := r.busy[machine]; busy {
+		return m, fmt.Errorf("start %s on %q: %w (running %s)", id, machine, ErrMachineBusy, other)
+	}
+	if _, running := r.tasks[id]; running {
+		return m, fmt.Errorf("start %s: %w", id, ErrTaskRunning)
+	}
+	r.tasks[id] = t
+	r.busy[machine] = id
+	return m, nil
+}
+
+func (r *registry[T]) release(machine, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.tasks, id)
+	if r.busy[machine] == id {
+		delete(r.busy, machine)
+	}
+}
+
+func (r *registry[T]) get(id string) (T, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.tasks[id]
+	return t, ok
+}
+
+func (r *registry[T]) ids() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]string, 0, len(r.tasks))
+	for id := range r.tasks {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// close refuses further starts and returns the running tasks.
+func (r *registry[T]) close() (running []T, already bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	already = r.closed
+	r.closed = true
+	for _, t := range r.tasks {
+		running = append(running, t)
+	}
+	return running, already
+}
+
+func machineList(set map[string]MachineConfig) []MachineConfig {
+	ms := make([]MachineConfig, 0, len(set))
+	for _, m := range set {
+		ms = append(ms, m)
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	return ms
+}
+
+// stopAll stops every task concurrently with the given grace and waits.
+func stopAll(ctx context.Context, ids []string, grace time.Duration, stop func(context.Context, string, time.Duration) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(ids))
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = stop(ctx, id, grace)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil && ctx.Err() != nil {
+			return err
+		}
+	}
+	return nil
+}

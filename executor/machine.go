@@ -1,0 +1,158 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// MachineConfig is one machine a peer offers, in the units a sysadmin
+// writes. A GFLOPS of 0 means "not given": `peer init` measures it with
+// MeasureGFLOPS before the machine is registered; an executor refuses it.
+type MachineConfig struct {
+	Name      string
+	GFLOPS    float64
+	BusyWatts float64
+	// IdleWatts is reported only; it never enters the policy (the papers'
+	// binary power model).
+	IdleWatts float64
+}
+
+// MFLOPS is the computing power in the ledger's unit, round(GFLOPS·1000).
+func (m MachineConfig) MFLOPS() int64 { return toMilli(m.GFLOPS) }
+
+// BusyMilliW is the busy power in milliwatts, round(BusyWatts·1000).
+func (m MachineConfig) BusyMilliW() int64 { return toMilli(m.BusyWatts) }
+
+// IdleMilliW is the idle power in milliwatts, round(IdleWatts·1000).
+func (m MachineConfig) IdleMilliW() int64 { return toMilli(m.IdleWatts) }
+
+func toMilli(x float64) int64 { return int64(math.Round(x * 1000)) }
+
+// Bounds on declared values: generous, but they keep the integer units and
+// the energy products far from overflow.
+const (
+	maxGFLOPS = 1e9 // 1 EFLOPS
+	maxWatts  = 1e7 // 10 MW
+)
+
+// Validate checks a machine for use by an executor: a valid name, GFLOPS
+// and busy watts positive, idle watts between 0 and busy watts.
+func (m MachineConfig) Validate() error {
+	if err := m.validate(false); err != nil {
+		return fmt.Errorf("machine %q: %w", m.Name, err)
+	}
+	return nil
+}
+
+// validate checks m; allowZeroGFLOPS accepts the "to be measured" 0 of a
+// machines file.
+func (m MachineConfig) validate(allowZeroGFLOPS bool) error {
+	if !validIdent(m.Name, maxNameLen) {
+		return fmt.Errorf("name: want 1-%d characters of [A-Za-z0-9._-] starting with a letter or digit", maxNameLen)
+	}
+	if err := checkNumber(m.GFLOPS, maxGFLOPS, allowZeroGFLOPS); err != nil {
+		return fmt.Errorf("gflops: %w", err)
+	}
+	if m.MFLOPS() == 0 && !allowZeroGFLOPS {
+		return errors.New("gflops: must be at least 0.001")
+	}
+	if err := checkNumber(m.BusyWatts, maxWatts, false); err != nil {
+		return fmt.Errorf("busy_watts: %w", err)
+	}
+	if err := checkNumber(m.IdleWatts, maxWatts, true); err != nil {
+		return fmt.Errorf("idle_watts: %w", err)
+	}
+	if m.IdleWatts > m.BusyWatts {
+		return fmt.Errorf("idle_watts: %g is more than busy_watts %g", m.IdleWatts, m.BusyWatts)
+	}
+	return nil
+}
+
+func checkNumber(x, max float64, allowZero bool) error {
+	switch {
+	case math.IsNaN(x) || math.IsInf(x, 0):
+		return fmt.Errorf("must be a finite number, got %v", x)
+	case x < 0:
+		return fmt.Errorf("must not be negative, got %v", x)
+	case x == 0 && !allowZero:
+		return errors.New("must be positive, got 0")
+	case x > max:
+		return fmt.Errorf("%g is over the limit %g", x, max)
+	}
+	return nil
+}
+
+// machineSet indexes validated machines by name.
+func machineSet(ms []MachineConfig) (map[string]MachineConfig, error) {
+	if len(ms) == 0 {
+		return nil, errors.New("no machines")
+	}
+	set := make(map[string]MachineConfig, len(ms))
+	for _, m := range ms {
+		if err := m.Validate(); err != nil {
+			return nil, err
+		}
+		if _, dup := set[m.Name]; dup {
+			return nil, fmt.Errorf("machine %q declared twice", m.Name)
+		}
+		set[m.Name] = m
+	}
+	return set, nil
+}
+
+// MeasureGFLOPS runs a single-core dense matrix multiply (64×64 float64,
+// C += A·B, 2·64³ flops per product) for about d and returns the rate in
+// GFLOPS. It measures one core of plain Go code, no SIMD library: a
+// conservative figure, meant for `peer init` when a machine's GFLOPS is not
+// declared. It returns an error if ctx ends first.
+func MeasureGFLOPS(ctx context.Context, d time.Duration) (float64, error) {
+	if d <= 0 {
+		return 0, fmt.Errorf("measure GFLOPS: duration %v must be positive", d)
+	}
+	const n = 64
+	a := make([]float64, n*n)
+	b := make([]float64, n*n)
+	c := make([]float64, n*n)
+	for i := range a {
+		// Small values of both signs keep C bounded over any run length.
+		a[i] = float64(i%7-3) / 8
+		b[i] = float64(i%5-2) / 8
+	}
+	var products int64
+	start := time.Now()
+	deadline := start.Add(d)
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("measure GFLOPS: %w", err)
+		}
+		matmulAdd(c, a, b, n)
+		products++
+		if !time.Now().Before(deadline) {
+			break
+		}
+	}
+	elapsed := time.Since(start).Seconds()
+	// Reading C keeps the work observable.
+	if s := c[0] + c[n*n-1]; math.IsNaN(s) {
+		return 0, errors.New("measure GFLOPS: matrix product diverged")
+	}
+	return float64(products) * 2 * n * n * n / elapsed / 1e9, nil
+}
+
+// matmulAdd computes c += a·b for n×n row-major matrices, in i-k-j order so
+// the inner loop streams rows (and the compiler drops its bounds checks).
+func matmulAdd(c, a, b []float64, n int) {
+	for i := 0; i < n; i++ {
+		ci := c[i*n : i*n+n]
+		for k := 0; k < n; k++ {
+			aik := a[i*n+k]
+			bk := b[k*n : k*n+n]
+			for j := range ci {
+				ci[j] += aik * bk[j]
+			}
+		}
+	}
+}

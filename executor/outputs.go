@@ -1,0 +1,143 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// maxWalkEntries bounds the scan of a work directory for outputs, so a task
+// that leaves millions of files cannot stall its own result.
+const maxWalkEntries = 1_000_000
+
+var errTooMany = errors.New("too many entries")
+
+// matchOutput reports whether rel, or one of the directories containing it,
+// matches one of the patterns: a pattern naming a directory collects the
+// files under it.
+func matchOutput(patterns []string, rel string) bool {
+	for _, pat := range patterns {
+		for p := rel; ; {
+			if ok, _ := filepath.Match(pat, p); ok {
+				return true
+			}
+			d := filepath.Dir(p)
+			if d == "." || d == p {
+				break
+			}
+			p = d
+		}
+	}
+	return false
+}
+
+// collectOutputs lists the regular files under workDir matched by patterns
+// (relative path → absolute path to ship). It never leaves workDir: the
+// walk does not follow symbolic links, and a link is collected (as its
+// target) only when it resolves to a regular file inside workDir. skipped
+// names the links that were not. Over maxFiles files or maxBytes bytes it
+// returns ReasonOutputTooLarge and no outputs.
+func collectOutputs(workDir string, patterns []string, maxBytes int64, maxFiles int) (out map[string]string, skipped []string, terr *taskError) {
+	if len(patterns) == 0 {
+		return nil, nil, nil
+	}
+	root, err := filepath.EvalSymlinks(workDir)
+	if err != nil {
+		return nil, nil, failf(ReasonStartFailed, "outputs: %v", err)
+	}
+	out = make(map[string]string)
+	var total int64
+	entries := 0
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			// An unreadable subdirectory is skipped, not fatal: the task
+			// may have made it unreadable itself.
+			if p != root && d != nil && d.IsDir() {
+				skipped = append(skipped, fmt.Sprintf("%s (%v)", p, err))
+				return fs.SkipDir
+			}
+			return err
+		}
+		if p == root {
+			return nil
+		}
+		if entries++; entries > maxWalkEntries {
+			return errTooMany
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || !matchOutput(patterns, rel) {
+			return nil
+		}
+		target := p
+		if d.Type()&fs.ModeSymlink != 0 {
+			t, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				skipped = append(skipped, rel+" (broken symbolic link)")
+				return nil
+			}
+			tr, err := filepath.Rel(root, t)
+			if err != nil || !filepath.IsLocal(tr) {
+				skipped = append(skipped, rel+" (symbolic link out of the work directory)")
+				return nil
+			}
+			target = t
+		}
+		fi, err := os.Lstat(target)
+		if err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			if d.Type()&fs.ModeSymlink != 0 {
+				skipped = append(skipped, rel+" (symbolic link to a non-regular file)")
+			}
+			return nil
+		}
+		total += fi.Size()
+		out[rel] = target
+		if len(out) > maxFiles {
+			return fmt.Errorf("more than %d output files: %w", maxFiles, errTooMany)
+		}
+		if total > maxBytes {
+			return fmt.Errorf("outputs take more than %d bytes: %w", maxBytes, errTooMany)
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errTooMany):
+		if err == errTooMany {
+			err = fmt.Errorf("work directory has more than %d entries", maxWalkEntries)
+		}
+		return nil, skipped, failf(ReasonOutputTooLarge, "%v", err)
+	case err != nil:
+		return nil, skipped, failf(ReasonStartFailed, "outputs: %v", err)
+	}
+	return out, skipped, nil
+}
+
+// chownTree gives dir and everything under it to uid:gid, without following
+// symbolic links, so that a task running as that user can use files the
+// peer put there (inputs, a restored checkpoint).
+func chownTree(dir string, uid, gid uint32) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, int(uid), int(gid))
+	})
+}
+
+type owner struct{ uid, gid uint32 }
+
+func statOwner(fi os.FileInfo) (owner, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return owner{}, false
+	}
+	return owner{uid: st.Uid, gid: st.Gid}, true
+}

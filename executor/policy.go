@@ -1,0 +1,302 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Policy is what the owner of the machines lets run on them. The zero
+// Policy allows nothing: the owner opts in with Allow or AllowAny.
+//
+// Size limits that are 0 take the Default* values; time, CPU, address-space
+// and process limits that are 0 mean "no limit".
+type Policy struct {
+	// Allow lists the executables tasks may start: absolute paths, or bare
+	// names looked up in Path when a task is checked. A task's argv[0] is
+	// allowed if it resolves to the same file (device and inode) as an
+	// entry. Allowing a shell or an interpreter allows whatever it runs.
+	Allow []string
+	// AllowAny allows every executable, including files shipped as inputs.
+	AllowAny bool
+	// RunAs is the unprivileged user tasks run as: a user name, "uid" or
+	// "uid:gid". It needs the peer to run as root; otherwise tasks fail with
+	// ReasonRunAsUnavailable. Empty runs tasks as the peer's own user.
+	RunAs string
+	// Path is the PATH given to tasks and used to resolve bare names
+	// (default DefaultPath). Every element must be absolute.
+	Path string
+	// MaxWallClock caps every task's wall-clock time.
+	MaxWallClock time.Duration
+	// KillGrace is the time between SIGTERM and SIGKILL when the wall-clock
+	// limit is reached and when the executor is closed (default
+	// DefaultKillGrace).
+	KillGrace time.Duration
+	// MaxCPUSeconds is RLIMIT_CPU of each process of the task: SIGXCPU at
+	// the limit, SIGKILL one second later.
+	MaxCPUSeconds uint64
+	// MaxAddressSpaceBytes is RLIMIT_AS of each process of the task.
+	MaxAddressSpaceBytes uint64
+	// MaxProcesses is RLIMIT_NPROC. The kernel counts it per real user ID
+	// and does not apply it to root, so it only bites together with RunAs.
+	MaxProcesses uint64
+	// MaxInputBytes bounds the total size of a task's input files.
+	MaxInputBytes int64
+	// MaxOutputBytes and MaxOutputFiles bound the collected outputs.
+	MaxOutputBytes int64
+	MaxOutputFiles int
+	// MaxLogBytes bounds each of stdout and stderr; the rest is discarded.
+	MaxLogBytes int64
+}
+
+// Defaults of Policy.
+const (
+	DefaultPath           = "/usr/local/bin:/usr/bin:/bin"
+	DefaultKillGrace      = 5 * time.Second
+	DefaultMaxInputBytes  = 64 << 20
+	DefaultMaxOutputBytes = 1 << 30
+	DefaultMaxOutputFiles = 10000
+	DefaultMaxLogBytes    = 16 << 20
+)
+
+// Validate checks the policy's own shape (not whether the named users and
+// executables exist: that is checked per task, so the owner can install
+// them later).
+func (p Policy) Validate() error {
+	for _, a := range p.Allow {
+		if a == "" || strings.IndexByte(a, 0) >= 0 {
+			return fmt.Errorf("allow: empty or malformed entry %q", a)
+		}
+		if strings.Contains(a, "/") && !filepath.IsAbs(a) {
+			return fmt.Errorf("allow: %q: want an absolute path or a bare name", a)
+		}
+	}
+	if p.Path != "" {
+		for _, d := range filepath.SplitList(p.Path) {
+			if !filepath.IsAbs(d) {
+				return fmt.Errorf("path: element %q is not absolute", d)
+			}
+		}
+	}
+	if p.RunAs != "" {
+		if _, _, err := parseRunAs(p.RunAs, true); err != nil {
+			return fmt.Errorf("run_as: %w", err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{
+		{"max_wall_clock", int64(p.MaxWallClock)},
+		{"kill_grace", int64(p.KillGrace)},
+		{"max_input_bytes", p.MaxInputBytes},
+		{"max_output_bytes", p.MaxOutputBytes},
+		{"max_output_files", int64(p.MaxOutputFiles)},
+		{"max_log_bytes", p.MaxLogBytes},
+	} {
+		if c.v < 0 {
+			return fmt.Errorf("%s: must not be negative, got %d", c.name, c.v)
+		}
+	}
+	return nil
+}
+
+func (p Policy) path() string {
+	if p.Path == "" {
+		return DefaultPath
+	}
+	return p.Path
+}
+
+func (p Policy) killGrace() time.Duration {
+	if p.KillGrace == 0 {
+		return DefaultKillGrace
+	}
+	return p.KillGrace
+}
+
+func orDefault(v, def int64) int64 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func (p Policy) maxInputBytes() int64  { return orDefault(p.MaxInputBytes, DefaultMaxInputBytes) }
+func (p Policy) maxOutputBytes() int64 { return orDefault(p.MaxOutputBytes, DefaultMaxOutputBytes) }
+func (p Policy) maxLogBytes() int64    { return orDefault(p.MaxLogBytes, DefaultMaxLogBytes) }
+func (p Policy) maxOutputFiles() int {
+	return int(orDefault(int64(p.MaxOutputFiles), DefaultMaxOutputFiles))
+}
+
+// wallClock is the effective limit of a run: the smaller of the spec's and
+// the policy's, 0 when neither sets one.
+func (p Policy) wallClock(spec time.Duration) time.Duration {
+	switch {
+	case spec == 0:
+		return p.MaxWallClock
+	case p.MaxWallClock == 0 || spec < p.MaxWallClock:
+		return spec
+	}
+	return p.MaxWallClock
+}
+
+// lookPath finds an executable regular file named name in the PATH list,
+// without consulting the daemon's own environment.
+func lookPath(name, pathList string) (string, error) {
+	for _, dir := range filepath.SplitList(pathList) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%q not found in PATH %s", name, pathList)
+}
+
+// resolveExecutable turns argv[0] into the path to execute and checks it
+// against the policy. workDir is where relative paths point.
+func (p Policy) resolveExecutable(argv0, workDir string) (string, *taskError) {
+	var path string
+	switch {
+	case filepath.IsAbs(argv0):
+		path = filepath.Clean(argv0)
+	case strings.Contains(argv0, "/"):
+		if !p.AllowAny {
+			return "", failf(ReasonNotAllowed, "relative executable %q: the machine owner's policy allows files shipped with the task only with allow_any", argv0)
+		}
+		if err := localPath(argv0); err != nil {
+			return "", failf(ReasonBadSpec, "executable %q: %v", argv0, err)
+		}
+		path = filepath.Join(workDir, argv0)
+	default:
+		found, err := lookPath(argv0, p.path())
+		if err != nil {
+			if p.AllowAny {
+				return "", failf(ReasonStartFailed, "executable %v", err)
+			}
+			// An unknown name cannot be on the allow list either; say both.
+			return "", failf(ReasonNotAllowed, "executable %v, and the machine owner's policy does not allow it", err)
+		}
+		path = found
+	}
+	if p.AllowAny {
+		return path, nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", failf(ReasonNotAllowed, "executable %q (%s) is not on the machine owner's allow list: %v", argv0, path, err)
+	}
+	for _, a := range p.Allow {
+		ap := a
+		if !filepath.IsAbs(a) {
+			if ap, err = lookPath(a, p.path()); err != nil {
+				continue
+			}
+		}
+		if afi, err := os.Stat(ap); err == nil && os.SameFile(fi, afi) {
+			return path, nil
+		}
+	}
+	return "", failf(ReasonNotAllowed, "executable %q (%s) is not on the machine owner's allow list", argv0, path)
+}
+
+// parseRunAs reads "name", "uid" or "uid:gid". With syntaxOnly it checks the
+// form without looking the user up.
+func parseRunAs(s string, syntaxOnly bool) (uid, gid uint32, err error) {
+	name, group, hasGroup := strings.Cut(s, ":")
+	if name == "" || (hasGroup && group == "") {
+		return 0, 0, fmt.Errorf("%q: want a user name, uid or uid:gid", s)
+	}
+	if hasGroup {
+		u, err1 := strconv.ParseUint(name, 10, 32)
+		g, err2 := strconv.ParseUint(group, 10, 32)
+		if err1 != nil || err2 != nil {
+			return 0, 0, fmt.Errorf("%q: uid:gid must both be numbers", s)
+		}
+		uid, gid = uint32(u), uint32(g)
+	} else if syntaxOnly {
+		return 0, 0, nil
+	} else if n, err := strconv.ParseUint(name, 10, 32); err == nil {
+		uid = uint32(n)
+		u, err := user.LookupId(name)
+		if err != nil {
+			return 0, 0, fmt.Errorf("uid %s: no such user to take the group from (give uid:gid): %w", name, err)
+		}
+		g, err := strconv.ParseUint(u.Gid, 10, 32)
+		if err != nil {
+			return 0, 0, fmt.Errorf("uid %s: non-numeric gid %q", name, u.Gid)
+		}
+		gid = uint32(g)
+	} else {
+		u, err := user.Lookup(name)
+		if err != nil {
+			return 0, 0, fmt.Errorf("user %q: %w", name, err)
+		}
+		uu, err1 := strconv.ParseUint(u.Uid, 10, 32)
+		g, err2 := strconv.ParseUint(u.Gid, 10, 32)
+		if err1 != nil || err2 != nil {
+			return 0, 0, fmt.Errorf("user %q: non-numeric uid/gid %s:%s", name, u.Uid, u.Gid)
+		}
+		uid, gid = uint32(uu), uint32(g)
+	}
+	if (!syntaxOnly || hasGroup) && (uid == 0 || gid == 0) {
+		return 0, 0, errors.New("must be an unprivileged user (uid and gid not 0)")
+	}
+	return uid, gid, nil
+}
+
+// runAs resolves the policy's user for a task. ok is false when tasks run
+// as the peer's own user.
+func (p Policy) runAs() (uid, gid uint32, ok bool, terr *taskError) {
+	if p.RunAs == "" {
+		return 0, 0, false, nil
+	}
+	if euid := os.Geteuid(); euid != 0 {
+		return 0, 0, false, failf(ReasonRunAsUnavailable, "the machine owner's policy runs tasks as %q, which needs the peer to run as root (it runs as uid %d)", p.RunAs, euid)
+	}
+	uid, gid, err := parseRunAs(p.RunAs, false)
+	if err != nil {
+		return 0, 0, false, failf(ReasonRunAsUnavailable, "run as %v", err)
+	}
+	return uid, gid, true, nil
+}
+
+// checkTraversable verifies that a process running as uid/gid can reach
+// dir: every ancestor must be searchable by it. The kernel would refuse the
+// chdir after the credential change with a bare EACCES; this names the
+// directory.
+func checkTraversable(dir string, uid, gid uint32) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		st, ok := statOwner(fi)
+		if ok {
+			perm := fi.Mode().Perm()
+			var can bool
+			switch {
+			case st.uid == uid:
+				can = perm&0o100 != 0
+			case st.gid == gid:
+				can = perm&0o010 != 0
+			default:
+				can = perm&0o001 != 0
+			}
+			if !can {
+				return fmt.Errorf("directory %s (mode %v) is not searchable by uid %d gid %d", d, fi.Mode().Perm(), uid, gid)
+			}
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,868 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ProcessConfig configures a ProcessExecutor.
+type ProcessConfig struct {
+	// TasksDir holds one directory per task: TasksDir/<id>/attempt-N/
+	// (see docs/EXECUTOR.md). Created if missing. The daemon uses
+	// DATA/tasks.
+	TasksDir string
+	// Machines are the machines this executor runs tasks for. A process
+	// executor runs every task on the local host: machines are the slots
+	// the owner offers on it.
+	Machines []MachineConfig
+	// Policy is the owner's policy for these machines.
+	Policy Policy
+	// RAPLRoot is where the powercap zones are read (default
+	// DefaultRAPLRoot); DisableRAPL forces declared power.
+	RAPLRoot    string
+	DisableRAPL bool
+	// EnergySampleInterval is how often RAPL is read while tasks run
+	// (default DefaultEnergySampleInterval).
+	EnergySampleInterval time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// ProcessExecutor runs each task as a process group on the local host.
+type ProcessExecutor struct {
+	cfg   ProcessConfig
+	log   *slog.Logger
+	reg   *registry[*procRun]
+	q     *resultQueue
+	meter *raplMeter // nil: declared power
+
+	seq         atomic.Uint64
+	wg          sync.WaitGroup
+	stopSampler chan struct{}
+	closeOnce   sync.Once
+}
+
+var _ Executor = (*ProcessExecutor)(nil)
+
+// procRun is one run in progress. The mutex orders the signals sent to the
+// process group against its reaping: once groupDone is set no signal is
+// sent, so a recycled process group ID is never signalled.
+type procRun struct {
+	id, machine string
+	done        chan struct{}
+
+	mu         sync.Mutex
+	pgid       int // 0 until the process started
+	groupDone  bool
+	stopReason string
+	stopDetail string
+	signalled  bool // SIGTERM or SIGKILL sent on a stop
+	killTimer  *time.Timer
+}
+
+// NewProcessExecutor checks the configuration, creates TasksDir and opens
+// the RAPL counters if they are readable.
+func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
+	if cfg.TasksDir == "" {
+		return nil, errors.New("process executor: empty tasks directory")
+	}
+	dir, err := filepath.Abs(cfg.TasksDir)
+	if err != nil {
+		return nil, fmt.Errorf("process executor: tasks directory: %w", err)
+	}
+	cfg.TasksDir = dir
+	if err := cfg.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("process executor: policy: %w", err)
+	}
+	if cfg.EnergySampleInterval < 0 {
+		return nil, fmt.Errorf("process executor: negative energy sample interval %v", cfg.EnergySampleInterval)
+	}
+	if cfg.EnergySampleInterval == 0 {
+		cfg.EnergySampleInterval = DefaultEnergySampleInterval
+	}
+	if cfg.RAPLRoot == "" {
+		cfg.RAPLRoot = DefaultRAPLRoot
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	reg, err := newRegistry[*procRun](cfg.Machines)
+	if err != nil {
+		return nil, fmt.Errorf("process executor: %w", err)
+	}
+	// Searchable but not listable by others, so that a run-as user can
+	// reach its own work directory.
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return nil, fmt.Errorf("process executor: %w", err)
+	}
+	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{})}
+	if !cfg.DisableRAPL {
+		m, err := newRAPLMeter(cfg.RAPLRoot)
+		if err != nil {
+			log.Info("energy: RAPL counters not usable, using declared busy power", "err", err)
+		} else {
+			e.meter = m
+			go m.runSampler(cfg.EnergySampleInterval, e.stopSampler)
+			log.Info("energy: reading RAPL counters", "zones", len(m.zones), "root", cfg.RAPLRoot)
+		}
+	}
+	if cfg.Policy.RunAs == "" && os.Geteuid() == 0 {
+		log.Warn("executor: the peer runs as root and the policy sets no run_as user: tasks will run as root")
+	}
+	return e, nil
+}
+
+// EnergySource is where this executor's energy figures come from: RAPL
+// when the counters were readable at start, otherwise declared.
+func (e *ProcessExecutor) EnergySource() EnergySource {
+	if e.meter != nil {
+		return EnergyRAPL
+	}
+	return EnergyDeclared
+}
+
+// Machines returns the executor's machines, sorted by name.
+func (e *ProcessExecutor) Machines() []MachineConfig { return machineList(e.reg.machines) }
+
+// Results delivers one Result per accepted Start.
+func (e *ProcessExecutor) Results() <-chan Result { return e.q.out }
+
+// Running lists the tasks started and not yet ended.
+func (e *ProcessExecutor) Running() []string { return e.reg.ids() }
+
+// Start launches spec on machine in the background. See the package
+// documentation for when it returns an error.
+func (e *ProcessExecutor) Start(ctx context.Context, machine string, spec TaskSpec) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("start %s: %w", spec.ID, err)
+	}
+	spec = cloneSpec(spec)
+	run := &procRun{id: spec.ID, machine: machine, done: make(chan struct{})}
+	m, err := e.reg.reserve(machine, spec.ID, run)
+	if err != nil {
+		return err
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		res := e.execute(m, run, &spec)
+		// The machine is free before the result is visible, so a consumer
+		// may start the next task on it as soon as it reads this one.
+		e.reg.release(run.machine, run.id)
+		e.q.push(res)
+		close(run.done)
+		e.log.Debug("task ended", "task", res.ID, "machine", res.Machine, "reason", res.Reason, "exit", res.ExitCode)
+	}()
+	return nil
+}
+
+// Stop ends task id: SIGTERM to its process group, then SIGKILL after
+// grace (at once if grace <= 0). It returns when the task's Result is
+// queued, or with ctx's error (the kill still proceeds).
+func (e *ProcessExecutor) Stop(ctx context.Context, id string, grace time.Duration) error {
+	run, ok := e.reg.get(id)
+	if !ok {
+		return fmt.Errorf("stop %s: %w", id, ErrUnknownTask)
+	}
+	run.requestStop(ReasonStopped, "stopped on request", grace)
+	select {
+	case <-run.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop %s: %w", id, ctx.Err())
+	}
+}
+
+// Close refuses new tasks, stops the running ones with the policy's kill
+// grace, waits for their results to be delivered (or ctx to end, dropping
+// the rest) and closes Results.
+func (e *ProcessExecutor) Close(ctx context.Context) error {
+	var err error
+	e.closeOnce.Do(func() {
+		running, _ := e.reg.close()
+		ids := make([]string, len(running))
+		for i, r := range running {
+			ids[i] = r.id
+		}
+		err = stopAll(ctx, ids, e.cfg.Policy.killGrace(), e.Stop)
+		waitGroup(ctx, &e.wg)
+		close(e.stopSampler)
+		if n := e.q.close(ctx); n > 0 {
+			e.log.Warn("executor closed with undelivered results", "dropped", n)
+		}
+		if err == nil && ctx.Err() != nil {
+			err = fmt.Errorf("close executor: %w", ctx.Err())
+		}
+	})
+	return err
+}
+
+func waitGroup(ctx context.Context, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+func cloneSpec(s TaskSpec) TaskSpec {
+	s.Argv = append([]string(nil), s.Argv...)
+	if s.Env != nil {
+		env := make(map[string]string, len(s.Env))
+		for k, v := range s.Env {
+			env[k] = v
+		}
+		s.Env = env
+	}
+	if s.Inputs != nil {
+		in := make(map[string][]byte, len(s.Inputs))
+		for k, v := range s.Inputs {
+			in[k] = v
+		}
+		s.Inputs = in
+	}
+	s.OutputPatterns = append([]string(nil), s.OutputPatterns...)
+	return s
+}
+
+// requestStop records why the task is being stopped and signals its group
+// if it has started. A run not started yet sees stopReason before starting
+// and never starts.
+func (r *procRun) requestStop(reason, detail string, grace time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopReason == "" {
+		r.stopReason, r.stopDetail = reason, detail
+	}
+	if r.pgid == 0 || r.groupDone {
+		return
+	}
+	r.signalLocked(grace)
+}
+
+func (r *procRun) signalLocked(grace time.Duration) {
+	if grace <= 0 {
+		r.killLocked()
+		return
+	}
+	if r.signalled {
+		// A second stop with a grace keeps the first deadline.
+		return
+	}
+	r.signalled = true
+	_ = unix.Kill(-r.pgid, unix.SIGTERM)
+	r.killTimer = time.AfterFunc(grace, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.killLocked()
+	})
+}
+
+func (r *procRun) killLocked() {
+	if r.groupDone {
+		return
+	}
+	r.signalled = true
+	_ = unix.Kill(-r.pgid, unix.SIGKILL)
+}
+
+// gateScript holds the task in a shell until the parent has set its
+// resource limits with prlimit, then execs the task: the limits are in
+// place before the task's first instruction, and every process it forks
+// inherits them. If the parent goes away without releasing the gate, read
+// fails and the task never runs.
+const gateScript = `IFS= read -r _ <&3 || exit 125; exec 3<&-; exec "$0" "$@"`
+
+const gateShell = "/bin/sh"
+
+// execute runs one task to its end and returns its result. It runs on its
+// own goroutine.
+func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec) Result {
+	pol := e.cfg.Policy
+	res := Result{ID: spec.ID, Machine: m.Name, ExitCode: -1, EnergySource: EnergyDeclared}
+	fail := func(te *taskError) Result {
+		res.Reason, res.Detail = te.reason, te.detail
+		if res.Start.IsZero() {
+			res.Start = time.Now()
+		}
+		if res.End.IsZero() {
+			res.End = res.Start
+		}
+		e.log.Info("task failed", "task", spec.ID, "machine", m.Name, "reason", te.reason, "detail", te.detail)
+		return res
+	}
+
+	// Everything that needs no file system comes first, so a refused task
+	// leaves nothing behind.
+	if te := validateSpec(spec, true); te != nil {
+		return fail(te)
+	}
+	var inBytes int64
+	for _, b := range spec.Inputs {
+		inBytes += int64(len(b))
+	}
+	if max := pol.maxInputBytes(); inBytes > max {
+		return fail(failf(ReasonInputTooLarge, "inputs take %d bytes, the machine owner's limit is %d", inBytes, max))
+	}
+	exe, te := pol.resolveExecutable(spec.Argv[0], "")
+	if te != nil {
+		return fail(te)
+	}
+	uid, gid, runAs, te := pol.runAs()
+	if te != nil {
+		return fail(te)
+	}
+
+	dirs, te := e.prepareDirs(spec, runAs, uid, gid)
+	if te != nil {
+		return fail(te)
+	}
+	res.Attempt, res.WorkDir, res.CheckpointDir = dirs.attempt, dirs.work, dirs.checkpoint
+	res.StdoutPath, res.StderrPath = dirs.stdout, dirs.stderr
+	if !filepath.IsAbs(exe) {
+		exe = filepath.Join(dirs.work, exe)
+	}
+
+	env := e.environment(spec, m, dirs)
+	stdout, err := newCapture(dirs.stdout, pol.maxLogBytes())
+	if err != nil {
+		return fail(failf(ReasonStartFailed, "stdout: %v", err))
+	}
+	defer stdout.abandon()
+	stderr, err := newCapture(dirs.stderr, pol.maxLogBytes())
+	if err != nil {
+		return fail(failf(ReasonStartFailed, "stderr: %v", err))
+	}
+	defer stderr.abandon()
+
+	cmd := &exec.Cmd{
+		Path:   exe,
+		Args:   spec.Argv,
+		Env:    env,
+		Dir:    dirs.work,
+		Stdout: stdout.w,
+		Stderr: stderr.w,
+		SysProcAttr: &syscall.SysProcAttr{
+			// Its own process group, so that stop and cleanup reach every
+			// process the task forks.
+			Setpgid: true,
+			// If the daemon dies, so does the task's leader. The signal is
+			// tied to the thread that forked it, which is why this
+			// goroutine stays locked to its thread for the whole run.
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	if runAs {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
+	}
+	limits := pol.rlimits()
+	var gateW *os.File
+	if len(limits) > 0 {
+		gateR, w, err := os.Pipe()
+		if err != nil {
+			return fail(failf(ReasonStartFailed, "gate pipe: %v", err))
+		}
+		defer gateR.Close()
+		defer w.Close()
+		gateW = w
+		cmd.Path = gateShell
+		cmd.Args = append([]string{"coopgrid-gate", "-c", gateScript, exe}, spec.Argv[1:]...)
+		cmd.ExtraFiles = []*os.File{gateR}
+	}
+
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
+	run.mu.Lock()
+	if run.stopReason != "" {
+		reason, detail := run.stopReason, run.stopDetail
+		run.mu.Unlock()
+		return fail(failf(reason, "%s before the process started", detail))
+	}
+	run.mu.Unlock()
+
+	key := spec.ID + "#" + strconv.FormatUint(e.seq.Add(1), 10)
+	if e.meter != nil {
+		e.meter.begin(key)
+	}
+	res.Start = time.Now()
+	if err := cmd.Start(); err != nil {
+		if e.meter != nil {
+			e.meter.end(key)
+		}
+		return fail(failf(ReasonStartFailed, "start %s: %v", exe, err))
+	}
+	pid := cmd.Process.Pid
+	stdout.started()
+	stderr.started()
+	if gateW != nil {
+		cmd.ExtraFiles[0].Close()
+		if err := applyRlimits(pid, limits); err != nil {
+			// The gate is still closed: the task has not run a single
+			// instruction of its own.
+			_ = unix.Kill(-pid, unix.SIGKILL)
+			_ = cmd.Wait()
+			if e.meter != nil {
+				e.meter.end(key)
+			}
+			res.End = time.Now()
+			return fail(failf(ReasonStartFailed, "resource limits: %v", err))
+		}
+		_, werr := gateW.Write([]byte("go\n"))
+		gateW.Close()
+		if werr != nil {
+			e.log.Warn("task gate", "task", spec.ID, "err", werr)
+		}
+	}
+
+	run.mu.Lock()
+	run.pgid = pid
+	if run.stopReason != "" {
+		// Stopped while starting.
+		run.signalLocked(pol.killGrace())
+	}
+	run.mu.Unlock()
+
+	var wallTimer *time.Timer
+	if limit := pol.wallClock(spec.WallClockLimit); limit > 0 {
+		wallTimer = time.AfterFunc(limit, func() {
+			run.requestStop(ReasonTimeout, fmt.Sprintf("wall-clock limit %v reached", limit), pol.killGrace())
+		})
+	}
+
+	waitErr := cmd.Wait()
+	res.End = time.Now()
+	var microJ uint64
+	raplOK := false
+	if e.meter != nil {
+		microJ, raplOK = e.meter.end(key)
+	}
+	if wallTimer != nil {
+		wallTimer.Stop()
+	}
+
+	run.mu.Lock()
+	run.groupDone = true
+	if run.killTimer != nil {
+		run.killTimer.Stop()
+	}
+	stopReason, stopDetail, signalled := run.stopReason, run.stopDetail, run.signalled
+	run.mu.Unlock()
+	// The leader is gone; whatever it left in its group goes too.
+	if left := killGroup(pid, 5*time.Second); left {
+		e.log.Warn("task: processes of the group survive SIGKILL", "task", spec.ID, "pgid", pid)
+	}
+	res.StdoutTruncated = stdout.finish()
+	res.StderrTruncated = stderr.finish()
+
+	if raplOK {
+		res.EnergyMilliJ, res.EnergySource = int64((microJ+500)/1000), EnergyRAPL
+	} else {
+		res.EnergyMilliJ, res.EnergySource = milliJ(m.BusyMilliW(), res.End.Sub(res.Start)), EnergyDeclared
+	}
+
+	state := cmd.ProcessState
+	if state == nil {
+		return fail(failf(ReasonStartFailed, "wait: %v", waitErr))
+	}
+	ws, _ := state.Sys().(syscall.WaitStatus)
+	cpu := state.UserTime() + state.SystemTime()
+	switch {
+	case ws.Exited():
+		res.ExitCode = ws.ExitStatus()
+	default:
+		res.ExitCode = -1
+	}
+	switch {
+	case stopReason != "" && signalled:
+		res.Reason, res.Detail = stopReason, stopDetail
+	case ws.Signaled() && pol.MaxCPUSeconds > 0 && (ws.Signal() == syscall.SIGXCPU ||
+		ws.Signal() == syscall.SIGKILL && cpu >= time.Duration(pol.MaxCPUSeconds)*time.Second):
+		res.Reason = ReasonCPULimit
+		res.Detail = fmt.Sprintf("CPU-time limit %ds reached (%v used)", pol.MaxCPUSeconds, cpu.Round(time.Millisecond))
+	case ws.Signaled():
+		res.Reason, res.Detail = ReasonSignaled, "killed by signal "+unix.SignalName(ws.Signal())
+	case res.ExitCode != 0:
+		res.Reason, res.Detail = ReasonExitNonzero, fmt.Sprintf("exit status %d", res.ExitCode)
+	default:
+		res.Reason = ReasonOK
+	}
+
+	outs, skipped, te := collectOutputs(dirs.work, spec.OutputPatterns, pol.maxOutputBytes(), pol.maxOutputFiles())
+	if len(skipped) > 0 {
+		note := "outputs skipped: " + strings.Join(skipped, "; ")
+		if res.Detail != "" {
+			note = res.Detail + "; " + note
+		}
+		res.Detail = note
+	}
+	if te != nil {
+		if res.Reason == ReasonOK {
+			res.Reason, res.Detail = te.reason, te.detail
+		} else {
+			res.Detail += "; " + te.detail
+		}
+	} else {
+		res.Outputs = outs
+	}
+	if res.Reason == ReasonOK {
+		res.DoneMFlop = spec.SizeMFlop
+	} else {
+		res.DoneMFlop = estimateDone(spec, m.MFLOPS(), res.End.Sub(res.Start))
+	}
+	return res
+}
+
+// taskDirs is the layout of one attempt.
+type taskDirs struct {
+	attempt                         int
+	root, work, tmp, stdout, stderr string
+	checkpoint                      string
+}
+
+// prepareDirs creates TasksDir/<id>/attempt-N/{work,tmp} with a fresh N,
+// the checkpoint directory, and writes the inputs.
+func (e *ProcessExecutor) prepareDirs(spec *TaskSpec, runAs bool, uid, gid uint32) (taskDirs, *taskError) {
+	var d taskDirs
+	taskDir := filepath.Join(e.cfg.TasksDir, spec.ID)
+	if err := os.MkdirAll(taskDir, 0o711); err != nil {
+		return d, failf(ReasonStartFailed, "task directory: %v", err)
+	}
+	for n := 1; ; n++ {
+		if n > 100000 {
+			return d, failf(ReasonStartFailed, "task directory %s: too many attempts", taskDir)
+		}
+		p := filepath.Join(taskDir, "attempt-"+strconv.Itoa(n))
+		err := os.Mkdir(p, 0o711)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return d, failf(ReasonStartFailed, "attempt directory: %v", err)
+		}
+		// Explicit mode: the umask must not make it unsearchable for a
+		// run-as user.
+		if err := os.Chmod(p, 0o711); err != nil {
+			return d, failf(ReasonStartFailed, "attempt directory: %v", err)
+		}
+		d.attempt, d.root = n, p
+		break
+	}
+	d.work = filepath.Join(d.root, "work")
+	d.tmp = filepath.Join(d.root, "tmp")
+	d.stdout = filepath.Join(d.root, "stdout")
+	d.stderr = filepath.Join(d.root, "stderr")
+	for _, p := range []string{d.work, d.tmp} {
+		if err := os.Mkdir(p, 0o700); err != nil {
+			return d, failf(ReasonStartFailed, "%v", err)
+		}
+	}
+	d.checkpoint = spec.CheckpointDir
+	if d.checkpoint == "" && spec.Checkpointable {
+		d.checkpoint = filepath.Join(taskDir, "checkpoint")
+	}
+	if d.checkpoint != "" {
+		if err := os.MkdirAll(d.checkpoint, 0o700); err != nil {
+			return d, failf(ReasonStartFailed, "checkpoint directory: %v", err)
+		}
+	}
+	if te := writeInputs(d.work, spec); te != nil {
+		return d, te
+	}
+	if runAs {
+		for _, p := range []string{d.work, d.tmp, d.checkpoint} {
+			if p == "" {
+				continue
+			}
+			if err := checkTraversable(filepath.Dir(p), uid, gid); err != nil {
+				return d, failf(ReasonStartFailed, "run-as user cannot reach %s: %v", p, err)
+			}
+			if err := chownTree(p, uid, gid); err != nil {
+				return d, failf(ReasonStartFailed, "give %s to the run-as user: %v", p, err)
+			}
+		}
+	}
+	return d, nil
+}
+
+// writeInputs creates the input files in a fresh work directory. Names were
+// validated; O_EXCL and O_NOFOLLOW keep a write from landing anywhere else.
+func writeInputs(work string, spec *TaskSpec) *taskError {
+	names := make([]string, 0, len(spec.Inputs))
+	for n := range spec.Inputs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	exeInput := ""
+	if a0 := spec.Argv[0]; !filepath.IsAbs(a0) && strings.Contains(a0, "/") {
+		exeInput = filepath.Clean(a0)
+	}
+	for _, n := range names {
+		c := filepath.Clean(n)
+		p := filepath.Join(work, c)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return failf(ReasonStartFailed, "input %q: %v", n, err)
+		}
+		mode := os.FileMode(0o644)
+		if c == exeInput {
+			mode = 0o755
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode)
+		if err != nil {
+			return failf(ReasonStartFailed, "input %q: %v", n, err)
+		}
+		_, err = f.Write(spec.Inputs[n])
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return failf(ReasonStartFailed, "input %q: %v", n, err)
+		}
+	}
+	return nil
+}
+
+// environment is the task's whole environment: a small base, the reserved
+// COOPGRID_* and CHECKPOINT_DIR variables, then the job's own variables
+// (which may override the base but not the reserved ones).
+func (e *ProcessExecutor) environment(spec *TaskSpec, m MachineConfig, d taskDirs) []string {
+	env := map[string]string{
+		"PATH":              e.cfg.Policy.path(),
+		"HOME":              d.work,
+		"TMPDIR":            d.tmp,
+		"LANG":              "C.UTF-8",
+		"COOPGRID_TASK_ID":  spec.ID,
+		"COOPGRID_MACHINE":  m.Name,
+		"COOPGRID_ATTEMPT":  strconv.Itoa(d.attempt),
+		"COOPGRID_WORK_DIR": d.work,
+	}
+	if d.checkpoint != "" {
+		env["CHECKPOINT_DIR"] = d.checkpoint
+	}
+	for k, v := range spec.Env {
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// rlimit is one resource limit to set on the task.
+type rlimit struct {
+	resource int
+	name     string
+	cur, max uint64
+}
+
+func (p Policy) rlimits() []rlimit {
+	var ls []rlimit
+	if p.MaxCPUSeconds > 0 {
+		// SIGXCPU at the soft limit lets the task save a checkpoint; the
+		// hard limit a second later is SIGKILL.
+		ls = append(ls, rlimit{unix.RLIMIT_CPU, "RLIMIT_CPU", p.MaxCPUSeconds, p.MaxCPUSeconds + 1})
+	}
+	if p.MaxAddressSpaceBytes > 0 {
+		ls = append(ls, rlimit{unix.RLIMIT_AS, "RLIMIT_AS", p.MaxAddressSpaceBytes, p.MaxAddressSpaceBytes})
+	}
+	if p.MaxProcesses > 0 {
+		ls = append(ls, rlimit{unix.RLIMIT_NPROC, "RLIMIT_NPROC", p.MaxProcesses, p.MaxProcesses})
+	}
+	return ls
+}
+
+// applyRlimits sets the limits on pid, never above the hard limit it
+// already has (raising it needs privileges the peer may not have, and the
+// owner's intent is a ceiling).
+func applyRlimits(pid int, ls []rlimit) error {
+	for _, l := range ls {
+		var old unix.Rlimit
+		if err := unix.Prlimit(pid, l.resource, nil, &old); err != nil {
+			return fmt.Errorf("prlimit %s: %w", l.name, err)
+		}
+		nl := unix.Rlimit{Cur: min(l.cur, old.Max), Max: min(l.max, old.Max)}
+		if err := unix.Prlimit(pid, l.resource, &nl, nil); err != nil {
+			return fmt.Errorf("prlimit %s: %w", l.name, err)
+		}
+	}
+	return nil
+}
+
+// killGroup SIGKILLs the process group until no live process is left in
+// it, for at most wait. It reports whether some survived. Zombies do not
+// count: they are dead, and their parent (the system's init for orphans)
+// reaps them.
+func killGroup(pgid int, wait time.Duration) (survivors bool) {
+	deadline := time.Now().Add(wait)
+	for {
+		if err := unix.Kill(-pgid, unix.SIGKILL); errors.Is(err, unix.ESRCH) {
+			return false
+		}
+		if !groupAlive(pgid) {
+			return false
+		}
+		if time.Now().After(deadline) {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// groupAlive reports whether a process that is not a zombie is in the
+// process group, by scanning /proc.
+func groupAlive(pgid int) bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		st, err := readProcStat(e.Name())
+		if err != nil {
+			continue
+		}
+		if st.pgrp == pgid && st.state != 'Z' && st.state != 'X' {
+			return true
+		}
+	}
+	return false
+}
+
+type procStat struct {
+	state byte
+	ppid  int
+	pgrp  int
+}
+
+// readProcStat parses /proc/<pid>/stat. The command name is in parentheses
+// and may itself contain spaces and parentheses, so fields are counted from
+// the last ')'.
+func readProcStat(pid string) (procStat, error) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return procStat{}, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return procStat{}, fmt.Errorf("/proc/%s/stat: malformed", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 3 || len(f[0]) != 1 {
+		return procStat{}, fmt.Errorf("/proc/%s/stat: malformed", pid)
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	pgrp, err2 := strconv.Atoi(f[2])
+	if err1 != nil || err2 != nil {
+		return procStat{}, fmt.Errorf("/proc/%s/stat: malformed", pid)
+	}
+	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp}, nil
+}
+
+// capture writes one of the task's streams to a file, keeping at most max
+// bytes and draining the rest so the task never blocks on a full pipe.
+type capture struct {
+	file      *os.File
+	r, w      *os.File
+	max       int64
+	done      chan struct{}
+	truncated bool
+	running   bool
+}
+
+func newCapture(path string, max int64) (*capture, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &capture{file: f, r: r, w: w, max: max, done: make(chan struct{})}, nil
+}
+
+// started closes the parent's write end (the child holds its own) and
+// starts copying.
+func (c *capture) started() {
+	c.w.Close()
+	c.running = true
+	go func() {
+		defer close(c.done)
+		buf := make([]byte, 32<<10)
+		var n int64
+		for {
+			k, err := c.r.Read(buf)
+			if k > 0 {
+				keep := int64(k)
+				if n+keep > c.max {
+					keep = c.max - n
+					c.truncated = true
+				}
+				if keep > 0 {
+					if _, werr := c.file.Write(buf[:keep]); werr != nil {
+						c.truncated = true
+						n = c.max // stop writing, keep draining
+					} else {
+						n += keep
+					}
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// finish waits for the copy to end. The group is dead by now, so the pipe
+// is closed unless a process escaped the group holding it; then the read
+// is cut after a short wait.
+func (c *capture) finish() (truncated bool) {
+	if !c.running {
+		return false
+	}
+	select {
+	case <-c.done:
+	case <-time.After(2 * time.Second):
+		_ = c.r.SetReadDeadline(time.Now())
+		<-c.done
+	}
+	c.running = false
+	c.r.Close()
+	c.file.Close()
+	return c.truncated
+}
+
+// abandon releases the capture's files if finish was not reached.
+func (c *capture) abandon() {
+	if c.running {
+		c.finish()
+		return
+	}
+	c.w.Close()
+	c.r.Close()
+	c.file.Close()
+}
