@@ -240,5 +240,5 @@ func describe(n *yaml.Node) string {
 	case "!!int", "!!float":
 		return "the number " + n.Value
 	}
-	return fmt.Sprintf("%s %s", n.ShortTag(), n.Value)
+	return fmt.Sprintf("%s %q", n.ShortTag(), n.Value)
 }
