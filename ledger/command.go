@@ -310,23 +310,21 @@ func DecodeCommand(data []byte) (Command, error) {
 	if len(data) > MaxCommandBytes {
 		return Command{}, errf(CodeMalformed, "command is %d bytes, more than %d", len(data), MaxCommandBytes)
 	}
-	// The version is read first and leniently: a newer command may carry
-	// fields this version does not know, and must be reported as a version
-	// mismatch, not as garbage.
-	var hdr struct {
-		V *int `json:"v"`
-	}
-	if err := json.Unmarshal(data, &hdr); err != nil {
-		return Command{}, errf(CodeMalformed, "decode command: %v", err)
-	}
-	if hdr.V == nil {
-		return Command{}, errf(CodeMalformed, "command has no version field \"v\"")
-	}
-	if *hdr.V != CommandVersion {
-		return Command{}, errf(CodeBadVersion, "command version %d: this ledger applies version %d", *hdr.V, CommandVersion)
-	}
 	var c Command
-	if err := decodeStrict(data, &c); err != nil {
+	if err := decodeStrict(data, &c); err != nil || c.V != CommandVersion {
+		// A newer command may carry fields this version does not know: read
+		// the version leniently so that it is reported as a version
+		// mismatch, not as garbage. Only rejected entries pay this second
+		// parse.
+		var hdr struct {
+			V *int `json:"v"`
+		}
+		if herr := json.Unmarshal(data, &hdr); herr == nil && hdr.V != nil && *hdr.V != CommandVersion {
+			return Command{}, errf(CodeBadVersion, "command version %d: this ledger applies version %d", *hdr.V, CommandVersion)
+		}
+		if err == nil {
+			return Command{}, errf(CodeMalformed, "command has no version field \"v\"")
+		}
 		return Command{}, errf(CodeMalformed, "decode command: %v", err)
 	}
 	if err := c.validate(); err != nil {
