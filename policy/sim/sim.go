@@ -52,13 +52,13 @@ const DefaultCheckpointBlockSeconds = 300
 // with the τ = 10 s that POLICY.md §5 names).
 const BoundedSlowdownTau = 10
 
-// keptTolerance bounds the disagreement accepted between the work a policy
-// says a preempted task keeps and the simulator's own figure: both come from
-// the same run time, but by different float expressions (the policy's
-// run·d − (run mod B)·d against floor(run/B)·B·d).
+// The disagreement accepted between the work a policy says a preempted task
+// keeps and the simulator's own figure: both come from the same run time,
+// but by different float expressions (the policy's run·d − (run mod B)·d
+// against floor(run/B)·B·d), and the simulator rounds down to whole MFlop.
 const (
 	keptRelTolerance = 1e-9
-	keptAbsTolerance = 1e-3
+	keptAbsTolerance = 1
 )
 
 // Config sets how a run drives the policy. The zero Config is valid: no
