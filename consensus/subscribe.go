@@ -42,10 +42,13 @@ type Subscription struct {
 	done   chan struct{}
 	hub    *hub
 
-	mu     sync.Mutex
-	queue  []Event
-	err    error
-	closed bool
+	mu    sync.Mutex
+	queue []Event
+	// pending counts the events pushed and not yet received by the
+	// reader, including those deliver has taken out of queue.
+	pending int
+	err     error
+	closed  bool
 }
 
 // C returns the channel of events. It is closed when the subscription ends.
@@ -82,12 +85,13 @@ func (s *Subscription) push(evs []Event) {
 		s.mu.Unlock()
 		return
 	}
-	if len(s.queue)+len(evs) > MaxPendingEvents {
+	if s.pending+len(evs) > MaxPendingEvents {
 		s.mu.Unlock()
 		s.end(ErrSubscriberTooSlow)
 		return
 	}
 	s.queue = append(s.queue, evs...)
+	s.pending += len(evs)
 	s.mu.Unlock()
 	select {
 	case s.signal <- struct{}{}:
@@ -113,6 +117,9 @@ func (s *Subscription) deliver() {
 			case <-s.done:
 				return
 			}
+			s.mu.Lock()
+			s.pending--
+			s.mu.Unlock()
 		}
 	}
 }
