@@ -210,7 +210,10 @@ func TestConfigValidation(t *testing.T) {
 	}{
 		{"no data dir", func(c *Config) { c.DataDir = "" }},
 		{"lease above heartbeat", func(c *Config) { c.LeaderLeaseTimeout = time.Second; c.HeartbeatTimeout = 500 * time.Millisecond }},
-		{"election below heartbeat", func(c *Config) { c.ElectionTimeout = 100 * time.Millisecond; c.HeartbeatTimeout = 500 * time.Millisecond }},
+		{"election below heartbeat", func(c *Config) {
+			c.ElectionTimeout = 100 * time.Millisecond
+			c.HeartbeatTimeout = 500 * time.Millisecond
+		}},
 		{"unknown policy", func(c *Config) { c.Policy = "fifo" }},
 		{"too many entries per RPC", func(c *Config) { c.MaxAppendEntries = 5000 }},
 	}
