@@ -537,6 +537,18 @@ func TestDecisionsValidatedOneByOne(t *testing.T) {
 	if tk := mustTask(t, f.l, "uni-b-1"); len(tk.Segments) != 0 {
 		t.Fatalf("segments %+v", tk.Segments)
 	}
+	// Preempting a task of the same organisation releases the machine's
+	// power before counting it again: with its limit at exactly 100 W,
+	// uni-b's task on m1 (100 W) can still be swapped for another of its
+	// tasks.
+	f.must(func() Command { c := act("uni-b", 3100); c.SetLimit = &SetLimit{LimitMilliW: 100_000}; return c }())
+	r = f.must(decide("uni-a", 3200, preempt("uni-b-2", "uni-a/m1", "uni-b-1")))
+	if r.Decisions[0].Err != nil {
+		t.Fatalf("same-organisation preemption at the limit: %v", r.Decisions[0].Err)
+	}
+	if b := mustOrg(t, f.l, "uni-b"); b.PIMilliW != 100_000 {
+		t.Fatalf("PI %d", b.PIMilliW)
+	}
 }
 
 func errOrNil(e *Error) error {
