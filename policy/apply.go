@@ -15,6 +15,7 @@ func ApplyDecisions(s *State, ds []Decision) (*State, error) {
 	out := &State{
 		Orgs:                   s.Orgs,
 		Machines:               s.Machines,
+		Federation:             s.Federation,
 		CheckpointBlockSeconds: s.CheckpointBlockSeconds,
 	}
 	queued := make(map[string]Task, len(s.Queued))

@@ -69,7 +69,13 @@ type ehosepPass struct {
 
 func newEhosepPass(s *State, bestFit bool) *ehosepPass {
 	n := len(s.Orgs)
-	tot := ComputeTotals(s)
+	var tot Totals
+	fed := s.federation()
+	if fed != nil {
+		tot = fed.tot
+	} else {
+		tot = ComputeTotals(s)
+	}
 	w := &ehosepPass{
 		s: s, nOrg: n,
 		quota: tot.QuotaMFLOPS, pquota: tot.PowerQuotaMilliW,
@@ -86,13 +92,12 @@ func newEhosepPass(s *State, bestFit bool) *ehosepPass {
 		w.csqBase[i] = CSQ(tot.PowerQuotaMilliW[i], tot.PowerSystemMilliW, tot.ComputeSystemMFLOPS, tot.QuotaMFLOPS[i])
 		w.queue[i].bestFit = bestFit
 	}
-	for _, t := range s.Queued {
-		w.queue[t.Org].items = append(w.queue[t.Org].items, t)
+	fillQueues(w.queue, s.Queued)
+	if fed != nil {
+		w.watt = fed.watt
+	} else {
+		w.watt = newWattOrder(s.Machines)
 	}
-	for i := range w.queue {
-		w.queue[i].init()
-	}
-	w.watt = newWattOrder(s.Machines)
 	ms := s.Machines
 	w.free = newMinTree(len(ms), func(a, b int32) bool { return energyBetter(ms[a], ms[b]) })
 	for _, r := range s.Running {

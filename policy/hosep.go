@@ -30,12 +30,7 @@ func newPlainPass(s *State, bestFit bool) *plainPass {
 	for i := range p.queue {
 		p.queue[i].bestFit = bestFit
 	}
-	for _, t := range s.Queued {
-		p.queue[t.Org].items = append(p.queue[t.Org].items, t)
-	}
-	for i := range p.queue {
-		p.queue[i].init()
-	}
+	fillQueues(p.queue, s.Queued)
 	for _, r := range s.Running {
 		m := s.Machines[r.Machine]
 		p.busy[r.Machine] = true

@@ -161,6 +161,30 @@ type taskHeap struct {
 	bestFit bool
 }
 
+// fillQueues distributes the waiting tasks to their organisations' heaps,
+// carving every heap out of one allocation (one per pass, not one per
+// organisation and growth step: the simulator calls this at every event).
+func fillQueues(queues []taskHeap, tasks []Task) {
+	count := make([]int, len(queues))
+	for _, t := range tasks {
+		count[t.Org]++
+	}
+	// Room for one requeued victim per organisation per running task is
+	// not reserved: push grows a heap past its share only on preemption.
+	backing := make([]Task, len(tasks))
+	off := 0
+	for i := range queues {
+		queues[i].items = backing[off : off : off+count[i]]
+		off += count[i]
+	}
+	for _, t := range tasks {
+		queues[t.Org].items = append(queues[t.Org].items, t)
+	}
+	for i := range queues {
+		queues[i].init()
+	}
+}
+
 func (h *taskHeap) less(i, j int) bool { return taskBefore(h.items[i], h.items[j], h.bestFit) }
 
 func (h *taskHeap) init() {

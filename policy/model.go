@@ -72,6 +72,9 @@ type State struct {
 	Queued []Task
 	// Running are the busy machines; a machine appears at most once.
 	Running []Running
+	// Federation optionally carries what is derived from Machines, prepared
+	// once by NewFederation (see there). Nil means derive it in every call.
+	Federation *Federation
 	// CheckpointBlockSeconds is the checkpoint block of seed 000 eq. 3.7 as
 	// run time on the machine (5 minutes in the dissertation); 0 means no
 	// checkpointing (eq. 3.8).

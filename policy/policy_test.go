@@ -488,6 +488,16 @@ func TestEHOSEPProperties(t *testing.T) {
 			if !reflect.DeepEqual(got, ref) {
 				t.Fatalf("case %d (bestFit %v): fast %q != reference %q", iter, bestFit, summary(s, got), summary(s, ref))
 			}
+			// A prepared Federation changes nothing but the cost.
+			fed, err := NewFederation(len(s.Orgs), s.Machines)
+			if err != nil {
+				t.Fatal(err)
+			}
+			withFed := *s
+			withFed.Federation = fed
+			if g, err := p.Schedule(&withFed); err != nil || !reflect.DeepEqual(g, got) {
+				t.Fatalf("case %d: with a Federation: %q, %v; without: %q", iter, summary(s, g), err, summary(s, got))
+			}
 			// Limits and machines: ApplyDecisions rejects any decision that
 			// double-books a machine or takes an org over its limit.
 			after, err := ApplyDecisions(s, got)

@@ -16,28 +16,21 @@ func Validate(s *State) error {
 	if math.IsNaN(s.CheckpointBlockSeconds) || math.IsInf(s.CheckpointBlockSeconds, 0) || s.CheckpointBlockSeconds < 0 {
 		return fmt.Errorf("policy state: checkpoint block %v s: must be a finite number ≥ 0", s.CheckpointBlockSeconds)
 	}
-	names := make(map[string]struct{}, len(s.Orgs))
 	for i, o := range s.Orgs {
-		if _, dup := names[o.Name]; dup {
-			return fmt.Errorf("policy state: orgs[%d]: duplicate name %q", i, o.Name)
+		// Few organisations: a quadratic check is cheaper than a map.
+		for _, p := range s.Orgs[:i] {
+			if p.Name == o.Name {
+				return fmt.Errorf("policy state: orgs[%d]: duplicate name %q", i, o.Name)
+			}
 		}
-		names[o.Name] = struct{}{}
 		if o.LimitMilliW < 0 {
 			return fmt.Errorf("policy state: org %q: limit %d mW < 0", o.Name, o.LimitMilliW)
 		}
 	}
-	mids := make(map[string]struct{}, len(s.Machines))
-	for i, m := range s.Machines {
-		if m.Owner < 0 || m.Owner >= len(s.Orgs) {
-			return fmt.Errorf("policy state: machine %q: owner index %d out of range", m.ID, m.Owner)
+	if s.federation() == nil {
+		if err := validateMachines(len(s.Orgs), s.Machines); err != nil {
+			return err
 		}
-		if m.MFLOPS <= 0 || m.BusyMilliW <= 0 {
-			return fmt.Errorf("policy state: machine %q: power %d MFLOPS and draw %d mW must be > 0", m.ID, m.MFLOPS, m.BusyMilliW)
-		}
-		if _, dup := mids[m.ID]; dup {
-			return fmt.Errorf("policy state: machines[%d]: duplicate id %q", i, m.ID)
-		}
-		mids[m.ID] = struct{}{}
 	}
 	tids := make(map[string]struct{}, len(s.Queued)+len(s.Running))
 	checkTask := func(t Task, where string) error {

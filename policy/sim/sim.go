@@ -181,6 +181,10 @@ type simulator struct {
 	now    float64
 
 	piMilliW []int64 // per org, machines running its tasks
+	// fed is the machines prepared once for every pass of the run (the
+	// machines never change during a run); nil if preparing failed, in
+	// which case the policy validates and reports the problem itself.
+	fed *policy.Federation
 	userJ    []float64
 	ownerJ   []float64
 	prempts  []int // per org, as victim
@@ -320,6 +324,7 @@ func newSimulator(inst *scenario.Instance, p policy.Policy, cfg Config) *simulat
 	for m := range s.onMach {
 		s.onMach[m] = -1
 	}
+	s.fed, _ = policy.NewFederation(nO, inst.Machines)
 	return s
 }
 
@@ -434,6 +439,7 @@ func (s *simulator) state() *policy.State {
 	return &policy.State{
 		Orgs:                   s.inst.Orgs,
 		Machines:               s.inst.Machines,
+		Federation:             s.fed,
 		Queued:                 q,
 		Running:                r,
 		CheckpointBlockSeconds: s.cfg.CheckpointBlockSeconds,
