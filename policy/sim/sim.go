@@ -184,12 +184,12 @@ type simulator struct {
 	// fed is the machines prepared once for every pass of the run (the
 	// machines never change during a run); nil if preparing failed, in
 	// which case the policy validates and reports the problem itself.
-	fed *policy.Federation
-	userJ    []float64
-	ownerJ   []float64
-	prempts  []int // per org, as victim
-	gained   []int // per org, preemptions made to place its tasks
-	wasted   []float64
+	fed     *policy.Federation
+	userJ   []float64
+	ownerJ  []float64
+	prempts []int // per org, as victim
+	gained  []int // per org, preemptions made to place its tasks
+	wasted  []float64
 
 	passes, decisions, completedN int
 	nRunning                      int
