@@ -1,0 +1,364 @@
+package jobfile
+
+import (
+	"fmt"
+	"math/big"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// decoder walks the node tree, collecting errors.
+type decoder struct {
+	errList
+	opts  Options
+	nodes int
+}
+
+// check rejects, before any field is read: more nodes than allowed,
+// excessive nesting, aliases and merge keys. The format has no use for
+// aliases, and they are how YAML documents blow up ("billion laughs"):
+// yaml.v3 keeps an alias as a pointer in the node tree, so rejecting it
+// here, without following it, keeps the walk linear in the file's size.
+func (d *decoder) check(n *yaml.Node, path string, depth int) {
+	d.nodes++
+	if d.nodes > d.opts.MaxNodes {
+		d.errAt(n, path, "more than %d YAML nodes: the file is too large to be a job file", d.opts.MaxNodes)
+		return
+	}
+	if depth > d.opts.MaxDepth {
+		d.errAt(n, path, "nested more than %d levels deep", d.opts.MaxDepth)
+		return
+	}
+	if n.Kind == yaml.AliasNode {
+		d.errAt(n, path, "aliases (*%s) are not supported: write the value out, or use `defaults`", n.Value)
+		return
+	}
+	if n.ShortTag() == "!!merge" {
+		d.errAt(n, path, "merge keys (<<) are not supported: write the keys out, or use `defaults`")
+		return
+	}
+	for i, c := range n.Content {
+		p := path
+		switch n.Kind {
+		case yaml.MappingNode:
+			if i%2 == 1 {
+				p = sub(path, n.Content[i-1].Value)
+			}
+		case yaml.SequenceNode:
+			p = idx(path, i)
+		}
+		d.check(c, p, depth+1)
+		if len(d.errs) > 0 {
+			return
+		}
+	}
+}
+
+func sub(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func idx(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
+
+// entry is one key: value pair of a mapping.
+type entry struct {
+	key  string
+	k, v *yaml.Node
+}
+
+// mapping reads a mapping node whose keys must all be in allowed. Keys are
+// unique. It returns the entries by key; ok is false if n is not a mapping.
+func (d *decoder) mapping(n *yaml.Node, path string, allowed []string) (map[string]entry, bool) {
+	if n.Kind != yaml.MappingNode {
+		d.errAt(n, path, "must be a mapping (key: value lines), got %s", describe(n))
+		return nil, false
+	}
+	byKey := make(map[string]entry, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.Value == "" {
+			d.errAt(k, path, "keys must be plain names, got %s", describe(k))
+			continue
+		}
+		p := sub(path, k.Value)
+		if prev, dup := byKey[k.Value]; dup {
+			d.errAt(k, p, "duplicate key (first at line %d)", prev.k.Line)
+			continue
+		}
+		if allowed != nil && !slices.Contains(allowed, k.Value) {
+			d.errAt(k, p, "unknown key (want one of: %s)", strings.Join(allowed, ", "))
+			continue
+		}
+		byKey[k.Value] = entry{key: k.Value, k: k, v: v}
+	}
+	return byKey, true
+}
+
+// orderedKeys returns the keys of a mapping node in file order.
+func orderedKeys(n *yaml.Node, m map[string]entry) []entry {
+	var out []entry
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if e, ok := m[n.Content[i].Value]; ok && e.k == n.Content[i] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// sequence reads a list node.
+func (d *decoder) sequence(n *yaml.Node, path string) ([]*yaml.Node, bool) {
+	if n.Kind != yaml.SequenceNode {
+		d.errAt(n, path, "must be a list, got %s", describe(n))
+		return nil, false
+	}
+	return n.Content, true
+}
+
+// scalar checks that n is a non-null scalar.
+func (d *decoder) scalar(n *yaml.Node, path, want string) bool {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
+		d.errAt(n, path, "must be %s, got %s", want, describe(n))
+		return false
+	}
+	return true
+}
+
+// text reads a string. Numbers and booleans are accepted as they are
+// written, so that `argv: [sleep, 5]` and `OMP_NUM_THREADS: 4` work and
+// `alpha: [0.10]` stays "0.10".
+func (d *decoder) text(n *yaml.Node, path string) (string, bool) {
+	if !d.scalar(n, path, "a string") {
+		return "", false
+	}
+	switch n.ShortTag() {
+	case "!!str", "!!int", "!!float", "!!bool":
+		return n.Value, true
+	}
+	d.errAt(n, path, "must be a string, got %s", describe(n))
+	return "", false
+}
+
+// boolean reads true or false.
+func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
+		d.errAt(n, path, "must be true or false, got %s", describe(n))
+		return false, false
+	}
+	switch strings.ToLower(n.Value) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	d.errAt(n, path, "must be true or false, got %s", n.Value)
+	return false, false
+}
+
+// decimalRE is the only decimal syntax accepted: optional sign, digits with
+// an optional fraction, an optional exponent of at most three digits (a
+// bigger one would make big.Rat compute a huge power of ten on hostile
+// input).
+var decimalRE = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]{1,3})?$`)
+
+// parseDecimal parses s exactly: no NaN, no infinity, no hexadecimal.
+func parseDecimal(s string) (*big.Rat, bool) {
+	if len(s) > 64 || !decimalRE.MatchString(s) {
+		return nil, false
+	}
+	return new(big.Rat).SetString(strings.TrimPrefix(s, "+"))
+}
+
+// ratString prints a rational for messages without float noise.
+func ratString(r *big.Rat) string {
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	return strings.TrimRight(r.FloatString(3), "0")
+}
+
+// nonFinite recognises YAML's .nan and .inf spellings (and NaN/Inf written
+// as strings) so they get their own message.
+func nonFinite(n *yaml.Node) bool {
+	v := strings.ToLower(strings.TrimLeft(n.Value, "+-"))
+	return v == ".nan" || v == ".inf" || v == "nan" || v == "inf" || v == "infinity"
+}
+
+// number reads a numeric scalar exactly. Decimal values are read from the
+// text, never through float64: 0.1 GFlop must become exactly 100 MFlop.
+func (d *decoder) number(n *yaml.Node, path string) (*big.Rat, bool) {
+	if !d.scalar(n, path, "a number") {
+		return nil, false
+	}
+	if nonFinite(n) {
+		d.errAt(n, path, "must be a finite number, got %s", n.Value)
+		return nil, false
+	}
+	switch n.ShortTag() {
+	case "!!int":
+		// YAML integers may be written 0x1F or 0o17.
+		if r, ok := parseDecimal(n.Value); ok {
+			return r, true
+		}
+		v, err := strconv.ParseInt(n.Value, 0, 64)
+		if err != nil {
+			d.errAt(n, path, "integer out of range: %s", n.Value)
+			return nil, false
+		}
+		return big.NewRat(v, 1), true
+	case "!!float":
+		r, ok := parseDecimal(n.Value)
+		if !ok {
+			d.errAt(n, path, "must be a decimal number like 12.5, got %q", n.Value)
+			return nil, false
+		}
+		return r, true
+	}
+	d.errAt(n, path, "must be a number, got %s", describe(n))
+	return nil, false
+}
+
+// milli reads a positive decimal quantity in thousandths (GFlop to MFlop,
+// GFLOPS to MFLOPS): at most 3 decimals, at most max thousandths.
+func (d *decoder) milli(n *yaml.Node, path, unit string, max int64) (int64, bool) {
+	r, ok := d.number(n, path)
+	if !ok {
+		return 0, false
+	}
+	if r.Sign() <= 0 {
+		d.errAt(n, path, "must be > 0, got %s", n.Value)
+		return 0, false
+	}
+	m := new(big.Rat).Mul(r, big.NewRat(1000, 1))
+	if !m.IsInt() {
+		d.errAt(n, path, "at most 3 decimal places (1/1000 %s), got %s", unit, n.Value)
+		return 0, false
+	}
+	if !m.Num().IsInt64() || m.Num().Int64() > max {
+		d.errAt(n, path, "must be <= %s %s, got %s", ratString(big.NewRat(max, 1000)), unit, n.Value)
+		return 0, false
+	}
+	return m.Num().Int64(), true
+}
+
+// integer reads a whole number in [min, max].
+func (d *decoder) integer(n *yaml.Node, path string, min, max int64) (int64, bool) {
+	r, ok := d.number(n, path)
+	if !ok {
+		return 0, false
+	}
+	if !r.IsInt() {
+		d.errAt(n, path, "must be a whole number, got %s", n.Value)
+		return 0, false
+	}
+	if !r.Num().IsInt64() || r.Num().Int64() < min || r.Num().Int64() > max {
+		d.errAt(n, path, "must be between %d and %d, got %s", min, max, n.Value)
+		return 0, false
+	}
+	return r.Num().Int64(), true
+}
+
+const durationSyntax = `a duration like "90s", "45m", "2h30m" or "1d12h"`
+
+// duration reads a positive duration no longer than max.
+func (d *decoder) duration(n *yaml.Node, path string, max time.Duration) (time.Duration, bool) {
+	if !d.scalar(n, path, durationSyntax) {
+		return 0, false
+	}
+	if n.ShortTag() != "!!str" {
+		if n.ShortTag() == "!!int" || n.ShortTag() == "!!float" {
+			d.errAt(n, path, "must be %s, got the number %s without a unit (write \"%ss\" for seconds)", durationSyntax, n.Value, n.Value)
+		} else {
+			d.errAt(n, path, "must be %s, got %s", durationSyntax, describe(n))
+		}
+		return 0, false
+	}
+	v, err := parseDuration(n.Value)
+	if err != nil {
+		d.errAt(n, path, "must be %s, got %q", durationSyntax, n.Value)
+		return 0, false
+	}
+	if v <= 0 {
+		d.errAt(n, path, "must be > 0, got %q", n.Value)
+		return 0, false
+	}
+	if v > max {
+		d.errAt(n, path, "must be <= %s, got %q", fmtDuration(max), n.Value)
+		return 0, false
+	}
+	return v, true
+}
+
+var dayRE = regexp.MustCompile(`^([+-]?)([0-9]{1,6})d(.*)$`)
+
+// parseDuration is time.ParseDuration plus a leading whole number of days
+// ("1d", "2d12h"): wall-clock limits of several days are common and "168h"
+// is not how people count.
+func parseDuration(s string) (time.Duration, error) {
+	m := dayRE.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return time.ParseDuration(strings.TrimSpace(s))
+	}
+	days, _ := strconv.ParseInt(m[2], 10, 64) // at most 6 digits
+	const maxDays = int64(1<<63-1) / int64(24*time.Hour)
+	if days > maxDays {
+		return 0, fmt.Errorf("duration %q out of range", s)
+	}
+	v := time.Duration(days) * 24 * time.Hour
+	if m[3] != "" {
+		if strings.ContainsAny(m[3][:1], "+-") {
+			return 0, fmt.Errorf("duration %q: a sign may only come first", s)
+		}
+		rest, err := time.ParseDuration(m[3])
+		if err != nil {
+			return 0, err
+		}
+		if v > time.Duration(1<<63-1)-rest {
+			return 0, fmt.Errorf("duration %q out of range", s)
+		}
+		v += rest
+	}
+	if m[1] == "-" {
+		v = -v
+	}
+	return v, nil
+}
+
+// fmtDuration prints whole days as "7d" (the way the limits are written).
+func fmtDuration(v time.Duration) string {
+	day := 24 * time.Hour
+	if v >= day && v%day == 0 {
+		return strconv.FormatInt(int64(v/day), 10) + "d"
+	}
+	return v.String()
+}
+
+// describe names a node's kind for "wrong type" messages.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	switch n.ShortTag() {
+	case "!!null":
+		return "nothing (null)"
+	case "!!bool":
+		return fmt.Sprintf("the boolean %s", n.Value)
+	case "!!str":
+		return fmt.Sprintf("the string %q", n.Value)
+	case "!!int", "!!float":
+		return "the number " + n.Value
+	}
+	return fmt.Sprintf("%s %q", n.ShortTag(), n.Value)
+}

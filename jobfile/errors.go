@@ -1,0 +1,139 @@
+package jobfile
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Error is one problem found in a job file. It names the file, the position
+// (1-based line and column; 0 when unknown) and the field path, so that the
+// user can go straight to the mistake:
+//
+//	sweep.yaml:12:7: tasks[3].wall_clock_limit: must be > 0, got "-5m"
+type Error struct {
+	File   string
+	Line   int
+	Column int
+	// Path is the field path, e.g. "tasks[3].wall_clock_limit" ("" for the
+	// file as a whole).
+	Path string
+	Msg  string
+	// Err is the underlying error when there is one (a missing input file:
+	// errors.Is(err, fs.ErrNotExist) holds).
+	Err error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		b.WriteString(":")
+		b.WriteString(strconv.Itoa(e.Line))
+		if e.Column > 0 {
+			b.WriteString(":")
+			b.WriteString(strconv.Itoa(e.Column))
+		}
+	}
+	b.WriteString(": ")
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// maxErrors caps how many problems one Parse reports: enough to fix a file
+// in one go, not so many that a wrong template buries the first, real,
+// mistake under a hundred thousand copies.
+const maxErrors = 20
+
+// errList collects the problems of one file in the order found.
+type errList struct {
+	file    string
+	errs    []error
+	dropped int
+	// reported holds the nodes that already have an error: a template (or
+	// a default) is expanded once per task, and a value that is wrong for
+	// many tasks is reported once, for the first of them.
+	reported map[*yaml.Node]bool
+}
+
+func (l *errList) add(line, col int, path string, cause error, format string, args ...any) {
+	if len(l.errs) >= maxErrors {
+		l.dropped++
+		return
+	}
+	l.errs = append(l.errs, &Error{File: l.file, Line: line, Column: col, Path: oneLine(path), Msg: oneLine(fmt.Sprintf(format, args...)), Err: cause})
+}
+
+func (l *errList) errAt(n *yaml.Node, path, format string, args ...any) {
+	l.add(n.Line, n.Column, path, nil, format, args...)
+}
+
+// once reports an error at n unless n already has one.
+func (l *errList) once(n *yaml.Node, path string, cause error, format string, args ...any) {
+	if l.reported == nil {
+		l.reported = make(map[*yaml.Node]bool)
+	}
+	if l.reported[n] {
+		return
+	}
+	l.reported[n] = true
+	l.add(n.Line, n.Column, path, cause, format, args...)
+}
+
+// full says no further error would be shown: expansion can stop early.
+func (l *errList) full() bool { return len(l.errs) >= maxErrors }
+
+// maxMsgRunes bounds the path and the message of an Error: they quote the
+// file's own text, which may be a long string.
+const maxMsgRunes = 300
+
+// oneLine keeps one Error on one line and short: messages quote values and
+// keys from the file, which may hold newlines or control characters.
+func oneLine(s string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if n == maxMsgRunes {
+			b.WriteString("...")
+			break
+		}
+		n++
+		switch {
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case unicode.IsControl(r):
+			b.WriteString("?")
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func (l *errList) err() error {
+	if len(l.errs) == 0 {
+		return nil
+	}
+	errs := l.errs
+	if l.dropped > 0 {
+		errs = append(errs[:len(errs):len(errs)], &Error{File: l.file, Msg: fmt.Sprintf("%d more errors not shown", l.dropped)})
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
+}
