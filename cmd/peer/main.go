@@ -78,5 +78,6 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error")
 	root.AddCommand(newSimCmd())
+	root.AddCommand(newReproduceCmd())
 	return root
 }

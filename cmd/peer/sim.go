@@ -299,7 +299,8 @@ func printSimTable(out io.Writer, c simCase, s *sim.Summary) {
 	fmt.Fprintf(out, "\nmakespan %s min\n%s\n", pm(t.MakespanSeconds, 1.0/60, 1), satisfactionNote)
 }
 
-// writeSimOut writes the summary JSON and run 1's per-task CSV into dir.
+// writeSimOut writes the summary JSON, run 1's per-task CSV and the
+// satisfaction, energy and turnaround charts into dir.
 func writeSimOut(dir string, report simReport, s *sim.Summary) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
@@ -319,5 +320,8 @@ func writeSimOut(dir string, report simReport, s *sim.Summary) error {
 		f.Close()
 		return err
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	return writeCasePlots(dir, fmt.Sprintf("%s · %s · %d runs", report.Scenario, report.Policy, report.Runs), s)
 }

@@ -16,6 +16,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	gplot "gonum.org/v1/plot"
@@ -230,15 +231,64 @@ func orgNames(s *sim.Summary) []string {
 	return names
 }
 
-// newPlot returns a plot with the common style.
+// newPlot returns a plot with the common style: a grid, about six labelled
+// ticks on the Y axis, the legend at the top right (writePNG moves it into
+// a margin of its own so that it never hides data).
 func newPlot(title, ylabel string) *gplot.Plot {
 	p := gplot.New()
 	p.Title.Text = title
+	p.Title.Padding = vg.Points(4)
 	p.Y.Label.Text = ylabel
+	p.Y.Tick.Marker = gplot.TickerFunc(niceTicks)
 	p.Legend.Top = true
 	p.Legend.Left = false
 	p.Add(plotter.NewGrid())
 	return p
+}
+
+// niceTicks labels about six round values (steps of 1, 2, 2.5 or 5 times a
+// power of ten) between min and max.
+func niceTicks(lo, hi float64) []gplot.Tick {
+	span := hi - lo
+	if !(span > 0) || !finite(span) {
+		return gplot.DefaultTicks{}.Ticks(lo, hi)
+	}
+	raw := span / 6
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := 10 * mag
+	for _, m := range []float64{1, 2, 2.5, 5} {
+		if m*mag >= raw {
+			step = m * mag
+			break
+		}
+	}
+	prec := max(0, int(-math.Floor(math.Log10(step)+1e-9)))
+	if math.Abs(step/math.Pow(10, math.Floor(math.Log10(step)+1e-9))-2.5) < 1e-9 {
+		prec++
+	}
+	var ticks []gplot.Tick
+	for k := math.Ceil(lo/step - 1e-9); k*step <= hi+step*1e-9; k++ {
+		v := k * step
+		if math.Abs(v) < step*1e-9 {
+			v = 0
+		}
+		ticks = append(ticks, gplot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', prec, 64)})
+	}
+	return ticks
+}
+
+// legendWidth is the room the legend needs beside the data: the widest
+// name, a space, the swatch and a margin.
+func legendWidth(p *gplot.Plot, names []string) vg.Length {
+	if len(names) == 0 {
+		return 0
+	}
+	var w vg.Length
+	for _, n := range names {
+		w = max(w, p.Legend.TextStyle.Width(n))
+	}
+	em := p.Legend.TextStyle.Width(" ")
+	return w + p.Legend.ThumbnailWidth + 3*em
 }
 
 // headroom lifts the top of the Y axis so the legend (drawn at the top)
@@ -258,10 +308,19 @@ func headroom(p *gplot.Plot, frac float64) {
 	}
 }
 
-// writePNG renders rows of plots (one column) and writes them to path.
-func writePNG(path string, h vg.Length, plots ...*gplot.Plot) error {
+// writePNG renders rows of plots (one column) and writes them to path. The
+// legend names, if any, get a margin on the right of every panel.
+func writePNG(path string, h vg.Length, legend []string, plots ...*gplot.Plot) error {
 	img := vgimg.New(width, h)
 	dc := draw.New(img)
+	// A little room above the title, which gonum draws flush with the top.
+	dc = draw.Crop(dc, 0, 0, 0, -vg.Points(3))
+	lw := legendWidth(plots[0], legend)
+	dc = draw.Crop(dc, 0, -lw, 0, 0)
+	for _, p := range plots {
+		p.Legend.Top, p.Legend.Left = true, false
+		p.Legend.XOffs = lw
+	}
 	if len(plots) == 1 {
 		plots[0].Draw(dc)
 	} else {
@@ -269,7 +328,7 @@ func writePNG(path string, h vg.Length, plots ...*gplot.Plot) error {
 		for i, p := range plots {
 			grid[i] = []*gplot.Plot{p}
 		}
-		tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadY: vg.Millimeter * 3, PadTop: vg.Millimeter, PadBottom: vg.Millimeter}
+		tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadY: vg.Millimeter * 3, PadBottom: vg.Millimeter}
 		cs := gplot.Align(grid, tiles, dc)
 		for i, p := range plots {
 			p.Draw(cs[i][0])
