@@ -58,6 +58,11 @@ type Config struct {
 	// ApplyTimeout bounds a proposal or membership change whose context has
 	// no deadline.
 	ApplyTimeout time.Duration
+	// MaxForwarding bounds the proposals this node forwards to the leader
+	// at once; more wait their turn here. The leader's libp2p resource
+	// manager admits 64 concurrent inbound streams per protocol and peer by
+	// default, so a follower must stay below that.
+	MaxForwarding int
 	// LeaderWaitTimeout bounds how long an operation waits for a leader to
 	// be known (after a failover, for instance) when its context has no
 	// earlier deadline.
@@ -110,6 +115,7 @@ func DefaultConfig(dataDir string) Config {
 		MaintenanceInterval:    2 * time.Second,
 		ApplyTimeout:           10 * time.Second,
 		LeaderWaitTimeout:      5 * time.Second,
+		MaxForwarding:          32,
 		Policy:                 "ehosep",
 		ScheduleInterval:       5 * time.Second,
 		ScheduleDebounce:       10 * time.Millisecond,
@@ -166,6 +172,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LogCacheSize <= 0 {
 		c.LogCacheSize = d.LogCacheSize
+	}
+	if c.MaxForwarding <= 0 {
+		c.MaxForwarding = d.MaxForwarding
 	}
 	if c.MaxVoters <= 0 {
 		c.MaxVoters = d.MaxVoters

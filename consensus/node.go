@@ -55,10 +55,12 @@ type Node struct {
 	snaps *raft.FileSnapshotStore
 
 	notifyCh chan bool
-	wakeCh   chan struct{}
-	kickCh   chan struct{}
-	obsCh    chan raft.Observation
-	observer *raft.Observer
+	// forwardSlots is a semaphore bounding concurrent forwarded proposals.
+	forwardSlots chan struct{}
+	wakeCh       chan struct{}
+	kickCh       chan struct{}
+	obsCh        chan raft.Observation
+	observer     *raft.Observer
 
 	// memberMu serialises the configuration changes this node makes as
 	// leader, so that the voter count it decides on is current.
@@ -116,10 +118,12 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 		policy:   pol,
 		hub:      newHub(),
 		notifyCh: make(chan bool, 8),
-		wakeCh:   make(chan struct{}, 1),
-		kickCh:   make(chan struct{}, 1),
-		obsCh:    make(chan raft.Observation, 64),
-		dialing:  map[peer.ID]bool{},
+		// Sized after withDefaults, so MaxForwarding is positive.
+		forwardSlots: make(chan struct{}, cfg.MaxForwarding),
+		wakeCh:       make(chan struct{}, 1),
+		kickCh:       make(chan struct{}, 1),
+		obsCh:        make(chan raft.Observation, 64),
+		dialing:      map[peer.ID]bool{},
 	}
 	n.fsm = newFSM(cfg.CheckInvariants, n.log)
 	n.fsm.afterApply = n.afterApply

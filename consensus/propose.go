@@ -55,7 +55,13 @@ func (n *Node) proposeOnce(ctx context.Context, data []byte) (peer.ID, ledger.Re
 		res, err := n.applyLocal(ctx, data)
 		return leader, res, err
 	}
+	select {
+	case n.forwardSlots <- struct{}{}:
+	case <-ctx.Done():
+		return leader, ledger.Result{}, errorf(CodeTimeout, "waiting to forward: %v", ctx.Err())
+	}
 	resp, err := n.host.Request(ctx, leader, ProtoPropose, data)
+	<-n.forwardSlots
 	if err != nil {
 		var perr *p2p.Error
 		if errors.As(err, &perr) || errors.Is(err, p2p.ErrUnreachable) {

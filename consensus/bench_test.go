@@ -1,0 +1,265 @@
+package consensus
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coopgrid/coopgrid/ledger"
+)
+
+// Benchmarks run real 3-voter clusters on loopback: libp2p hosts with the
+// private network, go-libp2p-raft transport, bolt stores with fsync, and the
+// ledger as state machine.
+
+// BenchmarkCommitEntries measures committed entries per second: small
+// commands (heartbeats) proposed through the public Propose API, by 1 or
+// 64 concurrent proposers, on the leader or forwarded by a follower.
+func BenchmarkCommitEntries(b *testing.B) {
+	for _, bc := range []struct {
+		name      string
+		proposers int
+		follower  bool
+	}{
+		{"leader/1-proposer", 1, false},
+		{"leader/64-proposers", 64, false},
+		{"follower/64-proposers", 64, true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := newCluster(b, 3, 1, func(cfg *Config) {
+				cfg.DisableScheduler = true
+				cfg.CheckInvariants = false
+			})
+			p := c.waitLeader()
+			if bc.follower {
+				for _, q := range c.peers {
+					if q != p {
+						p = q
+						break
+					}
+				}
+			}
+			cmd := command(p, ledger.Command{Heartbeat: &ledger.Heartbeat{Machine: p.org + "/m0"}})
+			ctx := context.Background()
+			var (
+				wg   sync.WaitGroup
+				next = make(chan struct{})
+				errs = make(chan error, bc.proposers)
+			)
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < bc.proposers; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range next {
+						res, err := p.node.Propose(ctx, cmd)
+						if err == nil && !res.Applied() {
+							err = res.Err
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			for i := 0; i < b.N; i++ {
+				next <- struct{}{}
+			}
+			close(next)
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			select {
+			case err := <-errs:
+				b.Fatal(err)
+			default:
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "entries/s")
+		})
+	}
+}
+
+// BenchmarkDecisionBatches measures committed decisions per second when a
+// scheduling pass of N decisions is one log entry, committed one after the
+// other as the leader's loop does. Each entry swaps the tasks on N machines
+// (N preemptions), so every decision is validated and applied by all three
+// ledgers.
+func BenchmarkDecisionBatches(b *testing.B) {
+	for _, n := range []int{1, 100, 1000, 10000} {
+		b.Run(fmt.Sprintf("batch-%d", n), func(b *testing.B) {
+			c := newCluster(b, 3, 1, func(cfg *Config) {
+				cfg.DisableScheduler = true
+				cfg.CheckInvariants = false
+			})
+			leader := c.waitLeader()
+			a, bb := prepareSwap(b, leader, n)
+			cmds := [2][]byte{
+				decisionsCommand(b, leader, bb, a), // place set b, evicting a
+				decisionsCommand(b, leader, a, bb), // and back
+			}
+			ctx := context.Background()
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				res, err := leader.node.applyLocal(ctx, cmds[i%2])
+				if err != nil {
+					b.Fatal(err)
+				}
+				if got := res.AcceptedDecisions(); got != n {
+					b.Fatalf("entry %d: %d of %d decisions accepted (%v)", i, got, n, res.Decisions[0].Err)
+				}
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N*n)/elapsed.Seconds(), "decisions/s")
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "entries/s")
+		})
+	}
+}
+
+type swapSet struct{ machines, tasks []string }
+
+// prepareSwap registers n machines (over helper organisations of up to
+// ledger.MaxMachinesPerCommand machines, acting through made-up peer IDs,
+// which only an in-package benchmark can propose) and 2n tasks of the
+// leader's organisation, and places the first n.
+func prepareSwap(b *testing.B, leader *tpeer, n int) (first, second swapSet) {
+	b.Helper()
+	ctx := context.Background()
+	apply := func(c ledger.Command) ledger.Result {
+		c.V = ledger.CommandVersion
+		c.AtMs = time.Now().UnixMilli()
+		data, err := ledger.EncodeCommand(c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := leader.node.applyLocal(ctx, data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !res.Applied() {
+			b.Fatalf("%s: %v", res.Kind, res.Err)
+		}
+		return res
+	}
+	apply(ledger.Command{Org: leader.org, Peer: leader.node.ID().String(), SetLimit: &ledger.SetLimit{LimitMilliW: ledger.MaxLimitMilliW}})
+	var machines []string
+	for h := 0; len(machines) < n; h++ {
+		org := fmt.Sprintf("helper%d", h)
+		var specs []ledger.MachineSpec
+		for i := 0; i < ledger.MaxMachinesPerCommand && len(machines) < n; i++ {
+			specs = append(specs, ledger.MachineSpec{Name: fmt.Sprintf("m%d", i), MFLOPS: 1000, BusyMilliW: 1000})
+			machines = append(machines, fmt.Sprintf("%s/m%d", org, i))
+		}
+		apply(ledger.Command{Org: org, Peer: "12D3KooWhelper" + fmt.Sprint(h), RegisterOrg: &ledger.RegisterOrg{LimitMilliW: 1, Machines: specs}})
+	}
+	var tasks []string
+	for len(tasks) < 2*n {
+		k := min(2*n-len(tasks), ledger.MaxTasksPerCommand)
+		specs := make([]ledger.TaskSpec, k)
+		for i := range specs {
+			specs[i] = ledger.TaskSpec{SizeMFlop: 1000}
+		}
+		res := apply(ledger.Command{Org: leader.org, Peer: leader.node.ID().String(), SubmitTasks: &ledger.SubmitTasks{Tasks: specs}})
+		tasks = append(tasks, res.TaskIDs...)
+	}
+	first = swapSet{machines: machines, tasks: tasks[:n]}
+	second = swapSet{machines: machines, tasks: tasks[n:]}
+	var ds []ledger.Decision
+	for i, m := range machines {
+		ds = append(ds, ledger.Decision{Kind: ledger.DecideAllocate, Task: first.tasks[i], Machine: m})
+	}
+	for len(ds) > 0 {
+		k := min(len(ds), ledger.MaxDecisionsPerCommand)
+		apply(ledger.Command{Org: leader.org, Peer: leader.node.ID().String(), Decisions: &ledger.Decisions{Decisions: ds[:k]}})
+		ds = ds[k:]
+	}
+	return first, second
+}
+
+// decisionsCommand preempts the tasks of from on each machine for those of
+// to.
+func decisionsCommand(b *testing.B, leader *tpeer, to, from swapSet) []byte {
+	b.Helper()
+	ds := make([]ledger.Decision, len(to.machines))
+	for i, m := range to.machines {
+		ds[i] = ledger.Decision{Kind: ledger.DecidePreempt, Task: to.tasks[i], Machine: m, Victim: from.tasks[i]}
+	}
+	data, err := ledger.EncodeCommand(ledger.Command{
+		V: ledger.CommandVersion, Org: leader.org, Peer: leader.node.ID().String(), AtMs: time.Now().UnixMilli(),
+		Decisions: &ledger.Decisions{Decisions: ds},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return data
+}
+
+// BenchmarkFailover measures, with the default LAN timeouts, the time from
+// killing the leader of a 3-voter cluster (Shutdown and host close, as a
+// crash) to (1) the first entry a survivor commits through the new leader
+// and (2) the first decision the new leader's scheduling loop commits for a
+// task submitted after the kill. The cluster is rebuilt for every iteration
+// (not timed); run with -benchtime=10x or so.
+func BenchmarkFailover(b *testing.B) {
+	var commitTotal, decideTotal time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		c := newCluster(b, 3, 4, func(cfg *Config) { cfg.CheckInvariants = false })
+		old := c.waitLeader()
+		var s *tpeer
+		for _, p := range c.peers {
+			if p != old {
+				s = p
+				break
+			}
+		}
+		cmd := command(s, ledger.Command{SubmitTasks: &ledger.SubmitTasks{Tasks: []ledger.TaskSpec{{SizeMFlop: 1000}}}})
+		b.StartTimer()
+		killed := time.Now()
+		old.stop()
+		var res ledger.Result
+		for {
+			var err error
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			res, err = s.node.Propose(ctx, cmd)
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Since(killed) > 20*time.Second {
+				b.Fatalf("no commit 20 s after the kill: %v", err)
+			}
+		}
+		committed := time.Since(killed)
+		task := res.TaskIDs[0]
+		for {
+			var placed bool
+			s.node.View(func(l *ledger.Ledger) {
+				t, ok := l.Task(task)
+				placed = ok && t.State == ledger.TaskAssigned
+			})
+			if placed {
+				break
+			}
+			if time.Since(killed) > 20*time.Second {
+				b.Fatal("no decision 20 s after the kill")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		decided := time.Since(killed)
+		b.StopTimer()
+		commitTotal += committed
+		decideTotal += decided
+		for _, p := range c.peers {
+			p.stop()
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(commitTotal.Milliseconds())/float64(b.N), "ms-to-first-commit")
+	b.ReportMetric(float64(decideTotal.Milliseconds())/float64(b.N), "ms-to-first-decision")
+}

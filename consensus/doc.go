@@ -1,0 +1,49 @@
+// Package consensus replicates the federation's ledger with Raft over
+// libp2p and runs the scheduling policy on the leader.
+//
+// # Pieces
+//
+//   - hashicorp/raft with raft-boltdb/v2 as log and stable store (DataDir/
+//     raft.db), a raft.LogCache in front of it, and a raft.FileSnapshotStore
+//     (DataDir/snapshots). Raft RPCs travel over libp2p streams
+//     (go-libp2p-raft); the Raft server ID and address are the peer ID, and
+//     libp2p finds the peer from its peerstore (fed by the p2p package's
+//     known-peers file and by the membership exchange at join).
+//   - An FSM adapter over *ledger.Ledger, guarded by a sync.RWMutex: Apply
+//     and Restore write, View and the snapshot read. Snapshots serialise the
+//     ledger under the read lock; Restore builds a new ledger aside and swaps
+//     it in only if it restores cleanly.
+//   - Writes: Propose commits a ledger command on the leader, or forwards it
+//     over ProtoPropose to the leader, which checks that the command acts as
+//     the authenticated peer that sent it (Command.Peer) before appending it.
+//   - Reads: View is local and possibly stale; ReadConsistent is linearizable
+//     (barrier and leadership check on the leader, read-index wait on a
+//     follower).
+//   - Membership: Bootstrap (first peer), Join through any member (a
+//     follower forwards to the leader), voters up to MaxVoters then
+//     non-voters, promotion of a non-voter when a voter goes, Leave with
+//     leadership transfer, RemovePeer.
+//   - The leader's scheduling loop: woken by applied commands that may change
+//     what the policy decides and by a periodic tick; takes a view of the
+//     ledger (after a barrier at the start of its term), runs the configured
+//     policy and commits all decisions of a pass as one log entry. It is
+//     cancelled the moment Raft reports the loss of leadership. The ledger
+//     re-validates each decision, so a pass decided on a stale view loses
+//     decisions but never breaks an invariant, and a decision committed twice
+//     (an old leader's pass racing a new leader's) is rejected as stale.
+//   - Subscriptions: the executor of a peer receives the committed starts and
+//     stops for its organisation's machines.
+//
+// # Errors
+//
+// Errors carry stable codes (CodeNotLeader, CodeOutcomeUnknown, ...) as
+// *p2p.Error values, both when raised locally and when returned by the
+// leader over a stream: match with p2p.Code(err). A command the ledger
+// rejected is not an error; its ledger.Result carries the reason.
+//
+// # Timeouts
+//
+// DefaultConfig uses LAN timeouts (heartbeat and election 400 ms, lease
+// 300 ms): a dead leader is replaced in well under 1.5 s. WANConfig raises
+// them for peers far apart.
+package consensus
