@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -292,14 +294,87 @@ func writeResultsJSON(path string, r *campaignResults) error {
 		}
 		doc.Cases = append(doc.Cases, cj)
 	}
-	js, err := json.MarshalIndent(doc, "", " ")
+	js, err := json.Marshal(doc)
 	if err != nil {
 		return fmt.Errorf("results.json: %w", err)
 	}
-	if err := os.WriteFile(path, append(js, '\n'), 0o644); err != nil {
+	// Six significant digits are far below every CI and halve the file,
+	// which is committed; one case per line keeps its diffs readable.
+	js, err = compactJSON(js, 6)
+	if err != nil {
+		return fmt.Errorf("results.json: %w", err)
+	}
+	if err := os.WriteFile(path, js, 0o644); err != nil {
 		return fmt.Errorf("results.json: %w", err)
 	}
 	return nil
+}
+
+// compactJSON re-encodes a JSON document with every number rounded to sig
+// significant digits, keys in their original order, and each element of
+// the top-level object's arrays on a line of its own.
+func compactJSON(in []byte, sig int) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(in))
+	dec.UseNumber()
+	var out bytes.Buffer
+	// Per open container: is it an object, how many tokens so far.
+	type level struct {
+		object bool
+		n      int
+	}
+	var stack []level
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			if len(stack) > 0 {
+				return nil, fmt.Errorf("compact json: unexpected end of input")
+			}
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(stack) > 0 {
+			top := &stack[len(stack)-1]
+			closing := tok == json.Delim('}') || tok == json.Delim(']')
+			if !closing {
+				switch {
+				case top.object && top.n%2 == 1:
+					out.WriteByte(':')
+				case top.n > 0:
+					out.WriteByte(',')
+				}
+				if !top.object && len(stack) == 2 {
+					out.WriteByte('\n')
+				}
+				top.n++
+			}
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			out.WriteRune(rune(t))
+			switch t {
+			case '{', '[':
+				stack = append(stack, level{object: t == '{'})
+			default:
+				stack = stack[:len(stack)-1]
+			}
+		case json.Number:
+			f, err := t.Float64()
+			if err != nil {
+				return nil, err
+			}
+			out.WriteString(strconv.FormatFloat(f, 'g', sig, 64))
+		default:
+			b, err := json.Marshal(t)
+			if err != nil {
+				return nil, err
+			}
+			out.Write(b)
+		}
+	}
+	out.WriteByte('\n')
+	return out.Bytes(), nil
 }
 
 // writeCasePlots draws one case's satisfaction, energy and turnaround bars

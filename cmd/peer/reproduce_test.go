@@ -311,3 +311,18 @@ func TestSimOutPlots(t *testing.T) {
 		checkPNG(t, filepath.Join(out, f))
 	}
 }
+
+func TestCompactJSON(t *testing.T) {
+	in := []byte(`{"z": 1, "a": "80%", "cases": [{"x": 3.14159265358979, "y": [1e-7, 123456789]}, {"x": null, "s": "a,b:c"}], "t": true}`)
+	got, err := compactJSON(in, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"z":1,"a":"80%","cases":[` + "\n" + `{"x":3.14159,"y":[1e-07,1.23457e+08]},` + "\n" + `{"x":null,"s":"a,b:c"}],"t":true}` + "\n"
+	if string(got) != want {
+		t.Errorf("compactJSON:\n got %s\nwant %s", got, want)
+	}
+	if _, err := compactJSON([]byte(`{"a":`), 6); err == nil {
+		t.Error("truncated JSON: want an error")
+	}
+}
