@@ -29,8 +29,23 @@ func TestClusterReplicatesAndSchedules(t *testing.T) {
 			}
 			// Every peer submits through its own node: followers forward.
 			var ids []string
-			for _, p := range c.peers {
-				ids = append(ids, submit(t, p, 3)...)
+			for i, p := range c.peers {
+				got := submit(t, p, 3)
+				ids = append(ids, got...)
+				// Linearizable read: once Propose returned on one peer, a
+				// consistent read on any other peer sees the tasks, with
+				// no waiting on the caller's side.
+				reader := c.peers[(i+1)%len(c.peers)]
+				err := reader.node.ReadConsistent(context.Background(), func(l *ledger.Ledger) {
+					for _, id := range got {
+						if _, ok := l.Task(id); !ok {
+							t.Errorf("%s: consistent read misses %s submitted on %s", reader.name, id, p.name)
+						}
+					}
+				})
+				if err != nil {
+					t.Fatalf("consistent read on %s: %v", reader.name, err)
+				}
 			}
 			// The leader's loop places every task (there are more machines
 			// than tasks); a consistent read on a follower sees it.

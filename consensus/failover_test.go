@@ -3,6 +3,7 @@ package consensus
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,10 +11,21 @@ import (
 	"github.com/coopgrid/coopgrid/p2p"
 )
 
-// TestLeaderFailoverKeepsScheduling kills the leader right after a
-// submission woke its scheduling loop, so that the pass is in flight.
+// TestLeaderFailoverKeepsScheduling kills the leader in the middle of a
+// scheduling pass: the pass has taken its view and is about to commit when
+// the leader dies.
 func TestLeaderFailoverKeepsScheduling(t *testing.T) {
-	c := newCluster(t, 3, 10, nil)
+	// The scheduling loop reads the clock once per pass, after deciding to
+	// plan; the hook holds the pass there while the test kills the leader.
+	var hook atomic.Pointer[func()]
+	c := newCluster(t, 3, 10, func(cfg *Config) {
+		cfg.Now = func() time.Time {
+			if h := hook.Swap(nil); h != nil {
+				(*h)()
+			}
+			return time.Now()
+		}
+	})
 	old := c.waitLeader()
 	var survivor *tpeer
 	for _, p := range c.peers {
@@ -34,8 +46,21 @@ func TestLeaderFailoverKeepsScheduling(t *testing.T) {
 	})
 	before := placement(survivor)
 
+	inPass := make(chan struct{})
+	resume := make(chan struct{})
+	h := func() {
+		close(inPass)
+		<-resume
+	}
+	hook.Store(&h)
 	second := submit(t, survivor, 12)
-	old.stop() // mid-pass: the submission just woke the loop
+	<-inPass // the leader's pass is running
+	go func() {
+		// Let the pass go on once the shutdown is under way.
+		time.Sleep(5 * time.Millisecond)
+		close(resume)
+	}()
+	old.stop()
 	killed := time.Now()
 
 	leader := c.waitLeader()
