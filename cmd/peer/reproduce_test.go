@@ -26,7 +26,7 @@ func checkPNG(t *testing.T, path string) {
 		t.Fatalf("%s: %v", path, err)
 	}
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
-	if err != nil || format != "png" || cfg.Width < 400 || len(data) < 5000 {
+	if err != nil || format != "png" || cfg.Width < 400 || len(data) < 2000 {
 		t.Errorf("%s: format %q %dx%d %d bytes (%v): want a real PNG chart", path, format, cfg.Width, cfg.Height, len(data), err)
 	}
 }
