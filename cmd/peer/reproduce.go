@@ -969,10 +969,31 @@ func writeCaseIndex(md *mdWriter, r *campaignResults) {
 // checker accumulates the sub-claims of one finding.
 type checker struct {
 	r       *campaignResults
+	form    satForm
 	missing bool
+	// usedSat says the finding read eq. 4.1, so that its other forms are
+	// worth checking too.
+	usedSat bool
 	ok, n   int
 	parts   []string
 }
+
+// satForm is a reading of eq. 4.1 (POLICY.md §5): the time ratios summed
+// over the organisation's tasks (as printed) or averaged (as the author's
+// code does, our decision), and β with or without the +1 of the code.
+type satForm struct {
+	name       string
+	sum, plus1 bool
+}
+
+var (
+	decidedForm = satForm{name: "as decided (mean, +1)", plus1: true}
+	otherForms  = []satForm{
+		{name: "sum, +1", sum: true, plus1: true},
+		{name: "mean, no +1"},
+		{name: "as printed (sum, no +1)", sum: true},
+	}
+)
 
 // stat returns org's metric in a case, marking the finding not run when the
 // case is absent.
@@ -995,7 +1016,42 @@ func satEHOSEP(o *sim.OrgSummary) sim.Stat { return o.SatisfactionEHOSEP }
 func satHOSEP(o *sim.OrgSummary) sim.Stat  { return o.SatisfactionHOSEP }
 
 // sat is the eq. 4.1 satisfaction of org in a case.
-func (c *checker) sat(caseName, org string) float64 { return c.stat(caseName, org, satEHOSEP) }
+func (c *checker) sat(caseName, org string) float64 {
+	c.usedSat = true
+	if c.form == decidedForm {
+		return c.stat(caseName, org, satEHOSEP)
+	}
+	// Another form: recompute each run's S from its factors, then average
+	// over runs as sim.Stat does.
+	cr := c.r.get(caseName)
+	if cr == nil {
+		c.missing = true
+		return math.NaN()
+	}
+	var vals []float64
+	for _, run := range cr.sum.PerRun {
+		for _, o := range run.Orgs {
+			if o.Name != org {
+				continue
+			}
+			v := o.TimeRatio * o.Alpha
+			if c.form.sum {
+				v *= float64(o.Tasks)
+			}
+			if c.form.plus1 {
+				v *= o.Beta
+			} else {
+				v *= o.Beta - 1
+			}
+			vals = append(vals, v)
+		}
+	}
+	st := sim.NewStat(vals)
+	if st.N == 0 {
+		c.missing = true
+	}
+	return st.Mean
+}
 
 // claim records one sub-claim.
 func (c *checker) claim(ok bool, format string, args ...any) {
@@ -1276,13 +1332,24 @@ func findings() []finding {
 
 func writeFindings(md *mdWriter, r *campaignResults) {
 	md.f("## Published findings, checked\n\n")
-	md.f("Each published claim (seed 000 §4.3-4.5, seed 001 §4) is checked against our means: ✓ / ✗ per sub-claim, the numbers beside. A sub-claim compares means only; look up the CIs in the tables below before reading much into a difference of a few points.\n\n")
-	md.header("id", "source", "claim", "verdict", "our numbers")
+	md.f("Each published claim (seed 000 §4.3-4.5, seed 001 §4) is checked against our means: ✓ / ✗ per sub-claim, the numbers beside. A sub-claim compares means only; look up the CIs in the tables below before reading much into a difference of a few points. Satisfaction is eq. 4.1 as POLICY.md §5 decided (mean over tasks, β with +1); the last column gives the verdict under the other readings of eq. 4.1, recomputed run by run from the same simulations (\"sum\" multiplies each organisation's figure by its number of tasks).\n\n")
+	md.header("id", "source", "claim", "verdict", "our numbers", "other forms of eq. 4.1")
 	for _, f := range findings() {
-		c := &checker{r: r}
+		c := &checker{r: r, form: decidedForm}
 		f.check(c)
 		v, detail := c.verdict()
-		md.row(f.id, f.where, f.claim, "**"+v+"**", detail)
+		others := "—"
+		if c.usedSat && !c.missing {
+			var parts []string
+			for _, form := range otherForms {
+				oc := &checker{r: r, form: form}
+				f.check(oc)
+				ov, _ := oc.verdict()
+				parts = append(parts, form.name+": "+ov)
+			}
+			others = strings.Join(parts, "; ")
+		}
+		md.row(f.id, f.where, f.claim, "**"+v+"**", detail, others)
 	}
 	md.f("\n")
 }

@@ -204,6 +204,12 @@ func fullResults(t *testing.T) *campaignResults {
 		}
 		s.Total = sim.TotalSummary{EnergyJ: one, KJs: one, MakespanSeconds: one, TurnaroundMean: one,
 			TurnaroundGeoMean: one, BoundedSlowdownMean: one, Preemptions: one}
+		run := &sim.Result{Scenario: c.Scenario, Policy: c.Policy}
+		for _, n := range names {
+			run.Orgs = append(run.Orgs, sim.OrgMetrics{Name: n, Tasks: 10, TimeRatio: 50, Alpha: 2, Beta: 3})
+		}
+		s.PerRun = []*sim.Result{run}
+		s.First = run
 		cr := &caseResult{c: c, sum: s}
 		r.order = append(r.order, cr)
 		r.byName[c.Name] = cr
@@ -238,10 +244,28 @@ func TestCampaignWiring(t *testing.T) {
 		}
 	}
 	for _, f := range findings() {
-		c := &checker{r: r}
-		f.check(c)
-		if v, _ := c.verdict(); v == "not run" || c.n == 0 {
-			t.Errorf("finding %s: verdict %q with %d sub-claims: it reads a case that does not exist", f.id, v, c.n)
+		for _, form := range append([]satForm{decidedForm}, otherForms...) {
+			c := &checker{r: r, form: form}
+			f.check(c)
+			if v, _ := c.verdict(); v == "not run" || c.n == 0 {
+				t.Errorf("finding %s, %s: verdict %q with %d sub-claims: it reads a case that does not exist", f.id, form.name, v, c.n)
+			}
+		}
+	}
+	// The forms of eq. 4.1 from one run's factors: time ratio 50, α 2,
+	// β 3, 10 tasks (the decided form reads the summary's own figure, 1).
+	for _, tc := range []struct {
+		form satForm
+		want float64
+	}{
+		{decidedForm, 1},
+		{otherForms[0], 50 * 2 * 3 * 10},
+		{otherForms[1], 50 * 2 * 2},
+		{otherForms[2], 50 * 2 * 2 * 10},
+	} {
+		c := &checker{r: r, form: tc.form}
+		if got := c.sat("S1M1-CC-80%", "U2"); got != tc.want {
+			t.Errorf("%s: satisfaction %v, want %v", tc.form.name, got, tc.want)
 		}
 	}
 	figs, err := writeFigures(t.TempDir(), r)
