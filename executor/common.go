@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -17,18 +18,10 @@ type resultQueue struct {
 	buf       []Result
 	finishing bool
 	wake      chan struct{}
-	abort     chan struct{}
-	abortOnce sync.Once
-	done      chan struct{}
 }
 
 func newResultQueue() *resultQueue {
-	q := &resultQueue{
-		out:   make(chan Result),
-		wake:  make(chan struct{}, 1),
-		abort: make(chan struct{}),
-		done:  make(chan struct{}),
-	}
+	q := &resultQueue{out: make(chan Result), wake: make(chan struct{}, 1)}
 	go q.run()
 	return q
 }
@@ -48,7 +41,6 @@ func (q *resultQueue) poke() {
 }
 
 func (q *resultQueue) run() {
-	defer close(q.done)
 	defer close(q.out)
 	for {
 		q.mu.Lock()
@@ -58,44 +50,25 @@ func (q *resultQueue) run() {
 			if fin {
 				return
 			}
-			select {
-			case <-q.wake:
-			case <-q.abort:
-				return
-			}
+			<-q.wake
 			continue
 		}
 		r := q.buf[0]
+		q.buf[0] = Result{}
+		q.buf = q.buf[1:]
 		q.mu.Unlock()
-		select {
-		case q.out <- r:
-			q.mu.Lock()
-			q.buf[0] = Result{}
-			q.buf = q.buf[1:]
-			q.mu.Unlock()
-		case <-q.abort:
-			return
-		}
+		q.out <- r
 	}
 }
 
-// close delivers what is queued, then closes the channel; if ctx ends
-// first, the rest is dropped. It returns how many results were dropped.
-func (q *resultQueue) close(ctx context.Context) int {
+// finish closes the channel once every queued result has been read. It
+// does not wait for the consumer: the delivering goroutine ends when the
+// consumer has drained the channel.
+func (q *resultQueue) finish() {
 	q.mu.Lock()
 	q.finishing = true
 	q.mu.Unlock()
 	q.poke()
-	select {
-	case <-q.done:
-		return 0
-	case <-ctx.Done():
-	}
-	q.abortOnce.Do(func() { close(q.abort) })
-	<-q.done
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.buf)
 }
 
 // registry tracks which task runs on which machine. T is the executor's
@@ -107,6 +80,9 @@ type registry[T any] struct {
 	closed bool
 	tasks  map[string]T
 	busy   map[string]string // machine → task ID
+	// runs counts the accepted runs whose result is not queued yet. It is
+	// incremented under mu, so once close has run no Add races a Wait.
+	runs sync.WaitGroup
 }
 
 func newRegistry[T any](ms []MachineConfig) (*registry[T], error) {
@@ -136,6 +112,7 @@ func (r *registry[T]) reserve(machine, id string, t T) (MachineConfig, error) {
 	}
 	r.tasks[id] = t
 	r.busy[machine] = id
+	r.runs.Add(1)
 	return m, nil
 }
 
@@ -199,8 +176,9 @@ func stopAll(ctx context.Context, ids []string, grace time.Duration, stop func(c
 		}()
 	}
 	wg.Wait()
+	// A task that ended by itself meanwhile is not an error.
 	for _, err := range errs {
-		if err != nil && ctx.Err() != nil {
+		if err != nil && !errors.Is(err, ErrUnknownTask) {
 			return err
 		}
 	}

@@ -90,7 +90,8 @@ func ParseMachinesFile(name string, data []byte) (*MachinesFile, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, &FileError{File: name, Line: yamlErrLine(err), Msg: err.Error()}
+		line, msg := yamlErrLine(err)
+		return nil, &FileError{File: name, Line: line, Msg: msg}
 	}
 	p := fileParser{file: name}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
@@ -122,19 +123,20 @@ func ParseMachinesFile(name string, data []byte) (*MachinesFile, error) {
 	return &out, nil
 }
 
-// yamlErrLine pulls the line out of a yaml.v3 syntax error ("yaml: line 3:
-// ..."), 0 if there is none.
-func yamlErrLine(err error) int {
-	s := err.Error()
-	if i := strings.Index(s, "line "); i >= 0 {
-		rest := s[i+5:]
-		j := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
-		if j > 0 {
-			n, _ := strconv.Atoi(rest[:j])
-			return n
-		}
+// yamlErrLine splits a yaml.v3 syntax error ("yaml: line 3: ...") into
+// its line (0 if none) and the rest of the message.
+func yamlErrLine(err error) (int, string) {
+	s := strings.TrimPrefix(err.Error(), "yaml: ")
+	rest, ok := strings.CutPrefix(s, "line ")
+	if !ok {
+		return 0, s
 	}
-	return 0
+	num, msg, ok := strings.Cut(rest, ": ")
+	n, err2 := strconv.Atoi(num)
+	if !ok || err2 != nil {
+		return 0, s
+	}
+	return n, msg
 }
 
 type fileParser struct{ file string }

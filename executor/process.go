@@ -52,7 +52,6 @@ type ProcessExecutor struct {
 	meter *raplMeter // nil: declared power
 
 	seq         atomic.Uint64
-	wg          sync.WaitGroup
 	stopSampler chan struct{}
 	closeOnce   sync.Once
 }
@@ -158,9 +157,8 @@ func (e *ProcessExecutor) Start(ctx context.Context, machine string, spec TaskSp
 	if err != nil {
 		return err
 	}
-	e.wg.Add(1)
 	go func() {
-		defer e.wg.Done()
+		defer e.reg.runs.Done()
 		res := e.execute(m, run, &spec)
 		// The machine is free before the result is visible, so a consumer
 		// may start the next task on it as soon as it reads this one.
@@ -190,8 +188,9 @@ func (e *ProcessExecutor) Stop(ctx context.Context, id string, grace time.Durati
 }
 
 // Close refuses new tasks, stops the running ones with the policy's kill
-// grace, waits for their results to be delivered (or ctx to end, dropping
-// the rest) and closes Results.
+// grace and waits for them to end (or for ctx). Results stays open until
+// every result has been read, then is closed: Close does not wait for the
+// consumer.
 func (e *ProcessExecutor) Close(ctx context.Context) error {
 	var err error
 	e.closeOnce.Do(func() {
@@ -201,11 +200,14 @@ func (e *ProcessExecutor) Close(ctx context.Context) error {
 			ids[i] = r.id
 		}
 		err = stopAll(ctx, ids, e.cfg.Policy.killGrace(), e.Stop)
-		waitGroup(ctx, &e.wg)
-		close(e.stopSampler)
-		if n := e.q.close(ctx); n > 0 {
-			e.log.Warn("executor closed with undelivered results", "dropped", n)
-		}
+		// Results is closed after the last run has queued its result,
+		// even if ctx ends first, so no result is lost.
+		go func() {
+			e.reg.runs.Wait()
+			close(e.stopSampler)
+			e.q.finish()
+		}()
+		waitGroup(ctx, &e.reg.runs)
 		if err == nil && ctx.Err() != nil {
 			err = fmt.Errorf("close executor: %w", ctx.Err())
 		}

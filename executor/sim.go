@@ -39,7 +39,6 @@ type SimExecutor struct {
 	reg *registry[*simRun]
 	q   *resultQueue
 
-	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
 
@@ -100,9 +99,8 @@ func (e *SimExecutor) Start(ctx context.Context, machine string, spec TaskSpec) 
 	if err != nil {
 		return err
 	}
-	e.wg.Add(1)
 	go func() {
-		defer e.wg.Done()
+		defer e.reg.runs.Done()
 		res := e.simulate(m, run, &spec)
 		e.reg.release(run.machine, run.id)
 		e.q.push(res)
@@ -127,8 +125,8 @@ func (e *SimExecutor) Stop(ctx context.Context, id string, _ time.Duration) erro
 	}
 }
 
-// Close stops every running task and closes Results once they are
-// delivered (or ctx ends).
+// Close stops every running task and waits for them to end (or for ctx).
+// Results is closed once every result has been read.
 func (e *SimExecutor) Close(ctx context.Context) error {
 	var err error
 	e.closeOnce.Do(func() {
@@ -138,10 +136,11 @@ func (e *SimExecutor) Close(ctx context.Context) error {
 			ids[i] = r.id
 		}
 		err = stopAll(ctx, ids, 0, e.Stop)
-		waitGroup(ctx, &e.wg)
-		if n := e.q.close(ctx); n > 0 {
-			e.log.Warn("sim executor closed with undelivered results", "dropped", n)
-		}
+		go func() {
+			e.reg.runs.Wait()
+			e.q.finish()
+		}()
+		waitGroup(ctx, &e.reg.runs)
 		if err == nil && ctx.Err() != nil {
 			err = fmt.Errorf("close sim executor: %w", ctx.Err())
 		}

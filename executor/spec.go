@@ -19,11 +19,13 @@ type Executor interface {
 	// Stop ends a running task (SIGTERM, grace, SIGKILL) and returns once
 	// its Result is queued.
 	Stop(ctx context.Context, taskID string, grace time.Duration) error
-	// Results delivers one Result per accepted Start. It is closed by Close.
+	// Results delivers one Result per accepted Start. After Close it is
+	// closed once the last result has been read.
 	Results() <-chan Result
 	// Running lists the IDs of the tasks started and not yet ended, sorted.
 	Running() []string
-	// Close stops every running task and closes Results.
+	// Close refuses new starts, stops every running task and waits for
+	// them to end (or for ctx).
 	Close(ctx context.Context) error
 }
 
@@ -338,17 +340,17 @@ func validateOutputPatterns(pats []string) *taskError {
 	return nil
 }
 
-// milliJ returns power × duration in millijoules without overflow for any
-// realistic power (the product milliwatts × nanoseconds overflows int64
-// after a day at 100 kW, so whole seconds and the rest are multiplied
-// separately).
+// milliJ returns power × duration in millijoules, rounded, without
+// overflow up to the 10 MW a machine may declare (milliwatts ×
+// nanoseconds would overflow int64 within seconds at that power, so whole
+// seconds and the microseconds of the rest are multiplied separately).
 func milliJ(milliW int64, d time.Duration) int64 {
 	if milliW <= 0 || d <= 0 {
 		return 0
 	}
-	ns := int64(d)
-	sec, rest := ns/1e9, ns%1e9
-	return milliW*sec + (milliW*rest+5e8)/1e9
+	us := int64(d / time.Microsecond)
+	sec, rest := us/1e6, us%1e6
+	return milliW*sec + (milliW*rest+5e5)/1e6
 }
 
 // estimateDone is the work done at the end of a run of duration d on a

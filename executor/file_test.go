@@ -1,0 +1,173 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseMachinesFile(t *testing.T) {
+	const good = `
+machines:
+  - name: node1
+    gflops: 120.5
+    busy_watts: 180
+    idle_watts: 40
+  - name: node-2.small
+    busy_watts: 35.5
+policy:
+  allow: [/usr/bin/python3, sh]
+  allow_any: false
+  run_as: nobody
+  path: /opt/bin:/usr/bin
+  max_wall_clock: 12h
+  kill_grace: 10s
+  max_cpu_seconds: 36000
+  max_address_space_bytes: 8589934592
+  max_processes: 256
+  max_input_bytes: 1000
+  max_output_bytes: 2000
+  max_output_files: 30
+  max_log_bytes: 4000
+`
+	f, err := ParseMachinesFile("m.yaml", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &MachinesFile{
+		Machines: []MachineConfig{
+			{Name: "node1", GFLOPS: 120.5, BusyWatts: 180, IdleWatts: 40},
+			{Name: "node-2.small", BusyWatts: 35.5}, // GFLOPS 0: to be measured
+		},
+		Policy: Policy{
+			Allow: []string{"/usr/bin/python3", "sh"}, RunAs: "nobody", Path: "/opt/bin:/usr/bin",
+			MaxWallClock: 12 * time.Hour, KillGrace: 10 * time.Second, MaxCPUSeconds: 36000,
+			MaxAddressSpaceBytes: 8 << 30, MaxProcesses: 256, MaxInputBytes: 1000,
+			MaxOutputBytes: 2000, MaxOutputFiles: 30, MaxLogBytes: 4000,
+		},
+	}
+	if !reflect.DeepEqual(f, want) {
+		t.Errorf("got  %+v\nwant %+v", f, want)
+	}
+	if m := f.Machines[0]; m.MFLOPS() != 120_500 || m.BusyMilliW() != 180_000 || m.IdleMilliW() != 40_000 {
+		t.Errorf("integer units: %d MFLOPS %d mW %d mW", m.MFLOPS(), m.BusyMilliW(), m.IdleMilliW())
+	}
+	// Without a policy nothing may run.
+	f, err = ParseMachinesFile("m.yaml", []byte("machines:\n  - {name: a, gflops: 1, busy_watts: 2}\n"))
+	if err != nil || !reflect.DeepEqual(f.Policy, Policy{}) {
+		t.Errorf("minimal file: %v %+v", err, f)
+	}
+}
+
+func TestParseMachinesFileErrors(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml, want string
+	}{
+		{"empty", "", "m.yaml: empty file"},
+		{"syntax", "machines: [\n", "m.yaml:1: did not find expected node content"},
+		{"not a mapping", "- a\n", "m.yaml:1: want a mapping, got a list"},
+		{"no machines", "policy: {}\n", "m.yaml:1: machines: missing"},
+		{"empty machines", "machines: []\n", "m.yaml:1: machines: empty list"},
+		{"unknown top key after machines", "machines:\n  - {name: a, busy_watts: 1}\nextra: 1\n", "m.yaml:3: extra: unknown key"},
+		{"machines not a list", "machines: {a: 1}\n", "m.yaml:1: machines: want a list of machines, got a mapping"},
+		{"unknown machine key", "machines:\n  - name: a\n    busy_watts: 1\n    gflop: 3\n", "m.yaml:4: machines[0].gflop: unknown key"},
+		{"missing name", "machines:\n  - busy_watts: 1\n", "m.yaml:2: machines[0].name: missing"},
+		{"missing busy", "machines:\n  - name: a\n    gflops: 1\n", "m.yaml:2: machines[0].busy_watts: missing"},
+		{"negative gflops", "machines:\n  - name: a\n    gflops: -3\n    busy_watts: 1\n", "m.yaml:3: machines[0].gflops: must not be negative, got -3"},
+		{"zero gflops", "machines:\n  - name: a\n    gflops: 0\n    busy_watts: 1\n", "m.yaml:3: machines[0].gflops: must be positive"},
+		{"nan watts", "machines:\n  - name: a\n    busy_watts: .nan\n", "m.yaml:3: machines[0].busy_watts: want a finite number, got .nan"},
+		{"inf watts", "machines:\n  - name: a\n    busy_watts: .inf\n", "m.yaml:3: machines[0].busy_watts: want a finite number"},
+		{"string watts", "machines:\n  - name: a\n    busy_watts: lots\n", `m.yaml:3: machines[0].busy_watts: want a number, got "lots"`},
+		{"zero watts", "machines:\n  - name: a\n    busy_watts: 0\n", "m.yaml:3: machines[0].busy_watts: must be positive"},
+		{"idle over busy", "machines:\n  - name: a\n    busy_watts: 10\n    idle_watts: 20\n", "m.yaml:2: machines[0].idle_watts: 20 is more than busy_watts 10"},
+		{"bad name", "machines:\n  - name: ../x\n    busy_watts: 1\n", `m.yaml:2: machines[0].name: "../x": want`},
+		{"numeric name", "machines:\n  - name: 12\n    busy_watts: 1\n", `m.yaml:2: machines[0].name: want a string, got "12"`},
+		{"duplicate name", "machines:\n  - {name: a, busy_watts: 1}\n  - {name: a, busy_watts: 2}\n", `m.yaml:3: machines[1].name: machine "a" already declared at line 2`},
+		{"duplicate key", "machines:\n  - name: a\n    busy_watts: 1\n    busy_watts: 2\n", "m.yaml:4: machines[0].busy_watts: duplicate key"},
+		{"alias", "machines:\n  - &m {name: a, busy_watts: 1}\n  - *m\n", "m.yaml:3: machines[1]: aliases are not supported"},
+		{"null value", "machines:\n  - name: a\n    busy_watts:\n", "m.yaml:3: machines[0].busy_watts: want a value, got nothing"},
+		{"unknown policy key", "machines:\n  - {name: a, busy_watts: 1}\npolicy:\n  allow_all: true\n", "m.yaml:4: policy.allow_all: unknown key"},
+		{"relative allow", "machines:\n  - {name: a, busy_watts: 1}\npolicy:\n  allow: [sh, bin/python]\n", "m.yaml:4: policy.allow[1]: allow: \"bin/python\": want an absolute path or a bare name"},
+		{"bad duration", "machines:\n  - {name: a, busy_watts: 1}\npolicy:\n  max_wall_clock: 12\n", "m.yaml:4: policy.max_wall_clock: want a duration"},
+		{"negative duration", "machines:\n  - {name: a, busy_watts: 1}\npolicy:\n  kill_grace: -1s\n", "m.yaml:4: policy.kill_grace: must not be negative"},
+		{"negative count", "machines:\n  - {name: a, busy_watts: 1}\npolicy:\n  max_cpu_seconds: -5\n", "m.yaml:4: policy.max_cpu_seconds: must not be negative"},
+		{"fractional count", "machines:\n  - {name: a, busy_watts: 1}\npolicy:\n  max_log_bytes: 1.5\n", `m.yaml:4: policy.max_log_bytes: want a whole number, got "1.5"`},
+		{"bool as string", "machines:\n  - {name: a, busy_watts: 1}\npolicy:\n  allow_any: \"yes\"\n", `m.yaml:4: policy.allow_any: want true or false`},
+		{"root run_as", "machines:\n  - {name: a, busy_watts: 1}\npolicy:\n  run_as: \"0:0\"\n", "m.yaml:4: policy.run_as: must be an unprivileged user"},
+		{"relative path", "machines:\n  - {name: a, busy_watts: 1}\npolicy:\n  path: /bin:bin\n", `m.yaml:4: policy.path: path: element "bin" is not absolute`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseMachinesFile("m.yaml", []byte(c.yaml))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want %q", err, c.want)
+			}
+			var fe *FileError
+			if !errors.As(err, &fe) {
+				t.Errorf("%T is not a *FileError", err)
+			}
+		})
+	}
+}
+
+func TestLoadMachinesFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "machines.yaml")
+	if err := os.WriteFile(p, []byte("machines:\n  - name: a\n    busy_watts: -1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadMachinesFile(p)
+	if want := p + ":3: machines[0].busy_watts: must not be negative, got -1"; err == nil || err.Error() != want {
+		t.Errorf("got %v, want %s", err, want)
+	}
+	if _, err := LoadMachinesFile(filepath.Join(dir, "absent.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("absent file: %v", err)
+	}
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(big, make([]byte, maxMachinesFileBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadMachinesFile(big); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("big file: %v", err)
+	}
+}
+
+func TestMeasureGFLOPS(t *testing.T) {
+	g, err := MeasureGFLOPS(context.Background(), 50*time.Millisecond)
+	// Any core of this century does between 0.01 and 1000 GFLOPS on this
+	// loop; the bounds catch a unit error, not a slow machine.
+	if err != nil || g < 0.01 || g > 1000 {
+		t.Fatalf("MeasureGFLOPS = %v, %v", g, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := MeasureGFLOPS(ctx, time.Second); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+	if _, err := MeasureGFLOPS(context.Background(), 0); err == nil {
+		t.Error("zero duration: no error")
+	}
+}
+
+func TestMatmulAdd(t *testing.T) {
+	// [1 2; 3 4]·[5 6; 7 8] = [19 22; 43 50], added to C = [1 1; 1 1].
+	c := []float64{1, 1, 1, 1}
+	matmulAdd(c, []float64{1, 2, 3, 4}, []float64{5, 6, 7, 8}, 2)
+	if want := []float64{20, 23, 44, 51}; !reflect.DeepEqual(c, want) {
+		t.Errorf("got %v, want %v", c, want)
+	}
+}
+
+func BenchmarkMeasureGFLOPS(b *testing.B) {
+	for b.Loop() {
+		g, err := MeasureGFLOPS(context.Background(), 100*time.Millisecond)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(g, "GFLOPS")
+	}
+}
