@@ -1,8 +1,10 @@
 package jobfile
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -128,7 +130,13 @@ func (l *errList) err() error {
 	if len(l.errs) == 0 {
 		return nil
 	}
-	errs := l.errs
+	// In file order, whatever order the checks ran in (a file's unknown
+	// keys are found before its values are read).
+	errs := slices.Clone(l.errs)
+	slices.SortStableFunc(errs, func(a, b error) int {
+		ea, eb := a.(*Error), b.(*Error)
+		return cmp.Or(cmp.Compare(ea.Line, eb.Line), cmp.Compare(ea.Column, eb.Column))
+	})
 	if l.dropped > 0 {
 		errs = append(errs[:len(errs):len(errs)], &Error{File: l.file, Msg: fmt.Sprintf("%d more errors not shown", l.dropped)})
 	}

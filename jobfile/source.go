@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -16,11 +17,27 @@ import (
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line ([0-9]+): (.*)$`)
 
+// parserProblems are the messages of libyaml's parser (as opposed to its
+// scanner). yaml.v3 reports their line 0-based (it adds 1 only for scanner
+// errors), pointing at the start of the construct being parsed; they get
+// the missing 1 here.
+var parserProblems = []string{
+	"did not find expected <document start>",
+	"did not find expected node content",
+	"did not find expected key",
+	"did not find expected '-' indicator",
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+}
+
 // yamlError turns yaml.v3's syntax errors into Errors with the file name.
 func yamlError(file string, err error) error {
 	msg := err.Error()
 	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
+		if slices.Contains(parserProblems, m[2]) {
+			line++
+		}
 		return &Error{File: file, Line: line, Msg: oneLine("YAML syntax: " + m[2])}
 	}
 	return &Error{File: file, Msg: oneLine("YAML syntax: " + strings.TrimPrefix(msg, "yaml: "))}
@@ -115,12 +132,8 @@ func (p *jsonReader) pos(off int64) (line, col int) {
 func (p *jsonReader) syntax(err error, at int64) error {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		// Offset is just past the offending byte.
-		off := se.Offset - 1
-		if off < 0 {
-			off = 0
-		}
-		line, col := p.pos(off)
+		// Offset counts the bytes before the offending one.
+		line, col := p.pos(max(se.Offset, 0))
 		return &Error{File: p.file, Line: line, Column: col, Msg: oneLine("JSON syntax: " + se.Error())}
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -139,12 +152,13 @@ func (p *jsonReader) value(depth int) (*yaml.Node, error) {
 		return nil, p.syntax(err, start)
 	}
 	line, col := p.pos(start)
+	if depth > p.maxDepth {
+		// The same rule as for YAML: the top-level value is at depth 0.
+		return nil, &Error{File: p.file, Line: line, Column: col, Msg: fmt.Sprintf("nested more than %d levels deep", p.maxDepth)}
+	}
 	n := &yaml.Node{Line: line, Column: col}
 	switch t := tok.(type) {
 	case json.Delim:
-		if depth >= p.maxDepth {
-			return nil, &Error{File: p.file, Line: line, Column: col, Msg: fmt.Sprintf("nested more than %d levels deep", p.maxDepth)}
-		}
 		switch t {
 		case '{':
 			n.Kind, n.Tag, n.Style = yaml.MappingNode, "!!map", yaml.FlowStyle
