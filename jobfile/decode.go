@@ -131,15 +131,15 @@ func (d *decoder) scalar(n *yaml.Node, path, want string) bool {
 	return true
 }
 
-// text reads a string. Numbers and booleans are accepted as they are
-// written, so that `argv: [sleep, 5]` and `OMP_NUM_THREADS: 4` work and
-// `alpha: [0.10]` stays "0.10".
+// text reads a string. Numbers, booleans and dates are accepted as they
+// are written, so that `argv: [sleep, 5]`, `OMP_NUM_THREADS: 4` and
+// `day: [2024-01-31]` work and `alpha: [0.10]` stays "0.10".
 func (d *decoder) text(n *yaml.Node, path string) (string, bool) {
 	if !d.scalar(n, path, "a string") {
 		return "", false
 	}
 	switch n.ShortTag() {
-	case "!!str", "!!int", "!!float", "!!bool":
+	case "!!str", "!!int", "!!float", "!!bool", "!!timestamp":
 		return n.Value, true
 	}
 	d.errAt(n, path, "must be a string, got %s", describe(n))

@@ -215,3 +215,45 @@ func TestCounterScript(t *testing.T) {
 		t.Errorf("corrupt checkpoint: err %v, log %q", err, log)
 	}
 }
+
+// TestExampleTasksRun runs the tasks of sweep.yaml and hello.json as the
+// executor would (argv, env added to the environment, a fresh working
+// directory) and checks that each leaves exactly the files its output
+// patterns promise.
+func TestExampleTasksRun(t *testing.T) {
+	if _, err := exec.LookPath("/bin/sh"); err != nil {
+		t.Skip("no /bin/sh")
+	}
+	for _, name := range []string{"sweep.yaml", "hello.json"} {
+		job := loadExample(t, name)
+		for _, tk := range job.Tasks {
+			work := t.TempDir()
+			cmd := exec.Command(tk.Argv[0], tk.Argv[1:]...)
+			cmd.Dir = work
+			cmd.Env = os.Environ()
+			for k, v := range tk.Env {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%s %s: %v\n%s", name, tk.Name, err, out)
+			}
+			for _, pat := range tk.Outputs {
+				m, err := filepath.Glob(filepath.Join(work, pat))
+				if err != nil || len(m) != 1 {
+					t.Fatalf("%s %s: output %q matched %v (%v)", name, tk.Name, pat, m, err)
+				}
+				data, err := os.ReadFile(m[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := "hello from " + tk.Env["GREETER"] + "\n"
+				if name == "sweep.yaml" {
+					want = "task " + tk.Env["INDEX"] + " of 8: alpha=" + tk.Env["ALPHA"] + " seed=" + tk.Env["SEED"] + "\n"
+				}
+				if string(data) != want {
+					t.Errorf("%s %s: %s holds %q, want %q", name, tk.Name, pat, data, want)
+				}
+			}
+		}
+	}
+}

@@ -367,6 +367,7 @@ func (d *decoder) expandTask(p *plan, v *vars, in *inputReader) (Task, int64, bo
 		}
 		t.Inputs = make([]Input, 0, len(p.inputs.items))
 		byName := make(map[string]int, len(p.inputs.items))
+		var names []string // in file order, for deterministic messages
 		for k, spec := range p.inputs.items {
 			src, good := str(spec.src, checkInputPath)
 			if !good {
@@ -384,6 +385,7 @@ func (d *decoder) expandTask(p *plan, v *vars, in *inputReader) (Task, int64, bo
 				continue
 			}
 			byName[name] = k
+			names = append(names, name)
 			data, cause, msg := in.read(src)
 			if msg != "" {
 				d.once(spec.src.node, spec.src.path, cause, "%s%s", who(spec.src), msg)
@@ -394,7 +396,8 @@ func (d *decoder) expandTask(p *plan, v *vars, in *inputReader) (Task, int64, bo
 			size += 2*overhead + int64(len(name))
 		}
 		// The executor writes inputs as files: "a" and "a/b" cannot both be.
-		for name, k := range byName {
+		for _, name := range names {
+			k := byName[name]
 			for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
 				if j, clash := byName[dir]; clash {
 					d.once(p.inputs.node, p.inputs.path, nil, "%sinput %q (inputs[%d]) is also the directory of input %q (inputs[%d])", whoTask(p, v), dir, j, name, k)

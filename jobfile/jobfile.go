@@ -187,9 +187,8 @@ func Parse(filename string, data []byte, opts Options) (*Job, error) {
 	if int64(len(data)) > opts.MaxFileBytes {
 		return nil, &Error{File: filename, Msg: fmt.Sprintf("file is larger than %d bytes", opts.MaxFileBytes)}
 	}
-	var err error
 	d := &decoder{errList: errList{file: filename}, opts: opts}
-	root := d.decode(filename, data, &err)
+	root, err := d.decode(filename, data)
 	if err != nil {
 		return nil, err
 	}
@@ -204,15 +203,12 @@ func Parse(filename string, data []byte, opts Options) (*Job, error) {
 	return job, nil
 }
 
-func (d *decoder) decode(filename string, data []byte, err *error) *yaml.Node {
+// decode reads the syntax the file name says: JSON for ".json", else YAML.
+func (d *decoder) decode(filename string, data []byte) (*yaml.Node, error) {
 	if strings.EqualFold(filepath.Ext(filename), ".json") {
-		n, e := decodeJSON(filename, data, d.opts.MaxDepth)
-		*err = e
-		return n
+		return decodeJSON(filename, data, d.opts.MaxDepth)
 	}
-	n, e := decodeYAML(filename, data)
-	*err = e
-	return n
+	return decodeYAML(filename, data)
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)

@@ -188,7 +188,7 @@ tasks:
 			file: "my.job.yml",
 			src: `
 tasks:
-  - argv: [sleep, 5, true, 0.50]
+  - argv: [sleep, 5, true, 0.50, 2024-01-31]
     env: {N: 4, EMPTY: ""}
     outputs: ["./out//x.txt", "a/../b/*"]
     inputs: [{path: ./data/part-0.csv, name: in/data.csv}]
@@ -196,7 +196,7 @@ tasks:
     wall_clock_limit: 90s
 `,
 			opts: Options{InputFS: testFS},
-			want: Job{Name: "my.job", Tasks: []Task{{Name: "task-0", Argv: []string{"sleep", "5", "true", "0.50"}, Env: map[string]string{"N": "4", "EMPTY": ""},
+			want: Job{Name: "my.job", Tasks: []Task{{Name: "task-0", Argv: []string{"sleep", "5", "true", "0.50", "2024-01-31"}, Env: map[string]string{"N": "4", "EMPTY": ""},
 				Outputs: []string{"out/x.txt", "b/*"}, Inputs: []Input{{Name: "in/data.csv", Data: []byte("a,b\n0,0\n")}}, SizeMFlop: 1000, WallClockLimit: 90 * time.Second}}},
 		},
 		{
