@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -37,6 +38,34 @@ import (
 type MachinesFile struct {
 	Machines []MachineConfig
 	Policy   Policy
+}
+
+// MeasureMissingGFLOPS measures this host once with MeasureGFLOPS (for
+// about d) and gives the result to every machine declared without gflops:
+// the machines of a process executor are slots of this host. It returns
+// the names of the machines it filled in.
+func (f *MachinesFile) MeasureMissingGFLOPS(ctx context.Context, d time.Duration) ([]string, error) {
+	var missing []string
+	for _, m := range f.Machines {
+		if m.GFLOPS == 0 {
+			missing = append(missing, m.Name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil, nil
+	}
+	g, err := MeasureGFLOPS(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	// Three decimals: exactly what the ledger keeps (MFLOPS).
+	g = math.Round(g*1000) / 1000
+	for i := range f.Machines {
+		if f.Machines[i].GFLOPS == 0 {
+			f.Machines[i].GFLOPS = g
+		}
+	}
+	return missing, nil
 }
 
 // FileError is an error at a position of a machines file.

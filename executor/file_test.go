@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -150,6 +151,26 @@ func TestMeasureGFLOPS(t *testing.T) {
 	}
 	if _, err := MeasureGFLOPS(context.Background(), 0); err == nil {
 		t.Error("zero duration: no error")
+	}
+}
+
+func TestMeasureMissingGFLOPS(t *testing.T) {
+	f, err := ParseMachinesFile("m.yaml", []byte("machines:\n  - {name: a, busy_watts: 1}\n  - {name: b, gflops: 7, busy_watts: 1}\n  - {name: c, busy_watts: 1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	filled, err := f.MeasureMissingGFLOPS(context.Background(), 20*time.Millisecond)
+	if err != nil || !reflect.DeepEqual(filled, []string{"a", "c"}) {
+		t.Fatalf("filled %v, %v", filled, err)
+	}
+	a, b, c := f.Machines[0], f.Machines[1], f.Machines[2]
+	if a.GFLOPS <= 0 || a.GFLOPS != c.GFLOPS || b.GFLOPS != 7 || math.Abs(float64(a.MFLOPS())-a.GFLOPS*1000) > 1e-6 {
+		t.Errorf("gflops %v %v %v", a.GFLOPS, b.GFLOPS, c.GFLOPS)
+	}
+	for _, m := range f.Machines {
+		if err := m.Validate(); err != nil {
+			t.Errorf("after measuring: %v", err)
+		}
 	}
 }
 

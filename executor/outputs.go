@@ -46,7 +46,7 @@ func collectOutputs(workDir string, patterns []string, maxBytes int64, maxFiles 
 	}
 	root, err := filepath.EvalSymlinks(workDir)
 	if err != nil {
-		return nil, nil, failf(ReasonStartFailed, "outputs: %v", err)
+		return nil, nil, failf(ReasonOutputFailed, "outputs: %v", err)
 	}
 	out = make(map[string]string)
 	var total int64
@@ -115,7 +115,7 @@ func collectOutputs(workDir string, patterns []string, maxBytes int64, maxFiles 
 		}
 		return nil, skipped, failf(ReasonOutputTooLarge, "%v", err)
 	case err != nil:
-		return nil, skipped, failf(ReasonStartFailed, "outputs: %v", err)
+		return nil, skipped, failf(ReasonOutputFailed, "outputs: %v", err)
 	}
 	return out, skipped, nil
 }

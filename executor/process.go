@@ -70,7 +70,8 @@ type procRun struct {
 	groupDone  bool
 	stopReason string
 	stopDetail string
-	signalled  bool // SIGTERM or SIGKILL sent on a stop
+	stopGrace  time.Duration // of the first stop request
+	signalled  bool          // SIGTERM or SIGKILL sent on a stop
 	killTimer  *time.Timer
 }
 
@@ -251,7 +252,7 @@ func (r *procRun) requestStop(reason, detail string, grace time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopReason == "" {
-		r.stopReason, r.stopDetail = reason, detail
+		r.stopReason, r.stopDetail, r.stopGrace = reason, detail, grace
 	}
 	if r.pgid == 0 || r.groupDone {
 		return
@@ -301,6 +302,7 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	res := Result{ID: spec.ID, Machine: m.Name, ExitCode: -1, EnergySource: EnergyDeclared}
 	fail := func(te *taskError) Result {
 		res.Reason, res.Detail = te.reason, te.detail
+		res.DoneMFlop = priorDone(spec)
 		if res.Start.IsZero() {
 			res.Start = time.Now()
 		}
@@ -438,7 +440,7 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	run.pgid = pid
 	if run.stopReason != "" {
 		// Stopped while starting.
-		run.signalLocked(pol.killGrace())
+		run.signalLocked(run.stopGrace)
 	}
 	run.mu.Unlock()
 
@@ -471,8 +473,10 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	if left := killGroup(pid, 5*time.Second); left {
 		e.log.Warn("task: processes of the group survive SIGKILL", "task", spec.ID, "pgid", pid)
 	}
-	res.StdoutTruncated = stdout.finish()
-	res.StderrTruncated = stderr.finish()
+	// One shared deadline for both streams.
+	cut := time.Now().Add(2 * time.Second)
+	res.StdoutTruncated = stdout.finish(cut)
+	res.StderrTruncated = stderr.finish(cut)
 
 	if raplOK {
 		res.EnergyMilliJ, res.EnergySource = int64((microJ+500)/1000), EnergyRAPL
@@ -841,14 +845,16 @@ func (c *capture) started() {
 
 // finish waits for the copy to end. The group is dead by now, so the pipe
 // is closed unless a process escaped the group holding it; then the read
-// is cut after a short wait.
-func (c *capture) finish() (truncated bool) {
+// is cut at the deadline.
+func (c *capture) finish(deadline time.Time) (truncated bool) {
 	if !c.running {
 		return false
 	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
 	select {
 	case <-c.done:
-	case <-time.After(2 * time.Second):
+	case <-t.C:
 		_ = c.r.SetReadDeadline(time.Now())
 		<-c.done
 	}
@@ -861,7 +867,7 @@ func (c *capture) finish() (truncated bool) {
 // abandon releases the capture's files if finish was not reached.
 func (c *capture) abandon() {
 	if c.running {
-		c.finish()
+		c.finish(time.Now())
 		return
 	}
 	c.w.Close()

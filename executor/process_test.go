@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -157,6 +158,25 @@ while :; do sleep 1; done
 		if !gone(pid) {
 			t.Errorf("%s %d still exists", f, pid)
 		}
+	}
+}
+
+// A process that leaves the task's group (setsid) while holding its stdout
+// cannot hold the result back: the capture is cut after a short wait. (It
+// survives the task: see the isolation limits in docs/EXECUTOR.md.)
+func TestProcessEscapedProcessDoesNotBlockResult(t *testing.T) {
+	pol := allowShell()
+	e := newProc(t, pol)
+	r := run(t, e, sh("escape", `setsid sh -c 'echo $$ > escaped.pid; echo from-escapee; exec sleep 30' & while [ ! -s escaped.pid ]; do sleep 0.01; done; echo leader`))
+	pid, err := strconv.Atoi(strings.TrimSpace(readFile(t, filepath.Join(r.WorkDir, "escaped.pid"))))
+	if err == nil {
+		defer syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if !r.OK() {
+		t.Fatalf("%q %q", r.Reason, r.Detail)
+	}
+	if out := readFile(t, r.StdoutPath); !strings.Contains(out, "leader\n") || !strings.Contains(out, "from-escapee\n") {
+		t.Errorf("stdout %q", out)
 	}
 }
 

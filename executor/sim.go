@@ -162,6 +162,7 @@ func (e *SimExecutor) simulate(m MachineConfig, run *simRun, spec *TaskSpec) Res
 	res := Result{ID: spec.ID, Machine: m.Name, Attempt: 1, ExitCode: -1, EnergySource: EnergySimulated, Start: now, End: now}
 	fail := func(te *taskError) Result {
 		res.Reason, res.Detail = te.reason, te.detail
+		res.DoneMFlop = priorDone(spec)
 		e.log.Info("simulated task failed", "task", spec.ID, "reason", te.reason, "detail", te.detail)
 		return res
 	}

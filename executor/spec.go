@@ -104,6 +104,9 @@ const (
 	// ReasonOutputTooLarge: the task succeeded but its matched outputs
 	// exceed the policy's size or count limit; none are listed.
 	ReasonOutputTooLarge = "output_too_large"
+	// ReasonOutputFailed: the task succeeded but its outputs could not be
+	// listed (e.g. the work directory vanished); none are listed.
+	ReasonOutputFailed = "output_failed"
 )
 
 // EnergySource says where Result.EnergyMilliJ comes from. The values are
@@ -351,6 +354,15 @@ func milliJ(milliW int64, d time.Duration) int64 {
 	us := int64(d / time.Microsecond)
 	sec, rest := us/1e6, us%1e6
 	return milliW*sec + (milliW*rest+5e5)/1e6
+}
+
+// priorDone is the progress a run starts from, reported when it ends
+// before doing anything.
+func priorDone(s *TaskSpec) int64 {
+	if s.SizeMFlop <= 0 || s.DoneMFlop < 0 {
+		return 0
+	}
+	return min(s.DoneMFlop, s.SizeMFlop)
 }
 
 // estimateDone is the work done at the end of a run of duration d on a
