@@ -2,7 +2,7 @@
 GO        ?= go
 BIN       := bin/peer
 PKGS      := ./...
-STATICCHECK_VERSION := 2025.1.1
+STATICCHECK_VERSION := v0.8.2
 
 .PHONY: all build test test-race bench sim demo lint clean
 
