@@ -191,6 +191,9 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 	n.wg.Add(2)
 	go n.watchLeadership()
 	go n.maintain()
+	// A restarted peer dials the members it knows right away rather than
+	// at the first maintenance tick.
+	n.kick()
 	return n, nil
 }
 
@@ -387,7 +390,15 @@ func (n *Node) SchedulerStats() SchedulerStats {
 // cancellations and losses to stop. Subscribe first, then read the current
 // allocations with View (ledger.Allocations) and apply events whose Index is
 // above the view's applied index.
-func (n *Node) Subscribe(org string) *Subscription { return n.hub.subscribe(org) }
+//
+// A subscription made after Shutdown is returned already closed.
+func (n *Node) Subscribe(org string) *Subscription {
+	s := n.hub.subscribe(org)
+	if n.ctx.Err() != nil {
+		s.Close()
+	}
+	return s
+}
 
 // afterApply runs on the FSM goroutine after each applied command.
 func (n *Node) afterApply(res *ledger.Result) {

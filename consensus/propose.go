@@ -78,13 +78,17 @@ func (n *Node) proposeOnce(ctx context.Context, data []byte) (peer.ID, ledger.Re
 	return leader, res, nil
 }
 
-// waitLeaderChange waits until a leader other than old is known.
+// waitLeaderChange waits after a failed attempt on leader old until it is
+// worth trying again: a different leader is known, or a leader (possibly
+// old, re-elected) is known and a heartbeat timeout has passed, long enough
+// for an election to have settled.
 func (n *Node) waitLeaderChange(ctx context.Context, old peer.ID) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
-	deadline := time.Now().Add(n.cfg.LeaderWaitTimeout)
+	start := time.Now()
+	deadline := start.Add(n.cfg.LeaderWaitTimeout)
 	for {
-		if id, ok := n.Leader(); ok && (id != old || id == n.self) {
+		if id, ok := n.Leader(); ok && (id != old || id == n.self || time.Since(start) >= n.cfg.HeartbeatTimeout) {
 			return nil
 		}
 		if time.Now().After(deadline) {
