@@ -180,6 +180,26 @@ func TestProcessEscapedProcessDoesNotBlockResult(t *testing.T) {
 	}
 }
 
+// When the leader exits, what it left running in its group is killed
+// before the result is delivered.
+func TestProcessLeaderExitKillsLeftovers(t *testing.T) {
+	e := newProc(t, allowShell())
+	r := run(t, e, sh("leaves", `sleep 100 > /dev/null 2>&1 & echo $! > bg.pid`))
+	if !r.OK() {
+		t.Fatalf("%q %q", r.Reason, r.Detail)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(readFile(t, filepath.Join(r.WorkDir, "bg.pid"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
+		t.Errorf("background process %d alive after the result", pid)
+	}
+	if !gone(pid) {
+		t.Errorf("background process %d still exists", pid)
+	}
+}
+
 func TestProcessPolicyWallClockCapsSpec(t *testing.T) {
 	pol := allowShell()
 	pol.MaxWallClock = 500 * time.Millisecond
