@@ -1,0 +1,261 @@
+// Package api is the peer's HTTP API: the JSON contract between the
+// daemon (package node implements Backend) and its clients (the CLI through
+// Client, the dashboard, scripts). The server binds to localhost by default
+// and requires the bearer token generated into the data directory.
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+)
+
+// Backend is what the HTTP server needs from the daemon. Every method may
+// return an *Error to choose the status and code; any other error is a 500
+// "internal".
+type Backend interface {
+	// Status describes this peer, the federation and every organisation.
+	Status(ctx context.Context) (Status, error)
+	Orgs(ctx context.Context) ([]OrgView, error)
+	Machines(ctx context.Context) ([]MachineView, error)
+	Tasks(ctx context.Context, q TaskQuery) ([]TaskView, error)
+	// Task returns one task in detail; *Error with CodeNotFound if unknown.
+	Task(ctx context.Context, id string) (TaskDetail, error)
+	// Submit queues tasks for this peer's organisation and returns their IDs
+	// in the order given.
+	Submit(ctx context.Context, req SubmitRequest) (SubmitResponse, error)
+	// Cancel cancels one of this organisation's tasks.
+	Cancel(ctx context.Context, id string) error
+	// Logs returns a task's captured output ("stdout" or "stderr") of its
+	// latest run, from whichever peer ran it.
+	Logs(ctx context.Context, id, stream string) ([]byte, error)
+	// SetLimit changes this organisation's power limit.
+	SetLimit(ctx context.Context, req LimitRequest) (OrgView, error)
+	// Ledger is the energy ledger and the replicated state's hash.
+	Ledger(ctx context.Context) (LedgerView, error)
+	// Leave removes this peer from the federation gracefully.
+	Leave(ctx context.Context) error
+}
+
+// Stable error codes of the API. Clients match on Code, never on Message.
+const (
+	CodeBadRequest    = "bad_request"  // 400: malformed body or parameter
+	CodeUnauthorized  = "unauthorized" // 401: missing or wrong token
+	CodeForbidden     = "forbidden"    // 403: acting for another organisation
+	CodeNotFound      = "not_found"    // 404: unknown task, route
+	CodeConflict      = "conflict"     // 409: the state does not allow it (e.g. limit below the power in use)
+	CodeTooLarge      = "too_large"    // 413: body over the limit
+	CodeUnavailable   = "unavailable"  // 503: no leader, federation not reachable
+	CodeInternal      = "internal"     // 500
+	CodeMethodInvalid = "method_not_allowed"
+)
+
+// Error is the JSON error body {"error":{"code":…,"message":…}} and the
+// error type Backend implementations return to pick the status.
+type Error struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Errorf builds an *Error with the status that belongs to code.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Status: StatusOf(code), Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// StatusOf maps a code to its HTTP status.
+func StatusOf(code string) int {
+	switch code {
+	case CodeBadRequest:
+		return http.StatusBadRequest
+	case CodeUnauthorized:
+		return http.StatusUnauthorized
+	case CodeForbidden:
+		return http.StatusForbidden
+	case CodeNotFound:
+		return http.StatusNotFound
+	case CodeConflict:
+		return http.StatusConflict
+	case CodeTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case CodeUnavailable:
+		return http.StatusServiceUnavailable
+	case CodeMethodInvalid:
+		return http.StatusMethodNotAllowed
+	}
+	return http.StatusInternalServerError
+}
+
+// Status is GET /v1/status; `peer status --json` prints it.
+type Status struct {
+	Self   string     `json:"self"`   // this peer's ID
+	Org    string     `json:"org"`    // this peer's organisation
+	Leader string     `json:"leader"` // the Raft leader's peer ID, "" if none
+	Raft   RaftStatus `json:"raft"`
+	Peers  []PeerView `json:"peers"`
+	Orgs   []OrgView  `json:"orgs"`
+}
+
+// RaftStatus is this peer's view of the log.
+type RaftStatus struct {
+	State        string `json:"state"` // Leader, Follower, Candidate, Shutdown
+	AppliedIndex uint64 `json:"applied_index"`
+	StateHash    string `json:"state_hash"`
+}
+
+// PeerView is one member of the federation.
+type PeerView struct {
+	ID     string   `json:"id"`
+	Org    string   `json:"org"` // "" until its organisation is registered
+	Voter  bool     `json:"voter"`
+	Leader bool     `json:"leader"`
+	Addrs  []string `json:"addrs"`
+}
+
+// OrgView is one organisation with the policy's quantities.
+type OrgView struct {
+	Name         string   `json:"name"`
+	Peer         string   `json:"peer"`
+	Machines     int      `json:"machines"`
+	QuotaGFLOPS  float64  `json:"quota_gflops"`
+	PowerQuotaW  float64  `json:"power_quota_w"`
+	LimitW       float64  `json:"limit_w"`
+	PIW          float64  `json:"pi_w"`
+	AllocGFLOPS  float64  `json:"allocated_gflops"`
+	DP           *float64 `json:"dp"` // null when the quota is 0
+	Queued       int      `json:"queued"`
+	Running      int      `json:"running"` // assigned + running
+	Done         int      `json:"done"`
+	Failed       int      `json:"failed"`
+	Cancelled    int      `json:"cancelled"`
+	EnergyJ      float64  `json:"energy_j"`       // as user: its tasks, wherever they ran
+	OwnerEnergyJ float64  `json:"owner_energy_j"` // on its machines, by anyone
+}
+
+// MachineView is one machine.
+type MachineView struct {
+	ID              string  `json:"id"`
+	Org             string  `json:"org"`
+	GFLOPS          float64 `json:"gflops"`
+	BusyW           float64 `json:"busy_w"`
+	IdleW           float64 `json:"idle_w,omitempty"`
+	State           string  `json:"state"` // up, lost
+	Task            string  `json:"task,omitempty"`
+	LastHeartbeatMs int64   `json:"last_heartbeat_ms"`
+}
+
+// TaskQuery filters GET /v1/tasks (?org=&state=&limit=).
+type TaskQuery struct {
+	Org    string   `json:"org,omitempty"`
+	States []string `json:"states,omitempty"`
+	Limit  int      `json:"limit,omitempty"` // 0 = all
+}
+
+// TaskView is one line of `peer tasks`.
+type TaskView struct {
+	ID          string  `json:"id"`
+	Org         string  `json:"org"`
+	Name        string  `json:"name,omitempty"`
+	State       string  `json:"state"`
+	Machine     string  `json:"machine,omitempty"`
+	Attempts    int     `json:"attempts"`
+	ExitCode    int     `json:"exit_code"`
+	Reason      string  `json:"reason,omitempty"`
+	SizeGFlop   float64 `json:"size_gflop"`
+	SubmittedMs int64   `json:"submitted_ms"`
+	EndedMs     int64   `json:"ended_ms,omitempty"`
+}
+
+// TaskDetail is `peer task ID`.
+type TaskDetail struct {
+	TaskView
+	RemainingGFlop float64           `json:"remaining_gflop"`
+	Argv           []string          `json:"argv"`
+	Env            map[string]string `json:"env,omitempty"`
+	WallLimitMs    int64             `json:"wall_limit_ms,omitempty"`
+	Inputs         []string          `json:"inputs,omitempty"`
+	Outputs        []string          `json:"outputs,omitempty"`
+	Checkpointable bool              `json:"checkpointable,omitempty"`
+	Segments       []SegmentView     `json:"segments,omitempty"`
+	Checkpoint     *CheckpointView   `json:"checkpoint,omitempty"`
+	// OutputFiles are the outputs returned to this peer's data directory
+	// (absolute paths), when this peer submitted the task.
+	OutputFiles []string `json:"output_files,omitempty"`
+}
+
+// SegmentView is one run of a task.
+type SegmentView struct {
+	Machine    string  `json:"machine"`
+	MachineOrg string  `json:"machine_org"`
+	StartMs    int64   `json:"start_ms"`
+	EndMs      int64   `json:"end_ms,omitempty"`
+	EnergyJ    float64 `json:"energy_j"`
+	Source     string  `json:"source,omitempty"`
+	Outcome    string  `json:"outcome"`
+}
+
+// CheckpointView is a task's last recorded checkpoint.
+type CheckpointView struct {
+	Hash          string   `json:"hash"`
+	SizeBytes     int64    `json:"size_bytes"`
+	AtMs          int64    `json:"at_ms"`
+	ProgressGFlop float64  `json:"progress_gflop"`
+	Holders       []string `json:"holders"`
+}
+
+// SubmitRequest is POST /v1/tasks: a bag of tasks already validated by the
+// client (package jobfile) and validated again by the server.
+type SubmitRequest struct {
+	Job   string       `json:"job,omitempty"`
+	Tasks []SubmitTask `json:"tasks"`
+}
+
+// SubmitTask is one task to queue. Input contents travel base64-encoded in
+// the JSON body (size-limited by the server).
+type SubmitTask struct {
+	Name           string            `json:"name,omitempty"`
+	Argv           []string          `json:"argv"`
+	Env            map[string]string `json:"env,omitempty"`
+	SizeMFlop      int64             `json:"size_mflop"`
+	WallLimitMs    int64             `json:"wall_limit_ms,omitempty"`
+	Inputs         []InputFile       `json:"inputs,omitempty"`
+	Outputs        []string          `json:"outputs,omitempty"`
+	Checkpointable bool              `json:"checkpointable,omitempty"`
+}
+
+// InputFile is one input file of a task.
+type InputFile struct {
+	Name string `json:"name"`
+	Data []byte `json:"data"` // base64 in JSON
+}
+
+// SubmitResponse lists the IDs the ledger gave, in request order.
+type SubmitResponse struct {
+	TaskIDs []string `json:"task_ids"`
+}
+
+// LimitRequest is PUT /v1/limit: exactly one of Percent (of the
+// organisation's power quota) and Watts.
+type LimitRequest struct {
+	Percent *float64 `json:"percent,omitempty"`
+	Watts   *float64 `json:"watts,omitempty"`
+}
+
+// LedgerView is GET /v1/ledger.
+type LedgerView struct {
+	AppliedIndex uint64          `json:"applied_index"`
+	StateHash    string          `json:"state_hash"`
+	Orgs         []LedgerAccount `json:"orgs"`
+}
+
+// LedgerAccount is one organisation's energy account, in joules.
+type LedgerAccount struct {
+	Org          string  `json:"org"`
+	UserJ        float64 `json:"user_j"`         // its tasks, wherever they ran
+	OwnerSelfJ   float64 `json:"owner_self_j"`   // its machines, its own tasks
+	OwnerOthersJ float64 `json:"owner_others_j"` // its machines, others' tasks
+	LimitW       float64 `json:"limit_w"`
+	PIW          float64 `json:"pi_w"`
+}
