@@ -1135,7 +1135,7 @@ func findings() []finding {
 	}
 	s2, s3, s4 := sc("S2M1"), sc("S3M1"), sc("S4M1")
 	fs = append(fs,
-		finding{"S2M1-a", "§4.3.2 L1252", "S2M1 SC: while U2's limit is below the others', its satisfaction rises with the limit and passes U1's", func(c *checker) {
+		finding{"S2M1-a", "§4.3.2 L1254", "S2M1 SC: while U2's limit is below the others', its satisfaction rises with the limit and passes U1's", func(c *checker) {
 			v := func(l string) float64 { return c.sat(s2(l), "U2") }
 			c.gt("U2 ", "100%", v("100%"), "80%", v("80%"))
 			c.gt("U2 ", "150%", v("150%"), "100%", v("100%"))
@@ -1147,18 +1147,18 @@ func findings() []finding {
 			}
 			c.claim(best > 0, "U2 − U1 at its best limit below system (%s): %+.1f", at, best)
 		}},
-		finding{"S2M1-b", "§4.3.2 L1254", "S2M1 SC: at whole system U2 falls below U1", func(c *checker) {
+		finding{"S2M1-b", "§4.3.2 L1256", "S2M1 SC: at whole system U2 falls below U1", func(c *checker) {
 			c.gt(lim("system"), "U1", c.sat(s2("system"), "U1"), "U2", c.sat(s2("system"), "U2"))
 		}},
-		finding{"S2M1-c", "§4.3.2 L1260", "S2M1 SC: U4 above U3 throughout", func(c *checker) {
+		finding{"S2M1-c", "§4.3.2 L1262", "S2M1 SC: U4 above U3 throughout", func(c *checker) {
 			for _, l := range limits {
 				c.gt(lim(l), "U4", c.sat(s2(l), "U4"), "U3", c.sat(s2(l), "U3"))
 			}
 		}},
-		finding{"S3M1-a", "§4.3.3 L1264", "S3M1 SC: at 80 % the late U3 is more satisfied than U1", func(c *checker) {
+		finding{"S3M1-a", "§4.3.3 L1266", "S3M1 SC: at 80 % the late U3 is more satisfied than U1", func(c *checker) {
 			c.gt(lim("80%"), "U3", c.sat(s3("80%"), "U3"), "U1", c.sat(s3("80%"), "U1"))
 		}},
-		finding{"S3M1-b", "§4.3.3 L1266", "S3M1 SC: as U3's limit rises its satisfaction falls; U2's rises a little, U1's and U4's fall a little", func(c *checker) {
+		finding{"S3M1-b", "§4.3.3 L1268", "S3M1 SC: as U3's limit rises its satisfaction falls; U2's rises a little, U1's and U4's fall a little", func(c *checker) {
 			c.gt("U3 ", "80%", c.sat(s3("80%"), "U3"), "system", c.sat(s3("system"), "U3"))
 			c.gt("U2 ", "system", c.sat(s3("system"), "U2"), "80%", c.sat(s3("80%"), "U2"))
 			c.gt("U1 ", "80%", c.sat(s3("80%"), "U1"), "system", c.sat(s3("system"), "U1"))
@@ -1171,12 +1171,12 @@ func findings() []finding {
 				}
 			}
 		}},
-		finding{"S4M1-b", "§4.3.4 L1280", "S4M1 SC: up to 150 %, U4 is more satisfied than U2", func(c *checker) {
+		finding{"S4M1-b", "§4.3.4 L1282", "S4M1 SC: up to 150 %, U4 is more satisfied than U2", func(c *checker) {
 			for _, l := range limits[:3] {
 				c.gt(lim(l), "U4", c.sat(s4(l), "U4"), "U2", c.sat(s4(l), "U2"))
 			}
 		}},
-		finding{"S4M1-c", "§4.3.4 L1284", "S4M1 SC: at whole system satisfaction follows the quotas (U1 > U2 > U4 > U3)", func(c *checker) {
+		finding{"S4M1-c", "§4.3.4 L1286", "S4M1 SC: at whole system satisfaction follows the quotas (U1 > U2 > U4 > U3)", func(c *checker) {
 			v := func(o string) float64 { return c.sat(s4("system"), o) }
 			c.gt("", "U1", v("U1"), "U2", v("U2"))
 			c.gt("", "U2", v("U2"), "U4", v("U4"))
@@ -1185,31 +1185,31 @@ func findings() []finding {
 	)
 	m1, m2, m3 := sc("S1M2"), sc("S2M2"), sc("S3M2")
 	fs = append(fs,
-		finding{"S1M2-a", "§4.3.5 L1292", "S1M2 SC: U2 more satisfied than U3 throughout (efficiency)", func(c *checker) {
+		finding{"S1M2-a", "§4.3.5 L1295", "S1M2 SC: U2 more satisfied than U3 throughout (efficiency)", func(c *checker) {
 			for _, l := range limits {
 				c.gt(lim(l), "U2", c.sat(m1(l), "U2"), "U3", c.sat(m1(l), "U3"))
 			}
 		}},
-		finding{"S1M2-b", "§4.3.5 L1292", "S1M2 SC: the late, limited U1 more satisfied than U2 throughout", func(c *checker) {
+		finding{"S1M2-b", "§4.3.5 L1295", "S1M2 SC: the late, limited U1 more satisfied than U2 throughout", func(c *checker) {
 			for _, l := range limits {
 				c.gt(lim(l), "U1", c.sat(m1(l), "U1"), "U2", c.sat(m1(l), "U2"))
 			}
 		}},
-		finding{"S2M2-a", "§4.3.6 L1296-1303", "S2M2 SC: U2 less satisfied than U1 at 80 % and 100 %, more only at 150 % (hypothesis III)", func(c *checker) {
+		finding{"S2M2-a", "§4.3.6 L1299-1304", "S2M2 SC: U2 less satisfied than U1 at 80 % and 100 %, more only at 150 % (hypothesis III)", func(c *checker) {
 			for _, l := range limits[:2] {
 				c.gt(lim(l), "U1", c.sat(m2(l), "U1"), "U2", c.sat(m2(l), "U2"))
 			}
 			c.gt(lim("150%"), "U2", c.sat(m2("150%"), "U2"), "U1", c.sat(m2("150%"), "U1"))
 		}},
-		finding{"S2M2-b", "§4.3.6 L1302", "S2M2 SC: U1 and U2 far more satisfied than U3 throughout", func(c *checker) {
+		finding{"S2M2-b", "§4.3.6 L1304", "S2M2 SC: U1 and U2 far more satisfied than U3 throughout", func(c *checker) {
 			for _, l := range limits {
 				c.gt(lim(l), "min(U1,U2)", math.Min(c.sat(m2(l), "U1"), c.sat(m2(l), "U2")), "U3", c.sat(m2(l), "U3"))
 			}
 		}},
-		finding{"S3M2-a", "§4.3.7 L1307", "S3M2 SC: as the late U3 raises its limit, U1's satisfaction falls", func(c *checker) {
+		finding{"S3M2-a", "§4.3.7 L1308", "S3M2 SC: as the late U3 raises its limit, U1's satisfaction falls", func(c *checker) {
 			c.gt("U1 ", "80%", c.sat(m3("80%"), "U1"), "system", c.sat(m3("system"), "U1"))
 		}},
-		finding{"S3M2-b", "§4.3.7 L1307-1310", "S3M2 SC: U1 and U2 above U3 throughout, however low U3's limit (hypothesis III not confirmed)", func(c *checker) {
+		finding{"S3M2-b", "§4.3.7 L1308-1310", "S3M2 SC: U1 and U2 above U3 throughout, however low U3's limit (hypothesis III not confirmed)", func(c *checker) {
 			for _, l := range limits {
 				c.gt(lim(l), "min(U1,U2)", math.Min(c.sat(m3(l), "U1"), c.sat(m3(l), "U2")), "U3", c.sat(m3(l), "U3"))
 			}
@@ -1225,7 +1225,7 @@ func findings() []finding {
 	}
 	t := func(n int) comparison { return comparisons[n-11] }
 	fs = append(fs,
-		finding{"T11-a", "§4.4.1 L1381, table 11", "Test 1: the tighter the limits, the more energy EHOSEP saves against HOSEP (total −51.67, −34.94, −11.73, +2.55 %)", func(c *checker) {
+		finding{"T11-a", "§4.4.1 L1362, table 11", "Test 1: the tighter the limits, the more energy EHOSEP saves against HOSEP (total −51.67, −34.94, −11.73, +2.55 %)", func(c *checker) {
 			var tot []float64
 			for _, l := range limits {
 				tot = append(tot, rel(c, t(11), l, plot.EnergyKJs)[4])
@@ -1235,16 +1235,16 @@ func findings() []finding {
 				c.claim(tot[k] > tot[k-1], "%s: total %+.2f %% > %s: %+.2f %%", limits[k], tot[k], limits[k-1], tot[k-1])
 			}
 		}},
-		finding{"T11-b", "§4.4.1 L1389, table 11", "Test 1: with unlimited power EHOSEP uses about as much energy as HOSEP (total +2.55 %)", func(c *checker) {
+		finding{"T11-b", "§4.4.1 L1381, table 11", "Test 1: with unlimited power EHOSEP uses about as much energy as HOSEP (total +2.55 %)", func(c *checker) {
 			v := rel(c, t(11), "system", plot.EnergyKJs)[4]
 			c.claim(math.Abs(v) < 5, "system: total %+.2f %% within ±5 %%", v)
 		}},
-		finding{"T12-a", "§4.4.1 L1383-1385, table 12", "Test 1: at 80 % U2 and U4 lose most turnaround (+42.73 %, +106.93 %), U4 most", func(c *checker) {
+		finding{"T12-a", "§4.4.1 L1362, L1377, table 12", "Test 1: at 80 % U2 and U4 lose most turnaround (+42.73 %, +106.93 %), U4 most", func(c *checker) {
 			v := rel(c, t(12), "80%", plot.Turnaround)
 			c.claim(v[3] > v[0] && v[3] > v[1] && v[3] > v[2], "U4 %+.1f %% the largest (U1 %+.1f, U2 %+.1f, U3 %+.1f)", v[3], v[0], v[1], v[2])
 			c.claim(v[1] > v[0] && v[1] > v[2], "U2 %+.1f %% above U1 and U3", v[1])
 		}},
-		finding{"T12-b", "§4.4.1 L1387, table 12", "Test 1: U1's turnaround is lower under EHOSEP at every limit", func(c *checker) {
+		finding{"T12-b", "§4.4.1 L1379, table 12", "Test 1: U1's turnaround is lower under EHOSEP at every limit", func(c *checker) {
 			for _, l := range limits {
 				v := rel(c, t(12), l, plot.Turnaround)[0]
 				c.claim(v < 0, "%s: U1 %+.2f %%", l, v)
@@ -1256,7 +1256,7 @@ func findings() []finding {
 				c.claim(v < 0, "%s: U2 %+.2f %%", l, v)
 			}
 		}},
-		finding{"T14", "§4.4.2 L1404-1406, table 14", "Test 2: U2's turnaround is much worse at 80 % (+44.88 %), improves as its limit rises, and beats HOSEP only at whole system", func(c *checker) {
+		finding{"T14", "§4.4.2 L1393, table 14", "Test 2: U2's turnaround is much worse at 80 % (+44.88 %), improves as its limit rises, and beats HOSEP only at whole system", func(c *checker) {
 			var v []float64
 			for _, l := range limits {
 				v = append(v, rel(c, t(14), l, plot.Turnaround)[1])

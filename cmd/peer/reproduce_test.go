@@ -119,7 +119,7 @@ func TestReproduceOnlyS1M1(t *testing.T) {
 		"--only 'S1M1'", "### S1M1 CC (U1 late)", "### S1M1 SC (U1 late)",
 		"](sweep-S1M1CC.png)", "](sweep-S1M1SC.png)",
 		// S1M1's findings are checked; the others report that they did not run.
-		"| S1M1CC-a |", "| S1M1-cc |", "| S2M1-a | §4.3.2 L1252 |",
+		"| S1M1CC-a |", "| S1M1-cc |", "| S2M1-a | §4.3.2 L1254 |",
 		"| 80% | published | -52.50 | -51.20 | -45.47 | -56.98 | -51.67 |",
 		"|  | ours | not run |",
 		"| S1M1-SC-system | `peer sim --scenario examples/scenarios/model1.yaml --policy ehosep --checkpoint off --late U1 --limit system` |",
