@@ -7,6 +7,8 @@ import (
 	"io"
 	"path"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // CommandVersion is the only command version this ledger applies. A peer
@@ -44,6 +46,8 @@ const (
 	MaxHolders        = 16
 	MaxCheckpointHash = 128
 	MaxCheckpointSize = 1 << 50
+	// MaxTaskNameBytes bounds Spec.Name.
+	MaxTaskNameBytes = 256
 )
 
 // Kind names a command type.
@@ -518,7 +522,47 @@ func (s *Spec) validate() *Error {
 			seen[n] = struct{}{}
 		}
 	}
+	if len(s.Name) > MaxTaskNameBytes || !printable(s.Name) {
+		return errf(CodeMalformed, "name: want at most %d bytes of valid UTF-8 without control characters", MaxTaskNameBytes)
+	}
+	if len(s.InputDigests) > 0 {
+		if len(s.InputDigests) != len(s.Inputs) {
+			return errf(CodeMalformed, "input_digests: %d digests for %d inputs", len(s.InputDigests), len(s.Inputs))
+		}
+		for i, d := range s.InputDigests {
+			if !ValidDigest(d) {
+				return errf(CodeMalformed, "input_digests[%d] %q: want 64 lowercase hex digits (sha256)", i, d)
+			}
+		}
+	}
 	return nil
+}
+
+// ValidDigest reports whether d is a sha256 digest in lowercase hex, the
+// form of Spec.InputDigests.
+func ValidDigest(d string) bool {
+	if len(d) != 64 {
+		return false
+	}
+	for i := 0; i < len(d); i++ {
+		if c := d[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// printable accepts valid UTF-8 without control characters.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *CheckpointData) validate() *Error {

@@ -160,6 +160,14 @@ type Spec struct {
 	// Checkpointable says the task writes its state under $CHECKPOINT_DIR
 	// and can resume from it.
 	Checkpointable bool `json:"checkpointable,omitempty"`
+	// Name is an optional label from the job file, for people; it plays no
+	// part in scheduling.
+	Name string `json:"name,omitempty"`
+	// InputDigests, when set, holds one lowercase hex sha256 per Inputs
+	// entry, in the same order: the content the submitting peer stored and
+	// serves, which the executing peer fetches and verifies. Optional, so
+	// that specs encoded before it existed stay valid.
+	InputDigests []string `json:"input_digests,omitempty"`
 }
 
 // Segment is one run of a task on one machine.
@@ -245,6 +253,9 @@ func (s Spec) clone() Spec {
 	}
 	if s.Outputs != nil {
 		c.Outputs = append([]string(nil), s.Outputs...)
+	}
+	if s.InputDigests != nil {
+		c.InputDigests = append([]string(nil), s.InputDigests...)
 	}
 	return c
 }
