@@ -1,0 +1,292 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// CodeUnreachable is set by Client, never sent by a server: the request
+// did not get an HTTP answer (connection refused, DNS, reset, timeout).
+const CodeUnreachable = "unreachable"
+
+// DefaultMaxResponseBytes bounds what the client reads of one answer: a
+// listing of a job's 100,000 tasks or a large log fits.
+const DefaultMaxResponseBytes = 512 << 20
+
+// Client calls a peer's API. Its methods mirror Backend (a *Client is a
+// Backend, for proxies and tests) and return either the view or an *Error
+// whose Code is the server's, or CodeUnreachable when no answer came.
+type Client struct {
+	base    *url.URL
+	baseErr error
+	token   string
+	hc      *http.Client
+	// MaxResponseBytes bounds the body read from one answer; 0 means
+	// DefaultMaxResponseBytes.
+	MaxResponseBytes int64
+}
+
+var _ Backend = (*Client)(nil)
+
+// NewClient returns a client of the API at baseURL ("http://127.0.0.1:9441";
+// a bare "host:port" is taken as http). A nil httpClient means a client
+// without timeout: bound calls with their context. A baseURL that
+// ParseBaseURL refuses makes every call fail with that error (check it
+// first with ParseBaseURL to report it early).
+func NewClient(baseURL, token string, httpClient *http.Client) *Client {
+	if httpClient == nil {
+		httpClient = &http.Client{}
+	}
+	c := &Client{token: token, hc: httpClient}
+	c.base, c.baseErr = parseBaseURL(baseURL)
+	return c
+}
+
+// ParseBaseURL checks and normalises an API address: "host:port" or an
+// http(s) URL, without query or fragment.
+func ParseBaseURL(s string) (string, error) {
+	u, err := parseBaseURL(s)
+	if err != nil {
+		return "", err
+	}
+	return u.String(), nil
+}
+
+func parseBaseURL(s string) (*url.URL, error) {
+	raw := s
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("API address %q: %w", raw, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("API address %q: want host:port or an http:// or https:// URL", raw)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("API address %q: no host", raw)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("API address %q: want no user, query or fragment", raw)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	u.RawPath = ""
+	return u, nil
+}
+
+// BaseURL is the API's address as the client uses it.
+func (c *Client) BaseURL() string {
+	if c.base == nil {
+		return ""
+	}
+	return c.base.String()
+}
+
+// do sends one request and reads the answer. in (if not nil) is sent as
+// JSON; a 2xx answer's body is decoded into out when out is a pointer, or
+// returned raw when out is nil. Any other answer becomes an *Error.
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, in any, out any, auth bool) ([]byte, error) {
+	if c.baseErr != nil {
+		return nil, &Error{Code: CodeBadRequest, Message: c.baseErr.Error()}
+	}
+	u := *c.base
+	u.Path += path
+	u.RawQuery = query.Encode()
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s %s request: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if auth {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		// The caller's own cancellation is not the server's fault.
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s %s: %w", method, path, ctx.Err())
+		}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, &Error{Code: CodeUnreachable, Message: fmt.Sprintf("cannot reach the peer's API at %s: %v", c.BaseURL(), err)}
+	}
+	defer resp.Body.Close()
+	max := c.MaxResponseBytes
+	if max <= 0 {
+		max = DefaultMaxResponseBytes
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s %s: %w", method, path, ctx.Err())
+		}
+		return nil, &Error{Code: CodeUnreachable, Message: fmt.Sprintf("reading the answer of %s %s from %s: %v", method, path, c.BaseURL(), err)}
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s %s: answer larger than %d bytes", method, path, max)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, decodeError(resp.StatusCode, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return nil, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		}
+	}
+	return data, nil
+}
+
+// decodeError reads an error answer. A body that is not the API's JSON
+// error (a proxy, another program on the port) still gives an *Error with
+// the code that belongs to the status.
+func decodeError(status int, data []byte) *Error {
+	var eb errorBody
+	if err := json.Unmarshal(data, &eb); err == nil && eb.Error != nil && eb.Error.Code != "" {
+		eb.Error.Status = status
+		return eb.Error
+	}
+	code := CodeInternal
+	for _, c := range []string{CodeBadRequest, CodeUnauthorized, CodeForbidden, CodeNotFound, CodeConflict, CodeTooLarge, CodeUnavailable, CodeMethodInvalid} {
+		if StatusOf(c) == status {
+			code = c
+		}
+	}
+	msg := strings.TrimSpace(string(data))
+	if len(msg) > 200 {
+		msg = msg[:200] + "…"
+	}
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf("HTTP %d: %s", status, msg)}
+}
+
+// Health calls GET /healthz (no token).
+func (c *Client) Health(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodGet, "/healthz", nil, nil, nil, false)
+	return err
+}
+
+// Status calls GET /v1/status.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var s Status
+	_, err := c.do(ctx, http.MethodGet, "/v1/status", nil, nil, &s, true)
+	return s, err
+}
+
+// Orgs calls GET /v1/orgs.
+func (c *Client) Orgs(ctx context.Context) ([]OrgView, error) {
+	var os []OrgView
+	_, err := c.do(ctx, http.MethodGet, "/v1/orgs", nil, nil, &os, true)
+	return os, err
+}
+
+// Machines calls GET /v1/machines.
+func (c *Client) Machines(ctx context.Context) ([]MachineView, error) {
+	var ms []MachineView
+	_, err := c.do(ctx, http.MethodGet, "/v1/machines", nil, nil, &ms, true)
+	return ms, err
+}
+
+// Tasks calls GET /v1/tasks with the query's filters.
+func (c *Client) Tasks(ctx context.Context, q TaskQuery) ([]TaskView, error) {
+	v := url.Values{}
+	if q.Org != "" {
+		v.Set("org", q.Org)
+	}
+	for _, s := range q.States {
+		v.Add("state", s)
+	}
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	var ts []TaskView
+	_, err := c.do(ctx, http.MethodGet, "/v1/tasks", v, nil, &ts, true)
+	return ts, err
+}
+
+// Task calls GET /v1/tasks/{id}.
+func (c *Client) Task(ctx context.Context, id string) (TaskDetail, error) {
+	var t TaskDetail
+	_, err := c.do(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(id), nil, nil, &t, true)
+	return t, err
+}
+
+// Submit calls POST /v1/tasks.
+func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResponse, error) {
+	var r SubmitResponse
+	_, err := c.do(ctx, http.MethodPost, "/v1/tasks", nil, req, &r, true)
+	return r, err
+}
+
+// Cancel calls POST /v1/tasks/{id}/cancel.
+func (c *Client) Cancel(ctx context.Context, id string) error {
+	_, err := c.do(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+"/cancel", nil, nil, nil, true)
+	return err
+}
+
+// Logs calls GET /v1/tasks/{id}/logs?stream=; stream is "stdout" or
+// "stderr" ("" means stdout).
+func (c *Client) Logs(ctx context.Context, id, stream string) ([]byte, error) {
+	v := url.Values{}
+	if stream != "" {
+		v.Set("stream", stream)
+	}
+	return c.do(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(id)+"/logs", v, nil, nil, true)
+}
+
+// SetLimit calls PUT /v1/limit.
+func (c *Client) SetLimit(ctx context.Context, req LimitRequest) (OrgView, error) {
+	var o OrgView
+	_, err := c.do(ctx, http.MethodPut, "/v1/limit", nil, req, &o, true)
+	return o, err
+}
+
+// Ledger calls GET /v1/ledger.
+func (c *Client) Ledger(ctx context.Context) (LedgerView, error) {
+	var l LedgerView
+	_, err := c.do(ctx, http.MethodGet, "/v1/ledger", nil, nil, &l, true)
+	return l, err
+}
+
+// Leave calls POST /v1/leave.
+func (c *Client) Leave(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodPost, "/v1/leave", nil, nil, nil, true)
+	return err
+}
+
+// Scrape calls GET /metrics and returns the Prometheus text exposition.
+func (c *Client) Scrape(ctx context.Context) ([]byte, error) {
+	return c.do(ctx, http.MethodGet, "/metrics", nil, nil, nil, true)
+}
+
+// CodeOf returns the Code of err if it is (or wraps) an *Error, else "".
+func CodeOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
