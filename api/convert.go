@@ -1,8 +1,11 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 
+	"github.com/coopgrid/coopgrid/jobfile"
 	"github.com/coopgrid/coopgrid/ledger"
 )
 
@@ -65,12 +68,12 @@ func MachineFromLedger(m ledger.Machine) MachineView {
 	}
 }
 
-// TaskFromLedger converts one task to its list line. The ledger does not
-// store task names (they are the submitter's business), so Name is empty.
+// TaskFromLedger converts one task to its list line.
 func TaskFromLedger(t ledger.Task) TaskView {
 	return TaskView{
 		ID:          t.ID,
 		Org:         t.Org,
+		Name:        t.Spec.Name,
 		State:       string(t.State),
 		Machine:     t.Machine,
 		Attempts:    t.Attempts,
@@ -144,12 +147,14 @@ func LedgerFromLedger(applied uint64, hash string, orgs []ledger.OrgInfo) Ledger
 }
 
 // TaskSpecsToLedger converts a validated submission to the ledger's task
-// specs. Input contents do not go into the log, only their names: the
-// daemon ships the data to the machine that runs the task.
+// specs. Input contents do not go into the log, only their names and
+// sha256 digests (Spec.InputDigests): the submitting peer keeps the data
+// and the machine that runs the task fetches and verifies it.
 func TaskSpecsToLedger(req SubmitRequest) []ledger.TaskSpec {
 	out := make([]ledger.TaskSpec, len(req.Tasks))
 	for i, t := range req.Tasks {
 		s := ledger.Spec{
+			Name:           t.Name,
 			Argv:           append([]string(nil), t.Argv...),
 			WallLimitMs:    t.WallLimitMs,
 			Outputs:        append([]string(nil), t.Outputs...),
@@ -162,7 +167,9 @@ func TaskSpecsToLedger(req SubmitRequest) []ledger.TaskSpec {
 			}
 		}
 		for _, in := range t.Inputs {
+			sum := sha256.Sum256(in.Data)
 			s.Inputs = append(s.Inputs, in.Name)
+			s.InputDigests = append(s.InputDigests, hex.EncodeToString(sum[:]))
 		}
 		out[i] = ledger.TaskSpec{SizeMFlop: t.SizeMFlop, Spec: s}
 	}
@@ -197,4 +204,30 @@ func ErrorFromLedger(err error) error {
 		code = CodeConflict
 	}
 	return &Error{Status: StatusOf(code), Code: code, Message: le.Msg + " (ledger: " + string(le.Code) + ")"}
+}
+
+// SubmitRequestFromJob turns a parsed job file into the request that
+// submits it. Tasks that ship the same file share its bytes.
+func SubmitRequestFromJob(job *jobfile.Job) SubmitRequest {
+	req := SubmitRequest{Job: job.Name, Tasks: make([]SubmitTask, len(job.Tasks))}
+	for i, t := range job.Tasks {
+		st := SubmitTask{
+			Name:           t.Name,
+			Argv:           t.Argv,
+			Env:            t.Env,
+			SizeMFlop:      t.SizeMFlop,
+			WallLimitMs:    t.WallClockLimit.Milliseconds(),
+			Outputs:        t.Outputs,
+			Checkpointable: t.Checkpointable,
+		}
+		// A limit under a millisecond still limits.
+		if st.WallLimitMs == 0 && t.WallClockLimit > 0 {
+			st.WallLimitMs = 1
+		}
+		for _, in := range t.Inputs {
+			st.Inputs = append(st.Inputs, InputFile{Name: in.Name, Data: in.Data})
+		}
+		req.Tasks[i] = st
+	}
+	return req
 }

@@ -26,8 +26,7 @@ type Backend struct {
 	// now is the clock commands are stamped with (unix ms).
 	now  func() int64
 	logs map[string]map[string][]byte
-	// names and inputs keep what the ledger does not store.
-	names  map[string]string
+	// inputs keeps the files the ledger knows only by digest.
 	inputs map[string][]api.InputFile
 	left   bool
 	nm     api.NodeMetrics
@@ -47,7 +46,7 @@ func New(org, peer string, now func() int64) *Backend {
 	}
 	return &Backend{
 		l: ledger.New(), org: org, peer: peer, now: now,
-		logs: map[string]map[string][]byte{}, names: map[string]string{}, inputs: map[string][]api.InputFile{},
+		logs: map[string]map[string][]byte{}, inputs: map[string][]api.InputFile{},
 	}
 }
 
@@ -193,9 +192,7 @@ func (b *Backend) Tasks(_ context.Context, q api.TaskQuery) ([]api.TaskView, err
 		if q.Limit > 0 && len(out) == q.Limit {
 			break
 		}
-		v := api.TaskFromLedger(t)
-		v.Name = b.names[t.ID]
-		out = append(out, v)
+		out = append(out, api.TaskFromLedger(t))
 	}
 	return out, nil
 }
@@ -208,9 +205,7 @@ func (b *Backend) Task(_ context.Context, id string) (api.TaskDetail, error) {
 	if !ok {
 		return api.TaskDetail{}, api.Errorf(api.CodeNotFound, "no task %q", id)
 	}
-	d := api.TaskDetailFromLedger(t)
-	d.Name = b.names[id]
-	return d, nil
+	return api.TaskDetailFromLedger(t), nil
 }
 
 // Submit implements api.Backend with submit_tasks commands of at most
@@ -230,9 +225,7 @@ func (b *Backend) Submit(_ context.Context, req api.SubmitRequest) (api.SubmitRe
 			return api.SubmitResponse{}, api.ErrorFromLedger(err)
 		}
 		for i, id := range r.TaskIDs {
-			t := req.Tasks[start+i]
-			b.names[id] = t.Name
-			b.inputs[id] = t.Inputs
+			b.inputs[id] = req.Tasks[start+i].Inputs
 		}
 		resp.TaskIDs = append(resp.TaskIDs, r.TaskIDs...)
 	}
