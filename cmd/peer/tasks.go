@@ -1,0 +1,283 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coopgrid/coopgrid/api"
+)
+
+func newTasksCmd() *cobra.Command {
+	var f clientFlags
+	var q api.TaskQuery
+	var states []string
+	cmd := &cobra.Command{
+		Use:   "tasks",
+		Short: "List the federation's tasks",
+		Long: `List tasks in submit order, optionally only one organisation's or only some
+states (queued, assigned, running, done, failed, cancelled).
+
+--json prints a list of {"id","org","name","state","machine","attempts",
+"exit_code","reason","size_gflop","submitted_ms","ended_ms"}.`,
+		Example: `  peer tasks --data /var/lib/coopgrid
+  peer tasks --data /var/lib/coopgrid --org alpha --state queued,running --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, s := range states {
+				for _, st := range strings.Split(s, ",") {
+					if st = strings.TrimSpace(st); st != "" {
+						q.States = append(q.States, st)
+					}
+				}
+			}
+			if err := api.ValidateTaskQuery(q); err != nil {
+				return usageErr("%s", strings.TrimPrefix(err.Error(), api.CodeBadRequest+": "))
+			}
+			c, err := f.connect()
+			if err != nil {
+				return err
+			}
+			ts, err := c.Tasks(cmd.Context(), q)
+			if err != nil {
+				return c.fail("tasks", err)
+			}
+			if ts == nil {
+				ts = []api.TaskView{}
+			}
+			if f.json {
+				return printJSON(cmd.OutOrStdout(), ts)
+			}
+			return printTasks(cmd.OutOrStdout(), ts)
+		},
+	}
+	addClientFlags(cmd, &f, true)
+	fl := cmd.Flags()
+	fl.StringVar(&q.Org, "org", "", "only this organisation's tasks")
+	fl.StringSliceVar(&states, "state", nil, "only tasks in these states (repeat or separate with commas)")
+	fl.IntVar(&q.Limit, "limit", 0, "at most this many tasks (0: all)")
+	return cmd
+}
+
+// exitStr shows a task's exit code once it has one.
+func exitStr(t api.TaskView) string {
+	if t.State != "done" && t.State != "failed" {
+		return "-"
+	}
+	return strconv.Itoa(t.ExitCode)
+}
+
+func printTasks(w io.Writer, ts []api.TaskView) error {
+	if len(ts) == 0 {
+		fmt.Fprintln(w, "no tasks")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tORG\tSTATE\tMACHINE\tATTEMPTS\tEXIT\tGFLOP\tSUBMITTED")
+	for _, t := range ts {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", t.ID, orDash(t.Name), t.Org, t.State,
+			orDash(t.Machine), t.Attempts, exitStr(t), num(t.SizeGFlop), when(t.SubmittedMs))
+	}
+	return tw.Flush()
+}
+
+// taskArg checks a task ID argument before anything is sent.
+func taskArg(id string) error {
+	if !api.ValidTaskID(id) {
+		return usageErr("task ID %q: want <org>-<n>, as `peer tasks` prints", id)
+	}
+	return nil
+}
+
+func newTaskCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:     "task ID",
+		Short:   "Show one task in detail: command, state, runs, energy, outputs",
+		Example: `  peer task --data /var/lib/coopgrid alpha-12`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := taskArg(args[0]); err != nil {
+				return err
+			}
+			c, err := f.connect()
+			if err != nil {
+				return err
+			}
+			t, err := c.Task(cmd.Context(), args[0])
+			if err != nil {
+				return c.fail("task "+args[0], err)
+			}
+			if f.json {
+				return printJSON(cmd.OutOrStdout(), t)
+			}
+			return printTask(cmd.OutOrStdout(), t)
+		},
+	}
+	addClientFlags(cmd, &f, true)
+	return cmd
+}
+
+func printTask(w io.Writer, t api.TaskDetail) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	line := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	line("id", t.ID)
+	line("name", orDash(t.Name))
+	line("org", t.Org)
+	line("state", t.State)
+	if t.Machine != "" {
+		line("machine", t.Machine)
+	}
+	if t.State == "done" || t.State == "failed" {
+		line("exit code", strconv.Itoa(t.ExitCode))
+	}
+	if t.Reason != "" {
+		line("reason", t.Reason)
+	}
+	line("attempts", strconv.Itoa(t.Attempts))
+	line("size", num(t.SizeGFlop)+" GFlop ("+num(t.RemainingGFlop)+" remaining)")
+	line("submitted", when(t.SubmittedMs))
+	if t.EndedMs != 0 {
+		line("ended", when(t.EndedMs))
+	}
+	line("argv", strconv.Quote(strings.Join(t.Argv, " ")))
+	if len(t.Env) > 0 {
+		keys := make([]string, 0, len(t.Env))
+		for k := range t.Env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for i, k := range keys {
+			keys[i] = k + "=" + strconv.Quote(t.Env[k])
+		}
+		line("env", strings.Join(keys, " "))
+	}
+	if t.WallLimitMs > 0 {
+		line("wall-clock limit", fmt.Sprintf("%gs", float64(t.WallLimitMs)/1000))
+	}
+	if len(t.Inputs) > 0 {
+		line("inputs", strings.Join(t.Inputs, " "))
+	}
+	if len(t.Outputs) > 0 {
+		line("outputs", strings.Join(t.Outputs, " "))
+	}
+	line("checkpointable", yesNo(t.Checkpointable))
+	if ck := t.Checkpoint; ck != nil {
+		line("checkpoint", fmt.Sprintf("%s, %d bytes, %s GFlop done, at %s, held by %s", ck.Hash, ck.SizeBytes, num(ck.ProgressGFlop), when(ck.AtMs), strings.Join(ck.Holders, " ")))
+	}
+	for _, f := range t.OutputFiles {
+		line("output file", f)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(t.Segments) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nruns:")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MACHINE\tOWNER\tSTART\tEND\tOUTCOME\tENERGY J\tSOURCE")
+	for _, s := range t.Segments {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Machine, s.MachineOrg, when(s.StartMs), when(s.EndMs), s.Outcome, num(s.EnergyJ), orDash(s.Source))
+	}
+	return tw.Flush()
+}
+
+func newLogsCmd() *cobra.Command {
+	var f clientFlags
+	var stderr bool
+	cmd := &cobra.Command{
+		Use:   "logs ID",
+		Short: "Print a task's captured standard output (or --stderr) of its latest run",
+		Long: `Print what the task wrote to its standard output (or, with --stderr, its
+standard error) in its latest run, fetched from whichever peer ran it. The
+bytes are printed as they are.`,
+		Example: `  peer logs --data /var/lib/coopgrid alpha-12
+  peer logs --data /var/lib/coopgrid --stderr alpha-12`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := taskArg(args[0]); err != nil {
+				return err
+			}
+			c, err := f.connect()
+			if err != nil {
+				return err
+			}
+			stream := api.StreamStdout
+			if stderr {
+				stream = api.StreamStderr
+			}
+			data, err := c.Logs(cmd.Context(), args[0], stream)
+			if err != nil {
+				return c.fail("logs of "+args[0], err)
+			}
+			_, err = cmd.OutOrStdout().Write(data)
+			return err
+		},
+	}
+	addClientFlags(cmd, &f, false)
+	cmd.Flags().BoolVar(&stderr, "stderr", false, "print the standard error instead")
+	return cmd
+}
+
+func newCancelCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "cancel ID...",
+		Short: "Cancel tasks of this peer's organisation",
+		Long: `Cancel tasks of this peer's organisation. A queued task is cancelled at once;
+a running one is stopped by the peer that runs it (SIGTERM, then SIGKILL
+after the grace period). Cancelling another organisation's task is refused.
+
+Each ID is checked before any is sent; the command stops at the first
+failure.`,
+		Example: `  peer cancel --data /var/lib/coopgrid alpha-12 alpha-13`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, id := range args {
+				if err := taskArg(id); err != nil {
+					return err
+				}
+			}
+			if i := firstDuplicate(args); i >= 0 {
+				return usageErr("task %s given twice", args[i])
+			}
+			c, err := f.connect()
+			if err != nil {
+				return err
+			}
+			var done []string
+			for _, id := range args {
+				if err := c.Cancel(cmd.Context(), id); err != nil {
+					if len(done) > 0 && !f.json {
+						fmt.Fprintf(cmd.OutOrStdout(), "cancelled %s\n", strings.Join(done, " "))
+					}
+					return c.fail("cancel "+id, err)
+				}
+				done = append(done, id)
+			}
+			if f.json {
+				return printJSON(cmd.OutOrStdout(), map[string][]string{"cancelled": done})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "cancelled %s\n", strings.Join(done, " "))
+			return nil
+		},
+	}
+	addClientFlags(cmd, &f, true)
+	return cmd
+}
+
+func firstDuplicate(s []string) int {
+	for i := range s {
+		if slices.Contains(s[:i], s[i]) {
+			return i
+		}
+	}
+	return -1
+}
