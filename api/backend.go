@@ -159,7 +159,7 @@ type TaskView struct {
 	Org         string  `json:"org"`
 	Name        string  `json:"name,omitempty"`
 	State       string  `json:"state"`
-	Machine     string  `json:"machine,omitempty"`
+	Machine     string  `json:"machine"` // "" unless assigned or running; always present for `peer tasks --json`
 	Attempts    int     `json:"attempts"`
 	ExitCode    int     `json:"exit_code"`
 	Reason      string  `json:"reason,omitempty"`

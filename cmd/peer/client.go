@@ -47,6 +47,8 @@ type clientFlags struct {
 }
 
 func addClientFlags(cmd *cobra.Command, f *clientFlags, withJSON bool) {
+	// A misspelt flag is bad input: exit code 2, like every usage error.
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 2, err: err} })
 	fl := cmd.Flags()
 	fl.StringVar(&f.data, "data", "", "the peer's data directory (holds "+api.TokenFile+" and "+configFile+")")
 	fl.StringVar(&f.apiURL, "api", "", "the peer's API address, HOST:PORT or URL (default: the api key of DATA/"+configFile+", else "+api.DefaultAddr+")")
@@ -54,6 +56,17 @@ func addClientFlags(cmd *cobra.Command, f *clientFlags, withJSON bool) {
 	fl.DurationVar(&f.timeout, "timeout", 2*time.Minute, "give up on the API after this long (0: never)")
 	if withJSON {
 		fl.BoolVar(&f.json, "json", false, "print JSON instead of a table")
+	}
+}
+
+// usageArgs wraps a cobra argument check so that a wrong number of
+// arguments is a usage error (exit code 2).
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("%w (usage: %s)", err, cmd.UseLine())}
+		}
+		return nil
 	}
 }
 

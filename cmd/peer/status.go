@@ -27,7 +27,7 @@ limit, power in use (PI), DP, task counts and energy.
 "pi_w","dp","queued","running","done","failed","energy_j",…}]}.`,
 		Example: `  peer status --data /var/lib/coopgrid
   peer status --data /var/lib/coopgrid --json | jq '.orgs[] | {name, pi_w, limit_w}'`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.connect()
 			if err != nil {
@@ -113,7 +113,7 @@ their machines that are up), power quota, power limit, power in use by
 their tasks (PI), DP, task counts, and energy as user (their tasks,
 wherever they ran) and as owner (anything run on their machines).`,
 		Example: `  peer orgs --data /var/lib/coopgrid`,
-		Args:    cobra.NoArgs,
+		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.connect()
 			if err != nil {
@@ -142,7 +142,7 @@ func newMachinesCmd() *cobra.Command {
 		Use:     "machines",
 		Short:   "List the federation's machines, their state and the task each holds",
 		Example: `  peer machines --data /var/lib/coopgrid`,
-		Args:    cobra.NoArgs,
+		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.connect()
 			if err != nil {
@@ -190,7 +190,7 @@ energy used on its machines by its own tasks and by other organisations'
 tasks (owner), in joules, with its power limit and power in use. The state
 hash is equal on every peer at the same index.`,
 		Example: `  peer ledger --data /var/lib/coopgrid --json`,
-		Args:    cobra.NoArgs,
+		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.connect()
 			if err != nil {
@@ -249,11 +249,12 @@ func newLimitCmd() *cobra.Command {
 	limit := &cobra.Command{
 		Use:   "limit",
 		Short: "Change this organisation's power limit",
-		Args:  cobra.NoArgs,
+		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return usageErr("limit: missing subcommand: peer limit set 80%%|WATTS")
 		},
 	}
+	limit.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 2, err: err} })
 	var f clientFlags
 	set := &cobra.Command{
 		Use:   "set 80%|WATTS",
@@ -266,7 +267,7 @@ machines. A limit below the power its running tasks draw now is refused:
 lower it once they finish.`,
 		Example: `  peer limit set --data /var/lib/coopgrid 80%
   peer limit set --data /var/lib/coopgrid 1500W`,
-		Args: cobra.ExactArgs(1),
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := parseLimit(args[0])
 			if err != nil {
@@ -300,7 +301,7 @@ func newLeaveCmd() *cobra.Command {
 		Long: `Ask the running peer to leave the federation gracefully. The federation's
 ledger keeps the organisation's history.`,
 		Example: `  peer leave --data /var/lib/coopgrid`,
-		Args:    cobra.NoArgs,
+		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.connect()
 			if err != nil {

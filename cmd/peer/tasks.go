@@ -28,7 +28,7 @@ states (queued, assigned, running, done, failed, cancelled).
 "exit_code","reason","size_gflop","submitted_ms","ended_ms"}.`,
 		Example: `  peer tasks --data /var/lib/coopgrid
   peer tasks --data /var/lib/coopgrid --org alpha --state queued,running --json`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, s := range states {
 				for _, st := range strings.Split(s, ",") {
@@ -101,7 +101,7 @@ func newTaskCmd() *cobra.Command {
 		Use:     "task ID",
 		Short:   "Show one task in detail: command, state, runs, energy, outputs",
 		Example: `  peer task --data /var/lib/coopgrid alpha-12`,
-		Args:    cobra.ExactArgs(1),
+		Args:    usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := taskArg(args[0]); err != nil {
 				return err
@@ -146,7 +146,7 @@ func printTask(w io.Writer, t api.TaskDetail) error {
 	if t.EndedMs != 0 {
 		line("ended", when(t.EndedMs))
 	}
-	line("argv", strconv.Quote(strings.Join(t.Argv, " ")))
+	line("argv", shellWords(t.Argv))
 	if len(t.Env) > 0 {
 		keys := make([]string, 0, len(t.Env))
 		for k := range t.Env {
@@ -200,7 +200,7 @@ standard error) in its latest run, fetched from whichever peer ran it. The
 bytes are printed as they are.`,
 		Example: `  peer logs --data /var/lib/coopgrid alpha-12
   peer logs --data /var/lib/coopgrid --stderr alpha-12`,
-		Args: cobra.ExactArgs(1),
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := taskArg(args[0]); err != nil {
 				return err
@@ -238,7 +238,7 @@ after the grace period). Cancelling another organisation's task is refused.
 Each ID is checked before any is sent; the command stops at the first
 failure.`,
 		Example: `  peer cancel --data /var/lib/coopgrid alpha-12 alpha-13`,
-		Args:    cobra.MinimumNArgs(1),
+		Args:    usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, id := range args {
 				if err := taskArg(id); err != nil {
@@ -280,4 +280,19 @@ func firstDuplicate(s []string) int {
 		}
 	}
 	return -1
+}
+
+// shellWords prints argv as a shell would need it typed: plain words as
+// they are, anything else quoted, so that argument boundaries show.
+func shellWords(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = a
+		if a == "" || strings.IndexFunc(a, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./=:,+@%-", r))
+		}) >= 0 {
+			out[i] = strconv.Quote(a)
+		}
+	}
+	return strings.Join(out, " ")
 }
