@@ -210,6 +210,11 @@ type CheckpointView struct {
 type SubmitRequest struct {
 	Job   string       `json:"job,omitempty"`
 	Tasks []SubmitTask `json:"tasks"`
+	// Blobs holds input contents by sha256 (lowercase hex), so that a file
+	// shipped with many tasks travels once: such an InputFile gives Digest
+	// and no Data. The server checks every blob against its digest and
+	// fills in Data before calling Backend.Submit, which never sees Blobs.
+	Blobs map[string][]byte `json:"blobs,omitempty"`
 }
 
 // SubmitTask is one task to queue. Input contents travel base64-encoded in
@@ -229,6 +234,11 @@ type SubmitTask struct {
 type InputFile struct {
 	Name string `json:"name"`
 	Data []byte `json:"data"` // base64 in JSON
+	// Digest is the sha256 (lowercase hex) of the contents: in a request, a
+	// reference to SubmitRequest.Blobs instead of Data; once the server has
+	// resolved it, checked, beside the Data (so a Backend need not hash
+	// again).
+	Digest string `json:"digest,omitempty"`
 }
 
 // SubmitResponse lists the IDs the ledger gave, in request order.

@@ -234,10 +234,11 @@ func (c *Client) Task(ctx context.Context, id string) (TaskDetail, error) {
 	return t, err
 }
 
-// Submit calls POST /v1/tasks.
+// Submit calls POST /v1/tasks, each distinct input content sent once
+// (PackBlobs).
 func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResponse, error) {
 	var r SubmitResponse
-	_, err := c.do(ctx, http.MethodPost, "/v1/tasks", nil, req, &r, true)
+	_, err := c.do(ctx, http.MethodPost, "/v1/tasks", nil, PackBlobs(req), &r, true)
 	return r, err
 }
 

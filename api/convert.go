@@ -1,8 +1,6 @@
 package api
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 
 	"github.com/coopgrid/coopgrid/jobfile"
@@ -149,7 +147,8 @@ func LedgerFromLedger(applied uint64, hash string, orgs []ledger.OrgInfo) Ledger
 // TaskSpecsToLedger converts a validated submission to the ledger's task
 // specs. Input contents do not go into the log, only their names and
 // sha256 digests (Spec.InputDigests): the submitting peer keeps the data
-// and the machine that runs the task fetches and verifies it.
+// and the machine that runs the task fetches and verifies it. An input's
+// Digest is used when set (ResolveBlobs has checked it), else computed.
 func TaskSpecsToLedger(req SubmitRequest) []ledger.TaskSpec {
 	out := make([]ledger.TaskSpec, len(req.Tasks))
 	for i, t := range req.Tasks {
@@ -167,9 +166,12 @@ func TaskSpecsToLedger(req SubmitRequest) []ledger.TaskSpec {
 			}
 		}
 		for _, in := range t.Inputs {
-			sum := sha256.Sum256(in.Data)
+			d := in.Digest
+			if d == "" {
+				d = digestOf(in.Data)
+			}
 			s.Inputs = append(s.Inputs, in.Name)
-			s.InputDigests = append(s.InputDigests, hex.EncodeToString(sum[:]))
+			s.InputDigests = append(s.InputDigests, d)
 		}
 		out[i] = ledger.TaskSpec{SizeMFlop: t.SizeMFlop, Spec: s}
 	}

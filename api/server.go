@@ -439,6 +439,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, s.opts.MaxSubmitBytes, &req, false); err != nil {
 		return err
 	}
+	if err := ResolveBlobs(&req); err != nil {
+		return err
+	}
 	if err := ValidateSubmit(req, s.opts.Submit); err != nil {
 		return err
 	}
