@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -23,12 +24,17 @@ const cliToken = "cli-test-token-5f3a"
 // data directory pointing at it, as `peer init` would: api.token and
 // config.yaml with the API's address.
 func fixture(t *testing.T) (*apitest.Backend, string) {
+	return fixtureWith(t, func(b *apitest.Backend) api.Backend { return b })
+}
+
+// fixtureWith serves wrap(backend) instead.
+func fixtureWith(t *testing.T, wrap func(*apitest.Backend) api.Backend) (*apitest.Backend, string) {
 	t.Helper()
 	b, err := apitest.NewSeeded(func() int64 { return apitest.SeedStartMs + 60_000 })
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.NewServer(b, api.ServerOptions{Token: cliToken, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	srv := httptest.NewServer(api.NewServer(wrap(b), api.ServerOptions{Token: cliToken, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	t.Cleanup(srv.Close)
 	return b, dataDir(t, cliToken, strings.TrimPrefix(srv.URL, "http://"))
 }
@@ -487,4 +493,60 @@ func TestShellWords(t *testing.T) {
 			t.Errorf("%q: %s, want %s", tc.argv, got, tc.want)
 		}
 	}
+}
+
+// failSecondSubmit lets the first submission through and refuses the
+// others, as a daemon that lost its leader between two batches would.
+type failSecondSubmit struct {
+	*apitest.Backend
+	calls *int
+}
+
+func (f failSecondSubmit) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
+	*f.calls++
+	if *f.calls > 1 {
+		return api.SubmitResponse{}, api.Errorf(api.CodeUnavailable, "no leader")
+	}
+	return f.Backend.Submit(ctx, req)
+}
+
+// TestSubmitBatches: a job of more tasks than one ledger command carries
+// goes in batches, in order; when a later batch fails, the tasks already
+// in are reported.
+func TestSubmitBatches(t *testing.T) {
+	job := filepath.Join(t.TempDir(), "big.yaml")
+	src := fmt.Sprintf("template:\n  count: %d\n  argv: [/bin/true]\n  size: 1\n  wall_clock_limit: 1m\n", submitBatch+1)
+	if err := os.WriteFile(job, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("all", func(t *testing.T) {
+		b, data := fixture(t)
+		code, out, errs := runCLI(t, "submit", "--json", job, "--data", data)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		var got submitOutput
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatal(err)
+		}
+		n := submitBatch + 1
+		if len(got.TaskIDs) != n || got.TaskIDs[0] != "alpha-4" || got.TaskIDs[n-1] != fmt.Sprint("alpha-", n+3) || got.Tasks[n-1].Name != fmt.Sprint("task-", n-1) {
+			t.Errorf("%d IDs, first %s, last %s", len(got.TaskIDs), got.TaskIDs[0], got.TaskIDs[len(got.TaskIDs)-1])
+		}
+		if o, _ := b.Orgs(context.Background()); o[0].Queued != 1+n {
+			t.Errorf("%d queued", o[0].Queued)
+		}
+	})
+	t.Run("second batch fails", func(t *testing.T) {
+		calls := 0
+		_, data := fixtureWith(t, func(b *apitest.Backend) api.Backend { return failSecondSubmit{b, &calls} })
+		code, out, errs := runCLI(t, "submit", job, "--data", data)
+		if code != 1 || !strings.Contains(errs, fmt.Sprintf("only the first %d of %d tasks were submitted: unavailable: no leader", submitBatch, submitBatch+1)) {
+			t.Errorf("exit %d: %s", code, errs)
+		}
+		got := lines(out)
+		if got[0] != fmt.Sprintf("submitted job big: %d tasks", submitBatch) || got[len(got)-1] != fmt.Sprintf("alpha-%d task-%d", submitBatch+3, submitBatch-1) {
+			t.Errorf("stdout starts %q, ends %q", got[0], got[len(got)-1])
+		}
+	})
 }
