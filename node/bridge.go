@@ -1,0 +1,561 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/coopgrid/coopgrid/consensus"
+	"github.com/coopgrid/coopgrid/executor"
+	"github.com/coopgrid/coopgrid/ledger"
+)
+
+// The bridge runs what the ledger places on this peer's machines.
+//
+// The ledger is the truth and the subscription's events are hints: each
+// event (and a periodic tick) wakes reconcile, which compares the ledger's
+// Allocations and PendingStops for this organisation with the runs the
+// bridge tracks, and acts on the difference:
+//
+//   - an assigned task with no run: fetch its inputs, start it, report
+//     TaskStarted;
+//   - a run the ledger preempted or cancelled (a pending stop): stop it
+//     (SIGTERM, grace, SIGKILL) and report TaskStopped with the measured
+//     energy;
+//   - a run the ledger no longer places here at all (the machine was
+//     declared lost, or the task was taken off before it started): stop it
+//     and report nothing;
+//   - a task the ledger says runs here but that no run of this daemon
+//     carries (an orphan, after a restart): declare the machine lost, which
+//     queues the task again, then bring the machine back up (Heartbeat);
+//   - a pending stop no run of this daemon carries: report it stopped with
+//     the declared-power estimate.
+//
+// An executor Result ships the outputs to the submitting peer, then
+// reports TaskEnded (or TaskStopped for a stop the ledger asked for). A run
+// stays tracked until its last report is committed, and the task is
+// "settled" until the local ledger has applied that report, so a lagging
+// local view never mistakes a finished run for an orphan.
+type bridge struct {
+	n *Node
+
+	mu      sync.Mutex
+	runs    map[string]*run   // by task ID
+	settled map[string]uint64 // task → index of our last report on it
+	busy    map[string]bool   // orphan handling in flight, by key
+	wake    chan struct{}
+}
+
+type phase int
+
+const (
+	phaseStarting  phase = iota // fetching inputs, starting, reporting the start
+	phaseRunning                // TaskStarted committed
+	phaseReporting              // the executor's Result arrived
+)
+
+// run is one execution of a task on one of this peer's machines.
+type run struct {
+	task    ledger.Task // as allocated
+	machine string      // machine ID, <org>/<name>
+	mname   string      // machine name in the executor
+
+	phase          phase
+	started        bool // the executor accepted Start
+	startCommitted bool // TaskStarted is in the log
+	stopReason     string
+	stopSent       bool
+	discard        bool // report nothing for this run
+	startDone      chan struct{}
+}
+
+func newBridge(n *Node) *bridge {
+	return &bridge{n: n, runs: map[string]*run{}, settled: map[string]uint64{}, busy: map[string]bool{}, wake: make(chan struct{}, 1)}
+}
+
+func (b *bridge) poke() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop reconciles on every committed change to this organisation's
+// machines and on a tick.
+func (b *bridge) loop(ctx context.Context) {
+	defer b.n.wg.Done()
+	sub := b.n.cons.Subscribe(b.n.org)
+	defer func() { sub.Close() }()
+	events := sub.C()
+	t := time.NewTicker(b.n.opts.ReconcileInterval)
+	defer t.Stop()
+	for {
+		if !b.n.closing.Load() {
+			b.reconcile(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-events:
+			if !ok {
+				if errors.Is(sub.Err(), consensus.ErrSubscriberTooSlow) {
+					sub = b.n.cons.Subscribe(b.n.org)
+					events = sub.C()
+				} else {
+					events = nil
+				}
+				continue
+			}
+			// A burst of events (one decisions entry) makes one pass.
+			for drained := false; !drained; {
+				select {
+				case _, ok := <-events:
+					drained = !ok
+				default:
+					drained = true
+				}
+			}
+		case <-t.C:
+		case <-b.wake:
+		}
+	}
+}
+
+// reconcile compares the local view of the ledger with the tracked runs.
+func (b *bridge) reconcile(ctx context.Context) {
+	var (
+		allocs  []ledger.Allocation
+		stops   []ledger.PendingStop
+		applied uint64
+	)
+	b.n.cons.View(func(l *ledger.Ledger) {
+		allocs = l.Allocations(b.n.org)
+		stops = l.PendingStops(b.n.org)
+		applied = l.AppliedIndex()
+	})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, idx := range b.settled {
+		if idx <= applied {
+			delete(b.settled, id)
+		}
+	}
+	placed := map[string]string{} // task → machine
+	for _, a := range allocs {
+		t := a.Task
+		placed[t.ID] = a.Machine.ID
+		if _, ok := b.settled[t.ID]; ok {
+			continue
+		}
+		if b.runs[t.ID] != nil {
+			// Ours, or a previous run of it winding down on another
+			// machine: the next pass starts it once that one is gone.
+			continue
+		}
+		if _, ok := b.n.machines[a.Machine.Name]; !ok {
+			continue
+		}
+		switch t.State {
+		case ledger.TaskAssigned:
+			b.startRun(ctx, a)
+		case ledger.TaskRunning:
+			machine, task := a.Machine.ID, t.ID
+			b.orphan(ctx, "run "+machine, func(ctx context.Context) { b.orphanRun(ctx, machine, task) })
+		}
+	}
+	stopping := map[string]bool{} // task@machine
+	for _, s := range stops {
+		stopping[s.Task+"@"+s.Machine] = true
+		if _, ok := b.settled[s.Task]; ok {
+			continue
+		}
+		if r := b.runs[s.Task]; r != nil && r.machine == s.Machine {
+			b.requestStop(ctx, r, string(s.Outcome))
+			continue
+		}
+		ps := s
+		b.orphan(ctx, "stop "+s.Machine+" "+s.Task, func(ctx context.Context) { b.orphanStop(ctx, ps) })
+	}
+	for _, r := range b.runs {
+		if r.phase == phaseReporting || placed[r.task.ID] == r.machine || stopping[r.task.ID+"@"+r.machine] {
+			continue
+		}
+		// The ledger took the run off this machine without a stop to
+		// report: the machine was declared lost, or the task was
+		// preempted or cancelled before it started.
+		if !r.discard {
+			b.n.log.Info("run no longer in the ledger: stopping it", "task", r.task.ID, "machine", r.machine)
+		}
+		r.discard = true
+		b.requestStop(ctx, r, "taken off the machine")
+	}
+}
+
+// startRun begins a run for an allocation; b.mu is held.
+func (b *bridge) startRun(ctx context.Context, a ledger.Allocation) {
+	r := &run{task: a.Task, machine: a.Machine.ID, mname: a.Machine.Name, startDone: make(chan struct{})}
+	b.runs[r.task.ID] = r
+	b.n.wg.Add(1)
+	go b.start(ctx, r)
+}
+
+func (b *bridge) start(ctx context.Context, r *run) {
+	defer b.n.wg.Done()
+	defer close(r.startDone)
+	t := r.task
+	inputs, ferr := b.n.fetchInputs(ctx, t)
+	b.mu.Lock()
+	taken := r.stopReason != ""
+	b.mu.Unlock()
+	if ctx.Err() != nil || taken {
+		// Nothing started; the ledger already took the task back.
+		b.forget(r, 0)
+		return
+	}
+	if ferr != nil {
+		b.n.log.Warn("task failed: inputs unavailable", "task", t.ID, "err", ferr)
+		res, err := b.proposeRetry(ctx, func(c *ledger.Command) {
+			c.TaskEnded = &ledger.TaskEnded{Task: t.ID, Machine: r.machine, Failed: true, ExitCode: -1,
+				Reason: clip("input_unavailable: " + ferr.Error()), Source: ledger.EnergyDeclared}
+		})
+		if err != nil {
+			b.n.log.Warn("report failed inputs", "task", t.ID, "err", err)
+		}
+		b.forget(r, res.Index)
+		return
+	}
+	spec := executor.TaskSpec{
+		ID:             t.ID,
+		Argv:           t.Spec.Argv,
+		Env:            t.Spec.Env,
+		WallClockLimit: time.Duration(t.Spec.WallLimitMs) * time.Millisecond,
+		Inputs:         inputs,
+		OutputPatterns: t.Spec.Outputs,
+		Checkpointable: t.Spec.Checkpointable,
+		SizeMFlop:      t.SizeMFlop,
+		DoneMFlop:      t.SizeMFlop - t.RemainingMFlop,
+	}
+	if err := b.n.exec.Start(ctx, r.mname, spec); err != nil {
+		// No Result will come: busy with a run still stopping, or closed.
+		// The next pass tries again.
+		b.n.log.Debug("executor start refused", "task", t.ID, "machine", r.machine, "err", err)
+		b.forget(r, 0)
+		return
+	}
+	b.mu.Lock()
+	r.started = true
+	taken = r.stopReason != ""
+	if taken {
+		// Taken off while starting, before TaskStarted: nothing to report.
+		r.discard, r.stopSent = true, true
+	}
+	b.mu.Unlock()
+	if taken {
+		b.stopExec(ctx, r)
+		return
+	}
+	_, err := b.proposeRetry(ctx, func(c *ledger.Command) {
+		c.TaskStarted = &ledger.TaskStarted{Task: t.ID, Machine: r.machine}
+	})
+	if err != nil && ledger.CodeOf(err) == ledger.CodeBadState && b.runsHere(ctx, t.ID, r.machine) {
+		// An earlier attempt whose outcome was unknown did commit.
+		err = nil
+	}
+	b.mu.Lock()
+	if err == nil {
+		r.startCommitted = true
+		if r.phase == phaseStarting {
+			r.phase = phaseRunning
+		}
+	} else {
+		r.discard = true
+	}
+	needStop := (r.discard || r.stopReason != "") && !r.stopSent
+	if needStop {
+		r.stopSent = true
+	}
+	b.mu.Unlock()
+	if err != nil {
+		b.n.log.Info("start not recorded; stopping the run", "task", t.ID, "machine", r.machine, "err", err)
+	} else {
+		b.n.log.Info("task started", "task", t.ID, "machine", r.machine)
+	}
+	if needStop {
+		b.stopExec(ctx, r)
+	}
+	b.poke()
+}
+
+// runsHere reads consistently whether task runs on machine.
+func (b *bridge) runsHere(ctx context.Context, task, machine string) bool {
+	var ok bool
+	err := b.n.cons.ReadConsistent(ctx, func(l *ledger.Ledger) {
+		t, found := l.Task(task)
+		ok = found && t.State == ledger.TaskRunning && t.Machine == machine
+	})
+	return err == nil && ok
+}
+
+// requestStop asks the executor to stop r; b.mu is held.
+func (b *bridge) requestStop(ctx context.Context, r *run, reason string) {
+	if r.stopReason == "" {
+		r.stopReason = reason
+	}
+	if !r.started || r.stopSent {
+		// start() stops it once the executor has it.
+		return
+	}
+	r.stopSent = true
+	b.n.wg.Add(1)
+	go func() {
+		defer b.n.wg.Done()
+		b.stopExec(ctx, r)
+	}()
+}
+
+func (b *bridge) stopExec(ctx context.Context, r *run) {
+	err := b.n.exec.Stop(ctx, r.task.ID, b.n.cfg.Executor.StopGrace)
+	if err != nil && !errors.Is(err, executor.ErrUnknownTask) && ctx.Err() == nil {
+		b.n.log.Warn("stop task", "task", r.task.ID, "err", err)
+	}
+}
+
+// forget drops a run; idx is the log index of its last report (0: none).
+func (b *bridge) forget(r *run, idx uint64) {
+	b.mu.Lock()
+	if b.runs[r.task.ID] == r {
+		delete(b.runs, r.task.ID)
+	}
+	if idx > 0 {
+		b.settled[r.task.ID] = idx
+	}
+	b.mu.Unlock()
+	b.poke()
+}
+
+// consume handles the executor's results.
+func (b *bridge) consume(ctx context.Context) {
+	defer b.n.wg.Done()
+	for res := range b.n.exec.Results() {
+		if b.n.crashed.Load() || b.n.closing.Load() {
+			continue
+		}
+		b.mu.Lock()
+		r := b.runs[res.ID]
+		if r != nil && r.machine == b.n.org+"/"+res.Machine {
+			r.phase = phaseReporting
+		} else {
+			r = nil
+		}
+		b.mu.Unlock()
+		if r == nil {
+			b.n.log.Warn("result of an untracked run ignored", "task", res.ID, "machine", res.Machine, "reason", res.Reason)
+			continue
+		}
+		b.n.wg.Add(1)
+		go b.finish(ctx, r, res)
+	}
+}
+
+// finish reports a run's end: outputs first, then the ledger.
+func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
+	defer b.n.wg.Done()
+	<-r.startDone
+	b.mu.Lock()
+	discard := r.discard || !r.startCommitted
+	stopReason := r.stopReason
+	b.mu.Unlock()
+	t := r.task
+	if discard {
+		b.n.log.Debug("run ended, nothing to report", "task", t.ID, "reason", res.Reason)
+		b.forget(r, 0)
+		return
+	}
+	energy := min(max(res.EnergyMilliJ, 0), ledger.MaxSegmentMilliJ)
+	source := ledger.EnergySource(res.EnergySource)
+	if source == "" {
+		source = ledger.EnergyDeclared
+	}
+	var body func(*ledger.Command)
+	switch {
+	case stopReason != "" && res.Reason == executor.ReasonStopped:
+		body = func(c *ledger.Command) {
+			c.TaskStopped = &ledger.TaskStopped{Task: t.ID, Machine: r.machine, EnergyMilliJ: energy, Source: source}
+		}
+	case stopReason != "" && !res.OK():
+		// It failed by itself while being stopped: the ledger books the
+		// report as the end of the stopped run.
+		body = func(c *ledger.Command) {
+			c.TaskEnded = &ledger.TaskEnded{Task: t.ID, Machine: r.machine, Failed: true, ExitCode: res.ExitCode,
+				Reason: clip(reasonOf(res, "")), EnergyMilliJ: energy, Source: source}
+		}
+	default:
+		// It ended by itself (or finished before a stop took effect,
+		// which the ledger counts as done if the task still waits).
+		note := ""
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		err := b.n.shipOutputs(sctx, t, r.machine, res.Outputs)
+		cancel()
+		if err != nil {
+			note = fmt.Sprintf("outputs not delivered (%v); kept on peer %s in %s", err, b.n.self, res.WorkDir)
+			b.n.log.Warn("outputs kept here: the submitting peer could not take them", "task", t.ID, "dir", res.WorkDir, "err", err)
+		}
+		body = func(c *ledger.Command) {
+			c.TaskEnded = &ledger.TaskEnded{Task: t.ID, Machine: r.machine, Failed: !res.OK(), ExitCode: res.ExitCode,
+				Reason: clip(reasonOf(res, note)), EnergyMilliJ: energy, Source: source}
+		}
+	}
+	out, err := b.proposeRetry(ctx, body)
+	if err != nil && ctx.Err() == nil {
+		b.n.log.Warn("report of a run's end refused", "task", t.ID, "machine", r.machine, "reason", res.Reason, "err", err)
+	} else if err == nil {
+		b.n.log.Info("task run ended", "task", t.ID, "machine", r.machine, "reason", res.Reason, "energy_mj", energy, "source", source)
+	}
+	b.forget(r, out.Index)
+}
+
+func reasonOf(res executor.Result, note string) string {
+	s := res.Reason
+	if res.Detail != "" {
+		s += ": " + res.Detail
+	}
+	if note != "" {
+		s += "; " + note
+	}
+	return s
+}
+
+// clip cuts s to the ledger's reason limit on a rune boundary.
+func clip(s string) string {
+	if len(s) <= ledger.MaxReasonBytes {
+		return s
+	}
+	cut := ledger.MaxReasonBytes - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// proposeRetry proposes until the command is committed, the ledger rejects
+// it, or ctx ends. Transient failures (no leader, leader change, unknown
+// outcome) are retried with backoff; after an unknown outcome the retry may
+// be rejected because the first attempt did commit.
+func (b *bridge) proposeRetry(ctx context.Context, body func(*ledger.Command)) (ledger.Result, error) {
+	backoff := 100 * time.Millisecond
+	for {
+		res, err := b.n.propose(ctx, body)
+		if err == nil || ledger.CodeOf(err) != "" || !retryable(err) || ctx.Err() != nil {
+			return res, err
+		}
+		b.n.log.Debug("propose: retrying", "err", err)
+		if !sleep(ctx, backoff) {
+			return res, err
+		}
+		backoff = min(backoff*2, 3*time.Second)
+	}
+}
+
+// orphan runs fn once at a time per key; b.mu is held.
+func (b *bridge) orphan(ctx context.Context, key string, fn func(context.Context)) {
+	if b.busy[key] {
+		return
+	}
+	b.busy[key] = true
+	b.n.wg.Add(1)
+	go func() {
+		defer b.n.wg.Done()
+		fn(ctx)
+		b.mu.Lock()
+		delete(b.busy, key)
+		b.mu.Unlock()
+	}()
+}
+
+// orphanRun handles a task the ledger says runs on machine while no run of
+// this daemon carries it: the machine is declared lost (the task goes back
+// to the queue, its segment is closed with the declared estimate), then
+// brought back up.
+func (b *bridge) orphanRun(ctx context.Context, machine, task string) {
+	var still bool
+	err := b.n.cons.ReadConsistent(ctx, func(l *ledger.Ledger) {
+		t, ok := l.Task(task)
+		still = ok && t.State == ledger.TaskRunning && t.Machine == machine
+	})
+	b.mu.Lock()
+	_, tracked := b.runs[task]
+	_, settled := b.settled[task]
+	b.mu.Unlock()
+	if err != nil || !still || tracked || settled {
+		return
+	}
+	b.n.log.Warn("the ledger says a task runs here that this daemon does not run (restart?): declaring the machine lost to queue it again", "task", task, "machine", machine)
+	if err := b.n.declareLost(ctx, machine); err != nil {
+		b.n.log.Warn("declare machine lost", "machine", machine, "err", err)
+		return
+	}
+	if _, err := b.proposeRetry(ctx, func(c *ledger.Command) { c.Heartbeat = &ledger.Heartbeat{Machine: machine} }); err != nil {
+		b.n.log.Warn("bring machine up", "machine", machine, "err", err)
+	}
+}
+
+// orphanStop reports a stop the ledger waits for on a run this daemon does
+// not carry (it died with a previous run of the daemon): the energy is the
+// declared estimate, busy power × the time since the run started.
+func (b *bridge) orphanStop(ctx context.Context, s ledger.PendingStop) {
+	var (
+		still bool
+		busy  int64
+	)
+	err := b.n.cons.ReadConsistent(ctx, func(l *ledger.Ledger) {
+		for _, p := range l.PendingStops(b.n.org) {
+			still = still || p == s
+		}
+		if m, ok := l.Machine(s.Machine); ok {
+			busy = m.BusyMilliW
+		}
+	})
+	b.mu.Lock()
+	r := b.runs[s.Task]
+	b.mu.Unlock()
+	if err != nil || !still || (r != nil && r.machine == s.Machine) {
+		return
+	}
+	now := time.Now().UnixMilli()
+	mj := int64(0)
+	if elapsed := now - s.StartMs; elapsed > 0 && busy > 0 {
+		// mW × ms = µJ, capped without overflowing.
+		if elapsed > ledger.MaxSegmentMilliJ*1000/busy {
+			mj = ledger.MaxSegmentMilliJ
+		} else {
+			mj = busy * elapsed / 1000
+		}
+	}
+	b.n.log.Info("reporting a stop for a run that did not survive a restart", "task", s.Task, "machine", s.Machine, "energy_mj", mj)
+	res, err := b.proposeRetry(ctx, func(c *ledger.Command) {
+		c.TaskStopped = &ledger.TaskStopped{Task: s.Task, Machine: s.Machine, EnergyMilliJ: mj, Source: ledger.EnergyDeclared}
+	})
+	if err != nil {
+		b.n.log.Info("orphan stop report refused", "task", s.Task, "err", err)
+		return
+	}
+	b.mu.Lock()
+	b.settled[s.Task] = res.Index
+	b.mu.Unlock()
+}
+
+// runningByMachine maps machine names to the task started there.
+func (b *bridge) runningByMachine() map[string]string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]string{}
+	for _, r := range b.runs {
+		if r.started {
+			out[r.mname] = r.task.ID
+		}
+	}
+	return out
+}

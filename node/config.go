@@ -1,0 +1,693 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coopgrid/coopgrid/ledger"
+	"github.com/coopgrid/coopgrid/p2p"
+	"github.com/coopgrid/coopgrid/policy"
+	ma "github.com/multiformats/go-multiaddr"
+	"gopkg.in/yaml.v3"
+)
+
+// Config is DATA/config.yaml. docs/CONFIG.md documents every key; the flags
+// of `peer run` override Listen, API and Bootstrap.
+type Config struct {
+	// Org is the organisation this peer acts for. Required.
+	Org string
+	// NewFederation is set by `peer init --new-federation`: only such a
+	// peer, with no Raft state, no bootstrap address and no known peers,
+	// starts a new one-member federation. Every other start joins.
+	NewFederation bool
+	// Listen are TCP multiaddrs (default /ip4/0.0.0.0/tcp/9440).
+	Listen []string
+	// Announce, when set, replace the addresses advertised to others.
+	Announce []string
+	// API is the HTTP API's host:port (default 127.0.0.1:9441).
+	API string
+	// Bootstrap are multiaddrs ending in /p2p/<peer id> of members to join
+	// through, when this peer is not a member yet.
+	Bootstrap []string
+	// Machines is the machines file, relative to the data directory unless
+	// absolute; "" means this peer offers no machines (it only submits).
+	Machines string
+	// Limit is the power limit the organisation registers with: "100%" (of
+	// its machines' busy power, the default), "250W", or "system".
+	Limit string
+
+	Executor  ExecutorConfig
+	Heartbeat HeartbeatConfig
+	Consensus ConsensusConfig
+	Files     FilesConfig
+}
+
+// ExecutorConfig chooses how tasks run on this peer's machines.
+type ExecutorConfig struct {
+	// Kind is "process" (real processes, the default) or "sim".
+	Kind string
+	// SimCompression is simulated seconds per real second for "sim"
+	// (default 600).
+	SimCompression float64
+	// StopGrace is the time between SIGTERM and SIGKILL when the ledger
+	// preempts or cancels a task (default 10s).
+	StopGrace time.Duration
+}
+
+// HeartbeatConfig paces the gossip heartbeats and the leader's detection of
+// silent machines.
+type HeartbeatConfig struct {
+	// Interval between two heartbeats of this peer's machines (default 2s).
+	Interval time.Duration
+	// Timeout after which the leader declares a silent machine lost
+	// (default 15s). It must exceed Interval.
+	Timeout time.Duration
+}
+
+// ConsensusConfig tunes Raft and the leader's scheduler.
+type ConsensusConfig struct {
+	// Preset is "lan" (default) or "wan": the Raft timeouts of
+	// consensus.DefaultConfig or consensus.WANConfig.
+	Preset string
+	// Policy is the scheduling policy the leader runs (default ehosep).
+	Policy string
+	// ScheduleInterval is the leader's periodic scheduling tick (default 5s).
+	ScheduleInterval time.Duration
+	// CheckpointBlock is the policy's checkpoint block (default 5m; 0
+	// means tasks are not checkpointed).
+	CheckpointBlock time.Duration
+}
+
+// FilesConfig bounds the files that travel between peers.
+type FilesConfig struct {
+	// MaxInputBytes bounds the inputs of one task (default 64 MiB).
+	MaxInputBytes int64
+	// MaxOutputBytes bounds the outputs of one task this peer accepts
+	// (default 1 GiB).
+	MaxOutputBytes int64
+	// MaxLogBytes bounds a task's stdout or stderr served to others
+	// (default 1 MiB).
+	MaxLogBytes int64
+	// FetchTimeout is how long the executing peer keeps trying to fetch a
+	// task's inputs before it fails the task (default 60s).
+	FetchTimeout time.Duration
+}
+
+// Defaults.
+const (
+	DefaultListen           = p2p.DefaultListenAddr
+	DefaultAPI              = "127.0.0.1:9441"
+	DefaultLimit            = "100%"
+	DefaultExecutor         = "process"
+	DefaultSimCompression   = 600
+	DefaultStopGrace        = 10 * time.Second
+	DefaultHeartbeat        = 2 * time.Second
+	DefaultHeartbeatTimeout = 15 * time.Second
+	DefaultPreset           = "lan"
+	DefaultPolicy           = "ehosep"
+	DefaultScheduleInterval = 5 * time.Second
+	DefaultCheckpointBlock  = 5 * time.Minute
+	DefaultMaxInputBytes    = 64 << 20
+	DefaultMaxOutputBytes   = 1 << 30
+	DefaultMaxLogBytes      = 1 << 20
+	DefaultFetchTimeout     = 60 * time.Second
+)
+
+// Hard bounds on configurable sizes: a frame of the file protocols carries
+// at most one chunk, and logs travel in one frame.
+const (
+	maxConfigBytes   = 1 << 20
+	maxLogBytesLimit = 3 << 20
+)
+
+// DefaultConfig returns the defaults for org.
+func DefaultConfig(org string) Config {
+	return Config{
+		Org:    org,
+		Listen: []string{DefaultListen},
+		API:    DefaultAPI,
+		Limit:  DefaultLimit,
+		Executor: ExecutorConfig{
+			Kind:           DefaultExecutor,
+			SimCompression: DefaultSimCompression,
+			StopGrace:      DefaultStopGrace,
+		},
+		Heartbeat: HeartbeatConfig{Interval: DefaultHeartbeat, Timeout: DefaultHeartbeatTimeout},
+		Consensus: ConsensusConfig{
+			Preset:           DefaultPreset,
+			Policy:           DefaultPolicy,
+			ScheduleInterval: DefaultScheduleInterval,
+			CheckpointBlock:  DefaultCheckpointBlock,
+		},
+		Files: FilesConfig{
+			MaxInputBytes:  DefaultMaxInputBytes,
+			MaxOutputBytes: DefaultMaxOutputBytes,
+			MaxLogBytes:    DefaultMaxLogBytes,
+			FetchTimeout:   DefaultFetchTimeout,
+		},
+	}
+}
+
+// ConfigError is an error at a position of the config file.
+type ConfigError struct {
+	File  string
+	Line  int
+	Field string
+	Msg   string
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	if e.Field != "" {
+		b.WriteString(": " + e.Field)
+	}
+	b.WriteString(": " + e.Msg)
+	return b.String()
+}
+
+// LoadConfig reads and checks a config file.
+func LoadConfig(path string) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return ParseConfig(path, data)
+}
+
+// ParseConfig checks a config file's content; name is used in errors. It is
+// strict: unknown or duplicate keys, aliases, values of the wrong type or
+// out of range are errors naming the file, the line and the field. Keys
+// left out take their defaults; org is required.
+func ParseConfig(name string, data []byte) (Config, error) {
+	if len(data) > maxConfigBytes {
+		return Config{}, &ConfigError{File: name, Msg: fmt.Sprintf("larger than %d bytes", maxConfigBytes)}
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		line, msg := yamlErrLine(err)
+		return Config{}, &ConfigError{File: name, Line: line, Msg: msg}
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return Config{}, &ConfigError{File: name, Msg: "empty file: want a mapping with at least org"}
+	}
+	p := parser{file: name}
+	c := DefaultConfig("")
+	root := doc.Content[0]
+	sawOrg := false
+	err := p.mapping(root, "", func(key string, k, v *yaml.Node, f string) error {
+		var err error
+		switch key {
+		case "org":
+			sawOrg = true
+			if c.Org, err = p.str(v, f); err == nil && !validName(c.Org) {
+				err = p.errf(v, f, "%q: want 1-%d characters of [A-Za-z0-9._-] starting with a letter or digit", c.Org, ledger.MaxNameLen)
+			}
+		case "new_federation":
+			c.NewFederation, err = p.boolean(v, f)
+		case "listen":
+			if c.Listen, err = p.strList(v, f, checkTCPAddr); err == nil && len(c.Listen) == 0 {
+				err = p.errf(v, f, "empty list: want at least one address")
+			}
+		case "announce":
+			c.Announce, err = p.strList(v, f, checkTCPAddr)
+		case "api":
+			if c.API, err = p.str(v, f); err == nil {
+				if cerr := checkAPIAddr(c.API); cerr != nil {
+					err = p.errf(v, f, "%v", cerr)
+				}
+			}
+		case "bootstrap":
+			c.Bootstrap, err = p.strList(v, f, checkBootstrapAddr)
+		case "machines":
+			c.Machines, err = p.strOrEmpty(v, f)
+		case "limit":
+			if c.Limit, err = p.str(v, f); err == nil {
+				if _, lerr := ParseLimit(c.Limit); lerr != nil {
+					err = p.errf(v, f, "%v", lerr)
+				}
+			}
+		case "executor":
+			err = p.mapping(v, f, func(key string, k, v *yaml.Node, f string) error {
+				var err error
+				switch key {
+				case "kind":
+					if c.Executor.Kind, err = p.str(v, f); err == nil && c.Executor.Kind != "process" && c.Executor.Kind != "sim" {
+						err = p.errf(v, f, "%q: want process or sim", c.Executor.Kind)
+					}
+				case "sim_compression":
+					if c.Executor.SimCompression, err = p.number(v, f); err == nil && c.Executor.SimCompression <= 0 {
+						err = p.errf(v, f, "must be positive, got %s", v.Value)
+					}
+				case "stop_grace":
+					c.Executor.StopGrace, err = p.duration(v, f)
+				default:
+					return p.errf(k, f, "unknown key (want kind, sim_compression, stop_grace)")
+				}
+				return err
+			})
+		case "heartbeat":
+			err = p.mapping(v, f, func(key string, k, v *yaml.Node, f string) error {
+				var err error
+				switch key {
+				case "interval":
+					if c.Heartbeat.Interval, err = p.duration(v, f); err == nil && c.Heartbeat.Interval <= 0 {
+						err = p.errf(v, f, "must be positive")
+					}
+				case "timeout":
+					if c.Heartbeat.Timeout, err = p.duration(v, f); err == nil && c.Heartbeat.Timeout <= 0 {
+						err = p.errf(v, f, "must be positive")
+					}
+				default:
+					return p.errf(k, f, "unknown key (want interval, timeout)")
+				}
+				return err
+			})
+			if err == nil && c.Heartbeat.Timeout <= c.Heartbeat.Interval {
+				err = p.errf(v, f+".timeout", "%v must exceed the interval %v", c.Heartbeat.Timeout, c.Heartbeat.Interval)
+			}
+		case "consensus":
+			err = p.mapping(v, f, func(key string, k, v *yaml.Node, f string) error {
+				var err error
+				switch key {
+				case "preset":
+					if c.Consensus.Preset, err = p.str(v, f); err == nil && c.Consensus.Preset != "lan" && c.Consensus.Preset != "wan" {
+						err = p.errf(v, f, "%q: want lan or wan", c.Consensus.Preset)
+					}
+				case "policy":
+					if c.Consensus.Policy, err = p.str(v, f); err == nil {
+						if _, perr := policy.New(c.Consensus.Policy); perr != nil {
+							err = p.errf(v, f, "%q: want one of %s", c.Consensus.Policy, strings.Join(policy.Names(), ", "))
+						}
+					}
+				case "schedule_interval":
+					if c.Consensus.ScheduleInterval, err = p.duration(v, f); err == nil && c.Consensus.ScheduleInterval <= 0 {
+						err = p.errf(v, f, "must be positive")
+					}
+				case "checkpoint_block":
+					c.Consensus.CheckpointBlock, err = p.duration(v, f)
+				default:
+					return p.errf(k, f, "unknown key (want preset, policy, schedule_interval, checkpoint_block)")
+				}
+				return err
+			})
+		case "files":
+			err = p.mapping(v, f, func(key string, k, v *yaml.Node, f string) error {
+				var err error
+				switch key {
+				case "max_input_bytes":
+					c.Files.MaxInputBytes, err = p.size(v, f, 1, math.MaxInt64)
+				case "max_output_bytes":
+					c.Files.MaxOutputBytes, err = p.size(v, f, 1, math.MaxInt64)
+				case "max_log_bytes":
+					c.Files.MaxLogBytes, err = p.size(v, f, 1, maxLogBytesLimit)
+				case "fetch_timeout":
+					if c.Files.FetchTimeout, err = p.duration(v, f); err == nil && c.Files.FetchTimeout <= 0 {
+						err = p.errf(v, f, "must be positive")
+					}
+				default:
+					return p.errf(k, f, "unknown key (want max_input_bytes, max_output_bytes, max_log_bytes, fetch_timeout)")
+				}
+				return err
+			})
+		default:
+			return p.errf(k, f, "unknown key")
+		}
+		return err
+	})
+	if err != nil {
+		return Config{}, err
+	}
+	if !sawOrg {
+		return Config{}, p.errf(root, "org", "missing")
+	}
+	return c, nil
+}
+
+// Validate checks a Config built in code (ParseConfig checks as it reads).
+func (c Config) Validate() error {
+	b, err := c.Marshal()
+	if err != nil {
+		return err
+	}
+	_, err = ParseConfig("config", b)
+	return err
+}
+
+// Marshal writes the config as YAML with every key, commented; ParseConfig
+// reads it back to the same Config.
+func (c Config) Marshal() ([]byte, error) {
+	var b bytes.Buffer
+	q := func(s string) string {
+		out, err := yaml.Marshal(s)
+		if err != nil {
+			return strconv.Quote(s)
+		}
+		return strings.TrimSuffix(string(out), "\n")
+	}
+	list := func(ss []string) string {
+		if len(ss) == 0 {
+			return " []\n"
+		}
+		var l strings.Builder
+		l.WriteString("\n")
+		for _, s := range ss {
+			l.WriteString("  - " + q(s) + "\n")
+		}
+		return l.String()
+	}
+	fmt.Fprintf(&b, "# coopgrid peer configuration: docs/CONFIG.md describes every key.\n")
+	fmt.Fprintf(&b, "# The flags of `peer run` (--listen, --api, --bootstrap) override these keys.\n")
+	fmt.Fprintf(&b, "org: %s\n", q(c.Org))
+	fmt.Fprintf(&b, "# Only the peer that created the federation has true here.\n")
+	fmt.Fprintf(&b, "new_federation: %t\n", c.NewFederation)
+	fmt.Fprintf(&b, "listen:%s", list(c.Listen))
+	fmt.Fprintf(&b, "announce:%s", list(c.Announce))
+	fmt.Fprintf(&b, "api: %s\n", q(c.API))
+	fmt.Fprintf(&b, "bootstrap:%s", list(c.Bootstrap))
+	fmt.Fprintf(&b, "# Relative to the data directory; empty: this peer offers no machines.\n")
+	fmt.Fprintf(&b, "machines: %s\n", q(c.Machines))
+	fmt.Fprintf(&b, "# Power limit registered with the organisation: 100%%, 250W or system.\n")
+	fmt.Fprintf(&b, "limit: %s\n", q(c.Limit))
+	fmt.Fprintf(&b, "executor:\n  kind: %s\n  sim_compression: %s\n  stop_grace: %s\n",
+		q(c.Executor.Kind), strconv.FormatFloat(c.Executor.SimCompression, 'g', -1, 64), c.Executor.StopGrace)
+	fmt.Fprintf(&b, "heartbeat:\n  interval: %s\n  timeout: %s\n", c.Heartbeat.Interval, c.Heartbeat.Timeout)
+	fmt.Fprintf(&b, "consensus:\n  preset: %s\n  policy: %s\n  schedule_interval: %s\n  checkpoint_block: %s\n",
+		q(c.Consensus.Preset), q(c.Consensus.Policy), c.Consensus.ScheduleInterval, c.Consensus.CheckpointBlock)
+	fmt.Fprintf(&b, "files:\n  max_input_bytes: %d\n  max_output_bytes: %d\n  max_log_bytes: %d\n  fetch_timeout: %s\n",
+		c.Files.MaxInputBytes, c.Files.MaxOutputBytes, c.Files.MaxLogBytes, c.Files.FetchTimeout)
+	if _, err := ParseConfig("config", b.Bytes()); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// Limit is a parsed power limit.
+type Limit struct {
+	// Percent of the organisation's power quota, when set.
+	Percent float64
+	// MilliW is an absolute limit, when Percent is not used.
+	MilliW int64
+	// System means no limit below the ledger's maximum.
+	System    bool
+	isPercent bool
+}
+
+// ParseLimit reads "80%", "250W" (or "250.5 W") or "system".
+func ParseLimit(s string) (Limit, error) {
+	t := strings.TrimSpace(s)
+	switch {
+	case strings.EqualFold(t, "system"):
+		return Limit{System: true}, nil
+	case strings.HasSuffix(t, "%"):
+		x, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(t, "%")), 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || x < 0 || x > 1e6 {
+			return Limit{}, fmt.Errorf("limit %q: want a percentage between 0%% and 1000000%%", s)
+		}
+		return Limit{Percent: x, isPercent: true}, nil
+	case strings.HasSuffix(t, "W") || strings.HasSuffix(t, "w"):
+		x, err := strconv.ParseFloat(strings.TrimSpace(t[:len(t)-1]), 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || x < 0 || x*1000 > ledger.MaxLimitMilliW {
+			return Limit{}, fmt.Errorf("limit %q: want watts between 0 and %d", s, int64(ledger.MaxLimitMilliW/1000))
+		}
+		return Limit{MilliW: int64(math.Round(x * 1000))}, nil
+	}
+	return Limit{}, fmt.Errorf("limit %q: want a percentage (80%%), watts (250W) or system", s)
+}
+
+// MilliWatts resolves the limit for an organisation whose machines draw
+// powerQuotaMilliW when busy.
+func (l Limit) MilliWatts(powerQuotaMilliW int64) int64 {
+	switch {
+	case l.System:
+		return ledger.MaxLimitMilliW
+	case l.isPercent:
+		x := math.Round(float64(powerQuotaMilliW) * l.Percent / 100)
+		return int64(min(x, float64(ledger.MaxLimitMilliW)))
+	}
+	return l.MilliW
+}
+
+func checkTCPAddr(s string) error {
+	a, err := ma.NewMultiaddr(s)
+	if err != nil {
+		return fmt.Errorf("%q: %v", s, err)
+	}
+	if _, err := a.ValueForProtocol(ma.P_TCP); err != nil {
+		return fmt.Errorf("%q: not a TCP address (the private federation runs on TCP only)", s)
+	}
+	return nil
+}
+
+func checkBootstrapAddr(s string) error {
+	if _, err := p2p.ParseAddr(s); err != nil {
+		return err
+	}
+	return nil
+}
+
+func checkAPIAddr(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q: want HOST:PORT: %v", s, err)
+	}
+	if host == "" {
+		return fmt.Errorf("%q: want HOST:PORT with a host (127.0.0.1 keeps the API local)", s)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q: port %q is not a number in 0-65535", s, port)
+	}
+	return nil
+}
+
+// validName is the ledger's rule for organisation and machine names.
+func validName(s string) bool { return validIdent(s, ledger.MaxNameLen) }
+
+// validIdent accepts 1-max characters of [A-Za-z0-9._-] starting with a
+// letter or digit.
+func validIdent(s string, max int) bool {
+	if s == "" || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if i == 0 && !alnum || !alnum && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// machinesPath resolves the configured machines file against dataDir.
+func (c Config) machinesPath(dataDir string) string {
+	if c.Machines == "" || filepath.IsAbs(c.Machines) {
+		return c.Machines
+	}
+	return filepath.Join(dataDir, c.Machines)
+}
+
+// yamlErrLine splits a yaml.v3 syntax error ("yaml: line 3: ...") into its
+// line (0 if none) and the rest of the message.
+func yamlErrLine(err error) (int, string) {
+	s := strings.TrimPrefix(err.Error(), "yaml: ")
+	rest, ok := strings.CutPrefix(s, "line ")
+	if !ok {
+		return 0, s
+	}
+	num, msg, ok := strings.Cut(rest, ": ")
+	n, err2 := strconv.Atoi(num)
+	if !ok || err2 != nil {
+		return 0, s
+	}
+	return n, msg
+}
+
+type parser struct{ file string }
+
+func (p parser) errf(n *yaml.Node, field, format string, args ...any) error {
+	e := &ConfigError{File: p.file, Field: field, Msg: fmt.Sprintf(format, args...)}
+	if n != nil {
+		e.Line = n.Line
+	}
+	return e
+}
+
+func join(prefix, key string) string {
+	if prefix == "" {
+		return key
+	}
+	return prefix + "." + key
+}
+
+// mapping walks a mapping node, rejecting aliases and duplicate keys.
+func (p parser) mapping(n *yaml.Node, field string, each func(key string, k, v *yaml.Node, field string) error) error {
+	if n.Kind == yaml.AliasNode {
+		return p.errf(n, field, "aliases are not supported")
+	}
+	if n.Kind != yaml.MappingNode {
+		return p.errf(n, field, "want a mapping, got %s", kindName(n))
+	}
+	seen := make(map[string]bool, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			return p.errf(k, field, "want a plain key")
+		}
+		f := join(field, k.Value)
+		if seen[k.Value] {
+			return p.errf(k, f, "duplicate key")
+		}
+		seen[k.Value] = true
+		if v.Kind == yaml.AliasNode {
+			return p.errf(v, f, "aliases are not supported")
+		}
+		if err := each(k.Value, k, v, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "nothing"
+		}
+		return "a value"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	return "nothing"
+}
+
+func (p parser) str(n *yaml.Node, field string) (string, error) {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		return "", p.errf(n, field, "want a value, got %s", kindName(n))
+	}
+	if n.Tag != "!!str" {
+		return "", p.errf(n, field, "want a string, got %q", n.Value)
+	}
+	return n.Value, nil
+}
+
+// strOrEmpty accepts a string or nothing (the empty string).
+func (p parser) strOrEmpty(n *yaml.Node, field string) (string, error) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return "", nil
+	}
+	return p.str(n, field)
+}
+
+func (p parser) strList(n *yaml.Node, field string, check func(string) error) ([]string, error) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil, nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		return nil, p.errf(n, field, "want a list, got %s", kindName(n))
+	}
+	out := make([]string, 0, len(n.Content))
+	for i, e := range n.Content {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if e.Kind == yaml.AliasNode {
+			return nil, p.errf(e, f, "aliases are not supported")
+		}
+		s, err := p.str(e, f)
+		if err != nil {
+			return nil, err
+		}
+		if err := check(s); err != nil {
+			return nil, p.errf(e, f, "%v", err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func (p parser) boolean(n *yaml.Node, field string) (bool, error) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+		return false, p.errf(n, field, "want true or false, got %s", describe(n))
+	}
+	var b bool
+	if err := n.Decode(&b); err != nil {
+		return false, p.errf(n, field, "want true or false, got %q", n.Value)
+	}
+	return b, nil
+}
+
+// number reads a finite, non-negative float.
+func (p parser) number(n *yaml.Node, field string) (float64, error) {
+	if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") {
+		return 0, p.errf(n, field, "want a number, got %s", describe(n))
+	}
+	var x float64
+	if err := n.Decode(&x); err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0, p.errf(n, field, "want a finite number, got %q", n.Value)
+	}
+	if x < 0 {
+		return 0, p.errf(n, field, "must not be negative, got %s", n.Value)
+	}
+	return x, nil
+}
+
+// size reads a whole number of bytes in [lo, hi].
+func (p parser) size(n *yaml.Node, field string, lo, hi int64) (int64, error) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+		return 0, p.errf(n, field, "want a whole number of bytes, got %s", describe(n))
+	}
+	var x int64
+	if err := n.Decode(&x); err != nil {
+		return 0, p.errf(n, field, "want a whole number of bytes, got %q", n.Value)
+	}
+	if x < lo || x > hi {
+		return 0, p.errf(n, field, "%d out of range [%d, %d]", x, lo, hi)
+	}
+	return x, nil
+}
+
+func (p parser) duration(n *yaml.Node, field string) (time.Duration, error) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
+		return 0, p.errf(n, field, "want a duration such as 15s or 2m, got %s", describe(n))
+	}
+	d, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return 0, p.errf(n, field, "want a duration such as 15s or 2m, got %q", n.Value)
+	}
+	if d < 0 {
+		return 0, p.errf(n, field, "must not be negative, got %s", n.Value)
+	}
+	return d, nil
+}
+
+func describe(n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode && n.Tag != "!!null" {
+		return strconv.Quote(n.Value)
+	}
+	return kindName(n)
+}
+
+// errNotInitialised says the data directory has no config.yaml.
+var errNotInitialised = errors.New("not an initialised data directory (run peer init first)")

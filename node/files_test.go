@@ -1,0 +1,246 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/ledger"
+	"github.com/coopgrid/coopgrid/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// fileProtocolChecks runs on a live federation (TestFederationRunsRealTasks):
+// a long task of uni-a is placed on some peer P's machine; the blob,
+// outputs and logs protocols serve P and refuse everyone else; then uni-a
+// cancels the task and P reports the stop with the measured energy.
+func fileProtocolChecks(t *testing.T, ctx context.Context, a, b, c *tnode, done []string) {
+	input := []byte("the input of a long task\n")
+	resp, err := a.n.Submit(ctx, api.SubmitRequest{Tasks: []api.SubmitTask{{
+		Argv:      []string{"/bin/sh", "-c", "sleep 30"},
+		SizeMFlop: 1000,
+		Inputs:    []api.InputFile{{Name: "data/in.bin", Data: input}},
+		Outputs:   []string{"*.txt"},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.TaskIDs[0]
+	waitFor(t, 20*time.Second, id+" running", func() bool { return a.task(id).State == ledger.TaskRunning })
+	tk := a.task(id)
+	owner, other := b, c
+	if strings.HasPrefix(tk.Machine, "uni-c/") {
+		owner, other = c, b
+	} else if strings.HasPrefix(tk.Machine, "uni-a/") {
+		owner, other = a, b
+	}
+	t.Logf("the long task runs on %s", tk.Machine)
+	digest := tk.Spec.InputDigests[0]
+	ask := func(from *tnode, proto string, v any) ([]byte, error) {
+		body, _ := json.Marshal(v)
+		return from.n.host.Request(ctx, a.n.self, protocolID(proto), body)
+	}
+
+	if owner != a {
+		// The owner of the machine fetches the input; nobody else does.
+		got, err := ask(owner, ProtoBlob, blobRequest{Task: id, Digest: digest})
+		if err != nil {
+			t.Fatalf("owner fetches the input: %v", err)
+		}
+		var br blobResponse
+		if err := json.Unmarshal(got, &br); err != nil || !bytes.Equal(br.Data, input) || br.Size != int64(len(input)) {
+			t.Fatalf("blob response %s (%v)", got, err)
+		}
+		if _, err := ask(other, ProtoBlob, blobRequest{Task: id, Digest: digest}); p2p.Code(err) != CodeForbidden {
+			t.Fatalf("another member fetches the input: %v", err)
+		}
+		if _, err := ask(owner, ProtoBlob, blobRequest{Task: done[0], Digest: digest}); p2p.Code(err) != CodeNotFound {
+			t.Fatalf("input of the wrong task: %v", err)
+		}
+		if _, err := ask(owner, ProtoBlob, map[string]any{"task": id, "digest": digest, "extra": 1}); p2p.Code(err) != p2p.CodeBadRequest {
+			t.Fatalf("malformed blob request: %v", err)
+		}
+
+		// Outputs: only from the machine's owner, only declared names,
+		// never outside the task's directory.
+		push := func(from *tnode, name string) error {
+			_, err := ask(from, ProtoOutputs, outputChunk{Task: id, Machine: tk.Machine, Name: name, Size: 2, Data: []byte("ok")})
+			return err
+		}
+		if err := push(owner, "early.txt"); err != nil {
+			t.Fatalf("owner pushes an output: %v", err)
+		}
+		if got, err := os.ReadFile(filepath.Join(a.dir, OutputsDir, id, "early.txt")); err != nil || string(got) != "ok" {
+			t.Fatalf("pushed output: %q %v", got, err)
+		}
+		for name, code := range map[string]string{
+			"../escape.txt":    p2p.CodeBadRequest,
+			"/etc/passwd.txt":  p2p.CodeBadRequest,
+			"a/../../x.txt":    p2p.CodeBadRequest,
+			"undeclared.bin":   CodeForbidden,
+			".incoming-xx.txt": p2p.CodeBadRequest,
+		} {
+			if err := push(owner, name); p2p.Code(err) != code {
+				t.Fatalf("push %q: %v, want %s", name, err, code)
+			}
+		}
+		if err := push(other, "other.txt"); p2p.Code(err) != CodeForbidden {
+			t.Fatalf("push from a peer whose machine did not run the task: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(a.dir, OutputsDir, "escape.txt")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("an escaping name was written: %v", err)
+		}
+		// Logs of uni-a's task are for uni-a only.
+		body, _ := json.Marshal(logsRequest{Task: id, Stream: "stdout"})
+		if _, err := other.n.host.Request(ctx, owner.n.self, protocolID(ProtoLogs), body); p2p.Code(err) != CodeForbidden {
+			t.Fatalf("another organisation reads the logs: %v", err)
+		}
+	}
+
+	// A host holding the secret but not a member of the federation gets
+	// nothing.
+	outsider, err := p2p.New(p2p.Config{DataDir: t.TempDir(), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, SecretFile: a.secret(), Logger: testLogger("outsider")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outsider.Close()
+	if _, err := outsider.ConnectAddr(ctx, a.addr()); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(blobRequest{Task: id, Digest: digest})
+	if _, err := outsider.Request(ctx, a.n.self, protocolID(ProtoBlob), body); p2p.Code(err) != CodeForbidden {
+		t.Fatalf("a non-member fetches an input: %v", err)
+	}
+	body, _ = json.Marshal(outputChunk{Task: id, Machine: tk.Machine, Name: "x.txt", Size: 1, Data: []byte("x")})
+	if _, err := outsider.Request(ctx, a.n.self, protocolID(ProtoOutputs), body); p2p.Code(err) != CodeForbidden {
+		t.Fatalf("a non-member pushes an output: %v", err)
+	}
+
+	// Cancel: the machine's peer stops the real process and reports the
+	// stop with its energy.
+	if err := a.n.Cancel(ctx, id); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	waitFor(t, 20*time.Second, id+" stop reported", func() bool {
+		tk := a.task(id)
+		return tk.State == ledger.TaskCancelled && len(tk.Segments) == 1 && tk.Segments[0].Outcome == ledger.OutcomeCancelled
+	})
+	if s := a.task(id).Segments[0]; s.EnergyMilliJ <= 0 {
+		t.Fatalf("cancelled segment %+v", s)
+	}
+	waitFor(t, 10*time.Second, "machine free again", func() bool { return a.machine(tk.Machine).Task == "" })
+}
+
+func TestHeartbeatValidation(t *testing.T) {
+	peers := federation(t, "sim", []string{"hb-a", "hb-b"}, map[string]string{
+		"hb-a": "machines:\n  - name: m1\n    gflops: 10\n    busy_watts: 100\n",
+		"hb-b": "machines:\n  - name: m1\n    gflops: 10\n    busy_watts: 100\n",
+	}, nil)
+	a, b := peers[0], peers[1]
+	enc := func(hb any) []byte {
+		d, err := json.Marshal(hb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	good := Heartbeat{V: 1, Org: "hb-b", AtMs: time.Now().UnixMilli(), Machines: []MachineTelemetry{{Name: "m1", PowerMilliW: 1}}}
+	stranger, _ := peer.Decode("12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo")
+	cases := []struct {
+		name   string
+		author peer.ID
+		data   []byte
+		want   error
+	}{
+		{"valid", b.n.self, enc(good), nil},
+		{"signed by another organisation's peer", a.n.self, enc(good), errHeartbeatUnauthorised},
+		{"signed by a stranger", stranger, enc(good), errHeartbeatUnauthorised},
+		{"unknown organisation", b.n.self, enc(Heartbeat{V: 1, Org: "nobody", AtMs: 1}), errHeartbeatUnknown},
+		{"oversized", b.n.self, append(enc(good), bytes.Repeat([]byte(" "), MaxHeartbeatBytes)...), errHeartbeatMalformed},
+		{"unknown field", b.n.self, []byte(`{"v":1,"org":"hb-b","at_ms":5,"machines":[],"x":1}`), errHeartbeatMalformed},
+		{"future version", b.n.self, enc(Heartbeat{V: 2, Org: "hb-b", AtMs: 5}), errHeartbeatMalformed},
+		{"not JSON", b.n.self, []byte("{"), errHeartbeatMalformed},
+		{"trailing data", b.n.self, append(enc(good), []byte(" {}")...), errHeartbeatMalformed},
+		{"negative power", b.n.self, enc(Heartbeat{V: 1, Org: "hb-b", AtMs: 5, Machines: []MachineTelemetry{{Name: "m1", PowerMilliW: -1}}}), errHeartbeatMalformed},
+		{"bad machine name", b.n.self, enc(Heartbeat{V: 1, Org: "hb-b", AtMs: 5, Machines: []MachineTelemetry{{Name: "../m"}}}), errHeartbeatMalformed},
+		{"duplicate machine", b.n.self, enc(Heartbeat{V: 1, Org: "hb-b", AtMs: 5, Machines: []MachineTelemetry{{Name: "m1"}, {Name: "m1"}}}), errHeartbeatMalformed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := a.n.checkHeartbeat(tc.author, tc.data)
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+	// Replays (same or older time from the same author) are dropped.
+	tr := newTracker()
+	if !tr.accept(b.n.self, 100) || tr.accept(b.n.self, 100) || tr.accept(b.n.self, 99) || !tr.accept(b.n.self, 101) {
+		t.Fatal("replay guard")
+	}
+	// The heartbeats that do travel reach the other peer.
+	waitFor(t, 10*time.Second, "hb-a hears hb-b's machine", func() bool { return a.n.hb.lastHeartbeatMs("hb-b/m1") > 0 })
+	ms, err := a.n.Machines(context.Background())
+	if err != nil || len(ms) != 2 || ms[1].ID != "hb-b/m1" || ms[1].LastHeartbeatMs == 0 {
+		t.Fatalf("machines %+v %v", ms, err)
+	}
+}
+
+func TestOutputNamesAndPatterns(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"out.txt": true, "a/b/c.txt": true, "../x": false, "/abs": false, "a/../b": false, "": false,
+		".": false, "a//b": false, "a\\b": false, "x/.incoming-1": false, strings.Repeat("x", 256): false,
+	} {
+		if validOutputName(name) != ok {
+			t.Errorf("validOutputName(%q) = %v", name, !ok)
+		}
+	}
+	for _, tc := range []struct {
+		pats []string
+		rel  string
+		want bool
+	}{
+		{[]string{"out"}, "out/a/b.txt", true},
+		{[]string{"*.txt"}, "a.txt", true},
+		{[]string{"*.txt"}, "d/a.txt", false},
+		{[]string{"res-?.csv"}, "res-1.csv", true},
+		{nil, "a.txt", false},
+	} {
+		if got := matchOutput(tc.pats, tc.rel); got != tc.want {
+			t.Errorf("matchOutput(%v, %q) = %v", tc.pats, tc.rel, got)
+		}
+	}
+}
+
+func TestBlobStoreDetectsCorruption(t *testing.T) {
+	s, err := newBlobStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.put([]byte("content"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.read(d, 100); err != nil || string(b) != "content" {
+		t.Fatalf("read %q %v", b, err)
+	}
+	if _, err := s.read(d, 3); err == nil {
+		t.Fatal("read past the limit")
+	}
+	if err := os.WriteFile(s.path(d), []byte("tampered"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.read(d, 100); err == nil || s.has(d) {
+		t.Fatalf("a corrupted blob was served (%v) or kept", err)
+	}
+	if _, err := s.read("../../etc/passwd", 100); err == nil {
+		t.Fatal("a path was read as a digest")
+	}
+}

@@ -1,0 +1,346 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coopgrid/coopgrid/ledger"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// TopicHeartbeat is the gossipsub topic of machine heartbeats and
+// telemetry. Telemetry never decides anything by itself: the leader turns a
+// silence longer than the timeout into a MachineLost command, and the
+// decisions come from the log.
+const TopicHeartbeat = "/coopgrid/heartbeat/1.0.0"
+
+// MaxHeartbeatBytes bounds one heartbeat message.
+const MaxHeartbeatBytes = 16 << 10
+
+// heartbeatVersion is the message version this peer reads and writes.
+const heartbeatVersion = 1
+
+// Heartbeat is one gossip message: the sending peer's organisation and the
+// state of each of its machines. The author (the libp2p key that signed
+// the message) must be the peer registered for Org.
+type Heartbeat struct {
+	V    int    `json:"v"`
+	Org  string `json:"org"`
+	AtMs int64  `json:"at_ms"`
+	// Load1 is the sending host's one-minute load average.
+	Load1    float64            `json:"load1"`
+	Machines []MachineTelemetry `json:"machines"`
+}
+
+// MachineTelemetry is one machine's part of a heartbeat.
+type MachineTelemetry struct {
+	Name string `json:"name"`
+	// Task is the task running there, "" when idle.
+	Task string `json:"task,omitempty"`
+	// PowerMilliW is the machine's draw as the peer estimates it: its
+	// declared busy power while a task runs, its idle power otherwise.
+	PowerMilliW int64 `json:"power_mw"`
+}
+
+// tracker remembers, in memory, the heartbeats seen: when each machine was
+// last heard of (local clock, for the leader's timeout) and the latest
+// telemetry, plus the last message time of each author (replay guard).
+type tracker struct {
+	mu     sync.Mutex
+	seen   map[string]time.Time // machine ID → local time
+	atMs   map[string]int64     // machine ID → sender's time
+	tele   map[string]MachineTelemetry
+	last   map[peer.ID]int64 // author → last accepted AtMs
+	loads  map[string]float64
+	upFrom map[string]time.Time // leader's view: when a machine was first seen up
+}
+
+func newTracker() *tracker {
+	return &tracker{
+		seen: map[string]time.Time{}, atMs: map[string]int64{}, tele: map[string]MachineTelemetry{},
+		last: map[peer.ID]int64{}, loads: map[string]float64{}, upFrom: map[string]time.Time{},
+	}
+}
+
+func (t *tracker) observe(hb *Heartbeat, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.loads[hb.Org] = hb.Load1
+	for _, m := range hb.Machines {
+		id := hb.Org + "/" + m.Name
+		t.seen[id] = now
+		t.atMs[id] = max(t.atMs[id], hb.AtMs)
+		t.tele[id] = m
+	}
+}
+
+// lastHeartbeatMs is the sender's time of the last heartbeat of machine.
+func (t *tracker) lastHeartbeatMs(id string) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.atMs[id]
+}
+
+// accept applies the replay guard: a message from author no newer than the
+// last one accepted is dropped.
+func (t *tracker) accept(author peer.ID, atMs int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if atMs <= t.last[author] {
+		return false
+	}
+	t.last[author] = atMs
+	return true
+}
+
+// errHeartbeat* classify why a heartbeat is dropped.
+var (
+	errHeartbeatMalformed    = errors.New("malformed heartbeat")
+	errHeartbeatUnauthorised = errors.New("unauthorised heartbeat")
+	errHeartbeatUnknown      = errors.New("heartbeat from an organisation not (yet) in this peer's view")
+	errHeartbeatReplay       = errors.New("replayed or out-of-order heartbeat")
+)
+
+// checkHeartbeat decodes and checks a heartbeat signed by author against
+// the local view of the ledger. It does not apply the replay guard.
+func (n *Node) checkHeartbeat(author peer.ID, data []byte) (*Heartbeat, error) {
+	if len(data) > MaxHeartbeatBytes {
+		return nil, fmt.Errorf("%w: %d bytes, more than %d", errHeartbeatMalformed, len(data), MaxHeartbeatBytes)
+	}
+	var hb Heartbeat
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&hb); err != nil {
+		return nil, fmt.Errorf("%w: %v", errHeartbeatMalformed, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: trailing data", errHeartbeatMalformed)
+	}
+	if hb.V != heartbeatVersion {
+		return nil, fmt.Errorf("%w: version %d, want %d", errHeartbeatMalformed, hb.V, heartbeatVersion)
+	}
+	if !validName(hb.Org) || hb.AtMs <= 0 || hb.AtMs > ledger.MaxTimeMs || hb.Load1 < 0 || hb.Load1 > 1e6 {
+		return nil, fmt.Errorf("%w: bad org, time or load", errHeartbeatMalformed)
+	}
+	if len(hb.Machines) > ledger.MaxMachinesPerCommand {
+		return nil, fmt.Errorf("%w: %d machines", errHeartbeatMalformed, len(hb.Machines))
+	}
+	names := map[string]bool{}
+	for _, m := range hb.Machines {
+		if !validName(m.Name) || names[m.Name] || m.PowerMilliW < 0 || m.PowerMilliW > ledger.MaxMachineMilliW || len(m.Task) > ledger.MaxTaskIDLen {
+			return nil, fmt.Errorf("%w: machine entry %q", errHeartbeatMalformed, m.Name)
+		}
+		names[m.Name] = true
+	}
+	var registered string
+	n.cons.View(func(l *ledger.Ledger) {
+		if o, ok := l.Org(hb.Org); ok {
+			registered = o.Peer
+		}
+	})
+	switch {
+	case registered == "":
+		return nil, fmt.Errorf("%w: %q", errHeartbeatUnknown, hb.Org)
+	case registered != author.String():
+		return nil, fmt.Errorf("%w: signed by %s, but %q is registered to %s", errHeartbeatUnauthorised, author, hb.Org, registered)
+	}
+	return &hb, nil
+}
+
+// validateHeartbeat is the topic validator: malformed, oversized and
+// unauthorised messages are rejected (and count against the forwarding
+// peer in gossipsub); messages from an organisation this peer does not
+// know yet, and replays, are ignored.
+func (n *Node) validateHeartbeat(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+	hb, err := n.checkHeartbeat(msg.GetFrom(), msg.GetData())
+	switch {
+	case errors.Is(err, errHeartbeatUnknown):
+		return pubsub.ValidationIgnore
+	case err != nil:
+		n.log.Debug("heartbeat rejected", "from", msg.GetFrom(), "err", err)
+		return pubsub.ValidationReject
+	}
+	if !n.hb.accept(msg.GetFrom(), hb.AtMs) {
+		return pubsub.ValidationIgnore
+	}
+	msg.ValidatorData = hb
+	return pubsub.ValidationAccept
+}
+
+func (n *Node) startGossip() error {
+	ps, err := pubsub.NewGossipSub(n.ctx, n.host, pubsub.WithMaxMessageSize(MaxHeartbeatBytes+4096))
+	if err != nil {
+		return fmt.Errorf("start gossip: %w", err)
+	}
+	n.ps = ps
+	if err := ps.RegisterTopicValidator(TopicHeartbeat, n.validateHeartbeat); err != nil {
+		return fmt.Errorf("start gossip: %w", err)
+	}
+	if n.topic, err = ps.Join(TopicHeartbeat); err != nil {
+		return fmt.Errorf("start gossip: %w", err)
+	}
+	if n.psSub, err = n.topic.Subscribe(); err != nil {
+		return fmt.Errorf("start gossip: %w", err)
+	}
+	return nil
+}
+
+// consumeHeartbeats records every accepted heartbeat.
+func (n *Node) consumeHeartbeats() {
+	defer n.wg.Done()
+	for {
+		msg, err := n.psSub.Next(n.ctx)
+		if err != nil {
+			return
+		}
+		if hb, ok := msg.ValidatorData.(*Heartbeat); ok {
+			n.hb.observe(hb, time.Now())
+		}
+	}
+}
+
+// publishHeartbeats sends this peer's heartbeat every interval and brings
+// back up the machines the ledger holds as lost (after a restart, or after
+// the leader lost sight of this peer).
+func (n *Node) publishHeartbeats() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.Heartbeat.Interval)
+	defer t.Stop()
+	for {
+		if len(n.machines) > 0 && !n.crashed.Load() {
+			n.publishOnce()
+			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Heartbeat.Timeout)
+			n.bringUp(ctx)
+			cancel()
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (n *Node) publishOnce() {
+	running := map[string]string{}
+	if n.br != nil {
+		running = n.br.runningByMachine()
+	}
+	hb := Heartbeat{V: heartbeatVersion, Org: n.org, AtMs: time.Now().UnixMilli(), Load1: load1()}
+	for _, name := range n.machineNames() {
+		m := n.machines[name]
+		mt := MachineTelemetry{Name: name, PowerMilliW: m.IdleMilliW()}
+		if task := running[name]; task != "" {
+			mt.Task, mt.PowerMilliW = task, m.BusyMilliW()
+		}
+		hb.Machines = append(hb.Machines, mt)
+	}
+	data, err := json.Marshal(hb)
+	if err != nil {
+		n.log.Warn("heartbeat encode", "err", err)
+		return
+	}
+	// Recorded directly too: this peer's own machines must not look silent
+	// to itself if the mesh is slow to deliver its own messages.
+	n.hb.observe(&hb, time.Now())
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Heartbeat.Interval)
+	defer cancel()
+	if err := n.topic.Publish(ctx, data); err != nil && n.ctx.Err() == nil {
+		n.log.Debug("heartbeat publish", "err", err)
+	}
+}
+
+// load1 reads the one-minute load average (0 if unreadable).
+func load1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	x, err := strconv.ParseFloat(f[0], 64)
+	if err != nil || x < 0 {
+		return 0
+	}
+	return x
+}
+
+// detectLost runs on every peer and acts only on the leader: a machine that
+// is up in the ledger and has not been heard of for the heartbeat timeout
+// is declared lost, which queues its tasks again. The clock starts when
+// this peer became leader, or when the machine came (back) up, whichever is
+// later, so a new leader gives every machine a full timeout.
+func (n *Node) detectLost() {
+	defer n.wg.Done()
+	timeout := n.cfg.Heartbeat.Timeout
+	t := time.NewTicker(max(timeout/4, 10*time.Millisecond))
+	defer t.Stop()
+	var leaderSince time.Time
+	wasUp := map[string]bool{}
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n.crashed.Load() || n.closing.Load() || !n.cons.IsLeader() || !n.isReady() {
+			leaderSince = time.Time{}
+			continue
+		}
+		now := time.Now()
+		if leaderSince.IsZero() {
+			leaderSince = now
+		}
+		var ups []string
+		n.cons.View(func(l *ledger.Ledger) {
+			for _, m := range l.Machines() {
+				if m.State == ledger.MachineUp {
+					ups = append(ups, m.ID)
+				}
+			}
+		})
+		n.hb.mu.Lock()
+		nowUp := map[string]bool{}
+		var silent []string
+		for _, id := range ups {
+			nowUp[id] = true
+			if !wasUp[id] {
+				n.hb.upFrom[id] = now
+			}
+			ref := leaderSince
+			if s := n.hb.seen[id]; s.After(ref) {
+				ref = s
+			}
+			if u := n.hb.upFrom[id]; u.After(ref) {
+				ref = u
+			}
+			if now.Sub(ref) > timeout {
+				silent = append(silent, id)
+			}
+		}
+		n.hb.mu.Unlock()
+		wasUp = nowUp
+		for _, id := range silent {
+			ctx, cancel := context.WithTimeout(n.ctx, timeout)
+			_, err := n.propose(ctx, func(c *ledger.Command) { c.MachineLost = &ledger.MachineLostCmd{Machine: id} })
+			cancel()
+			if err != nil {
+				n.log.Warn("declare silent machine lost", "machine", id, "err", err)
+				continue
+			}
+			n.log.Warn("machine lost: no heartbeat", "machine", id, "timeout", timeout)
+		}
+	}
+}

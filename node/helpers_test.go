@@ -1,0 +1,193 @@
+package node
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/coopgrid/coopgrid/consensus"
+	"github.com/coopgrid/coopgrid/ledger"
+	logging "github.com/ipfs/go-log/v2"
+)
+
+func TestMain(m *testing.M) {
+	// go-libp2p-raft logs through go-log; connections closing at the end of
+	// a test are not worth ERROR lines.
+	if os.Getenv("COOPGRID_TEST_LOG") == "" {
+		_ = logging.SetLogLevel("raftlib", "fatal")
+	}
+	os.Exit(m.Run())
+}
+
+// testLogger is silent unless COOPGRID_TEST_LOG is set.
+func testLogger(name string) *slog.Logger {
+	if os.Getenv("COOPGRID_TEST_LOG") == "" {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name)
+}
+
+// tnode is a real peer on its own data directory, restartable from it.
+type tnode struct {
+	tb  testing.TB
+	org string
+	dir string
+	n   *Node
+}
+
+// testConfig shortens the timeouts so that a test federation reacts fast.
+func testConfig(executorKind string) func(*Config) {
+	return func(c *Config) {
+		c.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+		c.API = "127.0.0.1:0"
+		c.Executor.Kind = executorKind
+		c.Executor.SimCompression = 40
+		c.Executor.StopGrace = 2 * time.Second
+		c.Heartbeat.Interval = 150 * time.Millisecond
+		c.Heartbeat.Timeout = 1500 * time.Millisecond
+		c.Consensus.ScheduleInterval = 300 * time.Millisecond
+		c.Files.FetchTimeout = 10 * time.Second
+	}
+}
+
+// newTNode initialises a data directory: a new federation when secret is
+// "", else joining with that secret file. machines is the machines file's
+// content ("" for none); edit changes the config further.
+func newTNode(tb testing.TB, org, secret, machines string, edit func(*Config)) *tnode {
+	tb.Helper()
+	dir := filepath.Join(tb.TempDir(), org)
+	o := InitOptions{DataDir: dir, Org: org, NewFederation: secret == "", SecretFile: secret, Config: edit}
+	if machines != "" {
+		mf := filepath.Join(tb.TempDir(), "machines.yaml")
+		if err := os.WriteFile(mf, []byte(machines), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+		o.MachinesFile = mf
+	}
+	if _, err := Init(context.Background(), o); err != nil {
+		tb.Fatalf("init %s: %v", org, err)
+	}
+	return &tnode{tb: tb, org: org, dir: dir}
+}
+
+func (tn *tnode) start(bootstrap ...string) {
+	tn.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := Start(ctx, Options{
+		DataDir:           tn.dir,
+		Bootstrap:         bootstrap,
+		Logger:            testLogger(tn.org),
+		ReconcileInterval: 200 * time.Millisecond,
+		Consensus: func(c *consensus.Config) {
+			c.NoSync = true
+			c.CheckInvariants = true
+			c.MaintenanceInterval = 300 * time.Millisecond
+			c.ScheduleDebounce = 5 * time.Millisecond
+		},
+	})
+	if err != nil {
+		tn.tb.Fatalf("start %s: %v", tn.org, err)
+	}
+	tn.n = n
+	if err := n.WaitReady(ctx); err != nil {
+		tn.tb.Fatalf("%s not ready: %v", tn.org, err)
+	}
+	tn.tb.Cleanup(func() { tn.close() })
+}
+
+func (tn *tnode) close() {
+	if tn.n == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tn.n.InvariantError(); err != nil {
+		tn.tb.Errorf("%s: ledger invariant broken: %v", tn.org, err)
+	}
+	if err := tn.n.Close(ctx); err != nil {
+		tn.tb.Logf("%s: close: %v", tn.org, err)
+	}
+	tn.n = nil
+}
+
+// crash stops the peer as if its process died.
+func (tn *tnode) crash() {
+	tn.n.crash()
+	tn.n = nil
+}
+
+func (tn *tnode) addr() string {
+	tn.tb.Helper()
+	as := tn.n.Addrs()
+	if len(as) == 0 {
+		tn.tb.Fatalf("%s has no address", tn.org)
+	}
+	return as[0]
+}
+
+func (tn *tnode) secret() string { return filepath.Join(tn.dir, "federation.key") }
+
+// InvariantError exposes the consensus node's invariant check to tests.
+func (n *Node) InvariantError() error { return n.cons.InvariantError() }
+
+// federation starts a first peer and joins the others through it.
+func federation(tb testing.TB, kind string, orgs []string, machines map[string]string, edit map[string]func(*Config)) []*tnode {
+	tb.Helper()
+	var out []*tnode
+	for i, org := range orgs {
+		cfg := testConfig(kind)
+		if e := edit[org]; e != nil {
+			base := cfg
+			cfg = func(c *Config) { base(c); e(c) }
+		}
+		secret := ""
+		if i > 0 {
+			secret = out[0].secret()
+		}
+		tn := newTNode(tb, org, secret, machines[org], cfg)
+		if i == 0 {
+			tn.start()
+		} else {
+			tn.start(out[0].addr())
+		}
+		out = append(out, tn)
+	}
+	// Every peer sees every organisation before the test goes on.
+	for _, tn := range out {
+		waitFor(tb, 20*time.Second, tn.org+" sees every organisation", func() bool {
+			var k int
+			tn.n.cons.View(func(l *ledger.Ledger) { k = len(l.Orgs()) })
+			return k == len(orgs)
+		})
+	}
+	return out
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %v waiting for: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (tn *tnode) task(id string) ledger.Task {
+	var t ledger.Task
+	tn.n.cons.View(func(l *ledger.Ledger) { t, _ = l.Task(id) })
+	return t
+}
+
+func (tn *tnode) machine(id string) ledger.Machine {
+	var m ledger.Machine
+	tn.n.cons.View(func(l *ledger.Ledger) { m, _ = l.Machine(id) })
+	return m
+}

@@ -1,0 +1,486 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/consensus"
+	"github.com/coopgrid/coopgrid/executor"
+	"github.com/coopgrid/coopgrid/ledger"
+	"github.com/coopgrid/coopgrid/p2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Options configure Start. Listen, API and Bootstrap are the flags of
+// `peer run`: when set they override config.yaml.
+type Options struct {
+	DataDir   string
+	Listen    []string
+	API       string
+	Bootstrap []string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// JoinTimeout bounds the first join of a peer that is not a member yet
+	// (default 60s, or the context's deadline).
+	JoinTimeout time.Duration
+	// ReconcileInterval paces the executor bridge's reconciliation against
+	// the ledger (default 2s); committed changes wake it earlier.
+	ReconcileInterval time.Duration
+	// Consensus, when set, edits the consensus configuration after the
+	// config file's settings (for tests and tools).
+	Consensus func(*consensus.Config)
+}
+
+// Node is a running peer: the libp2p host, the Raft member holding the
+// ledger, the executor of this peer's machines and the bridge between them,
+// gossip heartbeats and the file transfer protocols. It implements
+// api.Backend.
+type Node struct {
+	dir      string
+	cfg      Config
+	log      *slog.Logger
+	self     peer.ID
+	org      string
+	limit    Limit
+	machines map[string]executor.MachineConfig // by name
+	opts     Options
+
+	host  *p2p.Host
+	cons  *consensus.Node
+	exec  executor.Executor // nil when the peer offers no machines
+	blobs *blobStore
+
+	ps    *pubsub.PubSub
+	topic *pubsub.Topic
+	psSub *pubsub.Subscription
+	hb    *tracker
+	br    *bridge
+
+	// outMu serialises writes of received outputs.
+	outMu sync.Mutex
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	ready    chan struct{}
+	done     chan struct{}
+	doneOnce sync.Once
+	errMu    sync.Mutex
+	err      error
+
+	// crashed makes every component drop its work without proposing
+	// anything: an abrupt stop, as when the process dies.
+	crashed   atomic.Bool
+	closing   atomic.Bool
+	left      atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ api.Backend = (*Node)(nil)
+
+// Start opens the data directory and starts the peer. A peer that is not a
+// member of the federation yet joins through the bootstrap addresses (or
+// the known peers), or, only if it was initialised with --new-federation
+// and has no way to join, bootstraps a new federation. Start returns once
+// the peer is a member; registering the organisation and starting the
+// executor continue in the background (Ready).
+func Start(ctx context.Context, opts Options) (*Node, error) {
+	if opts.DataDir == "" {
+		return nil, errors.New("start: no data directory")
+	}
+	dir, err := filepath.Abs(opts.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	cfgPath := filepath.Join(dir, ConfigFile)
+	if _, err := os.Stat(cfgPath); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("start %s: %w", dir, errNotInitialised)
+	}
+	cfg, err := LoadConfig(cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	if len(opts.Listen) > 0 {
+		for _, a := range opts.Listen {
+			if err := checkTCPAddr(a); err != nil {
+				return nil, fmt.Errorf("--listen %v", err)
+			}
+		}
+		cfg.Listen = opts.Listen
+	}
+	if opts.API != "" {
+		if err := checkAPIAddr(opts.API); err != nil {
+			return nil, fmt.Errorf("--api %v", err)
+		}
+		cfg.API = opts.API
+	}
+	for _, a := range opts.Bootstrap {
+		if err := checkBootstrapAddr(a); err != nil {
+			return nil, fmt.Errorf("--bootstrap %v", err)
+		}
+	}
+	limit, err := ParseLimit(cfg.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("%s: limit: %w", cfgPath, err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if opts.ReconcileInterval <= 0 {
+		opts.ReconcileInterval = 2 * time.Second
+	}
+	if opts.JoinTimeout <= 0 {
+		opts.JoinTimeout = 60 * time.Second
+	}
+	n := &Node{
+		dir: dir, cfg: cfg, org: cfg.Org, limit: limit, opts: opts,
+		log:      log.With("org", cfg.Org),
+		machines: map[string]executor.MachineConfig{},
+		ready:    make(chan struct{}),
+		done:     make(chan struct{}),
+		hb:       newTracker(),
+	}
+	var mf *executor.MachinesFile
+	if p := cfg.machinesPath(dir); p != "" {
+		if mf, err = executor.LoadMachinesFile(p); err != nil {
+			return nil, err
+		}
+		for _, m := range mf.Machines {
+			if m.GFLOPS == 0 {
+				return nil, fmt.Errorf("machines file %s: machine %q has no gflops: declare it, or let peer init measure it", p, m.Name)
+			}
+			n.machines[m.Name] = m
+		}
+	}
+	n.blobs, err = newBlobStore(filepath.Join(dir, BlobsDir))
+	if err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	for _, d := range []string{OutputsDir, TasksDir} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return nil, fmt.Errorf("start: %w", err)
+		}
+	}
+
+	n.host, err = p2p.New(p2p.Config{
+		DataDir:       dir,
+		ListenAddrs:   cfg.Listen,
+		AnnounceAddrs: cfg.Announce,
+		Logger:        log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.self = n.host.ID()
+	n.log = n.log.With("peer", shortID(n.self))
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	fail := func(err error) (*Node, error) {
+		n.shutdown(context.Background())
+		return nil, err
+	}
+
+	if mf != nil {
+		if n.exec, err = newExecutor(cfg, dir, mf, log); err != nil {
+			return fail(err)
+		}
+	}
+
+	ccfg := consensus.DefaultConfig(filepath.Join(dir, RaftDir))
+	if cfg.Consensus.Preset == "wan" {
+		ccfg = consensus.WANConfig(filepath.Join(dir, RaftDir))
+	}
+	ccfg.Policy = cfg.Consensus.Policy
+	ccfg.ScheduleInterval = cfg.Consensus.ScheduleInterval
+	ccfg.CheckpointBlockSeconds = cfg.Consensus.CheckpointBlock.Seconds()
+	ccfg.Logger = log
+	if opts.Consensus != nil {
+		opts.Consensus(&ccfg)
+	}
+	if n.cons, err = consensus.New(ccfg, n.host); err != nil {
+		return fail(err)
+	}
+
+	n.host.Handle(ProtoBlob, n.handleBlob)
+	n.host.Handle(ProtoOutputs, n.handleOutputs)
+	n.host.Handle(ProtoLogs, n.handleLogs)
+	if err := n.startGossip(); err != nil {
+		return fail(err)
+	}
+
+	jctx, cancel := context.WithTimeout(ctx, opts.JoinTimeout)
+	err = n.becomeMember(jctx, opts.Bootstrap)
+	cancel()
+	if err != nil {
+		return fail(err)
+	}
+
+	n.br = newBridge(n)
+	n.wg.Add(3)
+	go n.setup()
+	go n.detectLost()
+	go n.consumeHeartbeats()
+	return n, nil
+}
+
+func newExecutor(cfg Config, dir string, mf *executor.MachinesFile, log *slog.Logger) (executor.Executor, error) {
+	if cfg.Executor.Kind == "sim" {
+		e, err := executor.NewSimExecutor(executor.SimConfig{Machines: mf.Machines, Compression: cfg.Executor.SimCompression, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("start: %w", err)
+		}
+		return e, nil
+	}
+	e, err := executor.NewProcessExecutor(executor.ProcessConfig{
+		TasksDir: filepath.Join(dir, TasksDir),
+		Machines: mf.Machines,
+		Policy:   mf.Policy,
+		Logger:   log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	return e, nil
+}
+
+func shortID(id peer.ID) string {
+	s := id.String()
+	if len(s) > 8 {
+		return s[len(s)-8:]
+	}
+	return s
+}
+
+// ID is this peer's libp2p ID (also its Raft server ID).
+func (n *Node) ID() peer.ID { return n.self }
+
+// Org is the organisation this peer acts for.
+func (n *Node) Org() string { return n.org }
+
+// DataDir is the peer's data directory.
+func (n *Node) DataDir() string { return n.dir }
+
+// Config is the configuration the node runs with (flags applied).
+func (n *Node) Config() Config { return n.cfg }
+
+// APIAddr is the HTTP API's host:port from the config or --api.
+func (n *Node) APIAddr() string { return n.cfg.API }
+
+// TokenPath is the API token file.
+func (n *Node) TokenPath() string { return filepath.Join(n.dir, TokenFile) }
+
+// APIToken reads the API's bearer token from the data directory.
+func (n *Node) APIToken() (string, error) {
+	b, err := os.ReadFile(n.TokenPath())
+	if err != nil {
+		return "", fmt.Errorf("api token: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("api token %s is empty", n.TokenPath())
+	}
+	return t, nil
+}
+
+// Addrs are this peer's full multiaddrs (ending in /p2p/<id>): what others
+// pass as --bootstrap.
+func (n *Node) Addrs() []string {
+	var out []string
+	for _, a := range n.host.FullAddrs() {
+		out = append(out, a.String())
+	}
+	return out
+}
+
+// Host is the libp2p host.
+func (n *Node) Host() *p2p.Host { return n.host }
+
+// Consensus is the Raft member (for metrics and diagnostics).
+func (n *Node) Consensus() *consensus.Node { return n.cons }
+
+// SchedulerStats are the leader loop's counters (decisions per second for
+// /metrics).
+func (n *Node) SchedulerStats() consensus.SchedulerStats { return n.cons.SchedulerStats() }
+
+// Ready is closed once the organisation is registered and the executor
+// bridge runs.
+func (n *Node) Ready() <-chan struct{} { return n.ready }
+
+// Done is closed when the node stops by itself: after Leave, or on a fatal
+// error (Err says which).
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Err is the fatal error that stopped the node, nil after Leave or Close.
+func (n *Node) Err() error {
+	n.errMu.Lock()
+	defer n.errMu.Unlock()
+	return n.err
+}
+
+func (n *Node) stop(err error) {
+	n.errMu.Lock()
+	if n.err == nil {
+		n.err = err
+	}
+	n.errMu.Unlock()
+	n.doneOnce.Do(func() { close(n.done) })
+}
+
+// WaitReady waits until the node is ready, stopped, or ctx ends.
+func (n *Node) WaitReady(ctx context.Context) error {
+	select {
+	case <-n.ready:
+		return nil
+	case <-n.done:
+		if err := n.Err(); err != nil {
+			return err
+		}
+		return errors.New("node stopped")
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the node to be ready: %w", ctx.Err())
+	}
+}
+
+func (n *Node) isReady() bool {
+	select {
+	case <-n.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close stops the peer cleanly: it stops the tasks running here and
+// declares this peer's machines lost (so that their tasks are queued again
+// at once rather than after the heartbeat timeout), then stops gossip,
+// Raft and the host. A restart brings the machines back up.
+func (n *Node) Close(ctx context.Context) error {
+	n.closeOnce.Do(func() { n.closeErr = n.shutdown(ctx) })
+	return n.closeErr
+}
+
+func (n *Node) shutdown(ctx context.Context) error {
+	n.closing.Store(true)
+	var errs []error
+	if n.exec != nil {
+		if err := n.exec.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("executor: %w", err))
+		}
+	}
+	if n.cons != nil && n.isReady() && !n.crashed.Load() && !n.left.Load() {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		n.releaseMachines(pctx)
+		cancel()
+	}
+	if n.cancel != nil {
+		n.cancel()
+	}
+	n.wg.Wait()
+	if n.psSub != nil {
+		n.psSub.Cancel()
+	}
+	if n.topic != nil {
+		_ = n.topic.Close()
+	}
+	if n.cons != nil {
+		if err := n.cons.Shutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("consensus: %w", err))
+		}
+	}
+	if n.host != nil {
+		for _, p := range []string{ProtoBlob, ProtoOutputs, ProtoLogs} {
+			n.host.RemoveStreamHandler(protocolID(p))
+		}
+		if err := n.host.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("host: %w", err))
+		}
+	}
+	n.doneOnce.Do(func() { close(n.done) })
+	return errors.Join(errs...)
+}
+
+// crash stops the node abruptly, as if the process died: nothing is
+// proposed, running tasks are killed, the data directory stays.
+func (n *Node) crash() {
+	n.crashed.Store(true)
+	_ = n.Close(context.Background())
+}
+
+// releaseMachines declares this peer's up machines lost, best effort.
+func (n *Node) releaseMachines(ctx context.Context) {
+	var up []string
+	n.cons.View(func(l *ledger.Ledger) {
+		for _, m := range l.Machines() {
+			if m.Org == n.org && m.State == ledger.MachineUp {
+				up = append(up, m.ID)
+			}
+		}
+	})
+	for _, id := range up {
+		if _, err := n.propose(ctx, func(c *ledger.Command) { c.MachineLost = &ledger.MachineLostCmd{Machine: id} }); err != nil {
+			n.log.Info("close: could not declare machine lost; the leader will after the heartbeat timeout", "machine", id, "err", err)
+		}
+	}
+}
+
+// propose builds a command acting for this peer's organisation, commits it
+// and returns its result. A command the ledger rejected returns the
+// *ledger.Error (with the result).
+func (n *Node) propose(ctx context.Context, body func(*ledger.Command)) (ledger.Result, error) {
+	c := ledger.Command{Org: n.org, Peer: n.self.String(), AtMs: time.Now().UnixMilli()}
+	body(&c)
+	data, err := ledger.EncodeCommand(c)
+	if err != nil {
+		return ledger.Result{}, err
+	}
+	res, err := n.cons.Propose(ctx, data)
+	if err != nil {
+		return res, err
+	}
+	if res.Err != nil {
+		return res, res.Err
+	}
+	return res, nil
+}
+
+// waitApplied waits until the local ledger has applied index idx, so that
+// a read after a write sees the write.
+func (n *Node) waitApplied(ctx context.Context, idx uint64) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for n.cons.AppliedIndex() < idx {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.ctx.Done():
+			return errors.New("node stopped")
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// sleep waits d or until ctx ends; it reports whether ctx is still alive.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,373 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/coopgrid/coopgrid/consensus"
+	"github.com/coopgrid/coopgrid/ledger"
+	"github.com/coopgrid/coopgrid/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// ErrNoWayToJoin is returned by Start for a peer that is not a member, has
+// no bootstrap address and no known peers, and was not initialised to
+// start a new federation.
+var ErrNoWayToJoin = errors.New("not a member of a federation and no way to join one: pass --bootstrap MULTIADDR (the /p2p/ address another peer prints)")
+
+// becomeMember makes this peer a member of the federation, following the
+// rule of docs/CONFIG.md ("Start-up"):
+//
+//   - Raft state on disk: resume. Dial the known peers (and any bootstrap
+//     address) so the members find this peer again; nothing else.
+//   - No Raft state and a bootstrap address: join through it.
+//   - No Raft state, no bootstrap address, known peers (a join that did
+//     not complete, or Raft state deleted): join through them.
+//   - Otherwise, only a peer initialised with --new-federation bootstraps
+//     a one-member federation. Any other peer refuses to start: a second
+//     federation must never be created by accident.
+func (n *Node) becomeMember(ctx context.Context, flagBootstrap []string) error {
+	bootstrap := append(slices.Clone(flagBootstrap), n.cfg.Bootstrap...)
+	has, err := n.cons.HasState()
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	if has {
+		k := n.host.ConnectKnown(ctx)
+		for _, a := range bootstrap {
+			if _, err := n.host.ConnectAddr(ctx, a); err != nil {
+				n.log.Info("bootstrap address unreachable", "addr", a, "err", err)
+			}
+		}
+		n.log.Info("resuming from the data directory", "known_peers_reached", k)
+		return nil
+	}
+	if len(bootstrap) == 0 {
+		bootstrap = n.knownAddrs()
+	}
+	if len(bootstrap) > 0 {
+		res, err := n.cons.Join(ctx, bootstrap...)
+		if err != nil {
+			return fmt.Errorf("join the federation: %w", err)
+		}
+		n.log.Info("joined the federation", "via", res.Via, "leader", res.Leader, "voter", res.Voter, "members", len(res.Members))
+		return nil
+	}
+	if !n.cfg.NewFederation {
+		return ErrNoWayToJoin
+	}
+	if err := n.cons.Bootstrap(); err != nil {
+		return fmt.Errorf("start a new federation: %w", err)
+	}
+	n.log.Info("started a new federation")
+	return nil
+}
+
+// knownAddrs turns the known peers into bootstrap addresses.
+func (n *Node) knownAddrs() []string {
+	var out []string
+	for _, kp := range n.host.KnownPeers() {
+		for _, a := range kp.Addrs {
+			out = append(out, a.String()+"/p2p/"+kp.ID.String())
+		}
+	}
+	return out
+}
+
+// setup runs in the background after Start: it waits for a leader,
+// registers the organisation (or reconciles its machines with the config),
+// then starts the executor bridge and the heartbeats. Transient failures
+// (no leader yet, a leader change) are retried; a conflict over who owns
+// the organisation stops the node.
+func (n *Node) setup() {
+	defer n.wg.Done()
+	backoff := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := n.register(n.ctx)
+		if err == nil {
+			break
+		}
+		var fatal *fatalError
+		if errors.As(err, &fatal) {
+			n.log.Error("cannot take part in the federation", "err", err)
+			n.stop(err)
+			return
+		}
+		if n.ctx.Err() != nil {
+			return
+		}
+		lvl := "waiting for the federation"
+		if attempt%10 == 0 {
+			n.log.Warn(lvl, "attempt", attempt, "err", err)
+		} else {
+			n.log.Debug(lvl, "attempt", attempt, "err", err)
+		}
+		n.rejoinIfRemoved()
+		if !sleep(n.ctx, backoff) {
+			return
+		}
+		backoff = min(backoff*2, 3*time.Second)
+	}
+	if n.exec != nil {
+		n.wg.Add(2)
+		go n.br.loop(n.ctx)
+		go n.br.consume(n.ctx)
+	}
+	n.wg.Add(1)
+	go n.publishHeartbeats()
+	close(n.ready)
+	n.log.Info("ready", "machines", len(n.machines))
+}
+
+type fatalError struct{ msg string }
+
+func (e *fatalError) Error() string { return e.msg }
+
+// rejoinIfRemoved joins again through the known peers when this peer's own
+// Raft configuration no longer lists it (it left, or was removed, and was
+// started again from its old data directory).
+func (n *Node) rejoinIfRemoved() {
+	members, err := n.cons.Members()
+	if err != nil || len(members) == 0 {
+		return
+	}
+	for _, m := range members {
+		if m.ID == n.self {
+			return
+		}
+	}
+	addrs := append(slices.Clone(n.opts.Bootstrap), n.cfg.Bootstrap...)
+	addrs = append(addrs, n.knownAddrs()...)
+	if len(addrs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := n.cons.Join(ctx, addrs...); err != nil {
+		n.log.Debug("rejoin", "err", err)
+	}
+}
+
+// register makes sure the organisation is registered to this peer with the
+// configured machines.
+func (n *Node) register(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := n.cons.WaitLeader(ctx); err != nil {
+		return err
+	}
+	var (
+		org     ledger.OrgInfo
+		exists  bool
+		peerOrg string
+		hasOrg  bool
+	)
+	read := func() error {
+		return n.cons.ReadConsistent(ctx, func(l *ledger.Ledger) {
+			org, exists = l.Org(n.org)
+			peerOrg, hasOrg = l.OrgOfPeer(n.self.String())
+		})
+	}
+	if err := read(); err != nil {
+		return err
+	}
+	if hasOrg && peerOrg != n.org {
+		return &fatalError{fmt.Sprintf("this peer (%s) is registered for organisation %q, but config.yaml says %q", n.self, peerOrg, n.org)}
+	}
+	if exists && org.Peer != n.self.String() {
+		return &fatalError{fmt.Sprintf("organisation %q is registered to another peer (%s); each organisation has one peer", n.org, org.Peer)}
+	}
+	if !exists {
+		var specs []ledger.MachineSpec
+		var power int64
+		for _, name := range n.machineNames() {
+			m := n.machines[name]
+			specs = append(specs, machineSpec(m.Name, m.MFLOPS(), m.BusyMilliW(), m.IdleMilliW()))
+			power += m.BusyMilliW()
+		}
+		lim := n.limit.MilliWatts(power)
+		_, err := n.propose(ctx, func(c *ledger.Command) {
+			c.RegisterOrg = &ledger.RegisterOrg{LimitMilliW: lim, Machines: specs}
+		})
+		if err != nil {
+			// On CodeExists (registered meanwhile: a retry after an
+			// unknown outcome, or someone else) the next attempt reads
+			// again and checks who holds it.
+			return fmt.Errorf("register %s: %w", n.org, err)
+		}
+		n.log.Info("organisation registered", "machines", len(specs), "limit_w", float64(lim)/1000)
+		return nil
+	}
+	return n.reconcileMachines(ctx)
+}
+
+func machineSpec(name string, mflops, busy, idle int64) ledger.MachineSpec {
+	return ledger.MachineSpec{Name: name, MFLOPS: mflops, BusyMilliW: busy, IdleMilliW: idle}
+}
+
+func (n *Node) machineNames() []string {
+	names := make([]string, 0, len(n.machines))
+	for name := range n.machines {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// reconcileMachines runs at every start of a registered peer. Its executor
+// runs nothing yet, so every run the ledger records on this peer's
+// machines is an orphan of the previous run of the daemon:
+//
+//   - a machine holding a running task, or a stopped run whose energy was
+//     never reported, is declared lost (MachineLost): its task goes back to
+//     the queue and the open segments are closed with the declared-power
+//     estimate. The heartbeat loop then brings it back up (Heartbeat);
+//   - a machine that is no longer in the machines file is declared lost if
+//     it holds anything, then removed; one whose GFLOPS or watts changed is
+//     removed and added again with the new figures;
+//   - a machine of the file that the ledger lacks is added.
+//
+// Tasks only assigned (not started) are left alone: the bridge starts them.
+func (n *Node) reconcileMachines(ctx context.Context) error {
+	var (
+		mine    []ledger.Machine
+		stopped = map[string]bool{}
+		running = map[string]bool{}
+	)
+	err := n.cons.ReadConsistent(ctx, func(l *ledger.Ledger) {
+		for _, m := range l.Machines() {
+			if m.Org == n.org {
+				mine = append(mine, m)
+			}
+		}
+		for _, s := range l.PendingStops(n.org) {
+			stopped[s.Machine] = true
+		}
+		for _, a := range l.Allocations(n.org) {
+			if a.Task.State == ledger.TaskRunning {
+				running[a.Machine.ID] = true
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	inLedger := map[string]bool{}
+	for _, m := range mine {
+		inLedger[m.Name] = true
+		want, configured := n.machines[m.Name]
+		changed := configured && (want.MFLOPS() != m.MFLOPS || want.BusyMilliW() != m.BusyMilliW || want.IdleMilliW() != m.IdleMilliW)
+		orphan := running[m.ID] || stopped[m.ID]
+		if m.State == ledger.MachineUp && (orphan || ((!configured || changed) && m.Task != "")) {
+			if err := n.declareLost(ctx, m.ID); err != nil {
+				return err
+			}
+			n.log.Info("machine declared lost: its run did not survive the restart", "machine", m.ID)
+		}
+		if !configured || changed {
+			if _, err := n.propose(ctx, func(c *ledger.Command) { c.RemoveMachine = &ledger.RemoveMachine{Machine: m.ID} }); err != nil {
+				return fmt.Errorf("remove machine %s: %w", m.ID, err)
+			}
+			n.log.Info("machine removed", "machine", m.ID, "reason", map[bool]string{true: "changed in the machines file", false: "no longer in the machines file"}[changed])
+		}
+		if changed {
+			spec := machineSpec(want.Name, want.MFLOPS(), want.BusyMilliW(), want.IdleMilliW())
+			if _, err := n.propose(ctx, func(c *ledger.Command) { c.AddMachine = &ledger.AddMachine{Machine: spec} }); err != nil {
+				return fmt.Errorf("add machine %s: %w", m.ID, err)
+			}
+		}
+	}
+	for _, name := range n.machineNames() {
+		if inLedger[name] {
+			continue
+		}
+		m := n.machines[name]
+		spec := machineSpec(m.Name, m.MFLOPS(), m.BusyMilliW(), m.IdleMilliW())
+		if _, err := n.propose(ctx, func(c *ledger.Command) { c.AddMachine = &ledger.AddMachine{Machine: spec} }); err != nil && ledger.CodeOf(err) != ledger.CodeExists {
+			return fmt.Errorf("add machine %s/%s: %w", n.org, name, err)
+		}
+		n.log.Info("machine added", "machine", n.org+"/"+name)
+	}
+	return nil
+}
+
+// declareLost proposes MachineLost for one of this peer's machines; a
+// machine already lost is fine.
+func (n *Node) declareLost(ctx context.Context, machine string) error {
+	_, err := n.propose(ctx, func(c *ledger.Command) { c.MachineLost = &ledger.MachineLostCmd{Machine: machine} })
+	if err != nil && ledger.CodeOf(err) != ledger.CodeBadState {
+		return fmt.Errorf("declare %s lost: %w", machine, err)
+	}
+	return nil
+}
+
+// bringUp proposes Heartbeat for this peer's configured machines that the
+// ledger holds as lost.
+func (n *Node) bringUp(ctx context.Context) {
+	var lost []string
+	n.cons.View(func(l *ledger.Ledger) {
+		for _, m := range l.Machines() {
+			if m.Org == n.org && m.State == ledger.MachineLost {
+				if _, ok := n.machines[m.Name]; ok {
+					lost = append(lost, m.ID)
+				}
+			}
+		}
+	})
+	for _, id := range lost {
+		if _, err := n.propose(ctx, func(c *ledger.Command) { c.Heartbeat = &ledger.Heartbeat{Machine: id} }); err != nil {
+			n.log.Debug("bring machine up", "machine", id, "err", err)
+			continue
+		}
+		n.log.Info("machine up again", "machine", id)
+	}
+}
+
+// isMember reports whether p is in the Raft configuration.
+func (n *Node) isMember(p peer.ID) bool {
+	members, err := n.cons.Members()
+	if err != nil {
+		return false
+	}
+	for _, m := range members {
+		if m.ID == p {
+			return true
+		}
+	}
+	return false
+}
+
+// peerOfOrg returns the peer registered for org in the local view.
+func (n *Node) peerOfOrg(org string) (peer.ID, error) {
+	var s string
+	n.cons.View(func(l *ledger.Ledger) {
+		if o, ok := l.Org(org); ok {
+			s = o.Peer
+		}
+	})
+	if s == "" {
+		return "", fmt.Errorf("organisation %q is not registered", org)
+	}
+	id, err := peer.Decode(s)
+	if err != nil {
+		return "", fmt.Errorf("organisation %q: peer %q: %w", org, s, err)
+	}
+	return id, nil
+}
+
+// retryable says a failed proposal certainly or possibly did not take
+// effect for reasons that pass (no leader, leader change, network).
+func retryable(err error) bool {
+	var pe *p2p.Error
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case consensus.CodeNoLeader, consensus.CodeNotLeader, consensus.CodeOutcomeUnknown, consensus.CodeTimeout, p2p.CodeUnavailable:
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, p2p.ErrUnreachable)
+}
