@@ -159,7 +159,7 @@ type TaskView struct {
 	Org         string  `json:"org"`
 	Name        string  `json:"name,omitempty"`
 	State       string  `json:"state"`
-	Machine     string  `json:"machine"` // "" unless assigned or running; always present for `peer tasks --json`
+	Machine     string  `json:"machine"` // the machine holding it, else the one of its latest run, else ""
 	Attempts    int     `json:"attempts"`
 	ExitCode    int     `json:"exit_code"`
 	Reason      string  `json:"reason,omitempty"`

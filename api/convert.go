@@ -66,14 +66,20 @@ func MachineFromLedger(m ledger.Machine) MachineView {
 	}
 }
 
-// TaskFromLedger converts one task to its list line.
+// TaskFromLedger converts one task to its list line. Machine is the
+// machine holding the task, else the one of its latest run (where a
+// finished task ran), as the daemon shows it.
 func TaskFromLedger(t ledger.Task) TaskView {
+	machine := t.Machine
+	if machine == "" && len(t.Segments) > 0 {
+		machine = t.Segments[len(t.Segments)-1].Machine
+	}
 	return TaskView{
 		ID:          t.ID,
 		Org:         t.Org,
 		Name:        t.Spec.Name,
 		State:       string(t.State),
-		Machine:     t.Machine,
+		Machine:     machine,
 		Attempts:    t.Attempts,
 		ExitCode:    t.ExitCode,
 		Reason:      t.Reason,

@@ -186,7 +186,7 @@ func TestRoutes(t *testing.T) {
 			for _, x := range ts {
 				got = append(got, x.ID+":"+x.State+":"+x.Machine)
 			}
-			want := []string{"alpha-1:done:", "alpha-2:assigned:alpha/a2", "alpha-3:queued:", "beta-1:running:alpha/a1"}
+			want := []string{"alpha-1:done:beta/b1", "alpha-2:assigned:alpha/a2", "alpha-3:queued:", "beta-1:running:alpha/a1"}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("tasks %v, want %v", got, want)
 			}

@@ -92,7 +92,7 @@ func TestClientTables(t *testing.T) {
 		}},
 		{[]string{"tasks"}, []string{
 			"ID NAME ORG STATE MACHINE ATTEMPTS EXIT GFLOP SUBMITTED",
-			"alpha-1 render-0 alpha done - 1 0 100 2023-11-14 22:13:22Z",
+			"alpha-1 render-0 alpha done beta/b1 1 0 100 2023-11-14 22:13:22Z",
 			"alpha-2 render-1 alpha assigned alpha/a2 0 - 100 2023-11-14 22:13:22Z",
 			"alpha-3 render-2 alpha queued - 0 - 100 2023-11-14 22:13:22Z",
 			"beta-1 - beta running alpha/a1 1 - 50 2023-11-14 22:13:23Z",
