@@ -15,14 +15,19 @@ type MetricsSource interface {
 	Metrics(ctx context.Context) (NodeMetrics, error)
 }
 
-// NodeMetrics are a daemon's counters since it started. They only grow.
+// NodeMetrics are a daemon's scheduling counters since it started, as
+// consensus.SchedulerStats counts them. They only grow.
 type NodeMetrics struct {
-	// DecisionsAccepted and DecisionsRejected count the scheduling
-	// decisions this peer's ledger applied or refused (stale, limit, …).
+	// SchedulingPasses counts the policy passes this peer ran as leader;
+	// PassErrors those whose log entry failed to commit.
+	SchedulingPasses uint64 `json:"scheduling_passes"`
+	PassErrors       uint64 `json:"pass_errors"`
+	// DecisionsProposed counts the decisions of those passes committed to
+	// the log; DecisionsAccepted and DecisionsRejected how the ledger took
+	// them (a decision made on a view that no longer holds is rejected).
+	DecisionsProposed uint64 `json:"decisions_proposed"`
 	DecisionsAccepted uint64 `json:"decisions_accepted"`
 	DecisionsRejected uint64 `json:"decisions_rejected"`
-	// SchedulingPasses counts the policy passes this peer ran as leader.
-	SchedulingPasses uint64 `json:"scheduling_passes"`
 }
 
 // raftStates are the states hashicorp/raft reports; coopgrid_raft_state is
@@ -33,7 +38,8 @@ var raftStates = []string{"Follower", "Candidate", "Leader", "Shutdown"}
 // metricDescs are the descriptions of the gauges computed at scrape time.
 type metricDescs struct {
 	up, queue, tasks, pi, limit, powerQuota, quota, alloc, dp, energy *prometheus.Desc
-	raftState, applied, peers, machines, decisions, passes            *prometheus.Desc
+	raftState, applied, peers, machines, decisions, proposed, passes  *prometheus.Desc
+	passErrors                                                        *prometheus.Desc
 }
 
 func newMetricDescs() *metricDescs {
@@ -53,8 +59,10 @@ func newMetricDescs() *metricDescs {
 		applied:    prometheus.NewDesc("coopgrid_raft_applied_index", "The last Raft log index applied to this peer's ledger.", nil, nil),
 		peers:      prometheus.NewDesc("coopgrid_peers", "Members of the federation known to this peer, by Raft voter status.", []string{"voter"}, nil),
 		machines:   prometheus.NewDesc("coopgrid_machines", "Machines by organisation and state (up, lost).", []string{"org", "state"}, nil),
-		decisions:  prometheus.NewDesc("coopgrid_decisions_total", "Scheduling decisions applied to this peer's ledger, by result (accepted, rejected).", []string{"result"}, nil),
+		decisions:  prometheus.NewDesc("coopgrid_decisions_total", "Decisions of this peer's scheduling passes as leader, by how the ledger took them (accepted, rejected); rate() is decisions per second.", []string{"result"}, nil),
+		proposed:   prometheus.NewDesc("coopgrid_decisions_proposed_total", "Decisions of this peer's scheduling passes committed to the log.", nil, nil),
 		passes:     prometheus.NewDesc("coopgrid_scheduling_passes_total", "Scheduling passes this peer ran as leader.", nil, nil),
+		passErrors: prometheus.NewDesc("coopgrid_scheduling_pass_errors_total", "Scheduling passes whose log entry failed to commit.", nil, nil),
 	}
 }
 
@@ -156,7 +164,9 @@ func (s *Server) collect(ctx context.Context) scrape {
 		} else {
 			counter(d.decisions, float64(nm.DecisionsAccepted), "accepted")
 			counter(d.decisions, float64(nm.DecisionsRejected), "rejected")
+			counter(d.proposed, float64(nm.DecisionsProposed))
 			counter(d.passes, float64(nm.SchedulingPasses))
+			counter(d.passErrors, float64(nm.PassErrors))
 		}
 	}
 	return out

@@ -99,6 +99,8 @@ func TestMetrics(t *testing.T) {
 		"coopgrid_decisions_total{result=accepted}":              3,
 		"coopgrid_decisions_total{result=rejected}":              1,
 		"coopgrid_scheduling_passes_total":                       1,
+		"coopgrid_scheduling_pass_errors_total":                  0,
+		"coopgrid_decisions_proposed_total":                      4,
 		"coopgrid_api_requests_total{code=200,route=/v1/status}": 1,
 	}
 	for k, w := range want {

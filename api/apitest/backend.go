@@ -79,6 +79,7 @@ func (b *Backend) apply(c ledger.Command) (ledger.Result, error) {
 	if r.Err != nil {
 		return r, r.Err
 	}
+	b.nm.DecisionsProposed += uint64(len(r.Decisions))
 	for _, d := range r.Decisions {
 		if d.Err == nil {
 			b.nm.DecisionsAccepted++
