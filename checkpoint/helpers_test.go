@@ -261,3 +261,7 @@ func ctxT(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+func symlinkHdr(name, target string) tar.Header {
+	return tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target}
+}
