@@ -475,3 +475,18 @@ func apiError(err error) error {
 	}
 	return api.Errorf(api.CodeInternal, "%v", err)
 }
+
+// Metrics reports the leader loop's counters (api.MetricsSource): the
+// passes and decisions this peer made while it led.
+func (n *Node) Metrics(ctx context.Context) (api.NodeMetrics, error) {
+	s := n.cons.SchedulerStats()
+	return api.NodeMetrics{
+		SchedulingPasses:  s.Passes,
+		PassErrors:        s.Errors,
+		DecisionsProposed: s.Proposed,
+		DecisionsAccepted: s.Accepted,
+		DecisionsRejected: s.Rejected,
+	}, nil
+}
+
+var _ api.MetricsSource = (*Node)(nil)

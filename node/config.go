@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coopgrid/coopgrid/api"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
 	"github.com/coopgrid/coopgrid/policy"
@@ -105,7 +106,7 @@ type FilesConfig struct {
 // Defaults.
 const (
 	DefaultListen           = p2p.DefaultListenAddr
-	DefaultAPI              = "127.0.0.1:9441"
+	DefaultAPI              = api.DefaultAddr
 	DefaultLimit            = "100%"
 	DefaultExecutor         = "process"
 	DefaultSimCompression   = 600

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coopgrid/coopgrid/api"
 	"github.com/coopgrid/coopgrid/executor"
 	"github.com/coopgrid/coopgrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -35,7 +36,7 @@ import (
 const (
 	ConfigFile   = "config.yaml"
 	MachinesFile = "machines.yaml"
-	TokenFile    = "api.token"
+	TokenFile    = api.TokenFile
 	RaftDir      = "raft"
 	BlobsDir     = "blobs"
 	OutputsDir   = "outputs"
@@ -45,6 +46,17 @@ const (
 // ErrInitialised is returned by Init for a directory that already holds a
 // peer.
 var ErrInitialised = errors.New("data directory already initialised")
+
+// InputError is Init's error for bad input (an option, the machines file,
+// the secret file), as opposed to a failure to write the directory.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+func badInput(format string, args ...any) error {
+	return &InputError{Err: fmt.Errorf(format, args...)}
+}
 
 // InitOptions are the inputs of `peer init`.
 type InitOptions struct {
@@ -96,13 +108,13 @@ type InitMachine struct {
 // created.
 func Init(ctx context.Context, o InitOptions) (InitResult, error) {
 	if o.DataDir == "" {
-		return InitResult{}, errors.New("init: no data directory")
+		return InitResult{}, badInput("init: no data directory")
 	}
 	if !validName(o.Org) {
-		return InitResult{}, fmt.Errorf("init: organisation %q: want 1-64 characters of [A-Za-z0-9._-] starting with a letter or digit", o.Org)
+		return InitResult{}, badInput("init: organisation %q: want 1-64 characters of [A-Za-z0-9._-] starting with a letter or digit", o.Org)
 	}
 	if o.NewFederation == (o.SecretFile != "") {
-		return InitResult{}, errors.New("init: give exactly one of --new-federation (start a federation) and --secret FILE (join one)")
+		return InitResult{}, badInput("init: give exactly one of --new-federation (start a federation) and --secret FILE (join one)")
 	}
 	dir, err := filepath.Abs(o.DataDir)
 	if err != nil {
@@ -117,10 +129,10 @@ func Init(ctx context.Context, o InitOptions) (InitResult, error) {
 	if o.SecretFile != "" {
 		psk, err := p2p.LoadSecretFile(o.SecretFile)
 		if err != nil {
-			return InitResult{}, fmt.Errorf("init: %w", err)
+			return InitResult{}, badInput("init: %w", err)
 		}
 		if len(psk) != p2p.SecretSize {
-			return InitResult{}, fmt.Errorf("init: federation secret %s has %d bytes, want %d", o.SecretFile, len(psk), p2p.SecretSize)
+			return InitResult{}, badInput("init: federation secret %s has %d bytes, want %d", o.SecretFile, len(psk), p2p.SecretSize)
 		}
 		if secret, err = p2p.EncodeSecret(psk); err != nil {
 			return InitResult{}, fmt.Errorf("init: %w", err)
@@ -139,7 +151,7 @@ func Init(ctx context.Context, o InitOptions) (InitResult, error) {
 	if o.MachinesFile != "" {
 		mf, err := executor.LoadMachinesFile(o.MachinesFile)
 		if err != nil {
-			return InitResult{}, fmt.Errorf("init: %w", err)
+			return InitResult{}, badInput("init: %w", err)
 		}
 		d := o.MeasureFor
 		if d <= 0 {
@@ -170,7 +182,7 @@ func Init(ctx context.Context, o InitOptions) (InitResult, error) {
 	}
 	cfgBytes, err := cfg.Marshal()
 	if err != nil {
-		return InitResult{}, fmt.Errorf("init: %w", err)
+		return InitResult{}, badInput("init: %w", err)
 	}
 
 	// Now write, undoing everything on failure.

@@ -116,20 +116,20 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if len(opts.Listen) > 0 {
 		for _, a := range opts.Listen {
 			if err := checkTCPAddr(a); err != nil {
-				return nil, fmt.Errorf("--listen %v", err)
+				return nil, badInput("--listen %v", err)
 			}
 		}
 		cfg.Listen = opts.Listen
 	}
 	if opts.API != "" {
 		if err := checkAPIAddr(opts.API); err != nil {
-			return nil, fmt.Errorf("--api %v", err)
+			return nil, badInput("--api %v", err)
 		}
 		cfg.API = opts.API
 	}
 	for _, a := range opts.Bootstrap {
 		if err := checkBootstrapAddr(a); err != nil {
-			return nil, fmt.Errorf("--bootstrap %v", err)
+			return nil, badInput("--bootstrap %v", err)
 		}
 	}
 	limit, err := ParseLimit(cfg.Limit)
@@ -294,6 +294,10 @@ func (n *Node) APIToken() (string, error) {
 	}
 	return t, nil
 }
+
+// OfferedMachines are the names of the machines this peer offers (from its
+// machines file), sorted.
+func (n *Node) OfferedMachines() []string { return n.machineNames() }
 
 // Addrs are this peer's full multiaddrs (ending in /p2p/<id>): what others
 // pass as --bootstrap.

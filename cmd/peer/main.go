@@ -79,6 +79,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error")
 	root.AddCommand(newSimCmd())
 	root.AddCommand(newReproduceCmd())
+	root.AddCommand(newInitCmd(), newRunCmd())
 	root.AddCommand(newClientCmds()...)
 	return root
 }
