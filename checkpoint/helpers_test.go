@@ -201,11 +201,11 @@ func listDir(t *testing.T, d string) []string {
 
 // testNet is a set of peers on loopback sharing a federation secret.
 type testNet struct {
-	t   *testing.T
+	t   testing.TB
 	psk pnet.PSK
 }
 
-func newNet(t *testing.T) *testNet {
+func newNet(t testing.TB) *testNet {
 	psk, err := p2p.GenerateSecret()
 	if err != nil {
 		t.Fatal(err)

@@ -79,6 +79,7 @@ const (
 	DefaultTransferTimeout = 10 * time.Minute
 	DefaultMaxConcurrent   = 4
 	maxControlFrame        = 16 << 10
+	requestTimeout         = 30 * time.Second
 )
 
 // ServiceConfig configures a Service.
@@ -246,12 +247,16 @@ func errResponse(err error) response {
 func (s *Service) serve(st network.Stream) {
 	defer st.Close()
 	remote := st.Conn().RemotePeer()
+	// A peer gets a short time to state its request, so that a silent
+	// stream cannot hold a goroutine for a whole transfer's time.
+	_ = st.SetDeadline(time.Now().Add(min(requestTimeout, s.cfg.TransferTimeout)))
+	br := bufio.NewReader(st)
+	var req request
+	err := readMsg(br, &req)
 	_ = st.SetDeadline(time.Now().Add(s.cfg.TransferTimeout))
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.TransferTimeout)
 	defer cancel()
-	br := bufio.NewReader(st)
-	var req request
-	if err := readMsg(br, &req); err != nil {
+	if err != nil {
 		resp := errResponse(err)
 		if resp.Code == p2p.CodeInternal {
 			resp.Code = p2p.CodeBadRequest
@@ -274,7 +279,6 @@ func (s *Service) serve(st network.Stream) {
 		s.refuse(st, remote, req, errResponse(err))
 		return
 	}
-	var err error
 	switch req.Op {
 	case OpPush:
 		err = s.servePush(ctx, st, br, req)
