@@ -135,7 +135,7 @@ func entryName(hdr *tar.Header) (string, bool, error) {
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		return strings.TrimSuffix(hdr.Name, "/"), true, nil
-	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old archivers write TypeRegA
+	case tar.TypeReg: // archive/tar turns the old TypeRegA into TypeReg or TypeDir
 		if strings.HasSuffix(hdr.Name, "/") {
 			return "", false, badf(ErrUnsafePath, "file entry %q ends in a slash", show)
 		}
@@ -211,8 +211,12 @@ func mapReadErr(where string, err error) error {
 		return badf(ErrTooLarge, "%s: %v", where, err)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return badf(ErrCorrupt, "%s: truncated", where)
+	case errors.Is(err, tar.ErrInsecurePath):
+		// Only with GODEBUG=tarinsecurepath=0; checkName refuses the same
+		// names anyway.
+		return badf(ErrUnsafePath, "%s: %v", where, err)
 	case errors.As(err, &ce), errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader),
-		errors.Is(err, tar.ErrHeader), errors.Is(err, tar.ErrFieldTooLong), errors.Is(err, tar.ErrInsecurePath):
+		errors.Is(err, tar.ErrHeader), errors.Is(err, tar.ErrFieldTooLong):
 		return badf(ErrCorrupt, "%s: %v", where, err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
