@@ -41,10 +41,10 @@ var epoch = time.Unix(0, 0)
 // empty (no name, no time). So the same content always gives the same
 // bytes, and the same hash, with the same Go version.
 //
-// Symbolic links, hard links are not special (a second name of a file is
-// packed as a second copy), devices, FIFOs and sockets are refused with
-// ErrUnsupportedEntry: a checkpoint must be plain data, and refusing is the
-// only way to never follow a link out of dir. dir itself must be a real
+// Symbolic links, devices, FIFOs and sockets are refused with
+// ErrUnsupportedEntry: a checkpoint must be plain data, and refusing links
+// is the simplest way to never follow one out of dir. (Two hard links to
+// one file are two names of a regular file: each is packed as a copy.) dir itself must be a real
 // directory, not a link. Files are read through an os.Root opened on dir, so
 // a file swapped for a link while packing still cannot lead out of dir.
 //
