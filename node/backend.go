@@ -226,8 +226,12 @@ func (n *Node) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitRes
 		var total int64
 		for _, in := range st.Inputs {
 			total += int64(len(in.Data))
+			d := digestOf(in.Data)
+			if in.Digest != "" && in.Digest != d {
+				return api.SubmitResponse{}, api.Errorf(api.CodeBadRequest, "tasks[%d]: input %q: digest %s does not match its content (%s)", i, in.Name, in.Digest, d)
+			}
 			spec.Inputs = append(spec.Inputs, in.Name)
-			spec.InputDigests = append(spec.InputDigests, digestOf(in.Data))
+			spec.InputDigests = append(spec.InputDigests, d)
 		}
 		if total > n.cfg.Files.MaxInputBytes {
 			return api.SubmitResponse{}, api.Errorf(api.CodeTooLarge, "tasks[%d]: inputs take %d bytes, at most %d", i, total, n.cfg.Files.MaxInputBytes)
@@ -238,8 +242,13 @@ func (n *Node) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitRes
 	// Check the whole command before storing anything.
 	probe := ledger.Command{Org: n.org, Peer: n.self.String(), AtMs: time.Now().UnixMilli()}
 	body(&probe)
-	if _, err := ledger.EncodeCommand(probe); err != nil {
+	encoded, err := ledger.EncodeCommand(probe)
+	if err != nil {
 		return api.SubmitResponse{}, apiError(err)
+	}
+	// A follower forwards the command to the leader in one stream frame.
+	if max := n.host.Config().MaxMessageSize; len(encoded) > max && !n.cons.IsLeader() {
+		return api.SubmitResponse{}, api.Errorf(api.CodeTooLarge, "the submission encodes to %d bytes; one forwarded to the leader may take at most %d: submit fewer tasks (or smaller inputs' names and commands) at once", len(encoded), max)
 	}
 	// Inputs are stored before the tasks exist: a peer fetching one finds
 	// it as soon as the task is placed.
@@ -469,6 +478,9 @@ func apiError(err error) error {
 			return api.Errorf(api.CodeUnavailable, "%v", err)
 		}
 		return api.Errorf(api.CodeInternal, "%v", err)
+	}
+	if errors.Is(err, p2p.ErrTooLarge) {
+		return api.Errorf(api.CodeTooLarge, "%v (a command forwarded to the leader is bounded by the stream frame size: submit fewer tasks at once)", err)
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return api.Errorf(api.CodeUnavailable, "%v", err)

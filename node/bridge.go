@@ -396,9 +396,7 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 		// It ended by itself (or finished before a stop took effect,
 		// which the ledger counts as done if the task still waits).
 		note := ""
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-		err := b.n.shipOutputs(sctx, t, r.machine, res.Outputs)
-		cancel()
+		err := b.shipWithRetry(ctx, t, r.machine, res.Outputs)
 		if err != nil {
 			note = fmt.Sprintf("outputs not delivered (%v); kept on peer %s in %s", err, b.n.self, res.WorkDir)
 			b.n.log.Warn("outputs kept here: the submitting peer could not take them", "task", t.ID, "dir", res.WorkDir, "err", err)
@@ -415,6 +413,24 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 		b.n.log.Info("task run ended", "task", t.ID, "machine", r.machine, "reason", res.Reason, "energy_mj", energy, "source", source)
 	}
 	b.forget(r, out.Index)
+}
+
+// shipWithRetry ships outputs, trying again a few times while the
+// submitting peer is unreachable (it may be restarting).
+func (b *bridge) shipWithRetry(ctx context.Context, t ledger.Task, machine string, outputs map[string]string) error {
+	var err error
+	backoff := 500 * time.Millisecond
+	for attempt := 1; attempt <= 4; attempt++ {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		err = b.n.shipOutputs(sctx, t, machine, outputs)
+		cancel()
+		if err == nil || !retryable(err) || attempt == 4 || !sleep(ctx, backoff) {
+			return err
+		}
+		b.n.log.Debug("ship outputs: retrying", "task", t.ID, "err", err)
+		backoff *= 2
+	}
+	return err
 }
 
 func reasonOf(res executor.Result, note string) string {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coopgrid/coopgrid/executor"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
 )
@@ -258,5 +259,23 @@ func TestStartErrors(t *testing.T) {
 	_, err := Start(ctx, Options{DataDir: tn.dir})
 	if err == nil || !strings.HasPrefix(err.Error(), filepath.Join(tn.dir, ConfigFile)+":3: heartbeat.timeout:") {
 		t.Fatalf("start with a bad config: %v", err)
+	}
+}
+
+// TestExampleMachinesFiles: the machines files of examples/machines parse.
+func TestExampleMachinesFiles(t *testing.T) {
+	files, err := filepath.Glob("../examples/machines/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example machines files (%v)", err)
+	}
+	for _, f := range files {
+		mf, err := executor.LoadMachinesFile(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if _, err := encodeMachinesFile(mf); err != nil {
+			t.Errorf("%s does not survive peer init's rewrite: %v", f, err)
+		}
 	}
 }

@@ -329,7 +329,11 @@ func encodeMachinesFile(mf *executor.MachinesFile) ([]byte, error) {
 	b.WriteString("# Written by peer init; gflops were measured where the original left them out.\n")
 	b.WriteString("machines:\n")
 	for _, m := range mf.Machines {
-		fmt.Fprintf(&b, "  - name: %s\n    gflops: %s\n    busy_watts: %s\n", q(m.Name), num(m.GFLOPS), num(m.BusyWatts))
+		fmt.Fprintf(&b, "  - name: %s\n", q(m.Name))
+		if m.GFLOPS != 0 {
+			fmt.Fprintf(&b, "    gflops: %s\n", num(m.GFLOPS))
+		}
+		fmt.Fprintf(&b, "    busy_watts: %s\n", num(m.BusyWatts))
 		if m.IdleWatts != 0 {
 			fmt.Fprintf(&b, "    idle_watts: %s\n", num(m.IdleWatts))
 		}

@@ -3,7 +3,11 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +57,28 @@ func TestRestartRejoinsFromDataDir(t *testing.T) {
 	if s := b.task(id).Segments; len(s) != 1 || s[0].Source != ledger.EnergySimulated || s[0].EnergyMilliJ != 1_000_000 {
 		// 100 W × 10 simulated seconds = 1000 J.
 		t.Fatalf("segments %+v", s)
+	}
+
+	// r-c leaves: the federation goes on with two members, r-c's machine
+	// is released, and its node stops by itself.
+	c := peers[2]
+	if err := c.n.Leave(ctx); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	select {
+	case <-c.n.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node did not stop after leaving")
+	}
+	if c.n.Err() != nil {
+		t.Fatalf("stopped with %v", c.n.Err())
+	}
+	waitFor(t, 10*time.Second, "two members", func() bool {
+		st, err := a.n.Status(ctx)
+		return err == nil && len(st.Peers) == 2 && st.Leader != ""
+	})
+	if m := a.machine("r-c/m1"); m.State != ledger.MachineLost {
+		t.Fatalf("machine of the peer that left: %+v", m)
 	}
 }
 
@@ -140,4 +166,81 @@ func TestSecondFederationNeverByAccident(t *testing.T) {
 	if !errors.Is(err, ErrNoWayToJoin) {
 		t.Fatalf("start without a way to join: %v", err)
 	}
+}
+
+// TestPreemptionStopsAndReports: uni-a's task runs on uni-b's machine;
+// uni-b submits work, and EHOSEP gives uni-b its machine back by
+// preempting uni-a's task. uni-b's peer stops the run and reports the
+// stop with its energy; uni-a's task runs again elsewhere and finishes.
+func TestPreemptionStopsAndReports(t *testing.T) {
+	// p-a's machine draws more than p-b's limit (100 W), so p-b cannot take
+	// it: the policy must preempt on p-b's own machine.
+	peers := federation(t, "sim", []string{"p-a", "p-b"}, map[string]string{
+		"p-a": simMachine("m1", 50, 150),
+		"p-b": simMachine("m1", 100, 100),
+	}, nil)
+	a, b := peers[0], peers[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// 40,000 GFlop: 400 s simulated on p-b/m1 (10 s real), 800 s on p-a/m1.
+	ra, err := a.n.Submit(ctx, api.SubmitRequest{Tasks: []api.SubmitTask{{SizeMFlop: 40_000_000}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta := ra.TaskIDs[0]
+	waitFor(t, 20*time.Second, ta+" running on p-b/m1", func() bool {
+		tk := a.task(ta)
+		return tk.State == ledger.TaskRunning && tk.Machine == "p-b/m1"
+	})
+	rb, err := b.n.Submit(ctx, api.SubmitRequest{Tasks: []api.SubmitTask{{SizeMFlop: 100_000}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := rb.TaskIDs[0]
+	waitFor(t, 20*time.Second, tb+" done", func() bool { return b.task(tb).State == ledger.TaskDone })
+	if s := b.task(tb).Segments; len(s) != 1 || s[0].Machine != "p-b/m1" {
+		t.Fatalf("p-b's task ran %+v", s)
+	}
+	waitFor(t, 10*time.Second, ta+"'s preempted run reported", func() bool {
+		s := a.task(ta).Segments
+		return len(s) >= 1 && s[0].Outcome == ledger.OutcomePreempted
+	})
+	first := a.task(ta).Segments[0]
+	if first.Machine != "p-b/m1" || first.Source != ledger.EnergySimulated || first.EnergyMilliJ <= 0 {
+		t.Fatalf("preempted segment %+v", first)
+	}
+	if tk := a.task(ta); tk.State != ledger.TaskRunning && tk.State != ledger.TaskAssigned && tk.State != ledger.TaskDone {
+		t.Fatalf("preempted task is %s", tk.State)
+	}
+}
+
+// TestRestartReconcilesMachines: the machines file changes between two
+// runs; at the restart the ledger follows (a machine removed, one added,
+// one whose figures changed replaced).
+func TestRestartReconcilesMachines(t *testing.T) {
+	tn := newTNode(t, "mc-a", "", "machines:\n  - {name: keep, gflops: 10, busy_watts: 100}\n  - {name: gone, gflops: 10, busy_watts: 100}\n  - {name: tuned, gflops: 10, busy_watts: 100}\n", testConfig("sim"))
+	tn.start()
+	tn.close()
+	if err := os.WriteFile(filepath.Join(tn.dir, MachinesFile), []byte("machines:\n  - {name: keep, gflops: 10, busy_watts: 100}\n  - {name: tuned, gflops: 20, busy_watts: 120, idle_watts: 30}\n  - {name: new, gflops: 5, busy_watts: 50}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tn.start()
+	var got []string
+	tn.n.cons.View(func(l *ledger.Ledger) {
+		for _, m := range l.Machines() {
+			got = append(got, fmt.Sprintf("%s:%d:%d:%d", m.ID, m.MFLOPS, m.BusyMilliW, m.IdleMilliW))
+		}
+	})
+	want := []string{"mc-a/keep:10000:100000:0", "mc-a/new:5000:50000:0", "mc-a/tuned:20000:120000:30000"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("machines after restart %v, want %v", got, want)
+	}
+	waitFor(t, 10*time.Second, "every machine up", func() bool {
+		for _, id := range []string{"mc-a/keep", "mc-a/new", "mc-a/tuned"} {
+			if tn.machine(id).State != ledger.MachineUp {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -170,6 +170,8 @@ func TestHeartbeatValidation(t *testing.T) {
 		{"trailing data", b.n.self, append(enc(good), []byte(" {}")...), errHeartbeatMalformed},
 		{"negative power", b.n.self, enc(Heartbeat{V: 1, Org: "hb-b", AtMs: 5, Machines: []MachineTelemetry{{Name: "m1", PowerMilliW: -1}}}), errHeartbeatMalformed},
 		{"bad machine name", b.n.self, enc(Heartbeat{V: 1, Org: "hb-b", AtMs: 5, Machines: []MachineTelemetry{{Name: "../m"}}}), errHeartbeatMalformed},
+		{"bad address", b.n.self, enc(Heartbeat{V: 1, Org: "hb-b", AtMs: 5, Addrs: []string{"not an address"}}), errHeartbeatMalformed},
+		{"too many addresses", b.n.self, enc(Heartbeat{V: 1, Org: "hb-b", AtMs: 5, Addrs: strings.Split(strings.Repeat("/ip4/1.2.3.4/tcp/1,", 17)[:19*17-1], ",")}), errHeartbeatMalformed},
 		{"duplicate machine", b.n.self, enc(Heartbeat{V: 1, Org: "hb-b", AtMs: 5, Machines: []MachineTelemetry{{Name: "m1"}, {Name: "m1"}}}), errHeartbeatMalformed},
 	}
 	for _, tc := range cases {

@@ -16,6 +16,7 @@ import (
 	"github.com/coopgrid/coopgrid/ledger"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 )
 
 // TopicHeartbeat is the gossipsub topic of machine heartbeats and
@@ -40,7 +41,13 @@ type Heartbeat struct {
 	// Load1 is the sending host's one-minute load average.
 	Load1    float64            `json:"load1"`
 	Machines []MachineTelemetry `json:"machines"`
+	// Addrs are the sender's listen addresses: every member learns how to
+	// reach every other (for the file protocols) even if they never met.
+	Addrs []string `json:"addrs,omitempty"`
 }
+
+// maxHeartbeatAddrs bounds the addresses a heartbeat carries.
+const maxHeartbeatAddrs = 16
 
 // MachineTelemetry is one machine's part of a heartbeat.
 type MachineTelemetry struct {
@@ -135,6 +142,14 @@ func (n *Node) checkHeartbeat(author peer.ID, data []byte) (*Heartbeat, error) {
 	if len(hb.Machines) > ledger.MaxMachinesPerCommand {
 		return nil, fmt.Errorf("%w: %d machines", errHeartbeatMalformed, len(hb.Machines))
 	}
+	if len(hb.Addrs) > maxHeartbeatAddrs {
+		return nil, fmt.Errorf("%w: %d addresses", errHeartbeatMalformed, len(hb.Addrs))
+	}
+	for _, a := range hb.Addrs {
+		if _, err := ma.NewMultiaddr(a); err != nil || len(a) > 256 {
+			return nil, fmt.Errorf("%w: address %q", errHeartbeatMalformed, a)
+		}
+	}
 	names := map[string]bool{}
 	for _, m := range hb.Machines {
 		if !validName(m.Name) || names[m.Name] || m.PowerMilliW < 0 || m.PowerMilliW > ledger.MaxMachineMilliW || len(m.Task) > ledger.MaxTaskIDLen {
@@ -203,8 +218,21 @@ func (n *Node) consumeHeartbeats() {
 		if err != nil {
 			return
 		}
-		if hb, ok := msg.ValidatorData.(*Heartbeat); ok {
-			n.hb.observe(hb, time.Now())
+		hb, ok := msg.ValidatorData.(*Heartbeat)
+		if !ok {
+			continue
+		}
+		n.hb.observe(hb, time.Now())
+		if author := msg.GetFrom(); author != n.self && len(hb.Addrs) > 0 {
+			var addrs []ma.Multiaddr
+			for _, a := range hb.Addrs {
+				if m, err := ma.NewMultiaddr(a); err == nil {
+					addrs = append(addrs, m)
+				}
+			}
+			if err := n.host.Remember(peer.AddrInfo{ID: author, Addrs: addrs}); err != nil {
+				n.log.Debug("remember peer addresses", "peer", author, "err", err)
+			}
 		}
 	}
 }
@@ -217,11 +245,15 @@ func (n *Node) publishHeartbeats() {
 	t := time.NewTicker(n.cfg.Heartbeat.Interval)
 	defer t.Stop()
 	for {
-		if len(n.machines) > 0 && !n.crashed.Load() {
+		// A peer without machines sends heartbeats too: they carry its
+		// addresses.
+		if !n.crashed.Load() && !n.closing.Load() {
 			n.publishOnce()
-			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Heartbeat.Timeout)
-			n.bringUp(ctx)
-			cancel()
+			if len(n.machines) > 0 {
+				ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Heartbeat.Timeout)
+				n.bringUp(ctx)
+				cancel()
+			}
 		}
 		select {
 		case <-n.ctx.Done():
@@ -237,6 +269,11 @@ func (n *Node) publishOnce() {
 		running = n.br.runningByMachine()
 	}
 	hb := Heartbeat{V: heartbeatVersion, Org: n.org, AtMs: time.Now().UnixMilli(), Load1: load1()}
+	for _, a := range n.host.Addrs() {
+		if len(hb.Addrs) < maxHeartbeatAddrs {
+			hb.Addrs = append(hb.Addrs, a.String())
+		}
+	}
 	for _, name := range n.machineNames() {
 		m := n.machines[name]
 		mt := MachineTelemetry{Name: name, PowerMilliW: m.IdleMilliW()}
