@@ -38,6 +38,11 @@ type Heartbeat struct {
 	V    int    `json:"v"`
 	Org  string `json:"org"`
 	AtMs int64  `json:"at_ms"`
+	// Boot (the sender's start time, unix ms) and Seq (counting from 1
+	// within a boot) order one sender's messages for the replay guard
+	// without trusting its clock to move forward while it runs.
+	Boot int64  `json:"boot"`
+	Seq  uint64 `json:"seq"`
 	// Load1 is the sending host's one-minute load average.
 	Load1    float64            `json:"load1"`
 	Machines []MachineTelemetry `json:"machines"`
@@ -67,7 +72,7 @@ type tracker struct {
 	seen   map[string]time.Time // machine ID → local time
 	atMs   map[string]int64     // machine ID → sender's time
 	tele   map[string]MachineTelemetry
-	last   map[peer.ID]int64 // author → last accepted AtMs
+	last   map[peer.ID][2]int64 // author → last accepted (Boot, Seq)
 	loads  map[string]float64
 	upFrom map[string]time.Time // leader's view: when a machine was first seen up
 }
@@ -75,7 +80,7 @@ type tracker struct {
 func newTracker() *tracker {
 	return &tracker{
 		seen: map[string]time.Time{}, atMs: map[string]int64{}, tele: map[string]MachineTelemetry{},
-		last: map[peer.ID]int64{}, loads: map[string]float64{}, upFrom: map[string]time.Time{},
+		last: map[peer.ID][2]int64{}, loads: map[string]float64{}, upFrom: map[string]time.Time{},
 	}
 }
 
@@ -98,15 +103,16 @@ func (t *tracker) lastHeartbeatMs(id string) int64 {
 	return t.atMs[id]
 }
 
-// accept applies the replay guard: a message from author no newer than the
-// last one accepted is dropped.
-func (t *tracker) accept(author peer.ID, atMs int64) bool {
+// accept applies the replay guard: a message from author that is not
+// after the last one accepted, in (Boot, Seq) order, is dropped.
+func (t *tracker) accept(author peer.ID, boot int64, seq uint64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if atMs <= t.last[author] {
+	last, ok := t.last[author]
+	if ok && (boot < last[0] || boot == last[0] && int64(seq) <= last[1]) {
 		return false
 	}
-	t.last[author] = atMs
+	t.last[author] = [2]int64{boot, int64(seq)}
 	return true
 }
 
@@ -136,8 +142,9 @@ func (n *Node) checkHeartbeat(author peer.ID, data []byte) (*Heartbeat, error) {
 	if hb.V != heartbeatVersion {
 		return nil, fmt.Errorf("%w: version %d, want %d", errHeartbeatMalformed, hb.V, heartbeatVersion)
 	}
-	if !validName(hb.Org) || hb.AtMs <= 0 || hb.AtMs > ledger.MaxTimeMs || hb.Load1 < 0 || hb.Load1 > 1e6 {
-		return nil, fmt.Errorf("%w: bad org, time or load", errHeartbeatMalformed)
+	if !validName(hb.Org) || hb.AtMs <= 0 || hb.AtMs > ledger.MaxTimeMs || hb.Boot <= 0 || hb.Boot > ledger.MaxTimeMs ||
+		hb.Seq == 0 || hb.Seq > 1<<62 || hb.Load1 < 0 || hb.Load1 > 1e6 {
+		return nil, fmt.Errorf("%w: bad org, time, sequence or load", errHeartbeatMalformed)
 	}
 	if len(hb.Machines) > ledger.MaxMachinesPerCommand {
 		return nil, fmt.Errorf("%w: %d machines", errHeartbeatMalformed, len(hb.Machines))
@@ -185,7 +192,7 @@ func (n *Node) validateHeartbeat(_ context.Context, _ peer.ID, msg *pubsub.Messa
 		n.log.Debug("heartbeat rejected", "from", msg.GetFrom(), "err", err)
 		return pubsub.ValidationReject
 	}
-	if !n.hb.accept(msg.GetFrom(), hb.AtMs) {
+	if !n.hb.accept(msg.GetFrom(), hb.Boot, hb.Seq) {
 		return pubsub.ValidationIgnore
 	}
 	msg.ValidatorData = hb
@@ -268,7 +275,7 @@ func (n *Node) publishOnce() {
 	if n.br != nil {
 		running = n.br.runningByMachine()
 	}
-	hb := Heartbeat{V: heartbeatVersion, Org: n.org, AtMs: time.Now().UnixMilli(), Load1: load1()}
+	hb := Heartbeat{V: heartbeatVersion, Org: n.org, AtMs: time.Now().UnixMilli(), Boot: n.boot, Seq: n.hbSeq.Add(1), Load1: load1()}
 	for _, a := range n.host.Addrs() {
 		if len(hb.Addrs) < maxHeartbeatAddrs {
 			hb.Addrs = append(hb.Addrs, a.String())

@@ -66,6 +66,9 @@ type Node struct {
 	psSub *pubsub.Subscription
 	hb    *tracker
 	br    *bridge
+	// boot and hbSeq order this peer's heartbeats (the replay guard).
+	boot  int64
+	hbSeq atomic.Uint64
 
 	// outMu serialises writes of received outputs.
 	outMu sync.Mutex
@@ -153,6 +156,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		ready:    make(chan struct{}),
 		done:     make(chan struct{}),
 		hb:       newTracker(),
+		boot:     time.Now().UnixMilli(),
 	}
 	var mf *executor.MachinesFile
 	if p := cfg.machinesPath(dir); p != "" {
