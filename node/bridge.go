@@ -143,6 +143,14 @@ func (b *bridge) reconcile(ctx context.Context) {
 			delete(b.settled, id)
 		}
 	}
+	// A machine still holding a run the executor has not finished (one
+	// stopping after a preemption, say) takes no new run yet.
+	occupied := map[string]bool{}
+	for _, r := range b.runs {
+		if r.phase != phaseReporting {
+			occupied[r.machine] = true
+		}
+	}
 	placed := map[string]string{} // task → machine
 	for _, a := range allocs {
 		t := a.Task
@@ -160,7 +168,10 @@ func (b *bridge) reconcile(ctx context.Context) {
 		}
 		switch t.State {
 		case ledger.TaskAssigned:
-			b.startRun(ctx, a)
+			if !occupied[a.Machine.ID] {
+				occupied[a.Machine.ID] = true
+				b.startRun(ctx, a)
+			}
 		case ledger.TaskRunning:
 			machine, task := a.Machine.ID, t.ID
 			b.orphan(ctx, "run "+machine, func(ctx context.Context) { b.orphanRun(ctx, machine, task) })
@@ -242,7 +253,11 @@ func (b *bridge) start(ctx context.Context, r *run) {
 		// No Result will come: busy with a run still stopping, or closed.
 		// The next pass tries again.
 		b.n.log.Debug("executor start refused", "task", t.ID, "machine", r.machine, "err", err)
-		b.forget(r, 0)
+		b.mu.Lock()
+		if b.runs[t.ID] == r {
+			delete(b.runs, t.ID)
+		}
+		b.mu.Unlock()
 		return
 	}
 	b.mu.Lock()
