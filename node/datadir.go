@@ -290,29 +290,6 @@ func writeExclusive(path string, b []byte) error {
 	return f.Close()
 }
 
-// writeAtomic replaces path with b (0600) through a rename.
-func writeAtomic(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, werr := f.Write(b)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		os.Remove(tmp)
-	}
-	return werr
-}
-
 // encodeMachinesFile writes a machines file back as YAML, with the
 // measured GFLOPS filled in, and checks that it parses to the same thing.
 func encodeMachinesFile(mf *executor.MachinesFile) ([]byte, error) {

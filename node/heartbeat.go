@@ -121,7 +121,6 @@ var (
 	errHeartbeatMalformed    = errors.New("malformed heartbeat")
 	errHeartbeatUnauthorised = errors.New("unauthorised heartbeat")
 	errHeartbeatUnknown      = errors.New("heartbeat from an organisation not (yet) in this peer's view")
-	errHeartbeatReplay       = errors.New("replayed or out-of-order heartbeat")
 )
 
 // checkHeartbeat decodes and checks a heartbeat signed by author against
