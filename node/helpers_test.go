@@ -48,7 +48,7 @@ func testConfig(executorKind string) func(*Config) {
 		c.Executor.SimCompression = 40
 		c.Executor.StopGrace = 2 * time.Second
 		c.Heartbeat.Interval = 150 * time.Millisecond
-		c.Heartbeat.Timeout = 1500 * time.Millisecond
+		c.Heartbeat.Timeout = 2500 * time.Millisecond
 		c.Consensus.ScheduleInterval = 300 * time.Millisecond
 		c.Files.FetchTimeout = 10 * time.Second
 	}
