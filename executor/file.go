@@ -6,11 +6,12 @@ import (
 	"io"
 	"math"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/coopgrid/coopgrid/internal/yamlfile"
 )
 
 // MachinesFile is a peer's machines file: the machines it offers and the
@@ -119,17 +120,17 @@ func ParseMachinesFile(name string, data []byte) (*MachinesFile, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		line, msg := yamlErrLine(err)
+		line, msg := yamlfile.SyntaxErrorLine(err)
 		return nil, &FileError{File: name, Line: line, Msg: msg}
 	}
-	p := fileParser{file: name}
+	p := newFileParser(name)
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil, &FileError{File: name, Msg: "empty file: want a mapping with a machines list"}
 	}
 	root := doc.Content[0]
 	var out MachinesFile
 	var sawMachines bool
-	err := p.mapping(root, "", func(key string, k, v *yaml.Node, field string) error {
+	err := p.Mapping(root, "", func(key string, k, v *yaml.Node, field string) error {
 		switch key {
 		case "machines":
 			sawMachines = true
@@ -141,187 +142,39 @@ func ParseMachinesFile(name string, data []byte) (*MachinesFile, error) {
 			out.Policy = pol
 			return err
 		}
-		return p.errf(k, field, "unknown key (want machines or policy)")
+		return p.Errf(k, field, "unknown key (want machines or policy)")
 	})
 	if err != nil {
 		return nil, err
 	}
 	if !sawMachines {
-		return nil, p.errf(root, "machines", "missing")
+		return nil, p.Errf(root, "machines", "missing")
 	}
 	return &out, nil
 }
 
-// yamlErrLine splits a yaml.v3 syntax error ("yaml: line 3: ...") into
-// its line (0 if none) and the rest of the message.
-func yamlErrLine(err error) (int, string) {
-	s := strings.TrimPrefix(err.Error(), "yaml: ")
-	rest, ok := strings.CutPrefix(s, "line ")
-	if !ok {
-		return 0, s
-	}
-	num, msg, ok := strings.Cut(rest, ": ")
-	n, err2 := strconv.Atoi(num)
-	if !ok || err2 != nil {
-		return 0, s
-	}
-	return n, msg
+// fileParser reads a machines file; its errors are *FileError.
+type fileParser struct {
+	yamlfile.Parser
+	file string
 }
 
-type fileParser struct{ file string }
-
-func (p fileParser) errf(n *yaml.Node, field, format string, args ...any) error {
-	e := &FileError{File: p.file, Field: field, Msg: fmt.Sprintf(format, args...)}
-	if n != nil {
-		e.Line, e.Column = n.Line, n.Column
-	}
-	return e
-}
-
-func join(prefix, key string) string {
-	if prefix == "" {
-		return key
-	}
-	return prefix + "." + key
-}
-
-// mapping walks a mapping node, rejecting aliases and duplicate keys.
-func (p fileParser) mapping(n *yaml.Node, field string, each func(key string, k, v *yaml.Node, field string) error) error {
-	if n.Kind == yaml.AliasNode {
-		return p.errf(n, field, "aliases are not supported")
-	}
-	if n.Kind != yaml.MappingNode {
-		return p.errf(n, field, "want a mapping, got %s", kindName(n))
-	}
-	seen := make(map[string]bool, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			return p.errf(k, field, "want a plain key")
+func newFileParser(file string) fileParser {
+	return fileParser{file: file, Parser: yamlfile.Parser{MakeErr: func(n *yaml.Node, field, msg string) error {
+		e := &FileError{File: file, Field: field, Msg: msg}
+		if n != nil {
+			e.Line, e.Column = n.Line, n.Column
 		}
-		f := join(field, k.Value)
-		if seen[k.Value] {
-			return p.errf(k, f, "duplicate key")
-		}
-		seen[k.Value] = true
-		if v.Kind == yaml.AliasNode {
-			return p.errf(v, f, "aliases are not supported")
-		}
-		if err := each(k.Value, k, v, f); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.ScalarNode:
-		if n.Tag == "!!null" {
-			return "nothing"
-		}
-		return "a value"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.AliasNode:
-		return "an alias"
-	}
-	return "nothing"
-}
-
-func (p fileParser) scalar(n *yaml.Node, field string) error {
-	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		return p.errf(n, field, "want a value, got %s", kindName(n))
-	}
-	return nil
-}
-
-func (p fileParser) str(n *yaml.Node, field string) (string, error) {
-	if err := p.scalar(n, field); err != nil {
-		return "", err
-	}
-	if n.Tag != "!!str" {
-		return "", p.errf(n, field, "want a string, got %q", n.Value)
-	}
-	return n.Value, nil
-}
-
-// number reads a finite, non-negative float (an integer is fine).
-func (p fileParser) number(n *yaml.Node, field string) (float64, error) {
-	if err := p.scalar(n, field); err != nil {
-		return 0, err
-	}
-	if n.Tag != "!!int" && n.Tag != "!!float" {
-		return 0, p.errf(n, field, "want a number, got %q", n.Value)
-	}
-	var x float64
-	if err := n.Decode(&x); err != nil {
-		return 0, p.errf(n, field, "want a number, got %q", n.Value)
-	}
-	if math.IsNaN(x) || math.IsInf(x, 0) {
-		return 0, p.errf(n, field, "want a finite number, got %s", n.Value)
-	}
-	if x < 0 {
-		return 0, p.errf(n, field, "must not be negative, got %s", n.Value)
-	}
-	return x, nil
-}
-
-// count reads a non-negative integer.
-func (p fileParser) count(n *yaml.Node, field string) (uint64, error) {
-	if err := p.scalar(n, field); err != nil {
-		return 0, err
-	}
-	if n.Tag != "!!int" {
-		return 0, p.errf(n, field, "want a whole number, got %q", n.Value)
-	}
-	var x int64
-	if err := n.Decode(&x); err != nil {
-		return 0, p.errf(n, field, "want a whole number, got %q", n.Value)
-	}
-	if x < 0 {
-		return 0, p.errf(n, field, "must not be negative, got %s", n.Value)
-	}
-	return uint64(x), nil
-}
-
-func (p fileParser) duration(n *yaml.Node, field string) (time.Duration, error) {
-	s, err := p.str(n, field)
-	if err != nil {
-		return 0, p.errf(n, field, "want a duration such as 90s or 2h, got %q", n.Value)
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, p.errf(n, field, "want a duration such as 90s or 2h: %v", err)
-	}
-	if d < 0 {
-		return 0, p.errf(n, field, "must not be negative, got %s", s)
-	}
-	return d, nil
-}
-
-func (p fileParser) boolean(n *yaml.Node, field string) (bool, error) {
-	if err := p.scalar(n, field); err != nil {
-		return false, err
-	}
-	if n.Tag != "!!bool" {
-		return false, p.errf(n, field, "want true or false, got %q", n.Value)
-	}
-	var b bool
-	if err := n.Decode(&b); err != nil {
-		return false, p.errf(n, field, "want true or false, got %q", n.Value)
-	}
-	return b, nil
+		return e
+	}}}
 }
 
 func (p fileParser) machines(n *yaml.Node, field string) ([]MachineConfig, error) {
 	if n.Kind != yaml.SequenceNode {
-		return nil, p.errf(n, field, "want a list of machines, got %s", kindName(n))
+		return nil, p.Errf(n, field, "want a list of machines, got %s", yamlfile.KindName(n))
 	}
 	if len(n.Content) == 0 {
-		return nil, p.errf(n, field, "empty list: declare at least one machine")
+		return nil, p.Errf(n, field, "empty list: declare at least one machine")
 	}
 	names := make(map[string]int)
 	var ms []MachineConfig
@@ -329,48 +182,48 @@ func (p fileParser) machines(n *yaml.Node, field string) ([]MachineConfig, error
 		f := fmt.Sprintf("%s[%d]", field, i)
 		var m MachineConfig
 		var sawName, sawBusy bool
-		err := p.mapping(mn, f, func(key string, k, v *yaml.Node, field string) error {
+		err := p.Mapping(mn, f, func(key string, k, v *yaml.Node, field string) error {
 			var err error
 			switch key {
 			case "name":
 				sawName = true
-				if m.Name, err = p.str(v, field); err != nil {
+				if m.Name, err = p.Str(v, field); err != nil {
 					return err
 				}
 				if !validIdent(m.Name, maxNameLen) {
-					return p.errf(v, field, "%q: want 1-%d characters of [A-Za-z0-9._-] starting with a letter or digit", m.Name, maxNameLen)
+					return p.Errf(v, field, "%q: want 1-%d characters of [A-Za-z0-9._-] starting with a letter or digit", m.Name, maxNameLen)
 				}
 				if prev, dup := names[m.Name]; dup {
-					return p.errf(v, field, "machine %q already declared at line %d", m.Name, prev)
+					return p.Errf(v, field, "machine %q already declared at line %d", m.Name, prev)
 				}
 				names[m.Name] = v.Line
 			case "gflops":
-				if m.GFLOPS, err = p.number(v, field); err != nil {
+				if m.GFLOPS, err = p.Number(v, field); err != nil {
 					return err
 				}
 				if err := checkNumber(m.GFLOPS, maxGFLOPS, false); err != nil {
-					return p.errf(v, field, "%v (leave it out to have it measured)", err)
+					return p.Errf(v, field, "%v (leave it out to have it measured)", err)
 				}
 				if m.MFLOPS() == 0 {
-					return p.errf(v, field, "must be at least 0.001")
+					return p.Errf(v, field, "must be at least 0.001")
 				}
 			case "busy_watts":
 				sawBusy = true
-				if m.BusyWatts, err = p.number(v, field); err != nil {
+				if m.BusyWatts, err = p.Number(v, field); err != nil {
 					return err
 				}
 				if err := checkNumber(m.BusyWatts, maxWatts, false); err != nil {
-					return p.errf(v, field, "%v", err)
+					return p.Errf(v, field, "%v", err)
 				}
 			case "idle_watts":
-				if m.IdleWatts, err = p.number(v, field); err != nil {
+				if m.IdleWatts, err = p.Number(v, field); err != nil {
 					return err
 				}
 				if err := checkNumber(m.IdleWatts, maxWatts, true); err != nil {
-					return p.errf(v, field, "%v", err)
+					return p.Errf(v, field, "%v", err)
 				}
 			default:
-				return p.errf(k, field, "unknown key (want name, gflops, busy_watts, idle_watts)")
+				return p.Errf(k, field, "unknown key (want name, gflops, busy_watts, idle_watts)")
 			}
 			return nil
 		})
@@ -378,13 +231,13 @@ func (p fileParser) machines(n *yaml.Node, field string) ([]MachineConfig, error
 			return nil, err
 		}
 		if !sawName {
-			return nil, p.errf(mn, f+".name", "missing")
+			return nil, p.Errf(mn, f+".name", "missing")
 		}
 		if !sawBusy {
-			return nil, p.errf(mn, f+".busy_watts", "missing")
+			return nil, p.Errf(mn, f+".busy_watts", "missing")
 		}
 		if m.IdleWatts > m.BusyWatts {
-			return nil, p.errf(mn, f+".idle_watts", "%g is more than busy_watts %g", m.IdleWatts, m.BusyWatts)
+			return nil, p.Errf(mn, f+".idle_watts", "%g is more than busy_watts %g", m.IdleWatts, m.BusyWatts)
 		}
 		ms = append(ms, m)
 	}
@@ -393,66 +246,66 @@ func (p fileParser) machines(n *yaml.Node, field string) ([]MachineConfig, error
 
 func (p fileParser) policy(n *yaml.Node, field string) (Policy, error) {
 	var pol Policy
-	err := p.mapping(n, field, func(key string, k, v *yaml.Node, field string) error {
+	err := p.Mapping(n, field, func(key string, k, v *yaml.Node, field string) error {
 		var err error
 		var u uint64
 		switch key {
 		case "allow":
 			if v.Kind != yaml.SequenceNode {
-				return p.errf(v, field, "want a list of executables, got %s", kindName(v))
+				return p.Errf(v, field, "want a list of executables, got %s", yamlfile.KindName(v))
 			}
 			for i, e := range v.Content {
 				f := fmt.Sprintf("%s[%d]", field, i)
-				s, err := p.str(e, f)
+				s, err := p.Str(e, f)
 				if err != nil {
 					return err
 				}
 				if err := (Policy{Allow: []string{s}}).Validate(); err != nil {
-					return p.errf(e, f, "%v", err)
+					return p.Errf(e, f, "%v", err)
 				}
 				pol.Allow = append(pol.Allow, s)
 			}
 		case "allow_any":
-			pol.AllowAny, err = p.boolean(v, field)
+			pol.AllowAny, err = p.Boolean(v, field)
 		case "run_as":
-			if pol.RunAs, err = p.str(v, field); err == nil {
+			if pol.RunAs, err = p.Str(v, field); err == nil {
 				if _, _, perr := parseRunAs(pol.RunAs, true); perr != nil {
-					err = p.errf(v, field, "%v", perr)
+					err = p.Errf(v, field, "%v", perr)
 				}
 			}
 		case "path":
-			if pol.Path, err = p.str(v, field); err == nil {
+			if pol.Path, err = p.Str(v, field); err == nil {
 				if verr := (Policy{Path: pol.Path}).Validate(); verr != nil {
-					err = p.errf(v, field, "%v", verr)
+					err = p.Errf(v, field, "%v", verr)
 				}
 			}
 		case "max_wall_clock":
-			pol.MaxWallClock, err = p.duration(v, field)
+			pol.MaxWallClock, err = p.Duration(v, field)
 		case "kill_grace":
-			pol.KillGrace, err = p.duration(v, field)
+			pol.KillGrace, err = p.Duration(v, field)
 		case "max_cpu_seconds":
-			pol.MaxCPUSeconds, err = p.count(v, field)
+			pol.MaxCPUSeconds, err = p.Count(v, field)
 		case "max_address_space_bytes":
-			pol.MaxAddressSpaceBytes, err = p.count(v, field)
+			pol.MaxAddressSpaceBytes, err = p.Count(v, field)
 		case "max_processes":
-			pol.MaxProcesses, err = p.count(v, field)
+			pol.MaxProcesses, err = p.Count(v, field)
 		case "max_input_bytes":
-			u, err = p.count(v, field)
+			u, err = p.Count(v, field)
 			pol.MaxInputBytes = int64(u)
 		case "max_output_bytes":
-			u, err = p.count(v, field)
+			u, err = p.Count(v, field)
 			pol.MaxOutputBytes = int64(u)
 		case "max_output_files":
-			u, err = p.count(v, field)
+			u, err = p.Count(v, field)
 			if err == nil && u > math.MaxInt32 {
-				err = p.errf(v, field, "%d is over the limit %d", u, math.MaxInt32)
+				err = p.Errf(v, field, "%d is over the limit %d", u, math.MaxInt32)
 			}
 			pol.MaxOutputFiles = int(u)
 		case "max_log_bytes":
-			u, err = p.count(v, field)
+			u, err = p.Count(v, field)
 			pol.MaxLogBytes = int64(u)
 		default:
-			return p.errf(k, field, "unknown key")
+			return p.Errf(k, field, "unknown key")
 		}
 		return err
 	})
@@ -460,7 +313,7 @@ func (p fileParser) policy(n *yaml.Node, field string) (Policy, error) {
 		return Policy{}, err
 	}
 	if err := pol.Validate(); err != nil {
-		return Policy{}, p.errf(n, field, "%v", err)
+		return Policy{}, p.Errf(n, field, "%v", err)
 	}
 	return pol, nil
 }

@@ -7,9 +7,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/coopgrid/coopgrid/internal/yamlfile"
 )
 
 // Error is one problem found in a job file. It names the file, the position
@@ -73,7 +74,7 @@ func (l *errList) add(line, col int, path string, cause error, format string, ar
 		l.dropped++
 		return
 	}
-	l.errs = append(l.errs, &Error{File: l.file, Line: line, Column: col, Path: oneLine(path), Msg: oneLine(fmt.Sprintf(format, args...)), Err: cause})
+	l.errs = append(l.errs, &Error{File: l.file, Line: line, Column: col, Path: yamlfile.OneLine(path), Msg: yamlfile.OneLine(fmt.Sprintf(format, args...)), Err: cause})
 }
 
 func (l *errList) errAt(n *yaml.Node, path, format string, args ...any) {
@@ -94,37 +95,6 @@ func (l *errList) once(n *yaml.Node, path string, cause error, format string, ar
 
 // full says no further error would be shown: expansion can stop early.
 func (l *errList) full() bool { return len(l.errs) >= maxErrors }
-
-// maxMsgRunes bounds the path and the message of an Error: they quote the
-// file's own text, which may be a long string.
-const maxMsgRunes = 300
-
-// oneLine keeps one Error on one line and short: messages quote values and
-// keys from the file, which may hold newlines or control characters.
-func oneLine(s string) string {
-	var b strings.Builder
-	n := 0
-	for _, r := range s {
-		if n == maxMsgRunes {
-			b.WriteString("...")
-			break
-		}
-		n++
-		switch {
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case unicode.IsControl(r):
-			b.WriteString("?")
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
 
 func (l *errList) err() error {
 	if len(l.errs) == 0 {

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/coopgrid/coopgrid/internal/yamlfile"
 )
 
 // Job is a parsed job file, every template expanded.
@@ -144,7 +146,7 @@ func Load(path string, opts Options) (*Job, error) {
 	opts = opts.withDefaults()
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, &Error{File: path, Msg: oneLine(fmt.Sprintf("cannot read job file: %v", unwrapPath(err))), Err: err}
+		return nil, &Error{File: path, Msg: yamlfile.OneLine(fmt.Sprintf("cannot read job file: %v", unwrapPath(err))), Err: err}
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
@@ -152,12 +154,12 @@ func Load(path string, opts Options) (*Job, error) {
 	}
 	data, err := io.ReadAll(io.LimitReader(f, opts.MaxFileBytes+1))
 	if err != nil {
-		return nil, &Error{File: path, Msg: oneLine(fmt.Sprintf("cannot read job file: %v", unwrapPath(err))), Err: err}
+		return nil, &Error{File: path, Msg: yamlfile.OneLine(fmt.Sprintf("cannot read job file: %v", unwrapPath(err))), Err: err}
 	}
 	if opts.InputFS == nil {
 		root, err := os.OpenRoot(filepath.Dir(path))
 		if err != nil {
-			return nil, &Error{File: path, Msg: oneLine(fmt.Sprintf("cannot open the job file's directory: %v", unwrapPath(err))), Err: err}
+			return nil, &Error{File: path, Msg: yamlfile.OneLine(fmt.Sprintf("cannot open the job file's directory: %v", unwrapPath(err))), Err: err}
 		}
 		defer root.Close()
 		opts.InputFS = root.FS()

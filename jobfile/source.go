@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/coopgrid/coopgrid/internal/yamlfile"
 )
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line ([0-9]+): (.*)$`)
@@ -38,9 +40,9 @@ func yamlError(file string, err error) error {
 		if slices.Contains(parserProblems, m[2]) {
 			line++
 		}
-		return &Error{File: file, Line: line, Msg: oneLine("YAML syntax: " + m[2])}
+		return &Error{File: file, Line: line, Msg: yamlfile.OneLine("YAML syntax: " + m[2])}
 	}
-	return &Error{File: file, Msg: oneLine("YAML syntax: " + strings.TrimPrefix(msg, "yaml: "))}
+	return &Error{File: file, Msg: yamlfile.OneLine("YAML syntax: " + strings.TrimPrefix(msg, "yaml: "))}
 }
 
 const emptyMsg = "empty file: a job needs `tasks` or `template`"
@@ -53,7 +55,7 @@ func decodeYAML(filename string, data []byte) (root *yaml.Node, err error) {
 	// so that fuzzing finds it.)
 	defer func() {
 		if r := recover(); r != nil {
-			root, err = nil, &Error{File: filename, Msg: oneLine(fmt.Sprintf("cannot parse YAML: %v", r))}
+			root, err = nil, &Error{File: filename, Msg: yamlfile.OneLine(fmt.Sprintf("cannot parse YAML: %v", r))}
 		}
 	}()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -134,14 +136,14 @@ func (p *jsonReader) syntax(err error, at int64) error {
 	if errors.As(err, &se) {
 		// Offset counts the bytes before the offending one.
 		line, col := p.pos(max(se.Offset, 0))
-		return &Error{File: p.file, Line: line, Column: col, Msg: oneLine("JSON syntax: " + se.Error())}
+		return &Error{File: p.file, Line: line, Column: col, Msg: yamlfile.OneLine("JSON syntax: " + se.Error())}
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		line, col := p.pos(int64(len(p.data)))
 		return &Error{File: p.file, Line: line, Column: col, Msg: "JSON syntax: unexpected end of file"}
 	}
 	line, col := p.pos(at)
-	return &Error{File: p.file, Line: line, Column: col, Msg: oneLine("JSON syntax: " + err.Error())}
+	return &Error{File: p.file, Line: line, Column: col, Msg: yamlfile.OneLine("JSON syntax: " + err.Error())}
 }
 
 // value reads one JSON value (recursively) as a node.

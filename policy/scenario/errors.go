@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode"
+
+	"github.com/coopgrid/coopgrid/internal/yamlfile"
 )
 
 // Error is one problem found in a scenario file. It names the file, the
@@ -59,38 +60,7 @@ func (l *errList) add(line, col int, path, format string, args ...any) {
 		l.dropped++
 		return
 	}
-	l.errs = append(l.errs, &Error{File: l.file, Line: line, Column: col, Path: oneLine(path), Msg: oneLine(fmt.Sprintf(format, args...))})
-}
-
-// maxMsgRunes bounds the path and the message of an Error: they quote the
-// file's own text, which may be a long string.
-const maxMsgRunes = 300
-
-// oneLine keeps one Error on one line and short: messages quote values and
-// keys from the file, which may hold newlines or control characters.
-func oneLine(s string) string {
-	var b strings.Builder
-	n := 0
-	for _, r := range s {
-		if n == maxMsgRunes {
-			b.WriteString("...")
-			break
-		}
-		n++
-		switch {
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case unicode.IsControl(r):
-			b.WriteString("?")
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
+	l.errs = append(l.errs, &Error{File: l.file, Line: line, Column: col, Path: yamlfile.OneLine(path), Msg: yamlfile.OneLine(fmt.Sprintf(format, args...))})
 }
 
 func (l *errList) err() error {

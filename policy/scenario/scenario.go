@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/coopgrid/coopgrid/internal/yamlfile"
 	"github.com/coopgrid/coopgrid/policy"
 	"gopkg.in/yaml.v3"
 )
@@ -137,9 +138,9 @@ func yamlError(file string, err error) error {
 	msg := err.Error()
 	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
-		return &Error{File: file, Line: line, Msg: oneLine("YAML syntax: " + m[2])}
+		return &Error{File: file, Line: line, Msg: yamlfile.OneLine("YAML syntax: " + m[2])}
 	}
-	return &Error{File: file, Msg: oneLine("YAML syntax: " + strings.TrimPrefix(msg, "yaml: "))}
+	return &Error{File: file, Msg: yamlfile.OneLine("YAML syntax: " + strings.TrimPrefix(msg, "yaml: "))}
 }
 
 // Parse parses a scenario from data; filename only labels errors (and gives
@@ -174,7 +175,7 @@ func decodeYAML(filename string, data []byte) (root *yaml.Node, err error) {
 	// so that fuzzing finds it.)
 	defer func() {
 		if r := recover(); r != nil {
-			root, err = nil, &Error{File: filename, Msg: oneLine(fmt.Sprintf("cannot parse YAML: %v", r))}
+			root, err = nil, &Error{File: filename, Msg: yamlfile.OneLine(fmt.Sprintf("cannot parse YAML: %v", r))}
 		}
 	}()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
