@@ -276,7 +276,7 @@ func (l *Ledger) markStopping(t *Task, machine string, o Outcome) {
 	s[t.ID]++
 }
 
-func (l *Ledger) taskStarted(c *Command) *Error {
+func (l *Ledger) taskStarted(c *Command, res *Result) *Error {
 	b := c.TaskStarted
 	m, err := l.ownMachine(c, b.Machine)
 	if err != nil {
@@ -288,6 +288,24 @@ func (l *Ledger) taskStarted(c *Command) *Error {
 	}
 	if t.State != TaskAssigned || t.Machine != m.ID {
 		return errf(CodeBadState, "task %s is %s%s, not assigned to %q", t.ID, t.State, onMachine(t), m.ID)
+	}
+	if b.FromCheckpoint != "" {
+		ck := t.Checkpoint
+		if ck == nil {
+			return errf(CodeBadState, "task %s has no recorded checkpoint; the run restored %s", t.ID, b.FromCheckpoint)
+		}
+		if ck.Hash != b.FromCheckpoint || ck.ProgressMFlop != b.RestoredProgressMFlop {
+			return errf(CodeBadState, "task %s's recorded checkpoint is %s (%d MFlop); the run restored %s (%d MFlop)",
+				t.ID, ck.Hash, ck.ProgressMFlop, b.FromCheckpoint, b.RestoredProgressMFlop)
+		}
+	}
+	if b.FromZero && t.Checkpoint != nil {
+		// The checkpoint could not be restored: the run redoes everything,
+		// and the ledger must not count the lost progress as saved.
+		res.Notes = append(res.Notes, fmt.Sprintf("task %s starts from zero on %q: checkpoint %s (%d MFlop) was not restored and is dropped",
+			t.ID, m.ID, t.Checkpoint.Hash, t.Checkpoint.ProgressMFlop))
+		t.Checkpoint = nil
+		t.RemainingMFlop = t.SizeMFlop
 	}
 	t.State = TaskRunning
 	t.Attempts++
@@ -396,7 +414,7 @@ func (l *Ledger) taskStopped(c *Command, res *Result) *Error {
 			return errf(CodeMalformed, "checkpoint progress %d MFlop exceeds the task's size %d MFlop", ck.ProgressMFlop, t.SizeMFlop)
 		}
 		switch {
-		case t.State != TaskQueued:
+		case t.State != TaskQueued && t.State != TaskAssigned:
 			res.Notes = append(res.Notes, fmt.Sprintf("checkpoint %s ignored: task %s is %s, no longer waiting to resume", ck.Hash, t.ID, t.State))
 		case ck.ProgressMFlop < t.progress():
 			res.Notes = append(res.Notes, fmt.Sprintf("checkpoint %s ignored: it saves %d MFlop, the task's checkpoint already %d", ck.Hash, ck.ProgressMFlop, t.progress()))

@@ -187,15 +187,35 @@ type Decisions struct {
 
 // TaskStarted reports that the owner of Machine started the task assigned to
 // it. It opens a segment at AtMs.
+//
+// The optional fields say what state the run starts from, so that the
+// ledger's remaining work matches what the run will actually do (issue 5).
+// A command without them (an older proposer) changes nothing: the run is
+// assumed to resume from the recorded checkpoint, as before.
+//   - FromCheckpoint and RestoredProgressMFlop: the run restored the
+//     checkpoint with this hash, which saves this much work. Both must
+//     match the task's recorded checkpoint (CodeBadState otherwise: the run
+//     holds a state the ledger does not describe).
+//   - FromZero: the run starts from nothing. If the task has a recorded
+//     checkpoint (it could not be restored: lost, corrupt, refused), the
+//     reference is dropped and the remaining work goes back to the task's
+//     whole size.
 type TaskStarted struct {
-	Task    string `json:"task"`
-	Machine string `json:"machine"`
+	Task                  string `json:"task"`
+	Machine               string `json:"machine"`
+	FromCheckpoint        string `json:"from_checkpoint,omitempty"`
+	RestoredProgressMFlop int64  `json:"restored_progress_mflop,omitempty"`
+	FromZero              bool   `json:"from_zero,omitempty"`
 }
 
 // TaskStopped reports that the owner of Machine stopped a task the ledger had
 // preempted or cancelled there, with the energy measured for that segment
-// and, optionally, the checkpoint taken at the stop (applied only while the
-// task waits in the queue; ignored, with a note, if it already runs again).
+// and, optionally, the checkpoint taken at the stop (applied while the task
+// waits in the queue or is assigned to a machine that has not started it
+// yet; ignored, with a note, once it runs again or has ended). Applying it
+// to an assigned task lets the next machine's owner wait for the stop
+// report and resume from it: the start it then reports names the
+// checkpoint (TaskStarted.FromCheckpoint).
 type TaskStopped struct {
 	Task         string          `json:"task"`
 	Machine      string          `json:"machine"`
@@ -414,10 +434,14 @@ func (c *Command) validate() *Error {
 			return errf(CodeMalformed, "%d decisions, more than %d", n, MaxDecisionsPerCommand)
 		}
 	case KindTaskStarted:
-		if err := validTaskRef(c.TaskStarted.Task); err != nil {
+		b := c.TaskStarted
+		if err := validTaskRef(b.Task); err != nil {
 			return err
 		}
-		return validMachineRef(c.TaskStarted.Machine)
+		if err := validMachineRef(b.Machine); err != nil {
+			return err
+		}
+		return b.validateStartState()
 	case KindTaskStopped:
 		b := c.TaskStopped
 		if err := validTaskRef(b.Task); err != nil {
@@ -565,9 +589,34 @@ func printable(s string) bool {
 	return true
 }
 
+// validateStartState checks the optional fields of a start report.
+func (b *TaskStarted) validateStartState() *Error {
+	switch {
+	case b.FromZero && (b.FromCheckpoint != "" || b.RestoredProgressMFlop != 0):
+		return errf(CodeMalformed, "a run starts either from zero or from a checkpoint, not both")
+	case b.FromCheckpoint == "" && b.RestoredProgressMFlop != 0:
+		return errf(CodeMalformed, "restored progress %d MFlop without the checkpoint it came from", b.RestoredProgressMFlop)
+	case b.FromCheckpoint != "":
+		if err := validCheckpointHash(b.FromCheckpoint); err != nil {
+			return err
+		}
+		if b.RestoredProgressMFlop < 0 || b.RestoredProgressMFlop > MaxSizeMFlop {
+			return errf(CodeMalformed, "restored progress %d MFlop out of range [0, %d]", b.RestoredProgressMFlop, int64(MaxSizeMFlop))
+		}
+	}
+	return nil
+}
+
+func validCheckpointHash(h string) *Error {
+	if h == "" || len(h) > MaxCheckpointHash || !isAlnumOr(h, ":_-") {
+		return errf(CodeMalformed, "checkpoint hash %q: want 1-%d characters of [A-Za-z0-9:_-]", h, MaxCheckpointHash)
+	}
+	return nil
+}
+
 func (d *CheckpointData) validate() *Error {
-	if d.Hash == "" || len(d.Hash) > MaxCheckpointHash || !isAlnumOr(d.Hash, ":_-") {
-		return errf(CodeMalformed, "checkpoint hash %q: want 1-%d characters of [A-Za-z0-9:_-]", d.Hash, MaxCheckpointHash)
+	if err := validCheckpointHash(d.Hash); err != nil {
+		return err
 	}
 	if d.SizeBytes < 0 || d.SizeBytes > MaxCheckpointSize {
 		return errf(CodeMalformed, "checkpoint size %d bytes out of range [0, %d]", d.SizeBytes, int64(MaxCheckpointSize))

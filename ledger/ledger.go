@@ -145,7 +145,7 @@ func (l *Ledger) apply(index uint64, c *Command, res *Result) *Error {
 	case KindDecisions:
 		return l.decisions(c, res)
 	case KindTaskStarted:
-		return l.taskStarted(c)
+		return l.taskStarted(c, res)
 	case KindTaskStopped:
 		return l.taskStopped(c, res)
 	case KindTaskEnded:

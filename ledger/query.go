@@ -187,3 +187,17 @@ func (l *Ledger) PendingStops(owner string) []PendingStop {
 	}
 	return out
 }
+
+// LiveCheckpoints returns the hashes of the checkpoints recorded for tasks
+// that are not done, failed or cancelled: the archives a peer must keep.
+// Every peer derives the same set from the same log, so each can delete
+// the archives outside it (docs/CHECKPOINTS.md, garbage collection).
+func (l *Ledger) LiveCheckpoints() map[string]bool {
+	out := map[string]bool{}
+	for _, t := range l.bySeq {
+		if t.Checkpoint != nil && !t.State.Terminal() {
+			out[t.Checkpoint.Hash] = true
+		}
+	}
+	return out
+}

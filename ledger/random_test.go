@@ -128,6 +128,18 @@ func (g *gen) command() Command {
 		t, _ := g.taskOf(TaskAssigned)
 		c := g.env(ownerOf(t.Machine))
 		c.TaskStarted = &TaskStarted{Task: t.ID, Machine: t.Machine}
+		// What the run starts from: nothing said, from zero (dropping any
+		// checkpoint), or the recorded checkpoint (sometimes misreported).
+		switch k := g.pick(4); {
+		case k == 1:
+			c.TaskStarted.FromZero = true
+		case k >= 2 && t.Checkpoint != nil:
+			c.TaskStarted.FromCheckpoint = t.Checkpoint.Hash
+			c.TaskStarted.RestoredProgressMFlop = t.Checkpoint.ProgressMFlop
+			if k == 3 && g.chance(0.3) {
+				c.TaskStarted.RestoredProgressMFlop++
+			}
+		}
 		return c
 	case w < 66:
 		var ps []PendingStop
