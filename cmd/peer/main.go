@@ -81,5 +81,6 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newReproduceCmd())
 	root.AddCommand(newInitCmd(), newRunCmd())
 	root.AddCommand(newClientCmds()...)
+	root.AddCommand(newDemoCmd())
 	return root
 }
