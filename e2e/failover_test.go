@@ -25,9 +25,15 @@ func TestLeaderKilled(t *testing.T) {
 	pa := a.start(t)
 	boot := pa.bootstrap(t)
 	b := newOrg(t, root, "uni-b", initOptions{machines: machinesFile("b", 2, 10, 100), secret: a.secret(), config: fastConfig})
-	c := newOrg(t, root, "uni-c", initOptions{machines: machinesFile("c", 2, 10, 100), secret: a.secret(), config: fastConfig})
+	// uni-c joins through config.yaml's bootstrap key instead of the flag,
+	// as the systemd example does.
+	cfgC := map[string]string{"bootstrap": "[" + boot + "]"}
+	for k, v := range fastConfig {
+		cfgC[k] = v
+	}
+	c := newOrg(t, root, "uni-c", initOptions{machines: machinesFile("c", 2, 10, 100), secret: a.secret(), config: cfgC})
 	b.start(t, "--bootstrap", boot)
-	c.start(t, "--bootstrap", boot)
+	c.start(t)
 	orgs := []*org{a, b, c}
 	for _, g := range orgs {
 		waitFor(t, waitTimeout, g.name+" sees the federation formed", func() (bool, string) {

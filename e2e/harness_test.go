@@ -593,7 +593,7 @@ func (p *peerProc) stop(grace time.Duration) error {
 }
 
 // editConfig sets keys ("heartbeat.timeout") of a config.yaml written by
-// peer init, keeping the rest of the file as it is.
+// peer init to YAML values, keeping the rest of the file as it is.
 func editConfig(t *testing.T, path string, set map[string]string) {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -619,7 +619,12 @@ func editConfig(t *testing.T, path string, set map[string]string) {
 				t.Fatalf("%s: no key %s (at %s)", path, key, strings.Join(parts[:i+1], "."))
 			}
 		}
-		n.Value, n.Tag, n.Style = val, "", 0
+		// The value is YAML: "500ms", or a list such as "[/ip4/…]".
+		var v yaml.Node
+		if err := yaml.Unmarshal([]byte(val), &v); err != nil || len(v.Content) != 1 {
+			t.Fatalf("%s: value %q for %s: %v", path, val, key, err)
+		}
+		*n = *v.Content[0]
 	}
 	out, err := yaml.Marshal(&doc)
 	if err != nil {
