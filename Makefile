@@ -29,11 +29,12 @@ bench:
 sim: build
 	./$(BIN) reproduce --out docs/reproduction
 
-# Until the embedded four-peer federation demo lands (issue 6), the demo is
-# the simulator on the dissertation's Model 1: EHOSEP and HOSEP side by side.
+# The embedded federation (issue 6): four real peers in one process (libp2p
+# on loopback, Raft, the simulated executor) on the dissertation's Model 1
+# scaled down, U1 late at 80 %, the leader killed half way. About a minute;
+# `./bin/peer demo --help` for --orgs, --scale, --keep, --json, --out.
 demo: build
-	./$(BIN) sim --scenario examples/scenarios/model1.yaml --policy hosep --late U1 --limit 80% --runs 20
-	./$(BIN) sim --scenario examples/scenarios/model1.yaml --policy ehosep --late U1 --limit 80% --runs 20
+	./$(BIN) demo
 
 lint:
 	$(GO) vet $(PKGS)
