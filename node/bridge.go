@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/coopgrid/coopgrid/checkpoint"
 	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/executor"
 	"github.com/coopgrid/coopgrid/ledger"
@@ -34,6 +35,14 @@ import (
 //   - a pending stop no run of this daemon carries: report it stopped with
 //     the declared-power estimate.
 //
+// Checkpointable tasks (docs/CHECKPOINTS.md): an assigned task whose
+// previous run is still being stopped elsewhere (an open preempting
+// segment) waits for that stop report, which carries the checkpoint; the
+// start restores the recorded checkpoint into $CHECKPOINT_DIR (or starts
+// from zero when it cannot, and says so in TaskStarted); a preempted run
+// gets checkpoint.grace to write its final checkpoint, which is packed,
+// replicated and recorded with TaskStopped.
+//
 // An executor Result ships the outputs to the submitting peer, then
 // reports TaskEnded (or TaskStopped for a stop the ledger asked for). A run
 // stays tracked until its last report is committed, and the task is
@@ -46,6 +55,9 @@ type bridge struct {
 	runs    map[string]*run   // by task ID
 	settled map[string]uint64 // task → index of our last report on it
 	busy    map[string]bool   // orphan handling in flight, by key
+	// waiting: assigned checkpointable tasks held back until the stop of
+	// their previous run is reported, since when.
+	waiting map[string]time.Time
 	wake    chan struct{}
 }
 
@@ -70,10 +82,14 @@ type run struct {
 	stopSent       bool
 	discard        bool // report nothing for this run
 	startDone      chan struct{}
+	// doneMFlop is the work the run started from (restored or recorded).
+	doneMFlop int64
+	// ended is closed when the executor's Result arrives.
+	ended chan struct{}
 }
 
 func newBridge(n *Node) *bridge {
-	return &bridge{n: n, runs: map[string]*run{}, settled: map[string]uint64{}, busy: map[string]bool{}, wake: make(chan struct{}, 1)}
+	return &bridge{n: n, runs: map[string]*run{}, settled: map[string]uint64{}, busy: map[string]bool{}, waiting: map[string]time.Time{}, wake: make(chan struct{}, 1)}
 }
 
 func (b *bridge) poke() {
@@ -93,12 +109,18 @@ func (b *bridge) loop(ctx context.Context) {
 	t := time.NewTicker(b.n.opts.ReconcileInterval)
 	defer t.Stop()
 	for {
+		var soon <-chan time.Time
 		if !b.n.closing.Load() {
-			b.reconcile(ctx)
+			if b.reconcile(ctx) {
+				// A stop report that unblocks a waiting start comes as no
+				// event of this organisation's: look again shortly.
+				soon = time.After(stopWaitPoll)
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return
+		case <-soon:
 		case _, ok := <-events:
 			if !ok {
 				if errors.Is(sub.Err(), consensus.ErrSubscriberTooSlow) {
@@ -124,8 +146,12 @@ func (b *bridge) loop(ctx context.Context) {
 	}
 }
 
-// reconcile compares the local view of the ledger with the tracked runs.
-func (b *bridge) reconcile(ctx context.Context) {
+// stopWaitPoll paces reconcile while a start waits for a stop report.
+const stopWaitPoll = 100 * time.Millisecond
+
+// reconcile compares the local view of the ledger with the tracked runs. It
+// reports whether a start waits for the stop of a previous run.
+func (b *bridge) reconcile(ctx context.Context) bool {
 	var (
 		allocs  []ledger.Allocation
 		stops   []ledger.PendingStop
@@ -152,6 +178,7 @@ func (b *bridge) reconcile(ctx context.Context) {
 		}
 	}
 	placed := map[string]string{} // task → machine
+	waiting := map[string]bool{}
 	for _, a := range allocs {
 		t := a.Task
 		placed[t.ID] = a.Machine.ID
@@ -168,6 +195,10 @@ func (b *bridge) reconcile(ctx context.Context) {
 		}
 		switch t.State {
 		case ledger.TaskAssigned:
+			if b.awaitStop(t) {
+				waiting[t.ID] = true
+				continue
+			}
 			if !occupied[a.Machine.ID] {
 				occupied[a.Machine.ID] = true
 				b.startRun(ctx, a)
@@ -203,11 +234,56 @@ func (b *bridge) reconcile(ctx context.Context) {
 		r.discard = true
 		b.requestStop(ctx, r, "taken off the machine")
 	}
+	for id := range b.waiting {
+		if !waiting[id] {
+			delete(b.waiting, id)
+		}
+	}
+	return len(waiting) > 0
+}
+
+// awaitStop says whether the start of assigned task t waits: it is
+// checkpointable and a previous run of it is still being stopped (its
+// segment is open, preempting), so the stop report may bring a checkpoint
+// to resume from. The wait ends when the report is committed, when the
+// machine is declared lost (which closes the segment), or after
+// checkpoint.grace + 2 × checkpoint.transfer_timeout, when the task starts
+// from its recorded checkpoint anyway. b.mu is held.
+func (b *bridge) awaitStop(t ledger.Task) bool {
+	if !t.Spec.Checkpointable {
+		return false
+	}
+	open := false
+	for _, s := range t.Segments {
+		open = open || s.Outcome == ledger.OutcomePreempting || s.Outcome == ledger.OutcomeCancelling
+	}
+	if !open {
+		return false
+	}
+	since, ok := b.waiting[t.ID]
+	if !ok {
+		b.waiting[t.ID] = time.Now()
+		b.n.log.Info("start waits for the stop report of the previous run (its checkpoint)", "task", t.ID)
+		return true
+	}
+	ck := b.n.cfg.Checkpoint
+	if time.Since(since) > ck.Grace+2*ck.TransferTimeout {
+		b.n.log.Warn("stop report of the previous run still missing: starting from the recorded checkpoint", "task", t.ID, "waited", time.Since(since).Round(time.Second))
+		return false
+	}
+	return true
+}
+
+// tracks says whether a run of task is tracked here.
+func (b *bridge) tracks(task string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.runs[task] != nil
 }
 
 // startRun begins a run for an allocation; b.mu is held.
 func (b *bridge) startRun(ctx context.Context, a ledger.Allocation) {
-	r := &run{task: a.Task, machine: a.Machine.ID, mname: a.Machine.Name, startDone: make(chan struct{})}
+	r := &run{task: a.Task, machine: a.Machine.ID, mname: a.Machine.Name, startDone: make(chan struct{}), ended: make(chan struct{})}
 	b.runs[r.task.ID] = r
 	b.n.wg.Add(1)
 	go b.start(ctx, r)
@@ -218,9 +294,30 @@ func (b *bridge) start(ctx context.Context, r *run) {
 	defer close(r.startDone)
 	t := r.task
 	inputs, ferr := b.n.fetchInputs(ctx, t)
+	// What the run starts from. A checkpointable task gets its recorded
+	// checkpoint restored, or an empty directory; any task with a
+	// checkpoint the run does not restore starts from zero, and the start
+	// report says so, so that the ledger's remaining work is what the run
+	// will do.
+	var (
+		ckDir    string
+		restored bool
+		prepErr  error
+	)
+	if ferr == nil && t.Spec.Checkpointable {
+		ckDir = b.n.ck.dir(t.ID)
+		restored, prepErr = b.n.ck.prepare(ctx, t, ckDir)
+	}
 	b.mu.Lock()
 	taken := r.stopReason != ""
 	b.mu.Unlock()
+	if prepErr != nil && ctx.Err() == nil {
+		// The directory could not be emptied: do not start on a state
+		// the ledger does not describe. The next pass tries again.
+		b.n.log.Warn("checkpoint directory not ready; start postponed", "task", t.ID, "err", prepErr)
+		b.forget(r, 0)
+		return
+	}
 	if ctx.Err() != nil || taken {
 		// Nothing started; the ledger already took the task back.
 		b.forget(r, 0)
@@ -238,6 +335,14 @@ func (b *bridge) start(ctx context.Context, r *run) {
 		b.forget(r, res.Index)
 		return
 	}
+	started := &ledger.TaskStarted{Task: t.ID, Machine: r.machine}
+	switch {
+	case restored:
+		r.doneMFlop = t.Checkpoint.ProgressMFlop
+		started.FromCheckpoint, started.RestoredProgressMFlop = t.Checkpoint.Hash, t.Checkpoint.ProgressMFlop
+	case t.Checkpoint != nil:
+		started.FromZero = true
+	}
 	spec := executor.TaskSpec{
 		ID:             t.ID,
 		Argv:           t.Spec.Argv,
@@ -246,8 +351,9 @@ func (b *bridge) start(ctx context.Context, r *run) {
 		Inputs:         inputs,
 		OutputPatterns: t.Spec.Outputs,
 		Checkpointable: t.Spec.Checkpointable,
+		CheckpointDir:  ckDir,
 		SizeMFlop:      t.SizeMFlop,
-		DoneMFlop:      t.SizeMFlop - t.RemainingMFlop,
+		DoneMFlop:      r.doneMFlop,
 	}
 	if err := b.n.exec.Start(ctx, r.mname, spec); err != nil {
 		// No Result will come: busy with a run still stopping, or closed.
@@ -273,7 +379,8 @@ func (b *bridge) start(ctx context.Context, r *run) {
 		return
 	}
 	_, err := b.proposeRetry(ctx, func(c *ledger.Command) {
-		c.TaskStarted = &ledger.TaskStarted{Task: t.ID, Machine: r.machine}
+		s := *started
+		c.TaskStarted = &s
 	})
 	if err != nil && ledger.CodeOf(err) == ledger.CodeBadState && b.runsHere(ctx, t.ID, r.machine) {
 		// An earlier attempt whose outcome was unknown did commit.
@@ -296,7 +403,11 @@ func (b *bridge) start(ctx context.Context, r *run) {
 	if err != nil {
 		b.n.log.Info("start not recorded; stopping the run", "task", t.ID, "machine", r.machine, "err", err)
 	} else {
-		b.n.log.Info("task started", "task", t.ID, "machine", r.machine)
+		b.n.log.Info("task started", "task", t.ID, "machine", r.machine, "from_mflop", r.doneMFlop, "restored", restored)
+		if t.Spec.Checkpointable && b.n.cfg.Checkpoint.Interval > 0 && !needStop {
+			b.n.wg.Add(1)
+			go b.periodicCheckpoints(ctx, r, ckDir)
+		}
 	}
 	if needStop {
 		b.stopExec(ctx, r)
@@ -332,7 +443,12 @@ func (b *bridge) requestStop(ctx context.Context, r *run, reason string) {
 }
 
 func (b *bridge) stopExec(ctx context.Context, r *run) {
-	err := b.n.exec.Stop(ctx, r.task.ID, b.n.cfg.Executor.StopGrace)
+	grace := b.n.cfg.Executor.StopGrace
+	if r.task.Spec.Checkpointable {
+		// Time to write the final checkpoint.
+		grace = b.n.cfg.Checkpoint.Grace
+	}
+	err := b.n.exec.Stop(ctx, r.task.ID, grace)
 	if err != nil && !errors.Is(err, executor.ErrUnknownTask) && ctx.Err() == nil {
 		b.n.log.Warn("stop task", "task", r.task.ID, "err", err)
 	}
@@ -362,6 +478,7 @@ func (b *bridge) consume(ctx context.Context) {
 		r := b.runs[res.ID]
 		if r != nil && r.machine == b.n.org+"/"+res.Machine {
 			r.phase = phaseReporting
+			close(r.ended)
 		} else {
 			r = nil
 		}
@@ -397,8 +514,14 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 	var body func(*ledger.Command)
 	switch {
 	case stopReason != "" && res.Reason == executor.ReasonStopped:
+		var ck *ledger.CheckpointData
+		if stopReason == string(ledger.OutcomePreempting) && res.CheckpointDir != "" && t.Spec.Checkpointable {
+			// A cancelled task needs no checkpoint: the ledger would
+			// ignore it.
+			ck = b.n.ck.take(ctx, t, res.CheckpointDir, r.doneMFlop)
+		}
 		body = func(c *ledger.Command) {
-			c.TaskStopped = &ledger.TaskStopped{Task: t.ID, Machine: r.machine, EnergyMilliJ: energy, Source: source}
+			c.TaskStopped = &ledger.TaskStopped{Task: t.ID, Machine: r.machine, EnergyMilliJ: energy, Source: source, Checkpoint: ck}
 		}
 	case stopReason != "" && !res.OK():
 		// It failed by itself while being stopped: the ledger books the
@@ -426,8 +549,63 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 		b.n.log.Warn("report of a run's end refused", "task", t.ID, "machine", r.machine, "reason", res.Reason, "err", err)
 	} else if err == nil {
 		b.n.log.Info("task run ended", "task", t.ID, "machine", r.machine, "reason", res.Reason, "energy_mj", energy, "source", source)
+		for _, note := range out.Notes {
+			b.n.log.Info("ledger note", "task", t.ID, "note", note)
+		}
 	}
 	b.forget(r, out.Index)
+	// A task that ended, or a checkpoint that replaced another, may leave
+	// archives to collect.
+	b.n.ck.poke()
+}
+
+// periodicCheckpoints checkpoints a running checkpointable task every
+// checkpoint.interval while its run lasts: it packs $CHECKPOINT_DIR as it
+// is (the task writes each file atomically, docs/CHECKPOINTS.md), and
+// records it with the ledger's checkpoint command only when the progress
+// file reports more work than the last recorded checkpoint: without one,
+// a checkpoint taken mid-run would claim progress nobody can vouch for.
+func (b *bridge) periodicCheckpoints(ctx context.Context, r *run, dir string) {
+	defer b.n.wg.Done()
+	t := time.NewTicker(b.n.cfg.Checkpoint.Interval)
+	defer t.Stop()
+	last := r.doneMFlop
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.ended:
+			return
+		case <-t.C:
+		}
+		progress, err := checkpoint.ReadProgress(dir, r.task.ID, r.task.SizeMFlop)
+		if err != nil || progress <= last {
+			continue
+		}
+		ck := b.n.ck.take(ctx, r.task, dir, last)
+		if ck == nil || ck.ProgressMFlop <= last {
+			continue
+		}
+		select {
+		case <-r.ended:
+			// Stopped meanwhile: the stop report carries the final one.
+			return
+		default:
+		}
+		_, err = b.proposeRetry(ctx, func(c *ledger.Command) {
+			c.Checkpoint = &ledger.CheckpointRecorded{Task: r.task.ID, Machine: r.machine, Checkpoint: *ck}
+		})
+		if err != nil {
+			b.n.log.Info("periodic checkpoint not recorded", "task", r.task.ID, "err", err)
+			if ledger.CodeOf(err) == ledger.CodeBadState {
+				return // no longer running here
+			}
+			continue
+		}
+		last = ck.ProgressMFlop
+		b.n.log.Info("periodic checkpoint recorded", "task", r.task.ID, "progress_mflop", last)
+		b.n.ck.poke()
+	}
 }
 
 // shipWithRetry ships outputs, trying again a few times while the

@@ -46,10 +46,11 @@ type Config struct {
 	// its machines' busy power, the default), "250W", or "system".
 	Limit string
 
-	Executor  ExecutorConfig
-	Heartbeat HeartbeatConfig
-	Consensus ConsensusConfig
-	Files     FilesConfig
+	Executor   ExecutorConfig
+	Heartbeat  HeartbeatConfig
+	Consensus  ConsensusConfig
+	Files      FilesConfig
+	Checkpoint CheckpointConfig
 }
 
 // ExecutorConfig chooses how tasks run on this peer's machines.
@@ -103,6 +104,37 @@ type FilesConfig struct {
 	FetchTimeout time.Duration
 }
 
+// CheckpointConfig sets how this peer takes, keeps, replicates and restores
+// the checkpoints of checkpointable tasks (docs/CHECKPOINTS.md).
+type CheckpointConfig struct {
+	// Replication is the number of peers that hold each archive this peer
+	// takes, itself included (default 2; 1 to 16).
+	Replication int
+	// Grace is the time between SIGTERM and SIGKILL for a checkpointable
+	// task that the ledger preempts or cancels: the time it has to write
+	// its final checkpoint (default 30s). Other tasks get
+	// executor.stop_grace.
+	Grace time.Duration
+	// MaxArchiveBytes bounds one compressed archive, taken or received
+	// (default 1 GiB).
+	MaxArchiveBytes int64
+	// MaxTaskBytes bounds the archives of one task in this peer's store
+	// (default 2 GiB).
+	MaxTaskBytes int64
+	// MaxPeerBytes bounds every archive in this peer's store (default
+	// 16 GiB).
+	MaxPeerBytes int64
+	// TransferTimeout bounds one push or fetch of an archive (default 10m).
+	TransferTimeout time.Duration
+	// GCInterval paces the collection of archives no unfinished task needs
+	// (default 1m; it also runs at start and after this peer's tasks end).
+	GCInterval time.Duration
+	// Interval, when positive, makes this peer also checkpoint its running
+	// checkpointable tasks every Interval (the ledger's checkpoint
+	// command). 0, the default, checkpoints only at a preemption.
+	Interval time.Duration
+}
+
 // Defaults.
 const (
 	DefaultListen           = p2p.DefaultListenAddr
@@ -121,6 +153,15 @@ const (
 	DefaultMaxOutputBytes   = 1 << 30
 	DefaultMaxLogBytes      = 1 << 20
 	DefaultFetchTimeout     = 60 * time.Second
+
+	DefaultCheckpointReplication = 2
+	DefaultCheckpointGrace       = 30 * time.Second
+	DefaultCheckpointArchive     = 1 << 30
+	DefaultCheckpointTaskBytes   = 2 << 30
+	DefaultCheckpointPeerBytes   = 16 << 30
+	DefaultCheckpointTransfer    = 10 * time.Minute
+	DefaultCheckpointGCInterval  = time.Minute
+	maxCheckpointReplication     = 16
 )
 
 // Hard bounds on configurable sizes: a frame of the file protocols carries
@@ -154,6 +195,15 @@ func DefaultConfig(org string) Config {
 			MaxOutputBytes: DefaultMaxOutputBytes,
 			MaxLogBytes:    DefaultMaxLogBytes,
 			FetchTimeout:   DefaultFetchTimeout,
+		},
+		Checkpoint: CheckpointConfig{
+			Replication:     DefaultCheckpointReplication,
+			Grace:           DefaultCheckpointGrace,
+			MaxArchiveBytes: DefaultCheckpointArchive,
+			MaxTaskBytes:    DefaultCheckpointTaskBytes,
+			MaxPeerBytes:    DefaultCheckpointPeerBytes,
+			TransferTimeout: DefaultCheckpointTransfer,
+			GCInterval:      DefaultCheckpointGCInterval,
 		},
 	}
 }
@@ -328,6 +378,41 @@ func ParseConfig(name string, data []byte) (Config, error) {
 				}
 				return err
 			})
+		case "checkpoint":
+			err = p.mapping(v, f, func(key string, k, v *yaml.Node, f string) error {
+				var err error
+				ck := &c.Checkpoint
+				positive := func(d time.Duration, err error) (time.Duration, error) {
+					if err == nil && d <= 0 {
+						err = p.errf(v, f, "must be positive")
+					}
+					return d, err
+				}
+				switch key {
+				case "replication":
+					var n int64
+					if n, err = p.size(v, f, 1, maxCheckpointReplication); err == nil {
+						ck.Replication = int(n)
+					}
+				case "grace":
+					ck.Grace, err = p.duration(v, f)
+				case "max_archive_bytes":
+					ck.MaxArchiveBytes, err = p.size(v, f, 1, math.MaxInt64)
+				case "max_task_bytes":
+					ck.MaxTaskBytes, err = p.size(v, f, 1, math.MaxInt64)
+				case "max_peer_bytes":
+					ck.MaxPeerBytes, err = p.size(v, f, 1, math.MaxInt64)
+				case "transfer_timeout":
+					ck.TransferTimeout, err = positive(p.duration(v, f))
+				case "gc_interval":
+					ck.GCInterval, err = positive(p.duration(v, f))
+				case "interval":
+					ck.Interval, err = p.duration(v, f)
+				default:
+					return p.errf(k, f, "unknown key (want replication, grace, max_archive_bytes, max_task_bytes, max_peer_bytes, transfer_timeout, gc_interval, interval)")
+				}
+				return err
+			})
 		default:
 			return p.errf(k, f, "unknown key")
 		}
@@ -394,6 +479,10 @@ func (c Config) Marshal() ([]byte, error) {
 		q(c.Consensus.Preset), q(c.Consensus.Policy), c.Consensus.ScheduleInterval, c.Consensus.CheckpointBlock)
 	fmt.Fprintf(&b, "files:\n  max_input_bytes: %d\n  max_output_bytes: %d\n  max_log_bytes: %d\n  fetch_timeout: %s\n",
 		c.Files.MaxInputBytes, c.Files.MaxOutputBytes, c.Files.MaxLogBytes, c.Files.FetchTimeout)
+	ck := c.Checkpoint
+	fmt.Fprintf(&b, "# Checkpoints of checkpointable tasks (docs/CHECKPOINTS.md); interval 0s: only at a preemption.\n")
+	fmt.Fprintf(&b, "checkpoint:\n  replication: %d\n  grace: %s\n  max_archive_bytes: %d\n  max_task_bytes: %d\n  max_peer_bytes: %d\n  transfer_timeout: %s\n  gc_interval: %s\n  interval: %s\n",
+		ck.Replication, ck.Grace, ck.MaxArchiveBytes, ck.MaxTaskBytes, ck.MaxPeerBytes, ck.TransferTimeout, ck.GCInterval, ck.Interval)
 	if _, err := ParseConfig("config", b.Bytes()); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}

@@ -60,6 +60,7 @@ type Node struct {
 	cons  *consensus.Node
 	exec  executor.Executor // nil when the peer offers no machines
 	blobs *blobStore
+	ck    *checkpoints
 
 	ps    *pubsub.PubSub
 	topic *pubsub.Topic
@@ -218,6 +219,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		return fail(err)
 	}
 
+	if n.ck, err = newCheckpoints(n); err != nil {
+		return fail(err)
+	}
 	n.host.Handle(ProtoBlob, n.handleBlob)
 	n.host.Handle(ProtoOutputs, n.handleOutputs)
 	n.host.Handle(ProtoLogs, n.handleLogs)
@@ -407,6 +411,9 @@ func (n *Node) shutdown(ctx context.Context) error {
 		if err := n.cons.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("consensus: %w", err))
 		}
+	}
+	if n.ck != nil {
+		n.ck.close()
 	}
 	if n.host != nil {
 		for _, p := range []string{ProtoBlob, ProtoOutputs, ProtoLogs} {

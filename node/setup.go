@@ -116,8 +116,9 @@ func (n *Node) setup() {
 		go n.br.loop(n.ctx)
 		go n.br.consume(n.ctx)
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.publishHeartbeats()
+	go n.ck.gcLoop(n.ctx)
 	close(n.ready)
 	n.log.Info("ready", "machines", len(n.machines))
 }

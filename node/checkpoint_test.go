@@ -1,0 +1,555 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/ledger"
+	"github.com/coopgrid/coopgrid/policy"
+	"github.com/coopgrid/coopgrid/policy/scenario"
+	"github.com/coopgrid/coopgrid/policy/sim"
+)
+
+// counterScript counts to $TARGET, one step every $STEP seconds. It saves
+// its counter, and its progress ($WORK MFlop per step), every $EVERY steps
+// and when it receives SIGTERM, each file written atomically; it reads the
+// counter back at start. Its stdout says where it resumed, where it was
+// stopped and where it ended.
+const counterScript = `
+ck="$CHECKPOINT_DIR/count"
+i=0
+[ -f "$ck" ] && i=$(cat "$ck")
+echo "resumed=$i"
+save() {
+	echo "$i" > "$ck.tmp" && mv "$ck.tmp" "$ck"
+	echo "{\"done_mflop\":$((i*WORK))}" > "$CHECKPOINT_DIR/p.tmp" && mv "$CHECKPOINT_DIR/p.tmp" "$CHECKPOINT_DIR/coopgrid-progress.json"
+}
+trap 'save; echo "stopped=$i"; exit 0' TERM
+while [ "$i" -lt "$TARGET" ]; do
+	i=$((i+1))
+	[ $((i%EVERY)) -eq 0 ] && save
+	sleep "$STEP"
+done
+save
+echo "$i" > result.txt
+echo "count=$i"
+`
+
+const (
+	counterTarget = 80
+	counterEvery  = 10
+	counterWork   = 1000 // MFlop per step
+)
+
+func counterTask() api.SubmitTask {
+	return api.SubmitTask{
+		Name:           "counter",
+		Argv:           []string{"/bin/sh", "-c", counterScript},
+		Env:            map[string]string{"TARGET": strconv.Itoa(counterTarget), "EVERY": strconv.Itoa(counterEvery), "STEP": "0.04", "WORK": strconv.Itoa(counterWork)},
+		SizeMFlop:      counterTarget * counterWork,
+		Outputs:        []string{"result.txt"},
+		Checkpointable: true,
+	}
+}
+
+func sleepTask(seconds string, size int64) api.SubmitTask {
+	return api.SubmitTask{Argv: []string{"/bin/sh", "-c", "sleep " + seconds}, SizeMFlop: size}
+}
+
+// ckConfig makes checkpoints fast to observe: a short grace, frequent
+// garbage collection.
+func ckConfig(c *Config) {
+	c.Checkpoint.Grace = 3 * time.Second
+	c.Checkpoint.GCInterval = 300 * time.Millisecond
+	c.Checkpoint.TransferTimeout = 10 * time.Second
+}
+
+// stdoutOf returns the stdout of every attempt of task on tn's machines, in
+// attempt order, as key=value pairs (a key seen twice keeps the last).
+func stdoutOf(t *testing.T, tn *tnode, task string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	paths, _ := filepath.Glob(filepath.Join(tn.dir, TasksDir, task, "attempt-*", "stdout"))
+	sort.Strings(paths)
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+				if n, err := strconv.Atoi(v); err == nil {
+					out[k] = n
+				}
+			}
+		}
+		f.Close()
+	}
+	return out
+}
+
+// savedCount reads the counter the task last saved on tn's disk (-1: none).
+func savedCount(tn *tnode, task string) int {
+	b, err := os.ReadFile(filepath.Join(tn.dir, TasksDir, task, checkpointSubdir, "count"))
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+func peerNode(peers []*tnode, id string) *tnode {
+	for _, p := range peers {
+		if p.n != nil && p.n.ID().String() == id {
+			return p
+		}
+	}
+	return nil
+}
+
+func submitOne(t *testing.T, ctx context.Context, tn *tnode, tasks ...api.SubmitTask) []string {
+	t.Helper()
+	resp, err := tn.n.Submit(ctx, api.SubmitRequest{Tasks: tasks})
+	if err != nil {
+		t.Fatalf("submit on %s: %v", tn.org, err)
+	}
+	return resp.TaskIDs
+}
+
+// TestPreemptedTaskResumesElsewhere is issue 5's main scenario. ck-sub
+// (no machines) runs a counting task on ck-own's machine, the
+// least-power one. ck-own then submits work of its own: EHOSEP preempts
+// ck-sub's task (ck-sub is in excess, and ck-own's limit fits no other
+// machine). The task writes its final checkpoint within the grace, ck-own
+// packs it, replicates it to another organisation's peer and records it
+// with the stop. The task is placed on ck-far's machine, which waits for
+// that report, restores the checkpoint and resumes: the count goes on from
+// where it stopped and ends at the target. Every archive is collected once
+// the task is done.
+func TestPreemptedTaskResumesElsewhere(t *testing.T) {
+	peers := federation(t, "process", []string{"ck-sub", "ck-own", "ck-far"}, map[string]string{
+		"ck-own": processMachine("y1", 10, 100),
+		"ck-far": processMachine("z1", 5, 150),
+	}, map[string]func(*Config){
+		"ck-sub": func(c *Config) { ckConfig(c); c.Limit = "system" },
+		"ck-own": ckConfig,
+		"ck-far": ckConfig,
+	})
+	sub, own, far := peers[0], peers[1], peers[2]
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	id := submitOne(t, ctx, sub, counterTask())[0]
+	waitFor(t, 20*time.Second, id+" running on ck-own", func() bool {
+		tk := sub.task(id)
+		return tk.State == ledger.TaskRunning && tk.Machine == "ck-own/y1"
+	})
+	waitFor(t, 20*time.Second, id+" saved 20 steps", func() bool { return savedCount(own, id) >= 20 })
+	ownTask := submitOne(t, ctx, own, sleepTask("1", 1000))[0]
+
+	// The stop report records the checkpoint; the task is placed on
+	// ck-far's machine.
+	var ck ledger.CheckpointRef
+	waitFor(t, 20*time.Second, id+" checkpointed and running on ck-far", func() bool {
+		tk := sub.task(id)
+		if tk.Checkpoint != nil {
+			ck = *tk.Checkpoint
+		}
+		return tk.State == ledger.TaskRunning && tk.Machine == "ck-far/z1"
+	})
+	if ck.Hash == "" || len(ck.Holders) != 2 || ck.Holders[0] != own.n.ID().String() || ck.Holders[1] == ck.Holders[0] {
+		t.Fatalf("checkpoint %+v: want two holders, ck-own first", ck)
+	}
+	for _, h := range ck.Holders {
+		if p := peerNode(peers, h); p == nil || !p.n.ck.store.Has(ck.Hash) {
+			t.Fatalf("holder %s does not hold %s", h, ck.Hash)
+		}
+	}
+	if tk := sub.task(id); tk.RemainingMFlop != tk.SizeMFlop-ck.ProgressMFlop || ck.ProgressMFlop == 0 {
+		t.Fatalf("remaining %d of %d with a checkpoint of %d MFlop", tk.RemainingMFlop, tk.SizeMFlop, ck.ProgressMFlop)
+	}
+
+	waitFor(t, 30*time.Second, id+" done", func() bool {
+		s := sub.task(id).State
+		if s == ledger.TaskFailed {
+			t.Fatalf("%s failed: %+v", id, sub.task(id))
+		}
+		return s == ledger.TaskDone
+	})
+	tk := sub.task(id)
+	if len(tk.Segments) != 2 || tk.Segments[0].Machine != "ck-own/y1" || tk.Segments[0].Outcome != ledger.OutcomePreempted ||
+		tk.Segments[1].Machine != "ck-far/z1" || tk.Segments[1].Outcome != ledger.OutcomeDone {
+		t.Fatalf("segments %+v", tk.Segments)
+	}
+	first, second := stdoutOf(t, own, id), stdoutOf(t, far, id)
+	stopped, resumed := first["stopped"], second["resumed"]
+	t.Logf("stopped at %d on ck-own, checkpoint %d MFlop, resumed at %d on ck-far", stopped, ck.ProgressMFlop, resumed)
+	if first["resumed"] != 0 || stopped < 20 || stopped >= counterTarget {
+		t.Fatalf("first run on ck-own: %v", first)
+	}
+	// At most the work since the last checkpoint is lost; with the final
+	// checkpoint written at SIGTERM, none.
+	if resumed < stopped-counterEvery || resumed > stopped || int64(resumed)*counterWork != ck.ProgressMFlop {
+		t.Fatalf("resumed at %d after a stop at %d with a checkpoint of %d MFlop", resumed, stopped, ck.ProgressMFlop)
+	}
+	if second["count"] != counterTarget {
+		t.Fatalf("second run on ck-far: %v", second)
+	}
+	got, err := os.ReadFile(filepath.Join(sub.dir, OutputsDir, id, "result.txt"))
+	if err != nil || strings.TrimSpace(string(got)) != strconv.Itoa(counterTarget) {
+		t.Fatalf("result %q %v", got, err)
+	}
+
+	// Garbage collection: no peer keeps an archive or a checkpoint
+	// directory of the finished task.
+	waitFor(t, 20*time.Second, ownTask+" done", func() bool { return sub.task(ownTask).State == ledger.TaskDone })
+	waitFor(t, 10*time.Second, "archives collected on every peer", func() bool {
+		for _, p := range peers {
+			if len(p.n.ck.store.List()) != 0 {
+				return false
+			}
+			if _, err := os.Stat(filepath.Join(p.dir, TasksDir, id, checkpointSubdir)); err == nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestResumeAfterHolderLossOrCorruption: ck-sub's counting task is
+// preempted on ck-own's machine while every other machine is busy, so it
+// waits in the queue with its checkpoint recorded (held by ck-own and one
+// replica). Then, before any restore:
+//   - "holder crashed": ck-own, the first holder, crashes. The task
+//     resumes from the checkpoint, fetched from the replica;
+//   - "every copy corrupt": every holder's copy is damaged on disk. The
+//     restore refuses it, the task starts from zero (never from a damaged
+//     state), the ledger drops the checkpoint so that the remaining work
+//     is the whole size again, and the damaged archives are collected.
+//
+// A machine is then freed, on a peer that does not hold the replica, so
+// that the restore has to fetch it.
+func TestResumeAfterHolderLossOrCorruption(t *testing.T) {
+	cases := []struct {
+		name    string
+		crash   bool
+		corrupt bool
+	}{
+		{name: "holder crashed", crash: true},
+		{name: "every copy corrupt", corrupt: true},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := fmt.Sprintf("h%d-", i)
+			sub, own, far, alt := p+"sub", p+"own", p+"far", p+"alt"
+			peers := federation(t, "process", []string{sub, own, far, alt}, map[string]string{
+				own: processMachine("y1", 10, 100),
+				far: processMachine("z1", 5, 150),
+				alt: processMachine("w1", 5, 150),
+			}, map[string]func(*Config){
+				sub: func(c *Config) { ckConfig(c); c.Limit = "system" },
+				own: ckConfig, far: ckConfig, alt: ckConfig,
+			})
+			byOrg := map[string]*tnode{}
+			for _, p := range peers {
+				byOrg[p.org] = p
+			}
+			s, o := byOrg[sub], byOrg[own]
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+
+			// EHOSEP serves the smallest task first, on the least-power
+			// machine: the counter goes to ck-own's y1, the sleepers to
+			// the other two.
+			ids := submitOne(t, ctx, s, counterTask(), sleepTask("60", 500_000), sleepTask("60", 500_000))
+			id := ids[0]
+			waitFor(t, 20*time.Second, "every task running", func() bool {
+				for _, x := range ids {
+					if s.task(x).State != ledger.TaskRunning {
+						return false
+					}
+				}
+				return true
+			})
+			if m := s.task(id).Machine; m != own+"/y1" {
+				t.Fatalf("counter runs on %s, want %s/y1", m, own)
+			}
+			sleeperOn := map[string]string{} // org → sleeper task on its machine
+			for _, x := range ids[1:] {
+				org, _, _ := strings.Cut(s.task(x).Machine, "/")
+				sleeperOn[org] = x
+			}
+			waitFor(t, 20*time.Second, id+" saved 20 steps", func() bool { return savedCount(o, id) >= 20 })
+			submitOne(t, ctx, o, sleepTask("1", 1000))
+
+			var ck ledger.CheckpointRef
+			waitFor(t, 20*time.Second, id+" queued with its checkpoint", func() bool {
+				tk := s.task(id)
+				if tk.Checkpoint != nil {
+					ck = *tk.Checkpoint
+				}
+				return tk.State == ledger.TaskQueued && tk.Checkpoint != nil
+			})
+			if len(ck.Holders) != 2 || ck.Holders[0] != o.n.ID().String() {
+				t.Fatalf("checkpoint %+v: want ck-own and a replica", ck)
+			}
+			replica := peerNode(peers, ck.Holders[1])
+			if replica == nil || !replica.n.ck.store.Has(ck.Hash) {
+				t.Fatalf("replica %s does not hold %s", ck.Holders[1], ck.Hash)
+			}
+			stopped := stdoutOf(t, o, id)["stopped"]
+
+			if tc.corrupt {
+				for _, h := range ck.Holders {
+					corruptArchive(t, peerNode(peers, h), ck.Hash)
+				}
+			}
+			if tc.crash {
+				o.crash()
+			}
+			// Free a machine whose peer does not hold the replica.
+			target := byOrg[far]
+			if replica == target {
+				target = byOrg[alt]
+			}
+			if err := s.n.Cancel(ctx, sleeperOn[target.org]); err != nil {
+				t.Fatalf("cancel: %v", err)
+			}
+			mach := target.org + "/" + map[string]string{far: "z1", alt: "w1"}[target.org]
+			waitFor(t, 30*time.Second, id+" running on "+mach, func() bool {
+				tk := s.task(id)
+				return tk.State == ledger.TaskRunning && tk.Machine == mach
+			})
+			tk := s.task(id)
+			if tc.corrupt && (tk.Checkpoint != nil || tk.RemainingMFlop != tk.SizeMFlop) {
+				t.Fatalf("started from zero, but the ledger keeps checkpoint %+v and %d MFlop remaining of %d", tk.Checkpoint, tk.RemainingMFlop, tk.SizeMFlop)
+			}
+			if tc.crash && (tk.Checkpoint == nil || tk.Checkpoint.Hash != ck.Hash || tk.RemainingMFlop != tk.SizeMFlop-ck.ProgressMFlop) {
+				t.Fatalf("resumed, but the ledger has checkpoint %+v and %d MFlop remaining", tk.Checkpoint, tk.RemainingMFlop)
+			}
+			waitFor(t, 30*time.Second, id+" done", func() bool {
+				st := s.task(id).State
+				if st == ledger.TaskFailed {
+					t.Fatalf("%s failed: %+v", id, s.task(id))
+				}
+				return st == ledger.TaskDone
+			})
+			out := stdoutOf(t, target, id)
+			t.Logf("stopped at %d, checkpoint %d MFlop, second run: %v", stopped, ck.ProgressMFlop, out)
+			if out["count"] != counterTarget {
+				t.Fatalf("second run: %v", out)
+			}
+			if tc.crash && (out["resumed"] == 0 || int64(out["resumed"])*counterWork != ck.ProgressMFlop || out["resumed"] != stopped) {
+				t.Fatalf("resumed at %d after a stop at %d (checkpoint %d MFlop)", out["resumed"], stopped, ck.ProgressMFlop)
+			}
+			if tc.corrupt {
+				if out["resumed"] != 0 {
+					t.Fatalf("resumed at %d from a corrupt checkpoint", out["resumed"])
+				}
+				// The damaged bytes were never kept by the restoring
+				// peer, and the holders' copies are collected.
+				waitFor(t, 10*time.Second, "damaged archives collected", func() bool {
+					for _, p := range peers {
+						if p.n != nil && p.n.ck.store.Has(ck.Hash) {
+							return false
+						}
+					}
+					return true
+				})
+			}
+		})
+	}
+}
+
+// corruptArchive flips a byte in the middle of tn's stored copy of hash.
+func corruptArchive(t *testing.T, tn *tnode, hash string) {
+	t.Helper()
+	p, err := tn.n.ck.store.Path(hash)
+	if err != nil {
+		t.Fatalf("%s: %v", tn.org, err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// blockScript works for $TOTAL_MS milliseconds of its own clock at $D
+// MFLOPS, and checkpoints in blocks: each time a whole block of $BLOCK_MS
+// completes it records the work of the completed blocks. It writes no final
+// checkpoint at SIGTERM, so a stop loses the unfinished block, which is the
+// simulator's model (seed 000 eq. 3.7). It prints the time it ran, by its
+// own clock, when stopped.
+const blockScript = `
+pf="$CHECKPOINT_DIR/coopgrid-progress.json"
+base=0
+[ -f "$pf" ] && base=$(tr -cd 0-9 < "$pf")
+off=$((base * 1000 / D))
+t0=$(date +%s%N)
+saved=$((off / BLOCK_MS))
+el=$off
+trap 'echo "ran_ms=$(( ($(date +%s%N) - t0) / 1000000 ))"; exit 0' TERM
+while [ "$el" -lt "$TOTAL_MS" ]; do
+	sleep 0.02
+	el=$(( off + ($(date +%s%N) - t0) / 1000000 ))
+	blk=$((el / BLOCK_MS))
+	if [ "$blk" -gt "$saved" ]; then
+		saved=$blk
+		echo "{\"done_mflop\":$((blk * BLOCK_MS * D / 1000))}" > "$pf.tmp" && mv "$pf.tmp" "$pf"
+	fi
+done
+echo finished > result.txt
+`
+
+// TestWasteAgreesWithSimulator: for one preemption, the work the real
+// federation loses (the run's duration × d minus the progress the ledger
+// kept) equals what policy.Waste says and what the simulator books, for
+// the same machine power, run time and checkpoint block.
+//
+// The task checkpoints in blocks of B = 2 s by its own clock and writes no
+// final checkpoint, as the simulator assumes, and it is preempted in the
+// middle of its second block. The run time R is the ledger's segment:
+// from the start report to the stop report, so it also spans the stop's
+// grace, packing and replication (a few hundred ms here) during which the
+// task no longer computes; both models are given that same R. They agree
+// exactly (to 1 MFlop of rounding) as long as R and the task's own clock
+// see the same number of completed blocks, which the mid-block preemption
+// ensures with a margin of about B/2 for those latencies. A task that
+// writes a final checkpoint at SIGTERM (TestPreemptedTaskResumesElsewhere)
+// loses nothing, which the block model does not see.
+func TestWasteAgreesWithSimulator(t *testing.T) {
+	const (
+		blockMs = 2000
+		gflops  = 1
+		d       = gflops * 1000 // MFLOPS
+		totalMs = 20_000
+		size    = totalMs * d / 1000 // MFlop
+	)
+	edit := func(c *Config) {
+		ckConfig(c)
+		c.Consensus.CheckpointBlock = blockMs * time.Millisecond
+	}
+	peers := federation(t, "process", []string{"w-sub", "w-own"}, map[string]string{
+		"w-own": processMachine("y1", gflops, 100),
+	}, map[string]func(*Config){
+		"w-sub": func(c *Config) { edit(c); c.Limit = "system" },
+		"w-own": edit,
+	})
+	sub, own := peers[0], peers[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	id := submitOne(t, ctx, sub, api.SubmitTask{
+		Argv:           []string{"/bin/sh", "-c", blockScript},
+		Env:            map[string]string{"D": strconv.Itoa(d), "BLOCK_MS": strconv.Itoa(blockMs), "TOTAL_MS": strconv.Itoa(totalMs)},
+		SizeMFlop:      size,
+		Outputs:        []string{"result.txt"},
+		Checkpointable: true,
+	})[0]
+	progressFile := filepath.Join(own.dir, TasksDir, id, checkpointSubdir, "coopgrid-progress.json")
+	waitFor(t, 20*time.Second, id+" completed its first block", func() bool {
+		_, err := os.Stat(progressFile)
+		return err == nil
+	})
+	time.Sleep(blockMs / 2 * time.Millisecond)
+	submitOne(t, ctx, own, sleepTask("0.5", 500))
+	waitFor(t, 20*time.Second, id+" stop reported", func() bool {
+		tk := sub.task(id)
+		return len(tk.Segments) > 0 && tk.Segments[0].Outcome == ledger.OutcomePreempted
+	})
+	tk := sub.task(id)
+	if err := sub.n.Cancel(ctx, id); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	seg := tk.Segments[0]
+	if tk.Checkpoint == nil {
+		t.Fatalf("no checkpoint recorded: %+v", tk)
+	}
+	kept := tk.Checkpoint.ProgressMFlop
+	if kept != blockMs*d/1000 || tk.RemainingMFlop != size-kept {
+		t.Fatalf("kept %d MFlop, remaining %d: want one block (%d MFlop) kept", kept, tk.RemainingMFlop, blockMs*d/1000)
+	}
+	runLedger := float64(seg.EndMs-seg.StartMs) / 1000
+	runTask := float64(stdoutOf(t, own, id)["ran_ms"]) / 1000
+	t.Logf("run %.3f s by the ledger's segment, %.3f s by the task's clock; kept %d MFlop", runLedger, runTask, kept)
+
+	block := float64(blockMs) / 1000
+	for _, run := range []struct {
+		what string
+		s    float64
+	}{{"ledger segment", runLedger}, {"task clock", runTask}} {
+		if run.s <= block || run.s >= 2*block {
+			t.Fatalf("%s: run %.3f s not in the second block: the preemption came too late or too early", run.what, run.s)
+		}
+		real := run.s*d - float64(kept) // what the federation lost
+		model := policy.Waste(policy.Running{RunSeconds: run.s}, d, block)
+		simWaste := simulatedWaste(t, run.s, d, block, size)
+		t.Logf("%s: real %.1f MFlop, policy.Waste %.1f, simulator %.1f", run.what, real, model, simWaste)
+		if real <= 0 || math.Abs(real-model) > 1 || math.Abs(simWaste-model) > 1 {
+			t.Fatalf("%s: real waste %.3f MFlop, policy.Waste %.3f, simulator %.3f: they must agree to 1 MFlop", run.what, real, model, simWaste)
+		}
+	}
+}
+
+// simulatedWaste runs the simulator on the same situation: an organisation
+// has a task of size MFlop running from time 0 on own's machine (d
+// MFLOPS), whose owner submits a task at time run, which preempts it
+// under EHOSEP with checkpoint blocks of block seconds. It returns the work
+// the simulator says the preempted task lost.
+//
+// The simulator wants every organisation to own a machine: sub gets one of
+// 1 MFLOPS and 1 kW, which keeps it in excess (its quota is tiny), is not
+// where EHOSEP places its task first (it draws more than own's), and does
+// not fit own's limit, so own's task preempts sub's as in the federation.
+func simulatedWaste(t *testing.T, run float64, d int64, block float64, size int64) float64 {
+	t.Helper()
+	inst := &scenario.Instance{
+		Name: "waste",
+		Orgs: []policy.Org{{Name: "sub", LimitMilliW: ledger.MaxLimitMilliW}, {Name: "own", LimitMilliW: 100_000}},
+		Machines: []policy.Machine{
+			{ID: "own/y1", Owner: 1, MFLOPS: d, BusyMilliW: 100_000},
+			{ID: "sub/s1", Owner: 0, MFLOPS: 1, BusyMilliW: 1_000_000},
+		},
+		IdleMilliW: []int64{0, 0},
+		Tasks: []scenario.TaskSpec{
+			{ID: "sub-1", Org: 0, SizeMFlop: size, SubmitSeconds: 0},
+			{ID: "own-1", Org: 1, SizeMFlop: 500, SubmitSeconds: run},
+		},
+	}
+	pol, err := policy.New("ehosep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sim.Run(context.Background(), inst, pol, sim.Config{TickSeconds: sim.DefaultTickSeconds, CheckpointBlockSeconds: block})
+	if err != nil {
+		t.Fatalf("simulate: %v", err)
+	}
+	for _, tr := range res.Tasks {
+		if tr.ID == "sub-1" {
+			if tr.Preemptions != 1 {
+				t.Fatalf("simulated task: %+v", tr)
+			}
+			return tr.WastedMFlop
+		}
+	}
+	t.Fatal("simulated task missing")
+	return 0
+}
