@@ -41,7 +41,7 @@ func TestTaskStartedStartState(t *testing.T) {
 	}
 	cases := []struct {
 		name  string
-		task  string // the task started; "" = uni-b-1
+		task  string     // the task started; "" = uni-b-1
 		setup func(*fed) // after resumeFed
 		cmd   Command
 		code  Code // "" = applied
