@@ -65,25 +65,46 @@ func TestFederation(t *testing.T) {
 		}
 	})
 
-	// Known bug (node.Backend.Submit does not wait for the local apply, as
-	// SetLimit does): a follower's `peer submit` returns task IDs that its
-	// own `peer task` does not know yet. The other sub-tests wait for their
-	// submissions to show up (org.submit) so that they test the rest.
-	t.Run("a follower's submission is visible to its next read", func(t *testing.T) {
+	// Known bug: node.(*Node).Submit and Cancel return once the leader has
+	// committed, without waiting for the local apply as SetLimit does
+	// (waitApplied). So a follower's `peer submit` prints task IDs that its
+	// own `peer task` does not know yet, and a `peer cancel` that succeeded
+	// is followed by a `peer task` that still shows the task queued. The
+	// other sub-tests wait for their writes to show up (org.submit) so that
+	// they test the rest.
+	t.Run("a follower's writes are visible to its next read", func(t *testing.T) {
 		f := b
 		if mustOrg(t, a.status(t), "uni-b").Peer == a.status(t).Leader {
 			f = c
 		}
 		job := writeFile(t, root, "quick.yaml", "name: quick\ntasks:\n  - {argv: [/bin/sh, -c, \"true\"], size: 0.1, wall_clock_limit: 1m}\n")
 		var ids []string
-		for range 5 {
+		for range 10 {
 			id := f.submitNoWait(t, job)[0]
 			ids = append(ids, id)
 			if r := f.cli(t, "task", id); r.code != 0 {
-				t.Errorf("%s (a follower) printed task ID %s, then did not know it: read-your-writes broken\n%v", f.name, id, r)
+				t.Errorf("%s (a follower) printed task ID %s, then did not know it\n%v", f.name, id, r)
 			}
 		}
 		waitAllDone(t, f, ids)
+
+		// With a limit of 0 W nothing of f's runs: its tasks stay queued
+		// until cancelled.
+		mustCLI(t, "limit", "set", "0W", "--data", f.data)
+		for range 5 {
+			id := f.submit(t, job)[0]
+			if r := f.cli(t, "cancel", id); r.code != 0 {
+				t.Fatalf("cancel %s\n%v", id, r)
+			}
+			if d := f.task(t, id); d.State != "cancelled" {
+				t.Errorf("%s (a follower) cancelled %s, then showed it %s", f.name, id, d.State)
+			}
+			waitFor(t, waitTimeout, id+" cancelled", func() (bool, string) {
+				d := f.task(t, id)
+				return d.State == "cancelled", d.State
+			})
+		}
+		mustCLI(t, "limit", "set", "100%", "--data", f.data)
 	})
 
 	t.Run("outsiders cannot join", func(t *testing.T) {
