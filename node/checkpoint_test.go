@@ -553,3 +553,72 @@ func simulatedWaste(t *testing.T, run float64, d int64, block float64, size int6
 	t.Fatal("simulated task missing")
 	return 0
 }
+
+// TestPeriodicCheckpointsSurviveACrash: with checkpoint.interval set, the
+// peer running a checkpointable task records its checkpoints while it runs
+// (the policy then counts the waste from the last one), and when that
+// peer crashes, so that no final checkpoint is written and the first
+// holder of every archive is gone, the task resumes elsewhere from the
+// last recorded checkpoint, fetched from a replica.
+func TestPeriodicCheckpointsSurviveACrash(t *testing.T) {
+	edit := func(c *Config) {
+		ckConfig(c)
+		c.Checkpoint.Interval = 300 * time.Millisecond
+	}
+	peers := federation(t, "process", []string{"pc-sub", "pc-own", "pc-far"}, map[string]string{
+		"pc-own": processMachine("y1", 10, 100),
+		"pc-far": processMachine("z1", 5, 150),
+	}, map[string]func(*Config){
+		"pc-sub": func(c *Config) { edit(c); c.Limit = "system" },
+		"pc-own": edit,
+		"pc-far": edit,
+	})
+	sub, own, far := peers[0], peers[1], peers[2]
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	id := submitOne(t, ctx, sub, counterTask())[0]
+	waitFor(t, 20*time.Second, id+" checkpointed while running on pc-own", func() bool {
+		tk := sub.task(id)
+		return tk.State == ledger.TaskRunning && tk.Machine == "pc-own/y1" && tk.Checkpoint != nil &&
+			tk.Checkpoint.ProgressMFlop >= 20*counterWork && tk.Checkpoint.AtMs >= tk.Segments[0].StartMs
+	})
+	// The policy sees the checkpoint of the running task.
+	var hasCk bool
+	sub.n.cons.View(func(l *ledger.Ledger) {
+		st, _ := l.PolicyView(time.Now().UnixMilli(), 300)
+		for _, r := range st.Running {
+			hasCk = hasCk || (r.Task.ID == id && r.HasCheckpoint)
+		}
+	})
+	if !hasCk {
+		t.Fatal("the policy view shows no checkpoint for the running task")
+	}
+	ownID := own.n.ID().String()
+	own.crash()
+	onDisk := savedCount(own, id)
+
+	waitFor(t, 30*time.Second, id+" running on pc-far", func() bool {
+		tk := sub.task(id)
+		return tk.State == ledger.TaskRunning && tk.Machine == "pc-far/z1"
+	})
+	ck := sub.task(id).Checkpoint
+	if ck == nil || ck.Holders[0] != ownID || len(ck.Holders) != 2 {
+		t.Fatalf("checkpoint %+v: want the crashed peer first and a replica", ck)
+	}
+	waitFor(t, 30*time.Second, id+" done", func() bool {
+		st := sub.task(id).State
+		if st == ledger.TaskFailed {
+			t.Fatalf("%s failed: %+v", id, sub.task(id))
+		}
+		return st == ledger.TaskDone
+	})
+	out := stdoutOf(t, far, id)
+	t.Logf("count on the crashed peer's disk %d, last recorded checkpoint %d MFlop, second run %v", onDisk, ck.ProgressMFlop, out)
+	if out["resumed"] == 0 || int64(out["resumed"])*counterWork != ck.ProgressMFlop || out["resumed"] > onDisk || out["count"] != counterTarget {
+		t.Fatalf("second run %v after a crash at count %d with a checkpoint of %d MFlop", out, onDisk, ck.ProgressMFlop)
+	}
+	if segs := sub.task(id).Segments; len(segs) != 2 || segs[0].Outcome != ledger.OutcomeLost || segs[1].Outcome != ledger.OutcomeDone {
+		t.Fatalf("segments %+v", segs)
+	}
+}

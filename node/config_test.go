@@ -28,6 +28,8 @@ func TestConfigRoundTrip(t *testing.T) {
 	c.Heartbeat = HeartbeatConfig{Interval: time.Second, Timeout: 9 * time.Second}
 	c.Consensus = ConsensusConfig{Preset: "wan", Policy: "hosep", ScheduleInterval: 2 * time.Second, CheckpointBlock: 0}
 	c.Files = FilesConfig{MaxInputBytes: 1, MaxOutputBytes: 2, MaxLogBytes: 3, FetchTimeout: time.Minute}
+	c.Checkpoint = CheckpointConfig{Replication: 3, Grace: 45 * time.Second, MaxArchiveBytes: 4, MaxTaskBytes: 5, MaxPeerBytes: 6,
+		TransferTimeout: time.Minute, GCInterval: 7 * time.Second, Interval: 90 * time.Second}
 	b, err := c.Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +83,14 @@ func TestConfigErrors(t *testing.T) {
 		{"log bytes too large", "org: a\nfiles:\n  max_log_bytes: 100000000\n", "config.yaml:3: files.max_log_bytes: 100000000 out of range"},
 		{"input bytes zero", "org: a\nfiles:\n  max_input_bytes: 0\n", "config.yaml:3: files.max_input_bytes: 0 out of range"},
 		{"input bytes text", "org: a\nfiles:\n  max_input_bytes: big\n", "config.yaml:3: files.max_input_bytes: want a whole number"},
+		{"replication zero", "org: a\ncheckpoint:\n  replication: 0\n", "config.yaml:3: checkpoint.replication: 0 out of range [1, 16]"},
+		{"replication too high", "org: a\ncheckpoint:\n  replication: 17\n", "config.yaml:3: checkpoint.replication: 17 out of range [1, 16]"},
+		{"checkpoint grace", "org: a\ncheckpoint:\n  grace: -1s\n", "config.yaml:3: checkpoint.grace: must not be negative"},
+		{"archive bytes zero", "org: a\ncheckpoint:\n  max_archive_bytes: 0\n", "config.yaml:3: checkpoint.max_archive_bytes: 0 out of range"},
+		{"peer bytes text", "org: a\ncheckpoint:\n  max_peer_bytes: 16GiB\n", "config.yaml:3: checkpoint.max_peer_bytes: want a whole number"},
+		{"transfer timeout zero", "org: a\ncheckpoint:\n  transfer_timeout: 0s\n", "config.yaml:3: checkpoint.transfer_timeout: must be positive"},
+		{"gc interval zero", "org: a\ncheckpoint:\n  gc_interval: 0s\n", "config.yaml:3: checkpoint.gc_interval: must be positive"},
+		{"checkpoint unknown key", "org: a\ncheckpoint:\n  copies: 2\n", "config.yaml:3: checkpoint.copies: unknown key"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
