@@ -263,7 +263,11 @@ func (d *demoDriver) report(ctx context.Context, f demoFlags, pred *sim.Result, 
 	if err != nil {
 		return nil, err
 	}
-	plots, err := writeDemoPlots(outDir, res)
+	labels := map[string]string{d.w.inst.Orgs[d.w.late].Name: d.w.inst.Orgs[d.w.late].Name + " (late)"}
+	if d.killed != nil {
+		labels[d.killed.org] = d.killed.org + " (killed)"
+	}
+	plots, err := writeDemoPlots(outDir, res, labels)
 	if err != nil {
 		return nil, fmt.Errorf("demo: plots: %w", err)
 	}

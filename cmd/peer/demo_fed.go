@@ -248,16 +248,6 @@ func (f *demoFed) alive() []*demoPeer {
 	return out
 }
 
-// orgOfPeer names the organisation of a peer ID, "" if none.
-func (f *demoFed) orgOfPeer(id string) string {
-	for _, p := range f.peers {
-		if p != nil && p.n != nil && p.n.ID().String() == id {
-			return p.org
-		}
-	}
-	return ""
-}
-
 // leader is the organisation whose peer leads, as the surviving peers see
 // it: a peer that is Raft leader right now. "" while there is none.
 func (f *demoFed) leader() string {

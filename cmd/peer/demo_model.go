@@ -23,6 +23,8 @@ const (
 	// percentage of its own power quota: below 100 % so that EHOSEP's
 	// limits show (the dissertation's S1M1 at 80 %).
 	demoLateLimitPercent = 80
+	// demoLateOrg is the index of the late organisation (U1).
+	demoLateOrg = 0
 	// demoLateDelay is when the late organisation submits, in simulated
 	// seconds (Model 1's 10 minutes).
 	demoLateDelay = 600.0
@@ -91,7 +93,7 @@ func demoScenarioYAML(orgs int, scale float64) string {
 	fmt.Fprintf(&b, "# examples/scenarios/model1.yaml) with %d organisations, scaled by %g.\n", orgs, scale)
 	fmt.Fprintf(&b, "name: %s\n", demoScenarioName)
 	fmt.Fprintf(&b, "sim:\n  checkpoint: %gs\n  tick: %gs\n", demoCheckpointSeconds, demoTickSeconds)
-	fmt.Fprintf(&b, "late:\n  org: %s\n  delay: %gs\n", demoOrgName(0), demoLateDelay)
+	fmt.Fprintf(&b, "late:\n  org: %s\n  delay: %gs\n", demoOrgName(demoLateOrg), demoLateDelay)
 	b.WriteString("types:\n")
 	for _, t := range model1Types {
 		fmt.Fprintf(&b, "  - {name: %s, gflop: [%d, %d]}\n", t.name, t.min, t.max)
@@ -100,7 +102,11 @@ func demoScenarioYAML(orgs int, scale float64) string {
 	shapes := model1Shapes()
 	for i := range orgs {
 		sh := shapes[i%len(shapes)]
-		fmt.Fprintf(&b, "  - name: %s\n    machines:\n", demoOrgName(i))
+		fmt.Fprintf(&b, "  - name: %s\n", demoOrgName(i))
+		if i == demoLateOrg {
+			fmt.Fprintf(&b, "    limit: %d%%\n", demoLateLimitPercent)
+		}
+		b.WriteString("    machines:\n")
 		for _, g := range sh.groups {
 			fmt.Fprintf(&b, "      - {count: %d, gflops: %s, watts: %s}\n", scaled(g.count, scale), g.gflops, g.watts)
 		}
@@ -118,7 +124,9 @@ func demoScenarioYAML(orgs int, scale float64) string {
 
 // demoWorkload is the scaled scenario and its instance for one seed: the
 // first organisation late with its limit at demoLateLimitPercent, the
-// others at "system" (the whole federation's power), as in S1M1.
+// others at "system" (the whole federation's power), as in S1M1. The
+// scenario file says so itself, so that `peer sim` on it simulates the
+// same case.
 type demoWorkload struct {
 	yaml string
 	sc   *scenario.Scenario
@@ -132,9 +140,9 @@ func newDemoWorkload(orgs int, scale float64, seed uint64) (*demoWorkload, error
 	if err != nil {
 		return nil, fmt.Errorf("demo scenario: %w", err)
 	}
-	inst, err := sc.Instance(scenario.Options{LateLimit: fmt.Sprintf("%d%%", demoLateLimitPercent)}, seed)
+	inst, err := sc.Instance(scenario.Options{}, seed)
 	if err != nil {
 		return nil, fmt.Errorf("demo scenario: %w", err)
 	}
-	return &demoWorkload{yaml: text, sc: sc, inst: inst, late: 0}, nil
+	return &demoWorkload{yaml: text, sc: sc, inst: inst, late: demoLateOrg}, nil
 }

@@ -227,9 +227,17 @@ func demoMetrics(w *demoWorkload, tasks []ledger.Task, orgs []ledger.OrgInfo, t0
 }
 
 // writeDemoPlots draws the satisfaction, energy (user and owner) and
-// turnaround charts of the run into dir, as `peer sim --out` does.
-func writeDemoPlots(dir string, r *sim.Result) (demoPlots, error) {
-	sum, err := sim.Summarize([]*sim.Result{r})
+// turnaround charts of the run into dir, as `peer sim --out` does. labels
+// renames organisations on the charts (the late and the killed one).
+func writeDemoPlots(dir string, r *sim.Result, labels map[string]string) (demoPlots, error) {
+	c := *r
+	c.Orgs = append([]sim.OrgMetrics(nil), r.Orgs...)
+	for i := range c.Orgs {
+		if l, ok := labels[c.Orgs[i].Name]; ok {
+			c.Orgs[i].Name = l
+		}
+	}
+	sum, err := sim.Summarize([]*sim.Result{&c})
 	if err != nil {
 		return demoPlots{}, err
 	}
@@ -283,7 +291,7 @@ func printDemoReport(out io.Writer, rep *demoReport) {
 	fmt.Fprintf(out, "with its peer, and the runs cut by the kill are charged the ledger's declared estimate over wall-clock time.\n")
 	fmt.Fprintf(out, "%s\n\n", demoNote)
 	fmt.Fprintf(out, "plots: %s\n       %s\n       %s\n", rep.Plots.Satisfaction, rep.Plots.Energy, rep.Plots.Turnaround)
-	fmt.Fprintf(out, "scenario: %s (peer sim --scenario %s --runs 1 --seed %d simulates it)\n",
+	fmt.Fprintf(out, "scenario: %s (peer sim --scenario %s --runs 1 --seed %d simulates it, without the failure)\n",
 		filepath.Join(rep.OutDir, "scenario.yaml"), filepath.Join(rep.OutDir, "scenario.yaml"), rep.Seed)
 	if rep.DataDir != "" {
 		fmt.Fprintf(out, "data directories kept: %s (one per organisation: config.yaml, raft/, ...)\n", rep.DataDir)

@@ -405,3 +405,46 @@ func TestDemoMetricsMatchSimulator(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoScenarioFileSimulates: the scenario.yaml the demo writes is the
+// demo's case by itself: `peer sim` on it (U1 late at 80 % included, no
+// flags) gives the satisfaction of the demo's "(simulator)" column.
+func TestDemoScenarioFileSimulates(t *testing.T) {
+	w, err := newDemoWorkload(4, 0.1, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "scenario.yaml")
+	if err := os.WriteFile(path, []byte(w.yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "sim", "--scenario", path, "--runs", "1", "--seed", "5", "--json")
+	if code != 0 {
+		t.Fatalf("peer sim: exit %d: %s", code, stderr)
+	}
+	var got struct {
+		Orgs map[string]struct {
+			Satisfaction struct{ Mean float64 } `json:"satisfaction"`
+		} `json:"orgs"`
+		Limits map[string]float64 `json:"limits_w"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.New("ehosep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := sim.Run(context.Background(), w.inst, pol, sim.Config{TickSeconds: demoTickSeconds, CheckpointBlockSeconds: demoCheckpointSeconds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range want.Orgs {
+		if g := got.Orgs[o.Name].Satisfaction.Mean; g != o.SatisfactionEHOSEP {
+			t.Errorf("%s: peer sim on the file says %v, the demo's prediction %v", o.Name, g, o.SatisfactionEHOSEP)
+		}
+		if g := got.Limits[o.Name]; g != float64(w.inst.Orgs[i].LimitMilliW)/1000 {
+			t.Errorf("%s: limit %v W in peer sim, %d mW in the demo", o.Name, g, w.inst.Orgs[i].LimitMilliW)
+		}
+	}
+}

@@ -171,8 +171,7 @@ func fmtDP(dp *float64) string {
 	return fmt.Sprintf("%+.2f", *dp)
 }
 
-// fmtPI writes PI against the limit, with the limit as a share of the
-// organisation's power quota when that is below the whole federation.
+// fmtPI writes PI against the limit, in watts.
 func fmtPI(o ledger.OrgInfo) string {
 	return fmt.Sprintf("%.0f/%s", float64(o.PIMilliW)/1000, fmtLimit(o.LimitMilliW))
 }
