@@ -67,6 +67,8 @@ func script(t *testing.T, work string, base int, extraEnv ...string) (*exec.Cmd,
 	cmd.Env = append(os.Environ(), append([]string{"PEER=" + peerBin, "BASE_PORT=" + strconv.Itoa(base), "TIMEOUT=120"}, extraEnv...)...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
+	// If the test binary dies, the script's trap stops its peers.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

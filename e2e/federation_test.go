@@ -485,6 +485,20 @@ template:
 			})
 		}
 		waitSameLedger(t, orgs)
+		// It listens on a new port (listen is tcp/0); the members list the
+		// address it has now.
+		addr := strings.Split(victim.proc.bootstrap(t), "/p2p/")[0]
+		for _, g := range orgs {
+			waitFor(t, waitTimeout, g.name+" lists "+victim.name+"'s new address "+addr, func() (bool, string) {
+				s := g.status(t)
+				for _, p := range s.Peers {
+					if p.Org == victim.name {
+						return slices.Contains(p.Addrs, addr), fmt.Sprint(p.Addrs)
+					}
+				}
+				return false, "no peer of " + victim.name
+			})
+		}
 
 		// It works: it submits a job and gets the outputs back.
 		ids := victim.submit(t, filepath.Join(repoRoot, "examples", "jobs", "hello.json"))
@@ -495,6 +509,54 @@ template:
 				t.Fatalf("output of %s: %q, %v", ids[i], got, err)
 			}
 		}
+	})
+
+	t.Run("a clean stop (SIGTERM) hands the machines back; the peer restarts", func(t *testing.T) {
+		leader := a.status(t).Leader
+		var g *org
+		for _, o := range orgs {
+			if o != victim && mustOrg(t, a.status(t), o.name).Peer != leader {
+				g = o
+			}
+		}
+		if g == nil {
+			t.Fatal("no follower left to stop")
+		}
+		if err := g.proc.stop(60 * time.Second); err != nil {
+			t.Fatalf("peer run of %s after SIGTERM: %v (want exit 0)", g.name, err)
+		}
+		if out := readFile(g.proc.stdout); !strings.Contains(out, "\nstopping\n") {
+			t.Fatalf("peer run did not say it was stopping:\n%s", out)
+		}
+		for _, o := range orgs {
+			if o == g {
+				continue
+			}
+			waitFor(t, waitTimeout, o.name+" sees "+g.name+"'s machines lost", func() (bool, string) {
+				ms := o.machines(t)
+				for _, m := range ms {
+					if m.Org == g.name && m.State != "lost" {
+						return false, fmt.Sprintf("%+v", ms)
+					}
+				}
+				return true, ""
+			})
+		}
+		g.start(t)
+		for _, o := range orgs {
+			waitFor(t, waitTimeout, o.name+" sees the federation whole again", func() (bool, string) {
+				if msg := formed(o.status(t), 3); msg != "" {
+					return false, msg
+				}
+				for _, m := range o.machines(t) {
+					if m.State != "up" {
+						return false, m.ID + " is " + m.State
+					}
+				}
+				return true, ""
+			})
+		}
+		waitSameLedger(t, orgs)
 	})
 }
 

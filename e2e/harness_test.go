@@ -471,6 +471,8 @@ func (g *org) spawn(t *testing.T, extra ...string) *peerProc {
 	args := append([]string{"run", "--data", g.data, "--log-level", "info"}, extra...)
 	p.cmd = exec.Command(peerBin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = so, se
+	// If the test binary dies (a go test timeout), its peers die with it.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
 		so.Close()
 		se.Close()
