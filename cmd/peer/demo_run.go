@@ -295,7 +295,10 @@ func (d *demoDriver) run(ctx context.Context) error {
 			s = d.snapshot()
 		}
 		d.watchLost()
-		finished := len(batches) == 0 && d.settled(s)
+		// The end: every task done, and the dead peer's machines declared
+		// lost (if they were idle at the kill, that can come after the
+		// last task).
+		finished := len(batches) == 0 && d.settled(s) && (d.killed == nil || d.lostAfter > 0)
 		d.view.frame(s, finished)
 		if finished {
 			return nil
