@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,7 +57,7 @@ func buildAndRun(m *testing.M) (int, error) {
 	defer os.RemoveAll(tmp)
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return 0, fmt.Errorf("the e2e tests build ./cmd/peer with the go tool: %w", err)
 	}
 	peerBin = filepath.Join(tmp, "peer")
 	build := exec.Command(goTool, "build", "-o", peerBin, "./cmd/peer")
