@@ -239,30 +239,40 @@ func TestPreemptedTaskResumesElsewhere(t *testing.T) {
 //   - "every copy corrupt": every holder's copy is damaged on disk. The
 //     restore refuses it, the task starts from zero (never from a damaged
 //     state), the ledger drops the checkpoint so that the remaining work
-//     is the whole size again, and the damaged archives are collected.
+//     is the whole size again, and the damaged archives are collected;
+//   - "over the restoring peer's limit": the machines' peers accept no
+//     archive over 64 bytes (checkpoint.max_archive_bytes), so the replica
+//     lands on ck-sub and the restore is refused as too large: the task
+//     starts from zero, as above.
 //
 // A machine is then freed, on a peer that does not hold the replica, so
 // that the restore has to fetch it.
 func TestResumeAfterHolderLossOrCorruption(t *testing.T) {
 	cases := []struct {
-		name    string
-		crash   bool
-		corrupt bool
+		name     string
+		crash    bool
+		corrupt  bool
+		tooLarge bool
 	}{
 		{name: "holder crashed", crash: true},
 		{name: "every copy corrupt", corrupt: true},
+		{name: "over the restoring peer's limit", tooLarge: true},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := fmt.Sprintf("h%d-", i)
 			sub, own, far, alt := p+"sub", p+"own", p+"far", p+"alt"
+			small := ckConfig
+			if tc.tooLarge {
+				small = func(c *Config) { ckConfig(c); c.Checkpoint.MaxArchiveBytes = 64 }
+			}
 			peers := federation(t, "process", []string{sub, own, far, alt}, map[string]string{
 				own: processMachine("y1", 10, 100),
 				far: processMachine("z1", 5, 150),
 				alt: processMachine("w1", 5, 150),
 			}, map[string]func(*Config){
 				sub: func(c *Config) { ckConfig(c); c.Limit = "system" },
-				own: ckConfig, far: ckConfig, alt: ckConfig,
+				own: ckConfig, far: small, alt: small,
 			})
 			byOrg := map[string]*tnode{}
 			for _, p := range peers {
@@ -311,6 +321,9 @@ func TestResumeAfterHolderLossOrCorruption(t *testing.T) {
 			if replica == nil || !replica.n.ck.store.Has(ck.Hash) {
 				t.Fatalf("replica %s does not hold %s", ck.Holders[1], ck.Hash)
 			}
+			if tc.tooLarge && (replica != s || ck.SizeBytes <= 64) {
+				t.Fatalf("a %d-byte archive replicated to %s, a peer that accepts at most 64 bytes", ck.SizeBytes, replica.org)
+			}
 			stopped := stdoutOf(t, o, id)["stopped"]
 
 			if tc.corrupt {
@@ -335,7 +348,8 @@ func TestResumeAfterHolderLossOrCorruption(t *testing.T) {
 				return tk.State == ledger.TaskRunning && tk.Machine == mach
 			})
 			tk := s.task(id)
-			if tc.corrupt && (tk.Checkpoint != nil || tk.RemainingMFlop != tk.SizeMFlop) {
+			fromZero := tc.corrupt || tc.tooLarge
+			if fromZero && (tk.Checkpoint != nil || tk.RemainingMFlop != tk.SizeMFlop) {
 				t.Fatalf("started from zero, but the ledger keeps checkpoint %+v and %d MFlop remaining of %d", tk.Checkpoint, tk.RemainingMFlop, tk.SizeMFlop)
 			}
 			if tc.crash && (tk.Checkpoint == nil || tk.Checkpoint.Hash != ck.Hash || tk.RemainingMFlop != tk.SizeMFlop-ck.ProgressMFlop) {
@@ -356,13 +370,13 @@ func TestResumeAfterHolderLossOrCorruption(t *testing.T) {
 			if tc.crash && (out["resumed"] == 0 || int64(out["resumed"])*counterWork != ck.ProgressMFlop || out["resumed"] != stopped) {
 				t.Fatalf("resumed at %d after a stop at %d (checkpoint %d MFlop)", out["resumed"], stopped, ck.ProgressMFlop)
 			}
-			if tc.corrupt {
+			if fromZero {
 				if out["resumed"] != 0 {
-					t.Fatalf("resumed at %d from a corrupt checkpoint", out["resumed"])
+					t.Fatalf("resumed at %d from a refused checkpoint", out["resumed"])
 				}
-				// The damaged bytes were never kept by the restoring
+				// The refused bytes were never kept by the restoring
 				// peer, and the holders' copies are collected.
-				waitFor(t, 10*time.Second, "damaged archives collected", func() bool {
+				waitFor(t, 10*time.Second, "refused archives collected", func() bool {
 					for _, p := range peers {
 						if p.n != nil && p.n.ck.store.Has(ck.Hash) {
 							return false
