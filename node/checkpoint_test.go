@@ -636,3 +636,53 @@ func TestPeriodicCheckpointsSurviveACrash(t *testing.T) {
 		t.Fatalf("segments %+v", segs)
 	}
 }
+
+// TestSimulatedTaskResumesFromCheckpoint: the same path with the simulated
+// executor, which writes its exact progress into $CHECKPOINT_DIR when it
+// is stopped. The preempted task resumes on another organisation's
+// machine and simulates only the work left: the energy of its second
+// segment is that machine's busy power over (size − checkpointed
+// progress) / speed.
+func TestSimulatedTaskResumesFromCheckpoint(t *testing.T) {
+	peers := federation(t, "sim", []string{"s-sub", "s-own", "s-far"}, map[string]string{
+		"s-own": simMachine("y1", 100, 100),
+		"s-far": simMachine("z1", 50, 150),
+	}, map[string]func(*Config){
+		"s-sub": func(c *Config) { ckConfig(c); c.Limit = "system" },
+		"s-own": ckConfig,
+		"s-far": ckConfig,
+	})
+	sub, own := peers[0], peers[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// 100 s simulated on s-own (2.5 s real at compression 40), preempted
+	// after about 1 s.
+	const size = 10_000_000
+	id := submitOne(t, ctx, sub, api.SubmitTask{SizeMFlop: size, Checkpointable: true})[0]
+	waitFor(t, 20*time.Second, id+" running on s-own", func() bool {
+		tk := sub.task(id)
+		return tk.State == ledger.TaskRunning && tk.Machine == "s-own/y1"
+	})
+	time.Sleep(time.Second)
+	submitOne(t, ctx, own, api.SubmitTask{SizeMFlop: 100_000})
+	waitFor(t, 20*time.Second, id+" running on s-far", func() bool {
+		tk := sub.task(id)
+		return tk.State == ledger.TaskRunning && tk.Machine == "s-far/z1"
+	})
+	ck := sub.task(id).Checkpoint
+	if ck == nil || ck.ProgressMFlop <= 0 || ck.ProgressMFlop >= size {
+		t.Fatalf("checkpoint %+v", ck)
+	}
+	waitFor(t, 30*time.Second, id+" done", func() bool { return sub.task(id).State == ledger.TaskDone })
+	segs := sub.task(id).Segments
+	if len(segs) != 2 || segs[0].Outcome != ledger.OutcomePreempted || segs[1].Outcome != ledger.OutcomeDone {
+		t.Fatalf("segments %+v", segs)
+	}
+	// 150 W × (size − progress) / 50,000 MFLOPS, in mJ (the executor
+	// rounds the simulated duration to the microsecond).
+	want := 150_000 * float64(size-ck.ProgressMFlop) / 50_000
+	if got := float64(segs[1].EnergyMilliJ); math.Abs(got-want) > 1 {
+		t.Fatalf("second segment %v mJ, want %v mJ: the resumed run did not start from the checkpoint's %d MFlop", got, want, ck.ProgressMFlop)
+	}
+	t.Logf("checkpoint %d MFlop of %d; second segment %d mJ", ck.ProgressMFlop, size, segs[1].EnergyMilliJ)
+}
