@@ -91,6 +91,7 @@ func TestFederation(t *testing.T) {
 		// With a limit of 0 W nothing of f's runs: its tasks stay queued
 		// until cancelled.
 		mustCLI(t, "limit", "set", "0W", "--data", f.data)
+		defer mustCLI(t, "limit", "set", "100%", "--data", f.data)
 		for range 5 {
 			id := f.submit(t, job)[0]
 			if r := f.cli(t, "cancel", id); r.code != 0 {
@@ -104,7 +105,6 @@ func TestFederation(t *testing.T) {
 				return d.State == "cancelled", d.State
 			})
 		}
-		mustCLI(t, "limit", "set", "100%", "--data", f.data)
 	})
 
 	t.Run("outsiders cannot join", func(t *testing.T) {
