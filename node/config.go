@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/internal/yamlfile"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
 	"github.com/coopgrid/coopgrid/policy"
@@ -253,36 +254,36 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		line, msg := yamlErrLine(err)
+		line, msg := yamlfile.SyntaxErrorLine(err)
 		return Config{}, &ConfigError{File: name, Line: line, Msg: msg}
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return Config{}, &ConfigError{File: name, Msg: "empty file: want a mapping with at least org"}
 	}
-	p := parser{file: name}
+	p := newParser(name)
 	c := DefaultConfig("")
 	root := doc.Content[0]
 	sawOrg := false
-	err := p.mapping(root, "", func(key string, k, v *yaml.Node, f string) error {
+	err := p.Mapping(root, "", func(key string, k, v *yaml.Node, f string) error {
 		var err error
 		switch key {
 		case "org":
 			sawOrg = true
-			if c.Org, err = p.str(v, f); err == nil && !validName(c.Org) {
-				err = p.errf(v, f, "%q: want 1-%d characters of [A-Za-z0-9._-] starting with a letter or digit", c.Org, ledger.MaxNameLen)
+			if c.Org, err = p.Str(v, f); err == nil && !validName(c.Org) {
+				err = p.Errf(v, f, "%q: want 1-%d characters of [A-Za-z0-9._-] starting with a letter or digit", c.Org, ledger.MaxNameLen)
 			}
 		case "new_federation":
 			c.NewFederation, err = p.boolean(v, f)
 		case "listen":
 			if c.Listen, err = p.strList(v, f, checkTCPAddr); err == nil && len(c.Listen) == 0 {
-				err = p.errf(v, f, "empty list: want at least one address")
+				err = p.Errf(v, f, "empty list: want at least one address")
 			}
 		case "announce":
 			c.Announce, err = p.strList(v, f, checkTCPAddr)
 		case "api":
-			if c.API, err = p.str(v, f); err == nil {
+			if c.API, err = p.Str(v, f); err == nil {
 				if cerr := checkAPIAddr(c.API); cerr != nil {
-					err = p.errf(v, f, "%v", cerr)
+					err = p.Errf(v, f, "%v", cerr)
 				}
 			}
 		case "bootstrap":
@@ -290,77 +291,77 @@ func ParseConfig(name string, data []byte) (Config, error) {
 		case "machines":
 			c.Machines, err = p.strOrEmpty(v, f)
 		case "limit":
-			if c.Limit, err = p.str(v, f); err == nil {
+			if c.Limit, err = p.Str(v, f); err == nil {
 				if _, lerr := ParseLimit(c.Limit); lerr != nil {
-					err = p.errf(v, f, "%v", lerr)
+					err = p.Errf(v, f, "%v", lerr)
 				}
 			}
 		case "executor":
-			err = p.mapping(v, f, func(key string, k, v *yaml.Node, f string) error {
+			err = p.Mapping(v, f, func(key string, k, v *yaml.Node, f string) error {
 				var err error
 				switch key {
 				case "kind":
-					if c.Executor.Kind, err = p.str(v, f); err == nil && c.Executor.Kind != "process" && c.Executor.Kind != "sim" {
-						err = p.errf(v, f, "%q: want process or sim", c.Executor.Kind)
+					if c.Executor.Kind, err = p.Str(v, f); err == nil && c.Executor.Kind != "process" && c.Executor.Kind != "sim" {
+						err = p.Errf(v, f, "%q: want process or sim", c.Executor.Kind)
 					}
 				case "sim_compression":
 					if c.Executor.SimCompression, err = p.number(v, f); err == nil && c.Executor.SimCompression <= 0 {
-						err = p.errf(v, f, "must be positive, got %s", v.Value)
+						err = p.Errf(v, f, "must be positive, got %s", v.Value)
 					}
 				case "stop_grace":
 					c.Executor.StopGrace, err = p.duration(v, f)
 				default:
-					return p.errf(k, f, "unknown key (want kind, sim_compression, stop_grace)")
+					return p.Errf(k, f, "unknown key (want kind, sim_compression, stop_grace)")
 				}
 				return err
 			})
 		case "heartbeat":
-			err = p.mapping(v, f, func(key string, k, v *yaml.Node, f string) error {
+			err = p.Mapping(v, f, func(key string, k, v *yaml.Node, f string) error {
 				var err error
 				switch key {
 				case "interval":
 					if c.Heartbeat.Interval, err = p.duration(v, f); err == nil && c.Heartbeat.Interval <= 0 {
-						err = p.errf(v, f, "must be positive")
+						err = p.Errf(v, f, "must be positive")
 					}
 				case "timeout":
 					if c.Heartbeat.Timeout, err = p.duration(v, f); err == nil && c.Heartbeat.Timeout <= 0 {
-						err = p.errf(v, f, "must be positive")
+						err = p.Errf(v, f, "must be positive")
 					}
 				default:
-					return p.errf(k, f, "unknown key (want interval, timeout)")
+					return p.Errf(k, f, "unknown key (want interval, timeout)")
 				}
 				return err
 			})
 			if err == nil && c.Heartbeat.Timeout <= c.Heartbeat.Interval {
-				err = p.errf(v, f+".timeout", "%v must exceed the interval %v", c.Heartbeat.Timeout, c.Heartbeat.Interval)
+				err = p.Errf(v, f+".timeout", "%v must exceed the interval %v", c.Heartbeat.Timeout, c.Heartbeat.Interval)
 			}
 		case "consensus":
-			err = p.mapping(v, f, func(key string, k, v *yaml.Node, f string) error {
+			err = p.Mapping(v, f, func(key string, k, v *yaml.Node, f string) error {
 				var err error
 				switch key {
 				case "preset":
-					if c.Consensus.Preset, err = p.str(v, f); err == nil && c.Consensus.Preset != "lan" && c.Consensus.Preset != "wan" {
-						err = p.errf(v, f, "%q: want lan or wan", c.Consensus.Preset)
+					if c.Consensus.Preset, err = p.Str(v, f); err == nil && c.Consensus.Preset != "lan" && c.Consensus.Preset != "wan" {
+						err = p.Errf(v, f, "%q: want lan or wan", c.Consensus.Preset)
 					}
 				case "policy":
-					if c.Consensus.Policy, err = p.str(v, f); err == nil {
+					if c.Consensus.Policy, err = p.Str(v, f); err == nil {
 						if _, perr := policy.New(c.Consensus.Policy); perr != nil {
-							err = p.errf(v, f, "%q: want one of %s", c.Consensus.Policy, strings.Join(policy.Names(), ", "))
+							err = p.Errf(v, f, "%q: want one of %s", c.Consensus.Policy, strings.Join(policy.Names(), ", "))
 						}
 					}
 				case "schedule_interval":
 					if c.Consensus.ScheduleInterval, err = p.duration(v, f); err == nil && c.Consensus.ScheduleInterval <= 0 {
-						err = p.errf(v, f, "must be positive")
+						err = p.Errf(v, f, "must be positive")
 					}
 				case "checkpoint_block":
 					c.Consensus.CheckpointBlock, err = p.duration(v, f)
 				default:
-					return p.errf(k, f, "unknown key (want preset, policy, schedule_interval, checkpoint_block)")
+					return p.Errf(k, f, "unknown key (want preset, policy, schedule_interval, checkpoint_block)")
 				}
 				return err
 			})
 		case "files":
-			err = p.mapping(v, f, func(key string, k, v *yaml.Node, f string) error {
+			err = p.Mapping(v, f, func(key string, k, v *yaml.Node, f string) error {
 				var err error
 				switch key {
 				case "max_input_bytes":
@@ -371,20 +372,20 @@ func ParseConfig(name string, data []byte) (Config, error) {
 					c.Files.MaxLogBytes, err = p.size(v, f, 1, maxLogBytesLimit)
 				case "fetch_timeout":
 					if c.Files.FetchTimeout, err = p.duration(v, f); err == nil && c.Files.FetchTimeout <= 0 {
-						err = p.errf(v, f, "must be positive")
+						err = p.Errf(v, f, "must be positive")
 					}
 				default:
-					return p.errf(k, f, "unknown key (want max_input_bytes, max_output_bytes, max_log_bytes, fetch_timeout)")
+					return p.Errf(k, f, "unknown key (want max_input_bytes, max_output_bytes, max_log_bytes, fetch_timeout)")
 				}
 				return err
 			})
 		case "checkpoint":
-			err = p.mapping(v, f, func(key string, k, v *yaml.Node, f string) error {
+			err = p.Mapping(v, f, func(key string, k, v *yaml.Node, f string) error {
 				var err error
 				ck := &c.Checkpoint
 				positive := func(d time.Duration, err error) (time.Duration, error) {
 					if err == nil && d <= 0 {
-						err = p.errf(v, f, "must be positive")
+						err = p.Errf(v, f, "must be positive")
 					}
 					return d, err
 				}
@@ -409,12 +410,12 @@ func ParseConfig(name string, data []byte) (Config, error) {
 				case "interval":
 					ck.Interval, err = p.duration(v, f)
 				default:
-					return p.errf(k, f, "unknown key (want replication, grace, max_archive_bytes, max_task_bytes, max_peer_bytes, transfer_timeout, gc_interval, interval)")
+					return p.Errf(k, f, "unknown key (want replication, grace, max_archive_bytes, max_task_bytes, max_peer_bytes, transfer_timeout, gc_interval, interval)")
 				}
 				return err
 			})
 		default:
-			return p.errf(k, f, "unknown key")
+			return p.Errf(k, f, "unknown key")
 		}
 		return err
 	})
@@ -422,7 +423,7 @@ func ParseConfig(name string, data []byte) (Config, error) {
 		return Config{}, err
 	}
 	if !sawOrg {
-		return Config{}, p.errf(root, "org", "missing")
+		return Config{}, p.Errf(root, "org", "missing")
 	}
 	return c, nil
 }
@@ -595,93 +596,20 @@ func (c Config) machinesPath(dataDir string) string {
 	return filepath.Join(dataDir, c.Machines)
 }
 
-// yamlErrLine splits a yaml.v3 syntax error ("yaml: line 3: ...") into its
-// line (0 if none) and the rest of the message.
-func yamlErrLine(err error) (int, string) {
-	s := strings.TrimPrefix(err.Error(), "yaml: ")
-	rest, ok := strings.CutPrefix(s, "line ")
-	if !ok {
-		return 0, s
-	}
-	num, msg, ok := strings.Cut(rest, ": ")
-	n, err2 := strconv.Atoi(num)
-	if !ok || err2 != nil {
-		return 0, s
-	}
-	return n, msg
+// parser reads config.yaml; its errors are *ConfigError (file and line).
+type parser struct {
+	yamlfile.Parser
+	file string
 }
 
-type parser struct{ file string }
-
-func (p parser) errf(n *yaml.Node, field, format string, args ...any) error {
-	e := &ConfigError{File: p.file, Field: field, Msg: fmt.Sprintf(format, args...)}
-	if n != nil {
-		e.Line = n.Line
-	}
-	return e
-}
-
-func join(prefix, key string) string {
-	if prefix == "" {
-		return key
-	}
-	return prefix + "." + key
-}
-
-// mapping walks a mapping node, rejecting aliases and duplicate keys.
-func (p parser) mapping(n *yaml.Node, field string, each func(key string, k, v *yaml.Node, field string) error) error {
-	if n.Kind == yaml.AliasNode {
-		return p.errf(n, field, "aliases are not supported")
-	}
-	if n.Kind != yaml.MappingNode {
-		return p.errf(n, field, "want a mapping, got %s", kindName(n))
-	}
-	seen := make(map[string]bool, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			return p.errf(k, field, "want a plain key")
+func newParser(file string) parser {
+	return parser{file: file, Parser: yamlfile.Parser{MakeErr: func(n *yaml.Node, field, msg string) error {
+		e := &ConfigError{File: file, Field: field, Msg: msg}
+		if n != nil {
+			e.Line = n.Line
 		}
-		f := join(field, k.Value)
-		if seen[k.Value] {
-			return p.errf(k, f, "duplicate key")
-		}
-		seen[k.Value] = true
-		if v.Kind == yaml.AliasNode {
-			return p.errf(v, f, "aliases are not supported")
-		}
-		if err := each(k.Value, k, v, f); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.ScalarNode:
-		if n.Tag == "!!null" {
-			return "nothing"
-		}
-		return "a value"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.AliasNode:
-		return "an alias"
-	}
-	return "nothing"
-}
-
-func (p parser) str(n *yaml.Node, field string) (string, error) {
-	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		return "", p.errf(n, field, "want a value, got %s", kindName(n))
-	}
-	if n.Tag != "!!str" {
-		return "", p.errf(n, field, "want a string, got %q", n.Value)
-	}
-	return n.Value, nil
+		return e
+	}}}
 }
 
 // strOrEmpty accepts a string or nothing (the empty string).
@@ -689,7 +617,7 @@ func (p parser) strOrEmpty(n *yaml.Node, field string) (string, error) {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return "", nil
 	}
-	return p.str(n, field)
+	return p.Str(n, field)
 }
 
 func (p parser) strList(n *yaml.Node, field string, check func(string) error) ([]string, error) {
@@ -697,20 +625,20 @@ func (p parser) strList(n *yaml.Node, field string, check func(string) error) ([
 		return nil, nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		return nil, p.errf(n, field, "want a list, got %s", kindName(n))
+		return nil, p.Errf(n, field, "want a list, got %s", yamlfile.KindName(n))
 	}
 	out := make([]string, 0, len(n.Content))
 	for i, e := range n.Content {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		if e.Kind == yaml.AliasNode {
-			return nil, p.errf(e, f, "aliases are not supported")
+			return nil, p.Errf(e, f, "aliases are not supported")
 		}
-		s, err := p.str(e, f)
+		s, err := p.Str(e, f)
 		if err != nil {
 			return nil, err
 		}
 		if err := check(s); err != nil {
-			return nil, p.errf(e, f, "%v", err)
+			return nil, p.Errf(e, f, "%v", err)
 		}
 		out = append(out, s)
 	}
@@ -719,11 +647,11 @@ func (p parser) strList(n *yaml.Node, field string, check func(string) error) ([
 
 func (p parser) boolean(n *yaml.Node, field string) (bool, error) {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
-		return false, p.errf(n, field, "want true or false, got %s", describe(n))
+		return false, p.Errf(n, field, "want true or false, got %s", describe(n))
 	}
 	var b bool
 	if err := n.Decode(&b); err != nil {
-		return false, p.errf(n, field, "want true or false, got %q", n.Value)
+		return false, p.Errf(n, field, "want true or false, got %q", n.Value)
 	}
 	return b, nil
 }
@@ -731,14 +659,14 @@ func (p parser) boolean(n *yaml.Node, field string) (bool, error) {
 // number reads a finite, non-negative float.
 func (p parser) number(n *yaml.Node, field string) (float64, error) {
 	if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") {
-		return 0, p.errf(n, field, "want a number, got %s", describe(n))
+		return 0, p.Errf(n, field, "want a number, got %s", describe(n))
 	}
 	var x float64
 	if err := n.Decode(&x); err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-		return 0, p.errf(n, field, "want a finite number, got %q", n.Value)
+		return 0, p.Errf(n, field, "want a finite number, got %q", n.Value)
 	}
 	if x < 0 {
-		return 0, p.errf(n, field, "must not be negative, got %s", n.Value)
+		return 0, p.Errf(n, field, "must not be negative, got %s", n.Value)
 	}
 	return x, nil
 }
@@ -746,28 +674,28 @@ func (p parser) number(n *yaml.Node, field string) (float64, error) {
 // size reads a whole number of bytes in [lo, hi].
 func (p parser) size(n *yaml.Node, field string, lo, hi int64) (int64, error) {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-		return 0, p.errf(n, field, "want a whole number of bytes, got %s", describe(n))
+		return 0, p.Errf(n, field, "want a whole number of bytes, got %s", describe(n))
 	}
 	var x int64
 	if err := n.Decode(&x); err != nil {
-		return 0, p.errf(n, field, "want a whole number of bytes, got %q", n.Value)
+		return 0, p.Errf(n, field, "want a whole number of bytes, got %q", n.Value)
 	}
 	if x < lo || x > hi {
-		return 0, p.errf(n, field, "%d out of range [%d, %d]", x, lo, hi)
+		return 0, p.Errf(n, field, "%d out of range [%d, %d]", x, lo, hi)
 	}
 	return x, nil
 }
 
 func (p parser) duration(n *yaml.Node, field string) (time.Duration, error) {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-		return 0, p.errf(n, field, "want a duration such as 15s or 2m, got %s", describe(n))
+		return 0, p.Errf(n, field, "want a duration such as 15s or 2m, got %s", describe(n))
 	}
 	d, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return 0, p.errf(n, field, "want a duration such as 15s or 2m, got %q", n.Value)
+		return 0, p.Errf(n, field, "want a duration such as 15s or 2m, got %q", n.Value)
 	}
 	if d < 0 {
-		return 0, p.errf(n, field, "must not be negative, got %s", n.Value)
+		return 0, p.Errf(n, field, "must not be negative, got %s", n.Value)
 	}
 	return d, nil
 }
@@ -776,7 +704,7 @@ func describe(n *yaml.Node) string {
 	if n.Kind == yaml.ScalarNode && n.Tag != "!!null" {
 		return strconv.Quote(n.Value)
 	}
-	return kindName(n)
+	return yamlfile.KindName(n)
 }
 
 // errNotInitialised says the data directory has no config.yaml.
