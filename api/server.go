@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coopgrid/coopgrid/api/dashboard"
 )
 
 // DefaultAddr is where the API listens unless configured: loopback only,
@@ -104,8 +106,20 @@ func (s *Server) routes() {
 	s.handle("/v1/leave", map[string]handlerFunc{http.MethodPost: s.leave})
 	s.handle("/v1/limit", map[string]handlerFunc{http.MethodPut: s.setLimit})
 	s.handle("/v1/ledger", map[string]handlerFunc{http.MethodGet: s.ledger})
-	// Everything else: a JSON 404 rather than the mux's plain text.
+	// The web dashboard's static files (package dashboard); the mux
+	// redirects /ui to /ui/.
+	dash := dashboard.Handler()
+	s.handle(dashboard.Prefix, map[string]handlerFunc{http.MethodGet: func(w http.ResponseWriter, r *http.Request) error {
+		dash.ServeHTTP(w, r)
+		return nil
+	}})
+	// Everything else: a JSON 404 rather than the mux's plain text, except
+	// that a browser opening the peer's address is sent to the dashboard.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if isDashboardRoot(r) {
+			http.Redirect(w, r, dashboard.Prefix, http.StatusFound)
+			return
+		}
 		s.writeError(w, r, Errorf(CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
 }
@@ -141,7 +155,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if pattern == "/" || pattern == "" {
 		pattern = "other"
 	}
-	if r.URL.Path != "/healthz" && !s.authorized(r) {
+	if r.URL.Path != "/healthz" && !isPublicDashboard(r) && !s.authorized(r) {
 		rec.Header().Set("WWW-Authenticate", `Bearer realm="coopgrid"`)
 		s.writeError(rec, r, Errorf(CodeUnauthorized, "missing or wrong bearer token (the token is in the peer's data directory, file %s)", TokenFile))
 	} else {
@@ -150,6 +164,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.requests.WithLabelValues(pattern, strconv.Itoa(rec.status)).Inc()
 	s.log.Debug("api request", "method", r.Method, "path", r.URL.Path, "route", pattern,
 		"status", rec.status, "bytes", rec.bytes, "remote", r.RemoteAddr, "duration", time.Since(start))
+}
+
+// isDashboardRoot is a browser's GET of the peer's address.
+func isDashboardRoot(r *http.Request) bool {
+	return r.URL.Path == "/" && r.Method == http.MethodGet && dashboard.WantsHTML(r)
+}
+
+// isPublicDashboard reports a request for the dashboard's static files,
+// served without a token: they hold no data (the page asks for the token
+// and every figure it shows comes from the authenticated /v1 routes).
+func isPublicDashboard(r *http.Request) bool {
+	return r.Method == http.MethodGet && (dashboard.IsPath(r.URL.Path) || isDashboardRoot(r))
 }
 
 func (s *Server) authorized(r *http.Request) bool {

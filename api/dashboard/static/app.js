@@ -1,0 +1,553 @@
+// coopgrid dashboard: polls this peer's JSON API (/v1/...) with the bearer
+// token the user gave once, and renders the federation's state. Plain
+// JavaScript, no build step; charts through the vendored uPlot. Every value
+// from the API goes into the page as text (textContent), never as HTML: task
+// names and commands come from other organisations.
+"use strict";
+(function () {
+  const POLL_MS = 1500;
+  const MAX_POINTS = 800; // 20 minutes of history at 1.5 s
+  const TOKEN_KEY = "coopgrid.api.token";
+  const MAX_TASK_ROWS = 1000;
+  const PALETTE = ["#2457c5", "#d1495b", "#2e933c", "#edae49", "#7b2cbf", "#00798c", "#8d6a00", "#e76f51", "#3d405b", "#6a994e"];
+
+  const $ = (sel) => document.querySelector(sel);
+  let token = sessionStorage.getItem(TOKEN_KEY) || "";
+  let timer = null;
+  let polling = false;
+  let status = null;
+  let tab = "overview";
+  let selected = null; // the task ID whose detail is open
+  let detailKey = "";   // state/attempts of the open detail, to refresh logs when it changes
+  let lastTasks = [];
+  // Time series kept in the page from polling: t (seconds) and per organisation.
+  const hist = { t: [], orgs: new Map() };
+  const charts = {}; // id -> {plot, key}
+
+  class ApiError extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  async function api(path, opts) {
+    opts = opts || {};
+    const init = { method: opts.method || "GET", cache: "no-store", headers: { Authorization: "Bearer " + token } };
+    if (opts.body !== undefined) {
+      init.body = JSON.stringify(opts.body);
+      init.headers["Content-Type"] = "application/json";
+    }
+    let r;
+    try {
+      r = await fetch(path, init);
+    } catch (e) {
+      throw new ApiError(0, "unreachable", "the peer does not answer (" + e.message + ")");
+    }
+    if (!r.ok) {
+      let code = "", msg = r.status + " " + r.statusText;
+      try {
+        const b = await r.json();
+        code = b.error.code;
+        msg = b.error.message;
+      } catch (_) { /* not a JSON error */ }
+      throw new ApiError(r.status, code, msg);
+    }
+    if (opts.text) return r.text();
+    if (r.status === 204) return null;
+    return r.json();
+  }
+
+  // --- small DOM helpers -------------------------------------------------
+
+  function el(tag, props, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(props || {})) {
+      if (k === "class") e.className = v;
+      else if (k.startsWith("data-")) e.setAttribute(k, v);
+      else e[k] = v;
+    }
+    for (const c of children) e.append(c instanceof Node ? c : String(c));
+    return e;
+  }
+
+  function setText(sel, v) {
+    const e = typeof sel === "string" ? $(sel) : sel;
+    const s = String(v);
+    if (e.textContent !== s) e.textContent = s;
+  }
+
+  // syncRows updates tbody in place, one row per item keyed by key(item),
+  // so that rows being typed in (the limit form) survive a refresh.
+  function syncRows(tbody, items, key, create, update) {
+    const old = new Map();
+    for (const tr of Array.from(tbody.rows)) old.set(tr.dataset.key, tr);
+    let prev = null;
+    for (const it of items) {
+      const k = key(it);
+      let tr = old.get(k);
+      if (tr) old.delete(k);
+      else {
+        tr = create(it);
+        tr.dataset.key = k;
+      }
+      update(tr, it);
+      const want = prev ? prev.nextSibling : tbody.firstChild;
+      if (want !== tr) tbody.insertBefore(tr, want);
+      prev = tr;
+    }
+    for (const tr of old.values()) tr.remove();
+  }
+
+  function cells(tr, values) {
+    values.forEach((v, i) => setText(tr.cells[i], v));
+  }
+
+  function row(n, numeric) {
+    const tr = document.createElement("tr");
+    for (let i = 0; i < n; i++) tr.append(el("td", { class: numeric && numeric.includes(i) ? "num" : "" }));
+    return tr;
+  }
+
+  function num(x, digits) {
+    if (x === null || x === undefined) return "–";
+    const d = digits === undefined ? 2 : digits;
+    const f = Math.pow(10, d);
+    return String(Math.round(x * f) / f);
+  }
+
+  function shortID(id) {
+    return id && id.length > 16 ? id.slice(0, 6) + "…" + id.slice(-6) : id || "";
+  }
+
+  function time(ms) {
+    return ms ? new Date(ms).toLocaleTimeString() : "";
+  }
+
+  function orgColor(name) {
+    const i = status ? status.orgs.findIndex((o) => o.name === name) : -1;
+    return PALETTE[(i < 0 ? 0 : i) % PALETTE.length];
+  }
+
+  // fairnessState names where an organisation stands: excess (gets more than
+  // it contributes), deficit (gets less and has work waiting), served (gets
+  // all it asks for), or "no quota" (contributes nothing, DP undefined).
+  function fairnessState(o) {
+    if (o.dp === null || o.dp === undefined) return "no quota";
+    if (o.dp > 1e-9) return "excess";
+    if (o.dp < -1e-9 && o.queued > 0) return "deficit";
+    return "served";
+  }
+
+  // --- login --------------------------------------------------------------
+
+  function showLogin(message) {
+    stop();
+    $("#app").hidden = true;
+    $("#logout").hidden = true;
+    setText("#whoami", "");
+    setText("#conn", "");
+    resetData();
+    $("#login").hidden = false;
+    const err = $("#token-error");
+    err.hidden = !message;
+    setText(err, message || "");
+    $("#token-input").focus();
+  }
+
+  function wrongToken() {
+    token = "";
+    sessionStorage.removeItem(TOKEN_KEY);
+    showLogin("Wrong token: this peer refused it. Copy the token from the file api.token in the peer's data directory.");
+  }
+
+  // resetData forgets everything shown, so that after a wrong token nothing
+  // of the federation stays on the page.
+  function resetData() {
+    status = null;
+    selected = null;
+    lastTasks = [];
+    hist.t = [];
+    hist.orgs.clear();
+    for (const id of Object.keys(charts)) {
+      charts[id].plot.destroy();
+      delete charts[id];
+    }
+    document.querySelectorAll("#app tbody").forEach((tb) => tb.replaceChildren());
+    document.querySelectorAll("#app .card .v").forEach((v) => (v.textContent = ""));
+    $("#task-detail").hidden = true;
+  }
+
+  async function login(ev) {
+    ev.preventDefault();
+    const t = $("#token-input").value.trim();
+    if (!t) return;
+    token = t;
+    try {
+      await api("/v1/status");
+    } catch (e) {
+      if (e.status === 401) return wrongToken();
+      $("#token-error").hidden = false;
+      setText("#token-error", "Cannot reach the peer: " + e.message);
+      return;
+    }
+    sessionStorage.setItem(TOKEN_KEY, token);
+    $("#token-input").value = "";
+    start();
+  }
+
+  function start() {
+    $("#login").hidden = true;
+    $("#app").hidden = false;
+    $("#logout").hidden = false;
+    showTab(location.hash.slice(1) || "overview");
+    poll();
+    timer = setInterval(poll, POLL_MS);
+  }
+
+  function stop() {
+    if (timer) clearInterval(timer);
+    timer = null;
+  }
+
+  // --- polling ------------------------------------------------------------
+
+  function taskPath() {
+    const st = $("#task-state").value;
+    return "/v1/tasks" + (st ? "?state=" + encodeURIComponent(st) : "");
+  }
+
+  async function poll() {
+    if (polling || !token) return;
+    polling = true;
+    try {
+      const [st, ms, led, ts] = await Promise.all([api("/v1/status"), api("/v1/machines"), api("/v1/ledger"), api(taskPath())]);
+      if (!timer) return; // logged out meanwhile
+      status = st;
+      lastTasks = ts;
+      record(st, led);
+      renderOverview(st, ms);
+      renderFairness(st);
+      renderPower(st);
+      renderEnergy(st, led);
+      renderTasks(st);
+      renderCharts();
+      if (selected) await renderDetail(false);
+      $("#api-error").hidden = true;
+      const c = $("#conn");
+      c.classList.remove("stale");
+      setText(c, "updated " + new Date().toLocaleTimeString());
+    } catch (e) {
+      if (e.status === 401) return wrongToken();
+      const a = $("#api-error");
+      a.hidden = false;
+      setText(a, "The API answered with an error: " + (e.code ? e.code + ": " : "") + e.message);
+      $("#conn").classList.add("stale");
+    } finally {
+      polling = false;
+    }
+  }
+
+  function record(st, led) {
+    const now = Date.now() / 1000;
+    const acct = new Map(led.orgs.map((a) => [a.org, a]));
+    for (const o of st.orgs) {
+      if (!hist.orgs.has(o.name)) {
+        const pad = () => hist.t.map(() => null);
+        hist.orgs.set(o.name, { dp: pad(), pi: pad(), lim: pad(), user: pad(), owner: pad() });
+      }
+    }
+    hist.t.push(now);
+    for (const [name, h] of hist.orgs) {
+      const o = st.orgs.find((x) => x.name === name);
+      const a = acct.get(name);
+      h.dp.push(o && o.dp !== null ? o.dp : null);
+      h.pi.push(o ? o.pi_w : null);
+      h.lim.push(o ? o.limit_w : null);
+      h.user.push(a ? a.user_j : o ? o.energy_j : null);
+      h.owner.push(a ? a.owner_self_j + a.owner_others_j : o ? o.owner_energy_j : null);
+    }
+    if (hist.t.length > MAX_POINTS) {
+      const cut = hist.t.length - MAX_POINTS;
+      hist.t.splice(0, cut);
+      for (const h of hist.orgs.values()) for (const k of Object.keys(h)) h[k].splice(0, cut);
+    }
+  }
+
+  // --- views --------------------------------------------------------------
+
+  function renderOverview(st, machines) {
+    setText("#whoami", "peer " + shortID(st.self) + " of " + st.org);
+    setText("#org-name", st.org);
+    setText("#self-id", shortID(st.self));
+    $("#self-id").title = st.self;
+    setText("#leader-id", st.leader ? (st.leader === st.self ? "this peer" : shortID(st.leader)) : "none");
+    $("#leader-id").title = st.leader;
+    setText("#raft-state", st.raft.state);
+    setText("#applied-index", st.raft.applied_index);
+    setText("#state-hash", (st.raft.state_hash || "").slice(0, 12));
+    $("#state-hash").title = st.raft.state_hash;
+
+    syncRows($("#peers-table tbody"), st.peers, (p) => p.id, () => row(5), (tr, p) => {
+      tr.classList.toggle("self", p.id === st.self);
+      cells(tr, [shortID(p.id), p.org || "(not registered)", p.voter ? "yes" : "no", p.leader ? "leader" : "", p.addrs.join(" ")]);
+      tr.cells[0].title = p.id;
+    });
+
+    const per = new Map(st.orgs.map((o) => [o.name, { n: 0, up: 0, lost: 0, busy: 0, g: 0, w: 0 }]));
+    for (const m of machines) {
+      if (!per.has(m.org)) per.set(m.org, { n: 0, up: 0, lost: 0, busy: 0, g: 0, w: 0 });
+      const p = per.get(m.org);
+      p.n++;
+      if (m.state === "up") p.up++;
+      else p.lost++;
+      if (m.task) p.busy++;
+      p.g += m.gflops;
+      p.w += m.busy_w;
+    }
+    syncRows($("#orgmachines-table tbody"), Array.from(per.entries()), (e) => e[0], () => row(7, [1, 2, 3, 4, 5, 6]), (tr, [org, p]) => {
+      tr.dataset.org = org;
+      cells(tr, [org, p.n, p.up, p.lost, p.busy, num(p.g), num(p.w)]);
+    });
+    syncRows($("#machines-table tbody"), machines, (m) => m.id, () => row(6, [2, 3]), (tr, m) => {
+      cells(tr, [m.id, m.org, num(m.gflops), num(m.busy_w), m.state, m.task || ""]);
+    });
+  }
+
+  function renderFairness(st) {
+    syncRows($("#fairness-table tbody"), st.orgs, (o) => o.name, () => {
+      const tr = row(7, [1, 2, 3, 5, 6]);
+      ["org", "quota", "allocated", "dp", "state", "queued", "running"].forEach((c, i) => tr.cells[i].classList.add(c));
+      return tr;
+    }, (tr, o) => {
+      tr.dataset.org = o.name;
+      const fs = fairnessState(o);
+      cells(tr, [o.name, num(o.quota_gflops), num(o.allocated_gflops), num(o.dp, 3), fs, o.queued, o.running]);
+      tr.cells[4].className = "state state-" + fs.replace(" ", "-");
+    });
+  }
+
+  function renderPower(st) {
+    syncRows($("#power-table tbody"), st.orgs, (o) => o.name, (o) => {
+      const tr = row(6, [1, 2, 3]);
+      ["org", "pi", "limit", "quota", "meter", "control"].forEach((c, i) => tr.cells[i].classList.add(c));
+      tr.cells[4].append(el("div", { class: "meter" }, el("div")));
+      if (o.name === st.org) tr.cells[5].append(limitForm());
+      return tr;
+    }, (tr, o) => {
+      tr.dataset.org = o.name;
+      cells(tr, [o.name, num(o.pi_w), num(o.limit_w), num(o.power_quota_w)]);
+      const frac = o.limit_w > 0 ? Math.min(1, o.pi_w / o.limit_w) : o.pi_w > 0 ? 1 : 0;
+      const m = tr.cells[4].firstChild;
+      m.firstChild.style.width = (frac * 100).toFixed(1) + "%";
+      m.classList.toggle("full", frac >= 0.999);
+      m.title = num(o.pi_w) + " W of " + num(o.limit_w) + " W";
+    });
+  }
+
+  function limitForm() {
+    const input = el("input", { id: "limit-input", type: "number", min: "0", step: "any", required: true, placeholder: "new limit" });
+    const unit = el("select", { id: "limit-unit" }, el("option", { value: "watts" }, "W"), el("option", { value: "percent" }, "% of quota"));
+    const btn = el("button", { id: "limit-set", type: "submit" }, "Set");
+    const f = el("form", { class: "limit-form", id: "limit-form" }, input, unit, btn);
+    f.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const v = Number(input.value);
+      const msg = $("#limit-msg");
+      if (input.value === "" || !isFinite(v) || v < 0) {
+        msg.className = "bad";
+        setText(msg, "The limit must be a number, 0 or more.");
+        return;
+      }
+      btn.disabled = true;
+      try {
+        const o = await api("/v1/limit", { method: "PUT", body: { [unit.value]: v } });
+        msg.className = "";
+        setText(msg, "The limit of " + o.name + " is now " + num(o.limit_w) + " W.");
+        input.value = "";
+        poll();
+      } catch (e) {
+        if (e.status === 401) return wrongToken();
+        msg.className = "bad";
+        setText(msg, "The limit was not changed: " + (e.code ? e.code + ": " : "") + e.message);
+      } finally {
+        btn.disabled = false;
+      }
+    });
+    return f;
+  }
+
+  function renderEnergy(st, led) {
+    const acct = new Map(led.orgs.map((a) => [a.org, a]));
+    syncRows($("#energy-table tbody"), st.orgs, (o) => o.name, () => {
+      const tr = row(5, [1, 2, 3, 4]);
+      ["org", "user", "owner", "owner-self", "owner-others"].forEach((c, i) => tr.cells[i].classList.add(c));
+      return tr;
+    }, (tr, o) => {
+      tr.dataset.org = o.name;
+      const a = acct.get(o.name) || { user_j: o.energy_j, owner_self_j: 0, owner_others_j: o.owner_energy_j };
+      cells(tr, [o.name, num(a.user_j), num(a.owner_self_j + a.owner_others_j), num(a.owner_self_j), num(a.owner_others_j)]);
+    });
+  }
+
+  function renderTasks(st) {
+    const sum = { queued: 0, running: 0, done: 0, failed: 0, cancelled: 0 };
+    for (const o of st.orgs) for (const k of Object.keys(sum)) sum[k] += o[k];
+    for (const k of Object.keys(sum)) setText("#count-" + k, sum[k]);
+
+    const q = $("#task-search").value.trim().toLowerCase();
+    const match = (t) => !q || [t.id, t.org, t.name, t.machine, t.state, t.reason].some((s) => s && s.toLowerCase().includes(q));
+    const shown = lastTasks.filter(match);
+    const rows = shown.slice(-MAX_TASK_ROWS).reverse(); // newest first
+    setText("#task-shown", rows.length < shown.length ? "newest " + rows.length + " of " + shown.length + " shown" : shown.length + " shown");
+    syncRows($("#tasks-table tbody"), rows, (t) => t.id, (t) => {
+      const tr = row(9, [5, 6, 7]);
+      ["id", "org", "name", "state", "machine", "attempts", "exit", "size", "submitted"].forEach((c, i) => tr.cells[i].classList.add(c));
+      tr.addEventListener("click", () => openDetail(t.id));
+      return tr;
+    }, (tr, t) => {
+      tr.dataset.task = t.id;
+      tr.classList.toggle("selected", t.id === selected);
+      const state = t.state + (t.reason ? " (" + t.reason + ")" : "");
+      const ended = t.state === "done" || t.state === "failed" || t.state === "cancelled";
+      cells(tr, [t.id, t.org, t.name || "", state, t.machine || "", t.attempts, ended ? t.exit_code : "", num(t.size_gflop), time(t.submitted_ms)]);
+    });
+  }
+
+  function openDetail(id) {
+    selected = id;
+    detailKey = "";
+    document.querySelectorAll("#tasks-table tbody tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.task === id));
+    renderDetail(true);
+  }
+
+  async function renderDetail(first) {
+    const id = selected;
+    let d;
+    try {
+      d = await api("/v1/tasks/" + encodeURIComponent(id));
+    } catch (e) {
+      if (e.status === 401) return wrongToken();
+      setText("#detail-title", id + ": " + e.message);
+      return;
+    }
+    if (id !== selected) return;
+    const box = $("#task-detail");
+    box.hidden = false;
+    box.dataset.task = d.id;
+    box.dataset.state = d.state;
+    setText("#detail-title", d.id + (d.name ? " — " + d.name : ""));
+    const fields = [
+      ["state", d.state + (d.reason ? " (" + d.reason + ")" : "")],
+      ["organisation", d.org],
+      ["machine", d.machine || "–"],
+      ["attempts", d.attempts],
+      ["exit code", d.exit_code],
+      ["size", num(d.size_gflop) + " GFlop"],
+      ["remaining", num(d.remaining_gflop) + " GFlop"],
+      ["command", d.argv.join(" ")],
+      ["wall-clock limit", d.wall_limit_ms ? num(d.wall_limit_ms / 1000) + " s" : "–"],
+      ["checkpointable", d.checkpointable ? "yes" : "no"],
+      ["inputs", (d.inputs || []).join(", ") || "–"],
+      ["outputs", (d.outputs || []).join(", ") || "–"],
+      ["submitted", time(d.submitted_ms)],
+      ["ended", time(d.ended_ms) || "–"],
+    ];
+    $("#detail-fields").replaceChildren(...fields.flatMap(([k, v]) => [el("dt", {}, k), el("dd", { "data-field": k }, v)]));
+    $("#detail-segments tbody").replaceChildren(...(d.segments || []).map((s) =>
+      el("tr", {}, el("td", {}, s.machine), el("td", {}, s.machine_org), el("td", {}, time(s.start_ms)), el("td", {}, time(s.end_ms) || "running"),
+        el("td", { class: "num" }, num(s.energy_j)), el("td", {}, s.outcome + (s.source ? " (from " + s.source + ")" : "")))));
+    const cp = d.checkpoint;
+    setText("#detail-checkpoint", cp ? "at " + time(cp.at_ms) + ", " + num(cp.progress_gflop) + " GFlop done, " + cp.size_bytes + " bytes, hash " +
+      cp.hash.slice(0, 12) + ", held by " + (cp.holders.join(", ") || "nobody") : "none");
+    // Logs are fetched when the detail opens, when the task's state changes,
+    // and on every refresh while it runs.
+    const key = d.state + "/" + d.attempts;
+    if (first || key !== detailKey || d.state === "running") {
+      detailKey = key;
+      for (const stream of ["stdout", "stderr"]) {
+        let text;
+        try {
+          text = await api("/v1/tasks/" + encodeURIComponent(id) + "/logs?stream=" + stream, { text: true });
+        } catch (e) {
+          if (e.status === 401) return wrongToken();
+          text = "(no output: " + e.message + ")";
+        }
+        if (id === selected) setText("#detail-" + stream, text || "(empty)");
+      }
+    }
+  }
+
+  // --- charts (uPlot) -----------------------------------------------------
+
+  const chartDefs = {
+    "chart-dp": { tab: "fairness", lines: [["dp", "DP", null]], y: "DP" },
+    "chart-power": { tab: "power", lines: [["pi", "PI W", null], ["lim", "limit W", [6, 4]]], y: "W" },
+    "chart-energy": { tab: "energy", lines: [["user", "as user J", null], ["owner", "as owner J", [6, 4]]], y: "J" },
+  };
+
+  function renderCharts() {
+    if (typeof uPlot === "undefined") return;
+    for (const [id, def] of Object.entries(chartDefs)) {
+      if (def.tab !== tab) continue; // a hidden chart has no width: drawn when shown
+      const names = Array.from(hist.orgs.keys());
+      const key = names.join("\n");
+      const data = [hist.t];
+      for (const n of names) for (const [field] of def.lines) data.push(hist.orgs.get(n)[field]);
+      const box = document.getElementById(id);
+      const width = Math.max(320, box.clientWidth || 800);
+      let c = charts[id];
+      if (c && c.key !== key) {
+        c.plot.destroy();
+        c = null;
+      }
+      if (!c) {
+        box.replaceChildren();
+        const series = [{}];
+        for (const n of names) {
+          for (const [, label, dash] of def.lines) {
+            series.push({ label: n + " " + label, stroke: orgColor(n), width: 2, dash: dash || undefined, spanGaps: false });
+          }
+        }
+        const plot = new uPlot({ width, height: 280, series, scales: { x: { time: true } }, axes: [{}, { label: def.y, size: 70 }] }, data, box);
+        charts[id] = { plot, key };
+      } else {
+        if (c.plot.width !== width) c.plot.setSize({ width, height: 280 });
+        c.plot.setData(data);
+      }
+    }
+  }
+
+  // --- tabs and events ----------------------------------------------------
+
+  function showTab(name) {
+    if (!document.getElementById("view-" + name)) name = "overview";
+    tab = name;
+    document.querySelectorAll("#tabs button").forEach((b) => b.classList.toggle("active", b.dataset.tab === name));
+    document.querySelectorAll(".view").forEach((v) => (v.hidden = v.id !== "view-" + name));
+    renderCharts();
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    $("#token-form").addEventListener("submit", login);
+    $("#logout").addEventListener("click", () => {
+      token = "";
+      sessionStorage.removeItem(TOKEN_KEY);
+      showLogin("");
+    });
+    document.querySelectorAll("#tabs button").forEach((b) => b.addEventListener("click", () => {
+      history.replaceState(null, "", "#" + b.dataset.tab);
+      showTab(b.dataset.tab);
+    }));
+    window.addEventListener("hashchange", () => showTab(location.hash.slice(1)));
+    $("#task-state").addEventListener("change", poll);
+    $("#task-search").addEventListener("input", () => status && renderTasks(status));
+    if (token) {
+      // A token from earlier in this tab: check it before showing anything.
+      api("/v1/status").then(start, (e) => (e.status === 401 ? wrongToken() : showLogin("Cannot reach the peer: " + e.message)));
+    } else {
+      showLogin("");
+    }
+  });
+})();
