@@ -409,10 +409,15 @@
     }, (tr, t) => {
       tr.dataset.task = t.id;
       tr.classList.toggle("selected", t.id === selected);
-      const state = t.state + (t.reason ? " (" + t.reason + ")" : "");
+      const state = t.state + reasonText(t.reason);
       const ended = t.state === "done" || t.state === "failed" || t.state === "cancelled";
       cells(tr, [t.id, t.org, t.name || "", state, t.machine || "", t.attempts, ended ? t.exit_code : "", num(t.size_gflop), time(t.submitted_ms)]);
     });
+  }
+
+  // reasonText shows why a task ended, unless it simply succeeded.
+  function reasonText(r) {
+    return r && r !== "ok" ? " (" + r + ")" : "";
   }
 
   function openDetail(id) {
@@ -439,7 +444,7 @@
     box.dataset.state = d.state;
     setText("#detail-title", d.id + (d.name ? " — " + d.name : ""));
     const fields = [
-      ["state", d.state + (d.reason ? " (" + d.reason + ")" : "")],
+      ["state", d.state + reasonText(d.reason)],
       ["organisation", d.org],
       ["machine", d.machine || "–"],
       ["attempts", d.attempts],

@@ -1,0 +1,344 @@
+package dashboard_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/node"
+)
+
+// chromiumPath finds the browser: $COOPGRID_CHROMIUM, /usr/bin/chromium, or
+// chromium / chromium-browser on PATH ("" if none).
+func chromiumPath() string {
+	if p := os.Getenv("COOPGRID_CHROMIUM"); p != "" {
+		return p
+	}
+	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
+		return "/usr/bin/chromium"
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// artifactDir is where the screenshots go: $COOPGRID_ARTIFACTS/dashboard
+// when set (kept after the test), else a temporary directory.
+func artifactDir(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("COOPGRID_ARTIFACTS")
+	if base == "" {
+		return t.TempDir()
+	}
+	dir := filepath.Join(base, "dashboard")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("artifacts: %v", err)
+	}
+	return dir
+}
+
+// num formats a value as the page does (app.js num): rounded to two
+// decimals, no trailing zeros.
+func num(x float64) string {
+	return strconv.FormatFloat(math.Round(x*100)/100, 'f', -1, 64)
+}
+
+// browser drives one tab.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+	dir string
+}
+
+func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func (b *browser) eval(expr string) string {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		b.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// text is the text of the first element matching sel ("" if none).
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	q, _ := json.Marshal(sel)
+	return b.eval(fmt.Sprintf(`(function(){const e=document.querySelector(%s);return e?e.textContent.trim():""})()`, q))
+}
+
+// waitText waits until ok(text of sel) holds; the page polls every 1.5 s.
+func (b *browser) waitText(sel, what string, ok func(string) bool) string {
+	b.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := b.text(sel)
+		if ok(got) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			b.shot("failure")
+			b.t.Fatalf("%s: %s shows %q", what, sel, got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (b *browser) waitEqual(sel, want string) {
+	b.t.Helper()
+	b.waitText(sel, sel+" = "+want, func(s string) bool { return s == want })
+}
+
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	p := filepath.Join(b.dir, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		b.t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	b.t.Logf("screenshot: %s", p)
+}
+
+func (b *browser) tab(name string) {
+	b.t.Helper()
+	b.do("tab "+name, chromedp.Click(chromedp.CSS(`#tabs button[data-tab="`+name+`"]`)))
+	if b.eval(`document.getElementById("view-`+name+`").hidden ? "hidden" : "shown"`) != "shown" {
+		b.t.Fatalf("tab %s: its view stays hidden", name)
+	}
+}
+
+// TestDashboardInBrowser opens the dashboard of a real single-peer
+// federation (libp2p on loopback, Raft with bolt stores, the process
+// executor) in headless Chromium and checks what a person would: a wrong
+// token shows nothing but the refusal, the right one shows the
+// organisation's numbers, a task submitted meanwhile appears and finishes
+// without a reload, and the limit set from the page reaches the ledger.
+func TestDashboardInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real peer and headless Chromium (about 10 s)")
+	}
+	chrome := chromiumPath()
+	if chrome == "" {
+		t.Skip("Chromium not found (/usr/bin/chromium, chromium on PATH or $COOPGRID_CHROMIUM): install it with `apt-get install -y chromium` (.ci/run does)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	// The peer: one organisation, one 10 GFLOPS / 100 W machine.
+	tmp := t.TempDir()
+	machines := filepath.Join(tmp, "machines.yaml")
+	if err := os.WriteFile(machines, []byte("machines:\n  - {name: m1, gflops: 10, busy_watts: 100}\npolicy:\n  allow: [/bin/sh]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(tmp, "alpha")
+	if _, err := node.Init(ctx, node.InitOptions{
+		DataDir: data, Org: "alpha", MachinesFile: machines, NewFederation: true,
+		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, API: ln.Addr().String(),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	n, err := node.Start(ctx, node.Options{DataDir: data, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(context.Background())
+	if err := n.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := n.APIToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := api.NewServer(n, api.ServerOptions{Token: tok, Logger: quiet})
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx, ln) }()
+	defer func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	base := "http://" + ln.Addr().String()
+
+	// The browser, with a fresh profile and nothing that calls home.
+	actx, acancel := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(chrome),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(filepath.Join(tmp, "chromium-profile")),
+		chromedp.WindowSize(1280, 1000),
+	)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	if err := chromedp.Do(bctx); err != nil {
+		t.Skipf("Chromium at %s does not start: %v", chrome, err)
+	}
+	// Uncaught exceptions in the page fail the test.
+	var (
+		mu         sync.Mutex
+		exceptions []string
+	)
+	msgs := chromedp.Console(bctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.IsException() {
+				mu.Lock()
+				exceptions = append(exceptions, m.String())
+				mu.Unlock()
+			}
+		}
+	}()
+	b := &browser{t: t, ctx: bctx, dir: artifactDir(t)}
+	t.Logf("screenshots in %s", b.dir)
+
+	// A browser opening the peer's address lands on the token form.
+	b.do("open", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token-input")))
+	if u := b.eval(`location.pathname`); u != "/ui/" {
+		t.Fatalf("the root sent the browser to %q, want /ui/", u)
+	}
+
+	// A wrong token: the refusal and nothing else.
+	b.do("wrong token", chromedp.SendKeys(chromedp.CSS("#token-input"), "not-the-token"), chromedp.Click(chromedp.CSS("#token-submit")))
+	b.waitText("#token-error", "wrong token refused", func(s string) bool { return strings.HasPrefix(s, "Wrong token") })
+	if got := b.eval(`[document.getElementById("app").hidden, document.getElementById("org-name").textContent, sessionStorage.length].join("/")`); got != "true//0" {
+		t.Fatalf("after a wrong token: app hidden / org shown / stored = %q, want true//0", got)
+	}
+	b.shot("0-wrong-token")
+
+	// The right token: the overview.
+	b.eval(`document.getElementById("token-input").value = ""`)
+	b.do("token", chromedp.SendKeys(chromedp.CSS("#token-input"), tok), chromedp.Click(chromedp.CSS("#token-submit")))
+	b.waitEqual("#org-name", "alpha")
+	b.eval(`window.__noReload = "yes"`)
+	b.waitEqual("#leader-id", "this peer")
+	b.waitEqual("#raft-state", "Leader")
+	b.waitEqual(`#orgmachines-table tr[data-org="alpha"] td:nth-child(2)`, "1")
+	b.waitEqual(`#machines-table tbody tr td:first-child`, "alpha/m1")
+	b.shot("1-overview")
+
+	orgs, err := n.Orgs(ctx)
+	if err != nil || len(orgs) != 1 {
+		t.Fatalf("orgs %+v, %v", orgs, err)
+	}
+	alpha := orgs[0]
+	if alpha.QuotaGFLOPS != 10 || alpha.PowerQuotaW != 100 {
+		t.Fatalf("the workload is not the one this test expects: %+v", alpha)
+	}
+
+	// Fairness: the quota the machine contributes.
+	b.tab("fairness")
+	b.waitEqual(`#fairness-table tr[data-org="alpha"] .quota`, "10")
+	b.waitEqual(`#fairness-table tr[data-org="alpha"] .state`, "served")
+	b.shot("2-fairness")
+
+	// A task submitted behind the page's back appears, runs and finishes.
+	sub, err := n.Submit(ctx, api.SubmitRequest{Job: "dash", Tasks: []api.SubmitTask{{
+		Name: "hello", Argv: []string{"/bin/sh", "-c", "sleep 2; echo hello from the dashboard test"},
+		SizeMFlop: 500, WallLimitMs: 60_000,
+	}}})
+	if err != nil || len(sub.TaskIDs) != 1 {
+		t.Fatalf("submit: %+v, %v", sub, err)
+	}
+	id := sub.TaskIDs[0]
+	b.tab("tasks")
+	row := `#tasks-table tr[data-task="` + id + `"]`
+	b.waitText(row+" .state", "task seen before it ends", func(s string) bool { return s != "" && s != "done" })
+	b.waitEqual(row+" .state", "done")
+	b.waitEqual("#count-done", "1")
+	b.do("open task", chromedp.Click(chromedp.CSS(row)))
+	b.waitText("#detail-stdout", "the task's log", func(s string) bool { return s == "hello from the dashboard test" })
+	b.waitEqual(`#task-detail dd[data-field="state"]`, "done")
+	if segs := b.eval(`String(document.querySelectorAll("#detail-segments tbody tr").length)`); segs != "1" {
+		t.Errorf("the detail shows %s segments, want 1", segs)
+	}
+	b.do("search miss", chromedp.SendKeys(chromedp.CSS("#task-search"), "no-such-task"))
+	b.waitEqual("#task-shown", "0 shown")
+	b.eval(`document.getElementById("task-search").value = ""`)
+	b.do("search hit", chromedp.SendKeys(chromedp.CSS("#task-search"), "hello"))
+	b.waitEqual("#task-shown", "1 shown")
+	b.shot("3-tasks")
+
+	// Energy: the page shows the ledger's figures, and draws them.
+	led, err := n.Ledger(ctx)
+	if err != nil || len(led.Orgs) != 1 || led.Orgs[0].UserJ <= 0 {
+		t.Fatalf("ledger after the task: %+v, %v", led, err)
+	}
+	b.tab("energy")
+	b.waitEqual(`#energy-table tr[data-org="alpha"] .user`, num(led.Orgs[0].UserJ))
+	b.waitEqual(`#energy-table tr[data-org="alpha"] .owner`, num(led.Orgs[0].OwnerSelfJ+led.Orgs[0].OwnerOthersJ))
+	b.waitText("#chart-energy .u-legend", "energy chart", func(s string) bool { return strings.Contains(s, "alpha as user J") })
+	b.shot("4-energy")
+
+	// Power: the limit, then a new one set from the page reaches the ledger.
+	b.tab("power")
+	b.waitEqual(`#power-table tr[data-org="alpha"] .limit`, num(alpha.LimitW))
+	if forms := b.eval(`String(document.querySelectorAll("#power-table .limit-form").length) + "/" + String(document.querySelectorAll('#power-table tr[data-org="alpha"] .limit-form').length)`); forms != "1/1" {
+		t.Fatalf("limit forms in the power table / in alpha's row = %s, want 1/1", forms)
+	}
+	const newLimit = 60
+	b.do("set limit", chromedp.SendKeys(chromedp.CSS("#limit-input"), strconv.Itoa(newLimit)), chromedp.Click(chromedp.CSS("#limit-set")))
+	b.waitText("#limit-msg", "limit set", func(s string) bool { return strings.Contains(s, fmt.Sprintf("is now %d W", newLimit)) })
+	b.waitEqual(`#power-table tr[data-org="alpha"] .limit`, strconv.Itoa(newLimit))
+	led, err = n.Ledger(ctx)
+	if err != nil || len(led.Orgs) != 1 || led.Orgs[0].LimitW != newLimit {
+		t.Fatalf("ledger after setting the limit from the page: %+v, %v", led, err)
+	}
+	b.waitText("#chart-power .u-legend", "power chart", func(s string) bool { return strings.Contains(s, "alpha limit W") })
+	b.shot("5-power")
+
+	// All of it without a reload.
+	if v := b.eval(`String(window.__noReload)`); v != "yes" {
+		t.Errorf("the page reloaded (marker %q)", v)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(exceptions) > 0 {
+		t.Errorf("uncaught exceptions in the page: %v", exceptions)
+	}
+}
