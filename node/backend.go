@@ -357,11 +357,7 @@ func (n *Node) SetLimit(ctx context.Context, req api.LimitRequest) (api.OrgView,
 		}
 		mw = int64(math.Round(w * 1000))
 	}
-	res, err := n.propose(ctx, func(c *ledger.Command) { c.SetLimit = &ledger.SetLimit{LimitMilliW: mw} })
-	if err != nil {
-		return api.OrgView{}, apiError(err)
-	}
-	if err := n.waitApplied(ctx, res.Index); err != nil {
+	if _, err := n.propose(ctx, func(c *ledger.Command) { c.SetLimit = &ledger.SetLimit{LimitMilliW: mw} }); err != nil {
 		return api.OrgView{}, apiError(err)
 	}
 	var o ledger.OrgInfo

@@ -452,8 +452,11 @@ func (n *Node) releaseMachines(ctx context.Context) {
 }
 
 // propose builds a command acting for this peer's organisation, commits it
-// and returns its result. A command the ledger rejected returns the
-// *ledger.Error (with the result).
+// and returns its result once the local ledger has applied it too, so that
+// whatever this peer reads next (an API call, the executor bridge) sees the
+// write: a follower's commit returns when the leader commits, before the
+// follower applies. A command the ledger rejected returns the *ledger.Error
+// (with the result).
 func (n *Node) propose(ctx context.Context, body func(*ledger.Command)) (ledger.Result, error) {
 	c := ledger.Command{Org: n.org, Peer: n.self.String(), AtMs: time.Now().UnixMilli()}
 	body(&c)
@@ -463,6 +466,9 @@ func (n *Node) propose(ctx context.Context, body func(*ledger.Command)) (ledger.
 	}
 	res, err := n.cons.Propose(ctx, data)
 	if err != nil {
+		return res, err
+	}
+	if err := n.waitApplied(ctx, res.Index); err != nil {
 		return res, err
 	}
 	if res.Err != nil {
