@@ -331,7 +331,7 @@
   function renderPower(st) {
     syncRows($("#power-table tbody"), st.orgs, (o) => o.name, (o) => {
       const tr = row(6, [1, 2, 3]);
-      ["org", "pi", "limit", "quota", "meter", "control"].forEach((c, i) => tr.cells[i].classList.add(c));
+      ["org", "pi", "limit", "quota", "usage", "control"].forEach((c, i) => tr.cells[i].classList.add(c));
       tr.cells[4].append(el("div", { class: "meter" }, el("div")));
       if (o.name === st.org) tr.cells[5].append(limitForm());
       return tr;
