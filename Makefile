@@ -11,14 +11,17 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/peer
 
-# The full test suite: vet, every package's tests, and the race detector on
-# the packages with concurrency.
+# The full test suite: vet, every package's tests (multi-peer tests, real
+# peer processes, the demo at CI scale), and the race detector on the
+# consensus layer. `make test-race` runs the detector on every concurrent
+# package (several minutes more).
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 20m $(PKGS)
+	$(GO) test -count=1 -race -timeout 20m ./consensus/
 
 test-race:
-	$(GO) test -count=1 -race -timeout 20m ./consensus/... ./p2p/... ./policy/sim/...
+	$(GO) test -count=1 -race -timeout 30m ./consensus/ ./p2p/ ./node/ ./api/... ./checkpoint/ ./executor/ ./policy/sim/
 
 # Every benchmark; the figures go into docs/BENCHMARKS.md by hand, with the
 # machine they were measured on.
