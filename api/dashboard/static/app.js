@@ -462,7 +462,7 @@
     $("#detail-fields").replaceChildren(...fields.flatMap(([k, v]) => [el("dt", {}, k), el("dd", { "data-field": k }, v)]));
     $("#detail-segments tbody").replaceChildren(...(d.segments || []).map((s) =>
       el("tr", {}, el("td", {}, s.machine), el("td", {}, s.machine_org), el("td", {}, time(s.start_ms)), el("td", {}, time(s.end_ms) || "running"),
-        el("td", { class: "num" }, num(s.energy_j)), el("td", {}, s.outcome + (s.source ? " (from " + s.source + ")" : "")))));
+        el("td", { class: "num", title: s.source ? "energy source: " + s.source : "" }, num(s.energy_j)), el("td", {}, s.outcome))));
     const cp = d.checkpoint;
     setText("#detail-checkpoint", cp ? "at " + time(cp.at_ms) + ", " + num(cp.progress_gflop) + " GFlop done, " + cp.size_bytes + " bytes, hash " +
       cp.hash.slice(0, 12) + ", held by " + (cp.holders.join(", ") || "nobody") : "none");
