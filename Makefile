@@ -23,10 +23,12 @@ test:
 test-race:
 	$(GO) test -count=1 -race -timeout 30m ./consensus/ ./p2p/ ./node/ ./api/... ./checkpoint/ ./executor/ ./policy/sim/
 
-# Every benchmark; the figures go into docs/BENCHMARKS.md by hand, with the
-# machine they were measured on.
+# Every benchmark, as markdown tables in the format of docs/BENCHMARKS.md
+# (bench.md, headed by the machine), with the raw output in bench.out.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 $(PKGS) | tee bench.out
+	$(GO) run ./internal/benchtable < bench.out > bench.md
+	@echo "wrote bench.md (tables) and bench.out (raw)"
 
 # Regenerates every number and figure of docs/REPRODUCTION.md.
 sim: build
@@ -44,4 +46,4 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
 
 clean:
-	rm -rf bin bench.out
+	rm -rf bin bench.out bench.md
