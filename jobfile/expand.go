@@ -386,13 +386,13 @@ func (d *decoder) expandTask(p *plan, v *vars, in *inputReader) (Task, int64, bo
 			}
 			byName[name] = k
 			names = append(names, name)
-			data, cause, msg := in.read(src)
-			if msg != "" {
-				d.once(spec.src.node, spec.src.path, cause, "%s%s", who(spec.src), msg)
+			l := in.read(src)
+			if l.msg != "" {
+				d.once(spec.src.node, spec.src.path, l.cause, "%s%s", who(spec.src), l.msg)
 				ok = false
 				continue
 			}
-			t.Inputs = append(t.Inputs, Input{Name: name, Data: data})
+			t.Inputs = append(t.Inputs, Input{Name: name, Data: l.data})
 			size += 2*overhead + int64(len(name))
 		}
 		// The executor writes inputs as files: "a" and "a/b" cannot both be.
@@ -433,14 +433,15 @@ type loaded struct {
 	msg   string
 }
 
-// read returns a file's content, or an error message (and its cause).
-func (r *inputReader) read(name string) ([]byte, error, string) {
+// read returns a file's content, or an error message (and its cause),
+// reading each file once per job.
+func (r *inputReader) read(name string) *loaded {
 	if l, ok := r.cache[name]; ok {
-		return l.data, l.cause, l.msg
+		return l
 	}
 	l := r.load(name)
 	r.cache[name] = l
-	return l.data, l.cause, l.msg
+	return l
 }
 
 func (r *inputReader) load(name string) *loaded {
