@@ -40,6 +40,14 @@ type raplMeter struct {
 	last   []uint64
 	lastOK bool
 	runs   map[string]*energyAcc
+
+	// now is the clock of the power figure (time.Now; tests set it).
+	now func() time.Time
+	// lastAt is when last was read; powerMilliW the host's average draw
+	// between the two latest readings, valid when powerOK.
+	lastAt      time.Time
+	powerMilliW int64
+	powerOK     bool
 }
 
 type energyAcc struct {
@@ -150,11 +158,22 @@ func (m *raplMeter) sampleLocked() {
 		m.lastOK = false
 		return
 	}
-	if m.lastOK && len(m.runs) > 0 {
-		var total uint64
+	at := time.Now()
+	if m.now != nil {
+		at = m.now()
+	}
+	var total uint64
+	if m.lastOK {
 		for i, z := range m.zones {
 			total += z.delta(m.last[i], cur[i])
 		}
+		if dt := at.Sub(m.lastAt); dt > 0 {
+			// µJ per µs is W; ×1000 for mW.
+			m.powerMilliW = int64(float64(total) / float64(dt.Microseconds()) * 1000)
+			m.powerOK = true
+		}
+	}
+	if m.lastOK && len(m.runs) > 0 {
 		keys := make([]string, 0, len(m.runs))
 		for k := range m.runs {
 			keys = append(keys, k)
@@ -169,7 +188,15 @@ func (m *raplMeter) sampleLocked() {
 			}
 		}
 	}
-	m.last, m.lastOK = cur, true
+	m.last, m.lastOK, m.lastAt = cur, true, at
+}
+
+// power is the host's average draw in mW between the two latest readings,
+// and whether there is such a figure.
+func (m *raplMeter) power() (int64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.powerMilliW, m.powerOK && m.lastOK
 }
 
 func (m *raplMeter) sample() {

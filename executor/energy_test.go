@@ -246,3 +246,41 @@ func TestMilliJ(t *testing.T) {
 		}
 	}
 }
+
+// TestRAPLHostPower: the host's draw is the counters' growth over the time
+// between two readings, across wrap-around, and there is none before the
+// second reading or after a failed one.
+func TestRAPLHostPower(t *testing.T) {
+	root := t.TempDir()
+	p := zone(t, root, "intel-rapl:0", "package-0", 999_000_000, 1_000_000_000)
+	m, err := newRAPLMeter(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Unix(1000, 0)
+	m.now = func() time.Time { return clock }
+	m.sample()
+	if _, ok := m.power(); ok {
+		t.Fatal("a power figure after one reading")
+	}
+	// 2 s later the counter wrapped: 1,000,000 µJ to the top, 59,000,000
+	// after it: 60 J in 2 s is 30 W.
+	clock = clock.Add(2 * time.Second)
+	setCounter(t, p, 59_000_000)
+	m.sample()
+	if mw, ok := m.power(); !ok || mw != 30_000 {
+		t.Fatalf("power = %d mW, %v; want 30000", mw, ok)
+	}
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(2 * time.Second)
+	m.sample()
+	if _, ok := m.power(); ok {
+		t.Fatal("a power figure after a failed reading")
+	}
+	e := &ProcessExecutor{}
+	if _, ok := e.MeasuredPowerMilliW(); ok {
+		t.Fatal("an executor without RAPL reports a measured power")
+	}
+}

@@ -137,6 +137,17 @@ func (e *ProcessExecutor) EnergySource() EnergySource {
 	return EnergyDeclared
 }
 
+// MeasuredPowerMilliW is the whole host's draw, averaged between the two
+// latest RAPL readings (every EnergySampleInterval), and whether RAPL gives
+// one. It is the host's, not a machine's: a peer whose machines file
+// declares several machines cannot split it.
+func (e *ProcessExecutor) MeasuredPowerMilliW() (int64, bool) {
+	if e.meter == nil {
+		return 0, false
+	}
+	return e.meter.power()
+}
+
 // Machines returns the executor's machines, sorted by name.
 func (e *ProcessExecutor) Machines() []MachineConfig { return machineList(e.reg.machines) }
 

@@ -169,6 +169,7 @@ func TestHeartbeatValidation(t *testing.T) {
 		{"not JSON", b.n.self, []byte("{"), errHeartbeatMalformed},
 		{"trailing data", b.n.self, append(enc(good), []byte(" {}")...), errHeartbeatMalformed},
 		{"negative power", b.n.self, enc(Heartbeat{V: 1, Org: "hb-b", AtMs: 5, Boot: 1, Seq: 1, Machines: []MachineTelemetry{{Name: "m1", PowerMilliW: -1}}}), errHeartbeatMalformed},
+		{"negative host power", b.n.self, enc(Heartbeat{V: 1, Org: "hb-b", AtMs: 5, Boot: 1, Seq: 1, HostPowerMilliW: -1}), errHeartbeatMalformed},
 		{"bad machine name", b.n.self, enc(Heartbeat{V: 1, Org: "hb-b", AtMs: 5, Boot: 1, Seq: 1, Machines: []MachineTelemetry{{Name: "../m"}}}), errHeartbeatMalformed},
 		{"bad address", b.n.self, enc(Heartbeat{V: 1, Org: "hb-b", AtMs: 5, Boot: 1, Seq: 1, Addrs: []string{"not an address"}}), errHeartbeatMalformed},
 		{"too many addresses", b.n.self, enc(Heartbeat{V: 1, Org: "hb-b", AtMs: 5, Boot: 1, Seq: 1, Addrs: strings.Split(strings.Repeat("/ip4/1.2.3.4/tcp/1,", 17)[:19*17-1], ",")}), errHeartbeatMalformed},

@@ -44,8 +44,13 @@ type Heartbeat struct {
 	Boot int64  `json:"boot"`
 	Seq  uint64 `json:"seq"`
 	// Load1 is the sending host's one-minute load average.
-	Load1    float64            `json:"load1"`
-	Machines []MachineTelemetry `json:"machines"`
+	Load1 float64 `json:"load1"`
+	// HostPowerMilliW is the sending host's draw measured by RAPL over the
+	// executor's last sampling interval; 0 when RAPL is not readable there
+	// (then only the machines' declared estimates below exist). It is the
+	// host's: a peer declaring several machines cannot split it.
+	HostPowerMilliW int64              `json:"host_power_mw,omitempty"`
+	Machines        []MachineTelemetry `json:"machines"`
 	// Addrs are the sender's listen addresses: every member learns how to
 	// reach every other (for the file protocols) even if they never met.
 	Addrs []string `json:"addrs,omitempty"`
@@ -142,8 +147,9 @@ func (n *Node) checkHeartbeat(author peer.ID, data []byte) (*Heartbeat, error) {
 		return nil, fmt.Errorf("%w: version %d, want %d", errHeartbeatMalformed, hb.V, heartbeatVersion)
 	}
 	if !validName(hb.Org) || hb.AtMs <= 0 || hb.AtMs > ledger.MaxTimeMs || hb.Boot <= 0 || hb.Boot > ledger.MaxTimeMs ||
-		hb.Seq == 0 || hb.Seq > 1<<62 || hb.Load1 < 0 || hb.Load1 > 1e6 {
-		return nil, fmt.Errorf("%w: bad org, time, sequence or load", errHeartbeatMalformed)
+		hb.Seq == 0 || hb.Seq > 1<<62 || hb.Load1 < 0 || hb.Load1 > 1e6 ||
+		hb.HostPowerMilliW < 0 || hb.HostPowerMilliW > ledger.MaxLimitMilliW {
+		return nil, fmt.Errorf("%w: bad org, time, sequence, load or power", errHeartbeatMalformed)
 	}
 	if len(hb.Machines) > ledger.MaxMachinesPerCommand {
 		return nil, fmt.Errorf("%w: %d machines", errHeartbeatMalformed, len(hb.Machines))
@@ -275,6 +281,11 @@ func (n *Node) publishOnce() {
 		running = n.br.runningByMachine()
 	}
 	hb := Heartbeat{V: heartbeatVersion, Org: n.org, AtMs: time.Now().UnixMilli(), Boot: n.boot, Seq: n.hbSeq.Add(1), Load1: load1()}
+	if m, ok := n.exec.(interface{ MeasuredPowerMilliW() (int64, bool) }); ok {
+		if mw, ok := m.MeasuredPowerMilliW(); ok {
+			hb.HostPowerMilliW = mw
+		}
+	}
 	for _, a := range n.host.Addrs() {
 		if len(hb.Addrs) < maxHeartbeatAddrs {
 			hb.Addrs = append(hb.Addrs, a.String())
