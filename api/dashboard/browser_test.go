@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/coopgrid/coopgrid/api"
-	"github.com/coopgrid/coopgrid/node"
+	"github.com/coopgrid/coopgrid/node/nodetest"
 )
 
 // chromiumPath finds the browser: $COOPGRID_CHROMIUM, /usr/bin/chromium, or
@@ -155,45 +152,8 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	// The peer: one organisation, one 10 GFLOPS / 100 W machine.
 	tmp := t.TempDir()
-	machines := filepath.Join(tmp, "machines.yaml")
-	if err := os.WriteFile(machines, []byte("machines:\n  - {name: m1, gflops: 10, busy_watts: 100}\npolicy:\n  allow: [/bin/sh]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := filepath.Join(tmp, "alpha")
-	if _, err := node.Init(ctx, node.InitOptions{
-		DataDir: data, Org: "alpha", MachinesFile: machines, NewFederation: true,
-		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, API: ln.Addr().String(),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	n, err := node.Start(ctx, node.Options{DataDir: data, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close(context.Background())
-	if err := n.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := n.APIToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := api.NewServer(n, api.ServerOptions{Token: tok, Logger: quiet})
-	sctx, stop := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(sctx, ln) }()
-	defer func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
-	base := "http://" + ln.Addr().String()
+	peer := nodetest.Start(ctx, t)
+	n, tok, base := peer.Node, peer.Token, peer.URL
 
 	// The browser, with a fresh profile and nothing that calls home.
 	actx, acancel := chromedp.NewExecAllocator(ctx,

@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +10,7 @@ import (
 	"time"
 
 	"github.com/coopgrid/coopgrid/api"
-	"github.com/coopgrid/coopgrid/node"
+	"github.com/coopgrid/coopgrid/node/nodetest"
 )
 
 // TestClientAgainstNode serves the API over a real single-peer federation
@@ -28,46 +25,8 @@ func TestClientAgainstNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	tmp := t.TempDir()
-	machines := filepath.Join(tmp, "machines.yaml")
-	if err := os.WriteFile(machines, []byte("machines:\n  - {name: m1, gflops: 10, busy_watts: 100}\npolicy:\n  allow: [/bin/sh]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// The API's port is chosen first, so that config.yaml names it and the
-	// CLI finds it from --data alone.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := filepath.Join(tmp, "alpha")
-	if _, err := node.Init(ctx, node.InitOptions{
-		DataDir: data, Org: "alpha", MachinesFile: machines, NewFederation: true,
-		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, API: ln.Addr().String(),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	n, err := node.Start(ctx, node.Options{DataDir: data, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close(context.Background())
-	if err := n.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := n.APIToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := api.NewServer(n, api.ServerOptions{Token: tok, Logger: quiet})
-	sctx, stop := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(sctx, ln) }()
-	defer func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
+	peer := nodetest.Start(ctx, t)
+	n, data := peer.Node, peer.DataDir
 
 	cli := func(args ...string) string {
 		t.Helper()
@@ -164,7 +123,7 @@ tasks:
 	}
 
 	// /metrics over the real node.
-	c := api.NewClient(ln.Addr().String(), tok, nil)
+	c := api.NewClient(peer.URL, peer.Token, nil)
 	m, err := c.Scrape(ctx)
 	if err != nil {
 		t.Fatal(err)
