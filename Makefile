@@ -47,3 +47,11 @@ lint:
 
 clean:
 	rm -rf bin bench.out bench.md
+
+# The fault-injection matrix (issue 7, docs/RELIABILITY.md): federations of
+# real peer processes, a concurrent workload, kill -9 / SIGSTOP faults from
+# a logged seed, then the checks. Several minutes; not part of `make test`
+# (which runs one smoke scenario). Replay: CHAOS_SEED=n make chaos.
+.PHONY: chaos
+chaos:
+	COOPGRID_CHAOS=1 $(GO) test -count=1 -timeout 45m -v -run 'TestChaos$$|TestTaskModel' ./chaos/ 2>&1 | grep -v '^        time=\|raftlib' ; exit $${PIPESTATUS[0]}

@@ -1,0 +1,463 @@
+package chaos
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coopgrid/coopgrid/api"
+	"gopkg.in/yaml.v3"
+)
+
+// peerBin is the `peer` binary TestMain builds once for the run, as the
+// e2e package does: the harness drives exactly what `make build` ships.
+var peerBin string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	code, err := buildAndRun(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func buildAndRun(m *testing.M) (int, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return 0, err
+	}
+	tmp, err := os.MkdirTemp("", "coopgrid-chaos-bin-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(tmp)
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return 0, fmt.Errorf("the chaos tests build ./cmd/peer with the go tool: %w", err)
+	}
+	peerBin = filepath.Join(tmp, "peer")
+	build := exec.Command(goTool, "build", "-o", peerBin, "./cmd/peer")
+	build.Dir = filepath.Dir(wd)
+	if out, err := build.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("go build ./cmd/peer: %v\n%s", err, out)
+	}
+	return m.Run(), nil
+}
+
+// fastConfig makes a loopback federation react within seconds: Raft's lan
+// preset elects in about a second, the leader declares a machine lost
+// after 3 s of silence.
+var fastConfig = map[string]string{
+	"heartbeat.interval":          "500ms",
+	"heartbeat.timeout":           "3s",
+	"consensus.schedule_interval": "1s",
+	"executor.stop_grace":         "2s",
+	"files.fetch_timeout":         "15s",
+}
+
+// Deadlines bound a hung run; they assert nothing about speed.
+const (
+	readyTimeout = 90 * time.Second
+	callTimeout  = 15 * time.Second
+)
+
+// peer is one organisation's data directory and, while it runs, its
+// `peer run` process.
+type peer struct {
+	name   string
+	data   string
+	apiURL string
+	logs   string
+	client *api.Client
+	proc   *proc // the latest process, nil before the first start
+	runs   int
+}
+
+// proc is one `peer run` process.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	stdout string
+	stderr string
+	done   chan struct{}
+	err    error
+
+	mu     sync.Mutex
+	paused bool
+}
+
+// cluster is a federation of n peers under root.
+type cluster struct {
+	t     *testing.T
+	root  string
+	peers []*peer
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// runCLI runs a short `peer` command (init) to completion.
+func runCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, peerBin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("peer %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, out.String(), errb.String())
+	}
+	return out.String()
+}
+
+// machinesFile offers n process machines allowing /bin/sh only.
+func machinesFile(prefix string, n int) string {
+	var b strings.Builder
+	b.WriteString("machines:\n")
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "  - name: %s%d\n    gflops: 10\n    busy_watts: %d\n", prefix, i, 40+10*i)
+	}
+	b.WriteString("policy:\n  allow: [/bin/sh]\n  max_wall_clock: 10m\n  kill_grace: 2s\n")
+	return b.String()
+}
+
+// newCluster initialises n organisations (uni-1 creates the federation),
+// starts them, waits until every peer sees n voters and one leader, and
+// raises every organisation's limit so that the workload keeps all
+// machines busy.
+func newCluster(t *testing.T, n int) *cluster {
+	t.Helper()
+	c := &cluster{t: t, root: t.TempDir()}
+	logs := filepath.Join(c.root, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var boot string
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("uni-%d", i)
+		p := &peer{name: name, data: filepath.Join(c.root, name), logs: logs,
+			apiURL: net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))}
+		mf := filepath.Join(c.root, name+"-machines.yaml")
+		if err := os.WriteFile(mf, []byte(machinesFile(fmt.Sprintf("m%d-", i), 2)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"init", "--org", name, "--data", p.data, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", p.apiURL, "--machines", mf}
+		if i == 1 {
+			args = append(args, "--new-federation")
+		} else {
+			args = append(args, "--secret", filepath.Join(c.peers[0].data, "federation.key"))
+		}
+		runCLI(t, args...)
+		editConfig(t, filepath.Join(p.data, "config.yaml"), fastConfig)
+		tok, err := os.ReadFile(filepath.Join(p.data, api.TokenFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.client = api.NewClient(p.apiURL, strings.TrimSpace(string(tok)), &http.Client{Timeout: callTimeout})
+		c.peers = append(c.peers, p)
+		if i == 1 {
+			c.start(p)
+			boot = p.proc.bootstrap(t)
+		} else {
+			c.start(p, "--bootstrap", boot)
+		}
+	}
+	c.waitFormed()
+	hundredfold := 1000.0
+	for _, p := range c.peers {
+		c.eventually(30*time.Second, p.name+" raises its limit", func(ctx context.Context) (bool, string) {
+			_, err := p.client.SetLimit(ctx, api.LimitRequest{Percent: &hundredfold})
+			return err == nil, fmt.Sprint(err)
+		})
+	}
+	return c
+}
+
+// start runs `peer run` for p and waits for its `ready:` line. The process
+// dies with the test (SIGCONT then SIGTERM, SIGKILL after a grace).
+func (c *cluster) start(p *peer, extra ...string) {
+	t := c.t
+	t.Helper()
+	p.runs++
+	base := filepath.Join(p.logs, fmt.Sprintf("%s-run%d", p.name, p.runs))
+	pr := &proc{name: fmt.Sprintf("%s (run %d)", p.name, p.runs), stdout: base + ".stdout", stderr: base + ".stderr", done: make(chan struct{})}
+	so, err := os.Create(pr.stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	se, err := os.Create(pr.stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"run", "--data", p.data, "--log-level", "info"}, extra...)
+	pr.cmd = exec.Command(peerBin, args...)
+	pr.cmd.Stdout, pr.cmd.Stderr = so, se
+	// If the test binary dies (a go test timeout), its peers die with it.
+	pr.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := pr.cmd.Start(); err != nil {
+		so.Close()
+		se.Close()
+		t.Fatalf("start peer run for %s: %v", p.name, err)
+	}
+	go func() {
+		pr.err = pr.cmd.Wait()
+		so.Close()
+		se.Close()
+		close(pr.done)
+	}()
+	t.Cleanup(func() {
+		pr.stop(15 * time.Second)
+		if t.Failed() {
+			t.Logf("=== %s: stderr (last 80 lines)\n%s", pr.name, tail(readFile(pr.stderr), 80))
+		}
+	})
+	p.proc = pr
+	if _, err := pr.waitLine(`(?m)^ready: `, readyTimeout); err != nil {
+		t.Fatalf("%s: %v", p.name, err)
+	}
+}
+
+func readFile(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(%v)\n", err)
+	}
+	return string(b)
+}
+
+func tail(s string, n int) string {
+	lines := strings.SplitAfter(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "")
+}
+
+func (pr *proc) exited() bool {
+	select {
+	case <-pr.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (pr *proc) waitLine(re string, d time.Duration) ([]string, error) {
+	rx := regexp.MustCompile(re)
+	deadline := time.Now().Add(d)
+	for {
+		if m := rx.FindStringSubmatch(readFile(pr.stdout)); m != nil {
+			return m, nil
+		}
+		if pr.exited() {
+			return nil, fmt.Errorf("peer run exited (%v) before printing %q:\n%s%s", pr.err, re, readFile(pr.stdout), tail(readFile(pr.stderr), 60))
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("peer run did not print %q within %v", re, d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// bootstrap is the first full multiaddr the process printed.
+func (pr *proc) bootstrap(t *testing.T) string {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(readFile(pr.stdout)))
+	for sc.Scan() {
+		if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok && strings.Contains(a, "/p2p/") {
+			return a
+		}
+	}
+	t.Fatalf("%s printed no full multiaddr:\n%s", pr.name, readFile(pr.stdout))
+	return ""
+}
+
+// kill9 kills the process as a crash and waits for it to be reaped.
+func (pr *proc) kill9() error {
+	if err := pr.cmd.Process.Signal(syscall.SIGKILL); err != nil && !pr.exited() {
+		return fmt.Errorf("kill -9 %s: %w", pr.name, err)
+	}
+	<-pr.done
+	return nil
+}
+
+// pause and resume send SIGSTOP and SIGCONT to the peer process only: its
+// executor's task processes keep running, as they would if the daemon hung.
+func (pr *proc) pause() error {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if err := pr.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("SIGSTOP %s: %w", pr.name, err)
+	}
+	pr.paused = true
+	return nil
+}
+
+func (pr *proc) resume() error {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if err := pr.cmd.Process.Signal(syscall.SIGCONT); err != nil && !pr.exited() {
+		return fmt.Errorf("SIGCONT %s: %w", pr.name, err)
+	}
+	pr.paused = false
+	return nil
+}
+
+// stop resumes a paused process, sends SIGTERM, and SIGKILL after grace.
+func (pr *proc) stop(grace time.Duration) {
+	if pr.exited() {
+		return
+	}
+	_ = pr.resume()
+	_ = pr.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-pr.done:
+	case <-time.After(grace):
+		_ = pr.cmd.Process.Signal(syscall.SIGKILL)
+		<-pr.done
+	}
+}
+
+// up reports whether p's process runs and is not paused.
+func (p *peer) up() bool {
+	if p.proc == nil || p.proc.exited() {
+		return false
+	}
+	p.proc.mu.Lock()
+	defer p.proc.mu.Unlock()
+	return !p.proc.paused
+}
+
+// eventually polls cond (each call bounded by callTimeout) until it holds.
+func (c *cluster) eventually(d time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		ok, seen := cond(ctx)
+		cancel()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("gave up after %v waiting for %s; last seen: %s", d, what, seen)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// waitFormed waits until every running peer sees every peer as a voter and
+// agrees on one leader.
+func (c *cluster) waitFormed() {
+	c.t.Helper()
+	c.eventually(readyTimeout, "the federation formed with one leader", func(ctx context.Context) (bool, string) {
+		leader := ""
+		for _, p := range c.peers {
+			s, err := p.client.Status(ctx)
+			if err != nil {
+				return false, fmt.Sprintf("%s: %v", p.name, err)
+			}
+			voters := 0
+			for _, pv := range s.Peers {
+				if pv.Voter {
+					voters++
+				}
+			}
+			if voters != len(c.peers) || len(s.Orgs) != len(c.peers) || s.Leader == "" {
+				return false, fmt.Sprintf("%s: %d voters, %d orgs, leader %q", p.name, voters, len(s.Orgs), s.Leader)
+			}
+			if leader != "" && s.Leader != leader {
+				return false, fmt.Sprintf("leaders %s and %s", leader, s.Leader)
+			}
+			leader = s.Leader
+		}
+		return true, ""
+	})
+}
+
+// leader returns the peer every running peer names as leader, or nil.
+func (c *cluster) leader(ctx context.Context) *peer {
+	for _, p := range c.peers {
+		if !p.up() {
+			continue
+		}
+		s, err := p.client.Status(ctx)
+		if err != nil || s.Leader == "" {
+			continue
+		}
+		for _, q := range c.peers {
+			qs, err := q.client.Status(ctx)
+			if err == nil && qs.Self == s.Leader {
+				return q
+			}
+		}
+	}
+	return nil
+}
+
+// editConfig sets keys ("heartbeat.timeout") of a config.yaml written by
+// peer init, keeping the rest of the file.
+func editConfig(t *testing.T, path string, set map[string]string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	for key, val := range set {
+		n := doc.Content[0]
+		for _, part := range strings.Split(key, ".") {
+			found := false
+			for j := 0; j+1 < len(n.Content); j += 2 {
+				if n.Content[j].Value == part {
+					n, found = n.Content[j+1], true
+					break
+				}
+			}
+			if !found {
+				t.Fatalf("%s: no key %s", path, key)
+			}
+		}
+		var v yaml.Node
+		if err := yaml.Unmarshal([]byte(val), &v); err != nil || len(v.Content) != 1 {
+			t.Fatalf("%s: value %q for %s: %v", path, val, key, err)
+		}
+		*n = *v.Content[0]
+	}
+	out, err := yaml.Marshal(&doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
