@@ -78,7 +78,7 @@ type workClient struct {
 	// maxTasks bounds what the client submits (0: no bound), so that the
 	// queue drains quickly after the faults.
 	maxTasks int
-	errs []error  // unexpected answers
+	errs     []error // unexpected answers
 }
 
 // taskSpec is the process executor's work: a short shell run with one
