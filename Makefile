@@ -4,7 +4,7 @@ BIN       := bin/peer
 PKGS      := ./...
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test test-race bench sim demo lint clean
+.PHONY: all build test test-race fuzz bench sim demo lint clean
 
 all: build
 
@@ -22,6 +22,18 @@ test:
 
 test-race:
 	$(GO) test -count=1 -race -timeout 30m ./consensus/ ./p2p/ ./node/ ./api/... ./checkpoint/ ./executor/ ./policy/sim/
+
+# Short fuzz runs of every decoder (the seed corpora already run in
+# `make test`); FUZZTIME=5m for a longer campaign. docs/RELIABILITY.md.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := ./policy/scenario:FuzzParse ./jobfile:FuzzParse ./ledger:FuzzApply \
+	./checkpoint:FuzzUnpack ./p2p:FuzzFrame ./node:FuzzHeartbeat
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 # Every benchmark, as markdown tables in the format of docs/BENCHMARKS.md
 # (bench.md, headed by the machine), with the raw output in bench.out.
