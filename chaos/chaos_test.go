@@ -91,7 +91,9 @@ func TestChaosSmoke(t *testing.T) {
 	if os.Getenv("COOPGRID_CHAOS") != "" {
 		t.Skip("COOPGRID_CHAOS is set: TestChaos runs the full matrix")
 	}
-	runScenario(t, scenario{name: "smoke", peers: 3, kinds: []string{faultPause}, warmup: time.Second, drain: time.Second, maxTasks: 6}, seedFor(t))
+	seed := seedFor(t)
+	runScenario(t, scenario{name: "smoke", peers: 3, kinds: []string{faultPause}, warmup: time.Second, drain: time.Second, maxTasks: 6},
+		seed, fmt.Sprintf("CHAOS_SEED=%d go test -count=1 -run '^TestChaosSmoke$' ./chaos", seed))
 }
 
 // TestChaos is the fault matrix, run by `make chaos` (COOPGRID_CHAOS=1).
@@ -109,7 +111,7 @@ func TestChaos(t *testing.T) {
 		{name: "random-5", peers: 5},
 	}
 	for i, sc := range matrix {
-		sc.warmup, sc.drain = 3*time.Second, 3*time.Second
+		sc.warmup, sc.drain, sc.maxTasks = 3*time.Second, 3*time.Second, 30
 		seed := base + int64(i)
 		if sc.kinds == nil {
 			// A random sequence of four faults, drawn from the seed.
@@ -119,17 +121,18 @@ func TestChaos(t *testing.T) {
 				sc.kinds = append(sc.kinds, all[rng.Intn(len(all))])
 			}
 		}
-		t.Run(sc.name, func(t *testing.T) { runScenario(t, sc, seed) })
+		replay := fmt.Sprintf("CHAOS_SEED=%d make chaos (the whole matrix), or COOPGRID_CHAOS=1 CHAOS_SEED=%d go test -count=1 -v -run '^TestChaos$/^%s$' ./chaos", base, base, sc.name)
+		t.Run(sc.name, func(t *testing.T) { runScenario(t, sc, seed, replay) })
 	}
 }
 
 // runScenario starts the federation, runs the workload with the faults,
 // heals, and checks.
-func runScenario(t *testing.T, sc scenario, seed int64) {
+// replay is the command that reruns it with the same seed.
+func runScenario(t *testing.T, sc scenario, seed int64, replay string) {
 	rng := rand.New(rand.NewSource(seed))
 	faults := sc.schedule(rng)
-	t.Logf("scenario %s: seed %d (replay: CHAOS_SEED=%d make chaos, or go test ./chaos -run '%s'), %d peers, faults %v",
-		sc.name, seed, seed, testName(t), sc.peers, faults)
+	t.Logf("scenario %s: seed %d, %d peers, faults %v; replay: %s", sc.name, seed, sc.peers, faults, replay)
 	began := time.Now()
 	c := newCluster(t, sc.peers)
 	t.Logf("federation of %d formed in %v", sc.peers, time.Since(began).Round(time.Millisecond))
@@ -149,7 +152,7 @@ func runScenario(t *testing.T, sc scenario, seed int64) {
 
 	time.Sleep(sc.warmup)
 	for _, f := range faults {
-		c.inject(f, rng)
+		c.inject(f, rng, h)
 		time.Sleep(f.settle)
 	}
 	time.Sleep(sc.drain)
@@ -163,22 +166,14 @@ func runScenario(t *testing.T, sc scenario, seed int64) {
 	t.Logf("workload: %v", h.counts)
 	c.check(h)
 	if t.Failed() {
-		t.Logf("scenario %s FAILED: replay with CHAOS_SEED=%d", sc.name, seed)
+		t.Logf("scenario %s FAILED (seed %d); replay: %s", sc.name, seed, replay)
 		return
 	}
 	t.Logf("scenario %s (seed %d) passed in %v", sc.name, seed, time.Since(began).Round(time.Millisecond))
 }
 
-func testName(t *testing.T) string {
-	parts := strings.Split(t.Name(), "/")
-	for i, p := range parts {
-		parts[i] = "^" + p + "$"
-	}
-	return strings.Join(parts, "/")
-}
-
 // inject applies one fault and heals it.
-func (c *cluster) inject(f fault, rng *rand.Rand) {
+func (c *cluster) inject(f fault, rng *rand.Rand, h *history) {
 	t := c.t
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -210,11 +205,32 @@ func (c *cluster) inject(f fault, rng *rand.Rand) {
 	t.Logf("%s: %s on %s (%s)", time.Now().Format("15:04:05.000"), f.kind, victim.name, role)
 	switch f.kind {
 	case faultKillLeader, faultKillFollower:
+		from := h.now()
 		if err := victim.proc.kill9(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(f.hold)
 		c.start(victim) // from its data directory alone: it knows the members
+		// Measure how long the restarted peer serves an older state: until
+		// it has applied what the leader had applied when it came back.
+		var target uint64
+		c.eventually(60*time.Second, "the leader's applied index", func(ctx context.Context) (bool, string) {
+			l := c.leader(ctx)
+			if l == nil || l == victim {
+				return false, "no other leader"
+			}
+			lv, err := l.client.Ledger(ctx)
+			target = lv.AppliedIndex
+			return err == nil, fmt.Sprint(err)
+		})
+		c.eventually(60*time.Second, victim.name+" catching up", func(ctx context.Context) (bool, string) {
+			lv, err := victim.client.Ledger(ctx)
+			return err == nil && lv.AppliedIndex >= target, fmt.Sprintf("%d of %d, %v", lv.AppliedIndex, target, err)
+		})
+		h.mu.Lock()
+		h.catchUp[victim.name] = append(h.catchUp[victim.name], [2]int64{from, h.now()})
+		h.mu.Unlock()
+		t.Logf("%s: %s restarted and caught up to index %d", time.Now().Format("15:04:05.000"), victim.name, target)
 	case faultPause:
 		if err := victim.proc.pause(); err != nil {
 			t.Fatal(err)
@@ -394,6 +410,27 @@ func (c *cluster) check(h *history) {
 		}
 	default:
 		t.Errorf("linearizability check: %v after a minute", res)
+	}
+	if res == porcupine.Illegal && len(h.catchUp) > 0 {
+		// Diagnose: is the history linearizable without the reads a
+		// restarted peer served before it caught up?
+		var kept []porcupine.Operation
+		dropped := 0
+		for _, op := range ops {
+			in := op.Input.(opInput)
+			stale := false
+			for _, w := range h.catchUp[in.Peer] {
+				stale = stale || (in.Kind == opRead && op.Call >= w[0] && op.Call <= w[1])
+			}
+			if stale {
+				dropped++
+				continue
+			}
+			kept = append(kept, op)
+		}
+		r2 := porcupine.CheckOperationsTimeout(taskModel, kept, time.Minute)
+		t.Logf("diagnosis: without the %d reads served by a restarted peer before it caught up, the history is %v", dropped,
+			map[porcupine.CheckResult]string{porcupine.Ok: "linearizable", porcupine.Illegal: "still NOT linearizable", porcupine.Unknown: "unknown (timeout)"}[r2])
 	}
 }
 

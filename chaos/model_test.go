@@ -42,6 +42,7 @@ const (
 type opInput struct {
 	Kind string
 	ID   string
+	Peer string // the peer that served a read or cancel (for the report)
 }
 
 type taskState struct {
@@ -147,6 +148,9 @@ var taskModel = (&porcupine.NondeterministicModel{
 	Equal: func(a, b any) bool { return a.(taskState) == b.(taskState) },
 	DescribeOperation: func(input, output any) string {
 		in := input.(opInput)
+		if in.Peer != "" {
+			return fmt.Sprintf("%s(%s) via %s → %v", in.Kind, in.ID, in.Peer, output)
+		}
 		return fmt.Sprintf("%s(%s) → %v", in.Kind, in.ID, output)
 	},
 	DescribeState: func(state any) string { return fmt.Sprintf("%+v", state.(taskState)) },

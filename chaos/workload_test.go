@@ -26,11 +26,14 @@ type history struct {
 	ambiguous map[string]int
 	cancelled map[string]bool // IDs some cancel was sent for (answered or not)
 	counts    map[string]int  // op kind/outcome → count, for the report
+	// catchUp holds, per peer, the windows from a kill to the moment the
+	// restarted peer had applied what the leader had when it came back.
+	catchUp map[string][][2]int64
 }
 
 func newHistory() *history {
 	return &history{start: time.Now(), submitted: map[string]int{}, ambiguous: map[string]int{},
-		cancelled: map[string]bool{}, counts: map[string]int{}}
+		cancelled: map[string]bool{}, counts: map[string]int{}, catchUp: map[string][][2]int64{}}
 }
 
 func (h *history) now() int64 { return int64(time.Since(h.start)) }
@@ -150,7 +153,7 @@ func (w *workClient) cancel(ctx context.Context) {
 	if out == outAmbiguous {
 		ret = -1 // pending: set to the end of the history before checking
 	}
-	w.h.add(porcupine.Operation{ClientId: w.id, Input: opInput{Kind: opCancel, ID: id}, Call: call, Output: out, Return: ret}, "cancel "+out)
+	w.h.add(porcupine.Operation{ClientId: w.id, Input: opInput{Kind: opCancel, ID: id, Peer: w.peer.name}, Call: call, Output: out, Return: ret}, "cancel "+out)
 }
 
 func (w *workClient) read(ctx context.Context) {
@@ -176,7 +179,7 @@ func (w *workClient) read(ctx context.Context) {
 		w.errs = append(w.errs, fmt.Errorf("client %d: read %s via %s: %w", w.id, id, w.peer.name, err))
 		return
 	}
-	w.h.add(porcupine.Operation{ClientId: w.id, Input: opInput{Kind: opRead, ID: id}, Call: call, Output: out, Return: ret}, "read")
+	w.h.add(porcupine.Operation{ClientId: w.id, Input: opInput{Kind: opRead, ID: id, Peer: w.peer.name}, Call: call, Output: out, Return: ret}, "read")
 }
 
 // run issues operations until ctx ends: mostly reads, submits, some
