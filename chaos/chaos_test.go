@@ -176,8 +176,6 @@ func runScenario(t *testing.T, sc scenario, seed int64, replay string) {
 func (c *cluster) inject(f fault, rng *rand.Rand, h *history) {
 	t := c.t
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	var leader *peer
 	c.eventually(60*time.Second, "a leader before the fault", func(ctx context.Context) (bool, string) {
 		leader = c.leader(ctx)
@@ -240,14 +238,14 @@ func (c *cluster) inject(f fault, rng *rand.Rand, h *history) {
 			t.Fatal(err)
 		}
 	}
-	_ = ctx
 	c.waitFormed()
-	t.Logf("%s: healed; leader %s", time.Now().Format("15:04:05.000"), func() string {
-		if l := c.leader(ctx); l != nil {
-			return l.name
-		}
-		return "?"
-	}())
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	now := "?"
+	if l := c.leader(ctx); l != nil {
+		now = l.name
+	}
+	t.Logf("%s: healed; leader %s", time.Now().Format("15:04:05.000"), now)
 }
 
 // check runs every post-scenario check on the healed federation.
