@@ -147,6 +147,40 @@ func runScenario(t *testing.T, sc scenario, seed int64, replay string) {
 		wg.Add(1)
 		go func() { defer wg.Done(); w.run(ctx) }()
 	}
+	// PI_i ≤ Lim_i, sampled: every 500 ms each running peer's view of
+	// every organisation (a committed state as that peer applied it).
+	var limitMu sync.Mutex
+	var limitViolations []string
+	samples := 0
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			for _, p := range c.peers {
+				if !p.up() {
+					continue
+				}
+				cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				orgs, err := p.client.Orgs(cctx)
+				cancel()
+				if err != nil {
+					continue
+				}
+				limitMu.Lock()
+				samples++
+				for _, o := range orgs {
+					if o.PIW > o.LimitW {
+						limitViolations = append(limitViolations, fmt.Sprintf("%s saw %s at PI %.3f W over its limit %.3f W", p.name, o.Name, o.PIW, o.LimitW))
+					}
+				}
+				limitMu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
 	// Stop the workload on every exit path, so no goroutine outlives the test.
 	defer func() { stop(); wg.Wait() }()
 
@@ -164,6 +198,10 @@ func runScenario(t *testing.T, sc scenario, seed int64, replay string) {
 		}
 	}
 	t.Logf("workload: %v", h.counts)
+	t.Logf("limits: %d samples of every organisation's PI and limit, %d over", samples, len(limitViolations))
+	for _, v := range limitViolations {
+		t.Errorf("PI over the limit: %s", v)
+	}
 	c.check(h)
 	if t.Failed() {
 		t.Logf("scenario %s FAILED (seed %d); replay: %s", sc.name, seed, replay)
