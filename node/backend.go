@@ -89,6 +89,9 @@ func orgView(o ledger.OrgInfo) api.OrgView {
 
 // Orgs lists the organisations in registration order.
 func (n *Node) Orgs(ctx context.Context) ([]api.OrgView, error) {
+	if err := n.requireReady(); err != nil {
+		return nil, err
+	}
 	var out []api.OrgView
 	n.cons.View(func(l *ledger.Ledger) { out = orgViews(l.Orgs()) })
 	return out, nil
@@ -97,6 +100,9 @@ func (n *Node) Orgs(ctx context.Context) ([]api.OrgView, error) {
 // Machines lists every machine; the last heartbeat is the later of the
 // ledger's record and the gossip this peer heard.
 func (n *Node) Machines(ctx context.Context) ([]api.MachineView, error) {
+	if err := n.requireReady(); err != nil {
+		return nil, err
+	}
 	var ms []ledger.Machine
 	n.cons.View(func(l *ledger.Ledger) { ms = l.Machines() })
 	out := make([]api.MachineView, 0, len(ms))
@@ -119,6 +125,9 @@ var taskStates = []ledger.TaskState{ledger.TaskQueued, ledger.TaskAssigned, ledg
 
 // Tasks lists tasks by submit order; q.Limit keeps the first ones.
 func (n *Node) Tasks(ctx context.Context, q api.TaskQuery) ([]api.TaskView, error) {
+	if err := n.requireReady(); err != nil {
+		return nil, err
+	}
 	f := ledger.TaskFilter{Org: q.Org}
 	for _, s := range q.States {
 		st := ledger.TaskState(s)
@@ -164,6 +173,9 @@ func taskView(t *ledger.Task) api.TaskView {
 
 // Task returns one task in detail, with the outputs this peer holds for it.
 func (n *Node) Task(ctx context.Context, id string) (api.TaskDetail, error) {
+	if err := n.requireReady(); err != nil {
+		return api.TaskDetail{}, err
+	}
 	var (
 		t  ledger.Task
 		ok bool
@@ -367,6 +379,9 @@ func (n *Node) SetLimit(ctx context.Context, req api.LimitRequest) (api.OrgView,
 
 // Ledger is every organisation's energy account and the state's hash.
 func (n *Node) Ledger(ctx context.Context) (api.LedgerView, error) {
+	if err := n.requireReady(); err != nil {
+		return api.LedgerView{}, err
+	}
 	var v api.LedgerView
 	n.cons.View(func(l *ledger.Ledger) {
 		v.AppliedIndex, v.StateHash = l.AppliedIndex(), l.Hash()
@@ -423,7 +438,7 @@ func (n *Node) requireReady() error {
 	select {
 	case <-n.ready:
 	default:
-		return api.Errorf(api.CodeUnavailable, "the peer is not ready yet: it is still joining the federation or registering %q", n.org)
+		return api.Errorf(api.CodeUnavailable, "the peer is not ready yet: it is still joining the federation, registering %q or catching up with the log", n.org)
 	}
 	if n.closing.Load() {
 		return api.Errorf(api.CodeUnavailable, "the peer is shutting down")

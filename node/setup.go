@@ -111,6 +111,25 @@ func (n *Node) setup() {
 		}
 		backoff = min(backoff*2, 3*time.Second)
 	}
+	// Catch up before serving: a peer restarted from its data directory
+	// holds only what it had applied when it stopped, and a read served
+	// from that would go back in time (the chaos harness saw a task read
+	// done, then not_found from the restarted peer, then done). A consistent
+	// read waits until the local ledger has applied what the leader had
+	// committed when asked.
+	for backoff := 200 * time.Millisecond; ; backoff = min(backoff*2, 3*time.Second) {
+		err := n.cons.ReadConsistent(n.ctx, func(*ledger.Ledger) {})
+		if err == nil {
+			break
+		}
+		if n.ctx.Err() != nil {
+			return
+		}
+		n.log.Debug("catching up with the federation", "err", err)
+		if !sleep(n.ctx, backoff) {
+			return
+		}
+	}
 	if n.exec != nil {
 		n.wg.Add(2)
 		go n.br.loop(n.ctx)
