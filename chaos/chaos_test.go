@@ -242,7 +242,7 @@ func (c *cluster) inject(f fault, rng *rand.Rand, h *history) {
 	switch f.kind {
 	case faultKillLeader, faultKillFollower:
 		from := h.now()
-		if err := victim.proc.kill9(); err != nil {
+		if err := victim.proc.Kill9(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(f.hold)
@@ -268,11 +268,11 @@ func (c *cluster) inject(f fault, rng *rand.Rand, h *history) {
 		h.mu.Unlock()
 		t.Logf("%s: %s restarted and caught up to index %d", time.Now().Format("15:04:05.000"), victim.name, target)
 	case faultPause:
-		if err := victim.proc.pause(); err != nil {
+		if err := victim.proc.Pause(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(f.hold)
-		if err := victim.proc.resume(); err != nil {
+		if err := victim.proc.Resume(); err != nil {
 			t.Fatal(err)
 		}
 	}

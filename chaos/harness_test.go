@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"flag"
@@ -11,16 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coopgrid/coopgrid/api"
-	"gopkg.in/yaml.v3"
+	"github.com/coopgrid/coopgrid/internal/peerproc"
 )
 
 // peerBin is the `peer` binary TestMain builds once for the run, as the
@@ -50,15 +46,8 @@ func buildAndRun(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(tmp)
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		return 0, fmt.Errorf("the chaos tests build ./cmd/peer with the go tool: %w", err)
-	}
-	peerBin = filepath.Join(tmp, "peer")
-	build := exec.Command(goTool, "build", "-o", peerBin, "./cmd/peer")
-	build.Dir = filepath.Dir(wd)
-	if out, err := build.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("go build ./cmd/peer: %v\n%s", err, out)
+	if peerBin, err = peerproc.Build(filepath.Dir(wd), tmp); err != nil {
+		return 0, err
 	}
 	return m.Run(), nil
 }
@@ -93,17 +82,7 @@ type peer struct {
 }
 
 // proc is one `peer run` process.
-type proc struct {
-	name   string
-	cmd    *exec.Cmd
-	stdout string
-	stderr string
-	done   chan struct{}
-	err    error
-
-	mu     sync.Mutex
-	paused bool
-}
+type proc = peerproc.Proc
 
 // cluster is a federation of n peers under root.
 type cluster struct {
@@ -114,12 +93,11 @@ type cluster struct {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := peerproc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // runCLI runs a short `peer` command (init) to completion.
@@ -183,7 +161,7 @@ func newCluster(t *testing.T, n int) *cluster {
 		c.peers = append(c.peers, p)
 		if i == 1 {
 			c.start(p)
-			boot = p.proc.bootstrap(t)
+			boot = bootstrap(t, p.proc)
 		} else {
 			c.start(p, "--bootstrap", boot)
 		}
@@ -206,152 +184,39 @@ func (c *cluster) start(p *peer, extra ...string) {
 	t.Helper()
 	p.runs++
 	base := filepath.Join(p.logs, fmt.Sprintf("%s-run%d", p.name, p.runs))
-	pr := &proc{name: fmt.Sprintf("%s (run %d)", p.name, p.runs), stdout: base + ".stdout", stderr: base + ".stderr", done: make(chan struct{})}
-	so, err := os.Create(pr.stdout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	se, err := os.Create(pr.stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	args := append([]string{"run", "--data", p.data, "--log-level", "info"}, extra...)
-	pr.cmd = exec.Command(peerBin, args...)
-	pr.cmd.Stdout, pr.cmd.Stderr = so, se
-	// If the test binary dies (a go test timeout), its peers die with it.
-	pr.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := pr.cmd.Start(); err != nil {
-		so.Close()
-		se.Close()
+	pr, err := peerproc.Start(fmt.Sprintf("%s (run %d)", p.name, p.runs), peerBin, base, args...)
+	if err != nil {
 		t.Fatalf("start peer run for %s: %v", p.name, err)
 	}
-	go func() {
-		pr.err = pr.cmd.Wait()
-		so.Close()
-		se.Close()
-		close(pr.done)
-	}()
 	t.Cleanup(func() {
-		pr.stop(15 * time.Second)
+		_ = pr.Stop(15 * time.Second)
 		if t.Failed() {
-			t.Logf("=== %s: stderr (last 80 lines)\n%s", pr.name, tail(readFile(pr.stderr), 80))
+			t.Logf("=== %s: stderr (last 80 lines)\n%s", pr.Name, peerproc.Tail(peerproc.ReadFile(pr.Stderr), 80))
 		}
 	})
 	p.proc = pr
-	if _, err := pr.waitLine(`(?m)^ready: `, readyTimeout); err != nil {
+	if _, err := pr.WaitLine(`(?m)^ready: `, readyTimeout); err != nil {
 		t.Fatalf("%s: %v", p.name, err)
 	}
 }
 
-func readFile(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(%v)\n", err)
-	}
-	return string(b)
-}
-
-func tail(s string, n int) string {
-	lines := strings.SplitAfter(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "")
-}
-
-func (pr *proc) exited() bool {
-	select {
-	case <-pr.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (pr *proc) waitLine(re string, d time.Duration) ([]string, error) {
-	rx := regexp.MustCompile(re)
-	deadline := time.Now().Add(d)
-	for {
-		if m := rx.FindStringSubmatch(readFile(pr.stdout)); m != nil {
-			return m, nil
-		}
-		if pr.exited() {
-			return nil, fmt.Errorf("peer run exited (%v) before printing %q:\n%s%s", pr.err, re, readFile(pr.stdout), tail(readFile(pr.stderr), 60))
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("peer run did not print %q within %v", re, d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // bootstrap is the first full multiaddr the process printed.
-func (pr *proc) bootstrap(t *testing.T) string {
+func bootstrap(t *testing.T, pr *proc) string {
 	t.Helper()
-	sc := bufio.NewScanner(strings.NewReader(readFile(pr.stdout)))
-	for sc.Scan() {
-		if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok && strings.Contains(a, "/p2p/") {
-			return a
-		}
+	as := pr.Addrs()
+	if len(as) == 0 {
+		t.Fatalf("%s printed no full multiaddr:\n%s", pr.Name, peerproc.ReadFile(pr.Stdout))
 	}
-	t.Fatalf("%s printed no full multiaddr:\n%s", pr.name, readFile(pr.stdout))
-	return ""
-}
-
-// kill9 kills the process as a crash and waits for it to be reaped.
-func (pr *proc) kill9() error {
-	if err := pr.cmd.Process.Signal(syscall.SIGKILL); err != nil && !pr.exited() {
-		return fmt.Errorf("kill -9 %s: %w", pr.name, err)
-	}
-	<-pr.done
-	return nil
-}
-
-// pause and resume send SIGSTOP and SIGCONT to the peer process only: its
-// executor's task processes keep running, as they would if the daemon hung.
-func (pr *proc) pause() error {
-	pr.mu.Lock()
-	defer pr.mu.Unlock()
-	if err := pr.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("SIGSTOP %s: %w", pr.name, err)
-	}
-	pr.paused = true
-	return nil
-}
-
-func (pr *proc) resume() error {
-	pr.mu.Lock()
-	defer pr.mu.Unlock()
-	if err := pr.cmd.Process.Signal(syscall.SIGCONT); err != nil && !pr.exited() {
-		return fmt.Errorf("SIGCONT %s: %w", pr.name, err)
-	}
-	pr.paused = false
-	return nil
-}
-
-// stop resumes a paused process, sends SIGTERM, and SIGKILL after grace.
-func (pr *proc) stop(grace time.Duration) {
-	if pr.exited() {
-		return
-	}
-	_ = pr.resume()
-	_ = pr.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-pr.done:
-	case <-time.After(grace):
-		_ = pr.cmd.Process.Signal(syscall.SIGKILL)
-		<-pr.done
-	}
+	return as[0]
 }
 
 // up reports whether p's process runs and is not paused.
 func (p *peer) up() bool {
-	if p.proc == nil || p.proc.exited() {
+	if p.proc == nil || p.proc.Exited() {
 		return false
 	}
-	p.proc.mu.Lock()
-	defer p.proc.mu.Unlock()
-	return !p.proc.paused
+	return !p.proc.Paused()
 }
 
 // eventually polls cond (each call bounded by callTimeout) until it holds.
@@ -425,39 +290,7 @@ func (c *cluster) leader(ctx context.Context) *peer {
 // peer init, keeping the rest of the file.
 func editConfig(t *testing.T, path string, set map[string]string) {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	for key, val := range set {
-		n := doc.Content[0]
-		for _, part := range strings.Split(key, ".") {
-			found := false
-			for j := 0; j+1 < len(n.Content); j += 2 {
-				if n.Content[j].Value == part {
-					n, found = n.Content[j+1], true
-					break
-				}
-			}
-			if !found {
-				t.Fatalf("%s: no key %s", path, key)
-			}
-		}
-		var v yaml.Node
-		if err := yaml.Unmarshal([]byte(val), &v); err != nil || len(v.Content) != 1 {
-			t.Fatalf("%s: value %q for %s: %v", path, val, key, err)
-		}
-		*n = *v.Content[0]
-	}
-	out, err := yaml.Marshal(&doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, out, 0o600); err != nil {
+	if err := peerproc.EditConfig(path, set); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -522,10 +522,10 @@ template:
 		if g == nil {
 			t.Fatal("no follower left to stop")
 		}
-		if err := g.proc.stop(60 * time.Second); err != nil {
+		if err := g.proc.Stop(60 * time.Second); err != nil {
 			t.Fatalf("peer run of %s after SIGTERM: %v (want exit 0)", g.name, err)
 		}
-		if out := readFile(g.proc.stdout); !strings.Contains(out, "\nstopping\n") {
+		if out := readFile(g.proc.Stdout); !strings.Contains(out, "\nstopping\n") {
 			t.Fatalf("peer run did not say it was stopping:\n%s", out)
 		}
 		for _, o := range orgs {
@@ -648,14 +648,14 @@ func waitSameLedger(t *testing.T, orgs []*org) {
 func assertNeverReady(t *testing.T, g *org, args ...string) {
 	t.Helper()
 	p := g.spawn(t, args...)
-	if _, err := p.waitLine(`(?m)^ready: `, 20*time.Second); err == nil {
-		t.Fatalf("%s joined the federation:\n%s", g.name, readFile(p.stdout))
+	if _, err := p.WaitLine(`(?m)^ready: `, 20*time.Second); err == nil {
+		t.Fatalf("%s joined the federation:\n%s", g.name, readFile(p.Stdout))
 	}
-	if p.exited() && p.err == nil {
+	if p.Exited() && p.Err() == nil {
 		t.Fatalf("%s: peer run exited 0", g.name)
 	}
-	_ = p.stop(10 * time.Second)
-	t.Logf("%s kept out: %s", g.name, strings.TrimSpace(tail(readFile(p.stderr), 2)))
+	_ = p.Stop(10 * time.Second)
+	t.Logf("%s kept out: %s", g.name, strings.TrimSpace(tail(readFile(p.Stderr), 2)))
 }
 
 // allCommands are every client command, with arguments that would be

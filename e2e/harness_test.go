@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,15 +11,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"github.com/coopgrid/coopgrid/internal/peerproc"
 )
 
 // peerBin is the `peer` binary TestMain builds once for the whole run:
@@ -55,15 +51,8 @@ func buildAndRun(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(tmp)
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		return 0, fmt.Errorf("the e2e tests build ./cmd/peer with the go tool: %w", err)
-	}
-	peerBin = filepath.Join(tmp, "peer")
-	build := exec.Command(goTool, "build", "-o", peerBin, "./cmd/peer")
-	build.Dir = repoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("go build ./cmd/peer: %v\n%s", err, out)
+	if peerBin, err = peerproc.Build(repoRoot, tmp); err != nil {
+		return 0, err
 	}
 	return m.Run(), nil
 }
@@ -151,12 +140,11 @@ func cliJSON(t *testing.T, v any, args ...string) {
 // API's address from config.yaml, which must name a fixed port.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := peerproc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // waitFor polls cond until it holds; on timeout it fails with cond's last
@@ -429,24 +417,15 @@ func (g *org) submitNoWait(t *testing.T, jobFile string) []string {
 }
 
 // peerProc is one `peer run` process.
-type peerProc struct {
-	name   string
-	cmd    *exec.Cmd
-	stdout string // file paths
-	stderr string
-	done   chan struct{}
-	err    error // the process's exit, once done is closed
-
-	mu     sync.Mutex
-	killed bool
-}
+// peerProc is one `peer run` process of an organisation.
+type peerProc struct{ *peerproc.Proc }
 
 // start runs `peer run` for the organisation and waits for `ready:`. The
 // process is stopped when the test ends, whatever happens.
 func (g *org) start(t *testing.T, extra ...string) *peerProc {
 	t.Helper()
 	p := g.spawn(t, extra...)
-	if _, err := p.waitLine(`(?m)^ready: `, readyTimeout); err != nil {
+	if _, err := p.WaitLine(`(?m)^ready: `, readyTimeout); err != nil {
 		t.Fatalf("%s: %v", g.name, err)
 	}
 	return p
@@ -458,109 +437,34 @@ func (g *org) spawn(t *testing.T, extra ...string) *peerProc {
 	t.Helper()
 	g.runs++
 	base := filepath.Join(g.logs, fmt.Sprintf("%s-run%d", g.name, g.runs))
-	p := &peerProc{name: fmt.Sprintf("%s (run %d)", g.name, g.runs), stdout: base + ".stdout", stderr: base + ".stderr", done: make(chan struct{})}
-	so, err := os.Create(p.stdout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	se, err := os.Create(p.stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	args := append([]string{"run", "--data", g.data, "--log-level", "info"}, extra...)
-	p.cmd = exec.Command(peerBin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = so, se
-	// If the test binary dies (a go test timeout), its peers die with it.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		so.Close()
-		se.Close()
+	pp, err := peerproc.Start(fmt.Sprintf("%s (run %d)", g.name, g.runs), peerBin, base, args...)
+	if err != nil {
 		t.Fatalf("start peer run for %s: %v", g.name, err)
 	}
-	go func() {
-		p.err = p.cmd.Wait()
-		so.Close()
-		se.Close()
-		close(p.done)
-	}()
+	p := &peerProc{pp}
 	owner := g.t
 	owner.Cleanup(func() {
-		_ = p.stop(15 * time.Second)
+		_ = p.Stop(15 * time.Second)
 		if owner.Failed() {
-			owner.Logf("=== %s: peer %s\n--- stdout\n%s--- stderr (last 150 lines)\n%s", p.name, strings.Join(args, " "), readFile(p.stdout), tail(readFile(p.stderr), 150))
+			owner.Logf("=== %s: peer %s\n--- stdout\n%s--- stderr (last 150 lines)\n%s", p.Name, strings.Join(args, " "), readFile(p.Stdout), tail(readFile(p.Stderr), 150))
 		}
 	})
 	g.proc = p
 	return p
 }
 
-func readFile(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(%v)\n", err)
-	}
-	return string(b)
-}
+func readFile(path string) string { return peerproc.ReadFile(path) }
 
-func tail(s string, n int) string {
-	lines := strings.SplitAfter(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "")
-}
+func tail(s string, n int) string { return peerproc.Tail(s, n) }
 
-// exited reports whether the process has ended.
-func (p *peerProc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// waitLine waits until the process's stdout matches re and returns the
-// submatches; it fails early if the process exits.
-func (p *peerProc) waitLine(re string, d time.Duration) ([]string, error) {
-	rx := regexp.MustCompile(re)
-	deadline := time.Now().Add(d)
-	for {
-		if m := rx.FindStringSubmatch(readFile(p.stdout)); m != nil {
-			return m, nil
-		}
-		if p.exited() {
-			if m := rx.FindStringSubmatch(readFile(p.stdout)); m != nil {
-				return m, nil
-			}
-			return nil, fmt.Errorf("peer run exited (%v) before printing %q:\n%s%s", p.err, re, readFile(p.stdout), tail(readFile(p.stderr), 60))
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("peer run did not print %q within %v:\n%s%s", re, d, readFile(p.stdout), tail(readFile(p.stderr), 60))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// addrs are the full multiaddrs `peer run` printed ("listening on …").
-func (p *peerProc) addrs() []string {
-	var out []string
-	sc := bufio.NewScanner(strings.NewReader(readFile(p.stdout)))
-	for sc.Scan() {
-		if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
-// bootstrap is the first printed address: what the others pass to
+// bootstrap is the first printed full address: what the others pass to
 // `peer run --bootstrap`.
 func (p *peerProc) bootstrap(t *testing.T) string {
 	t.Helper()
-	as := p.addrs()
+	as := p.Addrs()
 	if len(as) == 0 || !strings.Contains(as[0], "/p2p/12D3KooW") {
-		t.Fatalf("%s printed no full multiaddr:\n%s", p.name, readFile(p.stdout))
+		t.Fatalf("%s printed no full multiaddr:\n%s", p.Name, readFile(p.Stdout))
 	}
 	return as[0]
 }
@@ -568,70 +472,16 @@ func (p *peerProc) bootstrap(t *testing.T) string {
 // kill9 kills the process with SIGKILL, as a crash, and waits for it.
 func (p *peerProc) kill9(t *testing.T) {
 	t.Helper()
-	p.mu.Lock()
-	p.killed = true
-	p.mu.Unlock()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !p.exited() {
-		t.Fatalf("kill -9 %s: %v", p.name, err)
+	if err := p.Kill9(); err != nil {
+		t.Fatal(err)
 	}
-	<-p.done
-}
-
-// stop sends SIGTERM, waits up to grace for a clean stop, then SIGKILL.
-// It returns the process's exit error (nil for exit code 0).
-func (p *peerProc) stop(grace time.Duration) error {
-	if p.exited() {
-		return p.err
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-	}
-	return p.err
 }
 
 // editConfig sets keys ("heartbeat.timeout") of a config.yaml written by
 // peer init to YAML values, keeping the rest of the file as it is.
 func editConfig(t *testing.T, path string, set map[string]string) {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	for key, val := range set {
-		n := doc.Content[0]
-		parts := strings.Split(key, ".")
-		for i, part := range parts {
-			found := false
-			for j := 0; j+1 < len(n.Content); j += 2 {
-				if n.Content[j].Value == part {
-					n, found = n.Content[j+1], true
-					break
-				}
-			}
-			if !found {
-				t.Fatalf("%s: no key %s (at %s)", path, key, strings.Join(parts[:i+1], "."))
-			}
-		}
-		// The value is YAML: "500ms", or a list such as "[/ip4/…]".
-		var v yaml.Node
-		if err := yaml.Unmarshal([]byte(val), &v); err != nil || len(v.Content) != 1 {
-			t.Fatalf("%s: value %q for %s: %v", path, val, key, err)
-		}
-		*n = *v.Content[0]
-	}
-	out, err := yaml.Marshal(&doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, out, 0o600); err != nil {
+	if err := peerproc.EditConfig(path, set); err != nil {
 		t.Fatal(err)
 	}
 }
