@@ -3,7 +3,8 @@
 // benchmark, with ns/op and every custom metric the benchmark reports
 // (decisions/s, ns/decision, …). The machine line (goos, goarch, cpu) heads
 // the output so a table never travels without the machine it was measured
-// on. `make bench` runs it.
+// on. Columns keep the order the benchmarks print their units in. `make
+// bench` runs it.
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 
 type row struct {
 	name    string
+	units   []string // in the order the benchmark printed them
 	metrics map[string]string
 }
 
@@ -52,7 +54,7 @@ func run(in io.Reader, out io.Writer) error {
 			pkgs = append(pkgs, cur)
 		case strings.HasPrefix(line, "Benchmark") && cur != nil:
 			if r, ok := parseRow(line); ok {
-				for u := range r.metrics {
+				for _, u := range r.units {
 					if !contains(cur.units, u) {
 						cur.units = append(cur.units, u)
 					}
@@ -90,6 +92,7 @@ func parseRow(line string) (row, bool) {
 	}
 	r := row{name: strings.TrimPrefix(f[0], "Benchmark"), metrics: map[string]string{}}
 	for i := 2; i+1 < len(f); i += 2 {
+		r.units = append(r.units, f[i+1])
 		r.metrics[f[i+1]] = f[i]
 	}
 	return r, true

@@ -27,6 +27,7 @@ ok  	github.com/coopgrid/coopgrid/ledger	1.0s
 		"### github.com/coopgrid/coopgrid/policy",
 		"| benchmark | ns/op | decisions/op | decisions/s |",
 		"| EHOSEPBacklog-2 | 49952880 | 10006 | 200309 |",
+		"| benchmark | ns/op | B/op |",
 		"| Apply-2 | 2400 | 63 |",
 	} {
 		if !strings.Contains(got, want) {
