@@ -140,8 +140,22 @@ func (n *Node) Leave(ctx context.Context) error {
 		}
 	}
 	req, _ := json.Marshal(memberRequest{Op: opLeave})
-	if _, err := n.onLeader(ctx, req); err != nil {
-		return fmt.Errorf("leave: %w", err)
+	// A request whose outcome is unknown (the new leader lost leadership
+	// while committing it) or that met no leader is sent again, a few
+	// times; "not a member" on a retry means an earlier attempt committed.
+	for attempt := 1; ; attempt++ {
+		_, err := n.onLeader(ctx, req)
+		if err == nil || (attempt > 1 && p2p.Code(err) == CodeNotMember) {
+			break // on a retry, "not a member": the earlier attempt committed
+		}
+		if attempt == 3 || !(retryable(err) || p2p.Code(err) == CodeOutcomeUnknown) {
+			return fmt.Errorf("leave: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("leave: %w", err)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	if err := n.Shutdown(); err != nil {
 		return fmt.Errorf("leave: shutdown: %w", err)
