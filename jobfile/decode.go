@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/coopgrid/coopgrid/internal/yamlfile"
 )
 
 // decoder walks the node tree, collecting errors.
@@ -78,14 +80,14 @@ type entry struct {
 // unique. It returns the entries by key; ok is false if n is not a mapping.
 func (d *decoder) mapping(n *yaml.Node, path string, allowed []string) (map[string]entry, bool) {
 	if n.Kind != yaml.MappingNode {
-		d.errAt(n, path, "must be a mapping (key: value lines), got %s", describe(n))
+		d.errAt(n, path, "must be a mapping (key: value lines), got %s", yamlfile.Describe(n))
 		return nil, false
 	}
 	byKey := make(map[string]entry, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode || k.Value == "" {
-			d.errAt(k, path, "keys must be plain names, got %s", describe(k))
+			d.errAt(k, path, "keys must be plain names, got %s", yamlfile.Describe(k))
 			continue
 		}
 		p := sub(path, k.Value)
@@ -116,7 +118,7 @@ func orderedKeys(n *yaml.Node, m map[string]entry) []entry {
 // sequence reads a list node.
 func (d *decoder) sequence(n *yaml.Node, path string) ([]*yaml.Node, bool) {
 	if n.Kind != yaml.SequenceNode {
-		d.errAt(n, path, "must be a list, got %s", describe(n))
+		d.errAt(n, path, "must be a list, got %s", yamlfile.Describe(n))
 		return nil, false
 	}
 	return n.Content, true
@@ -125,7 +127,7 @@ func (d *decoder) sequence(n *yaml.Node, path string) ([]*yaml.Node, bool) {
 // scalar checks that n is a non-null scalar.
 func (d *decoder) scalar(n *yaml.Node, path, want string) bool {
 	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
-		d.errAt(n, path, "must be %s, got %s", want, describe(n))
+		d.errAt(n, path, "must be %s, got %s", want, yamlfile.Describe(n))
 		return false
 	}
 	return true
@@ -142,14 +144,14 @@ func (d *decoder) text(n *yaml.Node, path string) (string, bool) {
 	case "!!str", "!!int", "!!float", "!!bool", "!!timestamp":
 		return n.Value, true
 	}
-	d.errAt(n, path, "must be a string, got %s", describe(n))
+	d.errAt(n, path, "must be a string, got %s", yamlfile.Describe(n))
 	return "", false
 }
 
 // boolean reads true or false.
 func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
-		d.errAt(n, path, "must be true or false, got %s", describe(n))
+		d.errAt(n, path, "must be true or false, got %s", yamlfile.Describe(n))
 		return false, false
 	}
 	switch strings.ToLower(n.Value) {
@@ -221,7 +223,7 @@ func (d *decoder) number(n *yaml.Node, path string) (*big.Rat, bool) {
 		}
 		return r, true
 	}
-	d.errAt(n, path, "must be a number, got %s", describe(n))
+	d.errAt(n, path, "must be a number, got %s", yamlfile.Describe(n))
 	return nil, false
 }
 
@@ -276,7 +278,7 @@ func (d *decoder) duration(n *yaml.Node, path string, max time.Duration) (time.D
 		if n.ShortTag() == "!!int" || n.ShortTag() == "!!float" {
 			d.errAt(n, path, "must be %s, got the number %s without a unit (write \"%ss\" for seconds)", durationSyntax, n.Value, n.Value)
 		} else {
-			d.errAt(n, path, "must be %s, got %s", durationSyntax, describe(n))
+			d.errAt(n, path, "must be %s, got %s", durationSyntax, yamlfile.Describe(n))
 		}
 		return 0, false
 	}
@@ -338,27 +340,4 @@ func fmtDuration(v time.Duration) string {
 		return strconv.FormatInt(int64(v/day), 10) + "d"
 	}
 	return v.String()
-}
-
-// describe names a node's kind for "wrong type" messages.
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "an alias"
-	}
-	switch n.ShortTag() {
-	case "!!null":
-		return "nothing (null)"
-	case "!!bool":
-		return fmt.Sprintf("the boolean %s", n.Value)
-	case "!!str":
-		return fmt.Sprintf("the string %q", n.Value)
-	case "!!int", "!!float":
-		return "the number " + n.Value
-	}
-	return fmt.Sprintf("%s %q", n.ShortTag(), n.Value)
 }

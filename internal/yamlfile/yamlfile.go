@@ -222,3 +222,27 @@ func OneLine(s string) string {
 	}
 	return b.String()
 }
+
+// Describe names a node's kind and value for "wrong type" messages ("the
+// string \"x\"", "a list", "nothing (null)").
+func Describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	switch n.ShortTag() {
+	case "!!null":
+		return "nothing (null)"
+	case "!!bool":
+		return fmt.Sprintf("the boolean %s", n.Value)
+	case "!!str":
+		return fmt.Sprintf("the string %q", n.Value)
+	case "!!int", "!!float":
+		return "the number " + n.Value
+	}
+	return fmt.Sprintf("%s %q", n.ShortTag(), n.Value)
+}

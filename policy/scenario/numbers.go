@@ -1,7 +1,6 @@
 package scenario
 
 import (
-	"fmt"
 	"math"
 	"math/big"
 	"regexp"
@@ -9,6 +8,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/coopgrid/coopgrid/internal/yamlfile"
 )
 
 // Decimal values (GFLOPS, watts, GFlop, minutes, percentages) are read from
@@ -85,7 +86,7 @@ func (d *decoder) number(n *yaml.Node, path string) (*big.Rat, bool) {
 		return nil, false
 	}
 	if !isNumberTag(n) {
-		d.errAt(n, path, "must be a number, got %s", describe(n))
+		d.errAt(n, path, "must be a number, got %s", yamlfile.Describe(n))
 		return nil, false
 	}
 	if n.ShortTag() == "!!int" {
@@ -210,7 +211,7 @@ func (d *decoder) seconds(n *yaml.Node, path string, allowOff bool) (float64, bo
 		}
 		s = dur.Seconds()
 	default:
-		d.errAt(n, path, "must be %s, got %s", want, describe(n))
+		d.errAt(n, path, "must be %s, got %s", want, yamlfile.Describe(n))
 		return 0, false
 	}
 	if s > maxSeconds || math.IsNaN(s) {
@@ -218,27 +219,4 @@ func (d *decoder) seconds(n *yaml.Node, path string, allowOff bool) (float64, bo
 		return 0, false
 	}
 	return s, true
-}
-
-// describe names a node's kind for "wrong type" messages.
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "an alias"
-	}
-	switch n.ShortTag() {
-	case "!!null":
-		return "nothing (null)"
-	case "!!bool":
-		return fmt.Sprintf("the boolean %s", n.Value)
-	case "!!str":
-		return fmt.Sprintf("the string %q", n.Value)
-	case "!!int", "!!float":
-		return "the number " + n.Value
-	}
-	return fmt.Sprintf("%s %q", n.ShortTag(), n.Value)
 }

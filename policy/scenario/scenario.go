@@ -252,7 +252,7 @@ type entry struct {
 // of them; keys are unique. It returns the entries in file order and by key.
 func (d *decoder) mapping(n *yaml.Node, path string, allowed []string) ([]entry, map[string]entry, bool) {
 	if n.Kind != yaml.MappingNode {
-		d.errAt(n, path, "must be a mapping (key: value lines), got %s", describe(n))
+		d.errAt(n, path, "must be a mapping (key: value lines), got %s", yamlfile.Describe(n))
 		return nil, nil, false
 	}
 	list := make([]entry, 0, len(n.Content)/2)
@@ -261,7 +261,7 @@ func (d *decoder) mapping(n *yaml.Node, path string, allowed []string) ([]entry,
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode || k.Value == "" {
-			d.errAt(k, path, "keys must be plain names, got %s", describe(k))
+			d.errAt(k, path, "keys must be plain names, got %s", yamlfile.Describe(k))
 			ok = false
 			continue
 		}
@@ -286,7 +286,7 @@ func (d *decoder) mapping(n *yaml.Node, path string, allowed []string) ([]entry,
 // sequence reads a list node.
 func (d *decoder) sequence(n *yaml.Node, path string) ([]*yaml.Node, bool) {
 	if n.Kind != yaml.SequenceNode {
-		d.errAt(n, path, "must be a list, got %s", describe(n))
+		d.errAt(n, path, "must be a list, got %s", yamlfile.Describe(n))
 		return nil, false
 	}
 	return n.Content, true
@@ -295,7 +295,7 @@ func (d *decoder) sequence(n *yaml.Node, path string) ([]*yaml.Node, bool) {
 // scalar checks that n is a non-null scalar.
 func (d *decoder) scalar(n *yaml.Node, path, want string) bool {
 	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
-		d.errAt(n, path, "must be %s, got %s", want, describe(n))
+		d.errAt(n, path, "must be %s, got %s", want, yamlfile.Describe(n))
 		return false
 	}
 	return true
@@ -311,7 +311,7 @@ func (d *decoder) text(n *yaml.Node, path string) (string, bool) {
 	case "!!str", "!!int", "!!float":
 		return n.Value, true
 	}
-	d.errAt(n, path, "must be a string, got %s", describe(n))
+	d.errAt(n, path, "must be a string, got %s", yamlfile.Describe(n))
 	return "", false
 }
 
@@ -674,7 +674,7 @@ func (d *decoder) types(n *yaml.Node, s *Scenario, machinesOK bool) {
 // pair reads a [min, max] list.
 func (d *decoder) pair(n *yaml.Node, path string) (*yaml.Node, *yaml.Node, bool) {
 	if n.Kind != yaml.SequenceNode || len(n.Content) != 2 {
-		d.errAt(n, path, "must be a range [min, max], got %s", describe(n))
+		d.errAt(n, path, "must be a range [min, max], got %s", yamlfile.Describe(n))
 		return nil, nil, false
 	}
 	return n.Content[0], n.Content[1], true
