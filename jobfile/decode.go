@@ -16,7 +16,7 @@ import (
 
 // decoder walks the node tree, collecting errors.
 type decoder struct {
-	errList
+	yamlfile.ErrorList
 	opts  Options
 	nodes int
 }
@@ -29,19 +29,19 @@ type decoder struct {
 func (d *decoder) check(n *yaml.Node, path string, depth int) {
 	d.nodes++
 	if d.nodes > d.opts.MaxNodes {
-		d.errAt(n, path, "more than %d YAML nodes: the file is too large to be a job file", d.opts.MaxNodes)
+		d.At(n, path, "more than %d YAML nodes: the file is too large to be a job file", d.opts.MaxNodes)
 		return
 	}
 	if depth > d.opts.MaxDepth {
-		d.errAt(n, path, "nested more than %d levels deep", d.opts.MaxDepth)
+		d.At(n, path, "nested more than %d levels deep", d.opts.MaxDepth)
 		return
 	}
 	if n.Kind == yaml.AliasNode {
-		d.errAt(n, path, "aliases (*%s) are not supported: write the value out, or use `defaults`", n.Value)
+		d.At(n, path, "aliases (*%s) are not supported: write the value out, or use `defaults`", n.Value)
 		return
 	}
 	if n.ShortTag() == "!!merge" {
-		d.errAt(n, path, "merge keys (<<) are not supported: write the keys out, or use `defaults`")
+		d.At(n, path, "merge keys (<<) are not supported: write the keys out, or use `defaults`")
 		return
 	}
 	for i, c := range n.Content {
@@ -55,7 +55,7 @@ func (d *decoder) check(n *yaml.Node, path string, depth int) {
 			p = idx(path, i)
 		}
 		d.check(c, p, depth+1)
-		if len(d.errs) > 0 {
+		if d.Count() > 0 {
 			return
 		}
 	}
@@ -80,23 +80,23 @@ type entry struct {
 // unique. It returns the entries by key; ok is false if n is not a mapping.
 func (d *decoder) mapping(n *yaml.Node, path string, allowed []string) (map[string]entry, bool) {
 	if n.Kind != yaml.MappingNode {
-		d.errAt(n, path, "must be a mapping (key: value lines), got %s", yamlfile.Describe(n))
+		d.At(n, path, "must be a mapping (key: value lines), got %s", yamlfile.Describe(n))
 		return nil, false
 	}
 	byKey := make(map[string]entry, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode || k.Value == "" {
-			d.errAt(k, path, "keys must be plain names, got %s", yamlfile.Describe(k))
+			d.At(k, path, "keys must be plain names, got %s", yamlfile.Describe(k))
 			continue
 		}
 		p := sub(path, k.Value)
 		if prev, dup := byKey[k.Value]; dup {
-			d.errAt(k, p, "duplicate key (first at line %d)", prev.k.Line)
+			d.At(k, p, "duplicate key (first at line %d)", prev.k.Line)
 			continue
 		}
 		if allowed != nil && !slices.Contains(allowed, k.Value) {
-			d.errAt(k, p, "unknown key (want one of: %s)", strings.Join(allowed, ", "))
+			d.At(k, p, "unknown key (want one of: %s)", strings.Join(allowed, ", "))
 			continue
 		}
 		byKey[k.Value] = entry{key: k.Value, k: k, v: v}
@@ -118,7 +118,7 @@ func orderedKeys(n *yaml.Node, m map[string]entry) []entry {
 // sequence reads a list node.
 func (d *decoder) sequence(n *yaml.Node, path string) ([]*yaml.Node, bool) {
 	if n.Kind != yaml.SequenceNode {
-		d.errAt(n, path, "must be a list, got %s", yamlfile.Describe(n))
+		d.At(n, path, "must be a list, got %s", yamlfile.Describe(n))
 		return nil, false
 	}
 	return n.Content, true
@@ -127,7 +127,7 @@ func (d *decoder) sequence(n *yaml.Node, path string) ([]*yaml.Node, bool) {
 // scalar checks that n is a non-null scalar.
 func (d *decoder) scalar(n *yaml.Node, path, want string) bool {
 	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
-		d.errAt(n, path, "must be %s, got %s", want, yamlfile.Describe(n))
+		d.At(n, path, "must be %s, got %s", want, yamlfile.Describe(n))
 		return false
 	}
 	return true
@@ -144,14 +144,14 @@ func (d *decoder) text(n *yaml.Node, path string) (string, bool) {
 	case "!!str", "!!int", "!!float", "!!bool", "!!timestamp":
 		return n.Value, true
 	}
-	d.errAt(n, path, "must be a string, got %s", yamlfile.Describe(n))
+	d.At(n, path, "must be a string, got %s", yamlfile.Describe(n))
 	return "", false
 }
 
 // boolean reads true or false.
 func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
-		d.errAt(n, path, "must be true or false, got %s", yamlfile.Describe(n))
+		d.At(n, path, "must be true or false, got %s", yamlfile.Describe(n))
 		return false, false
 	}
 	switch strings.ToLower(n.Value) {
@@ -160,7 +160,7 @@ func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
 	case "false":
 		return false, true
 	}
-	d.errAt(n, path, "must be true or false, got %s", n.Value)
+	d.At(n, path, "must be true or false, got %s", n.Value)
 	return false, false
 }
 
@@ -200,7 +200,7 @@ func (d *decoder) number(n *yaml.Node, path string) (*big.Rat, bool) {
 		return nil, false
 	}
 	if nonFinite(n) {
-		d.errAt(n, path, "must be a finite number, got %s", n.Value)
+		d.At(n, path, "must be a finite number, got %s", n.Value)
 		return nil, false
 	}
 	switch n.ShortTag() {
@@ -211,19 +211,19 @@ func (d *decoder) number(n *yaml.Node, path string) (*big.Rat, bool) {
 		}
 		v, err := strconv.ParseInt(n.Value, 0, 64)
 		if err != nil {
-			d.errAt(n, path, "integer out of range: %s", n.Value)
+			d.At(n, path, "integer out of range: %s", n.Value)
 			return nil, false
 		}
 		return big.NewRat(v, 1), true
 	case "!!float":
 		r, ok := parseDecimal(n.Value)
 		if !ok {
-			d.errAt(n, path, "must be a decimal number like 12.5, got %q", n.Value)
+			d.At(n, path, "must be a decimal number like 12.5, got %q", n.Value)
 			return nil, false
 		}
 		return r, true
 	}
-	d.errAt(n, path, "must be a number, got %s", yamlfile.Describe(n))
+	d.At(n, path, "must be a number, got %s", yamlfile.Describe(n))
 	return nil, false
 }
 
@@ -235,16 +235,16 @@ func (d *decoder) milli(n *yaml.Node, path, unit string, max int64) (int64, bool
 		return 0, false
 	}
 	if r.Sign() <= 0 {
-		d.errAt(n, path, "must be > 0, got %s", n.Value)
+		d.At(n, path, "must be > 0, got %s", n.Value)
 		return 0, false
 	}
 	m := new(big.Rat).Mul(r, big.NewRat(1000, 1))
 	if !m.IsInt() {
-		d.errAt(n, path, "at most 3 decimal places (1/1000 %s), got %s", unit, n.Value)
+		d.At(n, path, "at most 3 decimal places (1/1000 %s), got %s", unit, n.Value)
 		return 0, false
 	}
 	if !m.Num().IsInt64() || m.Num().Int64() > max {
-		d.errAt(n, path, "must be <= %s %s, got %s", ratString(big.NewRat(max, 1000)), unit, n.Value)
+		d.At(n, path, "must be <= %s %s, got %s", ratString(big.NewRat(max, 1000)), unit, n.Value)
 		return 0, false
 	}
 	return m.Num().Int64(), true
@@ -257,11 +257,11 @@ func (d *decoder) integer(n *yaml.Node, path string, min, max int64) (int64, boo
 		return 0, false
 	}
 	if !r.IsInt() {
-		d.errAt(n, path, "must be a whole number, got %s", n.Value)
+		d.At(n, path, "must be a whole number, got %s", n.Value)
 		return 0, false
 	}
 	if !r.Num().IsInt64() || r.Num().Int64() < min || r.Num().Int64() > max {
-		d.errAt(n, path, "must be between %d and %d, got %s", min, max, n.Value)
+		d.At(n, path, "must be between %d and %d, got %s", min, max, n.Value)
 		return 0, false
 	}
 	return r.Num().Int64(), true
@@ -276,23 +276,23 @@ func (d *decoder) duration(n *yaml.Node, path string, max time.Duration) (time.D
 	}
 	if n.ShortTag() != "!!str" {
 		if n.ShortTag() == "!!int" || n.ShortTag() == "!!float" {
-			d.errAt(n, path, "must be %s, got the number %s without a unit (write \"%ss\" for seconds)", durationSyntax, n.Value, n.Value)
+			d.At(n, path, "must be %s, got the number %s without a unit (write \"%ss\" for seconds)", durationSyntax, n.Value, n.Value)
 		} else {
-			d.errAt(n, path, "must be %s, got %s", durationSyntax, yamlfile.Describe(n))
+			d.At(n, path, "must be %s, got %s", durationSyntax, yamlfile.Describe(n))
 		}
 		return 0, false
 	}
 	v, err := parseDuration(n.Value)
 	if err != nil {
-		d.errAt(n, path, "must be %s, got %q", durationSyntax, n.Value)
+		d.At(n, path, "must be %s, got %q", durationSyntax, n.Value)
 		return 0, false
 	}
 	if v <= 0 {
-		d.errAt(n, path, "must be > 0, got %q", n.Value)
+		d.At(n, path, "must be > 0, got %q", n.Value)
 		return 0, false
 	}
 	if v > max {
-		d.errAt(n, path, "must be <= %s, got %q", fmtDuration(max), n.Value)
+		d.At(n, path, "must be <= %s, got %q", fmtDuration(max), n.Value)
 		return 0, false
 	}
 	return v, true

@@ -1,117 +1,15 @@
 package jobfile
 
-import (
-	"cmp"
-	"errors"
-	"fmt"
-	"slices"
-	"strconv"
-	"strings"
+import "github.com/coopgrid/coopgrid/internal/yamlfile"
 
-	"gopkg.in/yaml.v3"
-
-	"github.com/coopgrid/coopgrid/internal/yamlfile"
-)
-
-// Error is one problem found in a job file. It names the file, the position
-// (1-based line and column; 0 when unknown) and the field path, so that the
-// user can go straight to the mistake:
+// Error is one problem found in a job file: the file, the position (1-based
+// line and column; 0 when unknown) and the field path, e.g.
 //
 //	sweep.yaml:12:7: tasks[3].wall_clock_limit: must be > 0, got "-5m"
-type Error struct {
-	File   string
-	Line   int
-	Column int
-	// Path is the field path, e.g. "tasks[3].wall_clock_limit" ("" for the
-	// file as a whole).
-	Path string
-	Msg  string
-	// Err is the underlying error when there is one (a missing input file:
-	// errors.Is(err, fs.ErrNotExist) holds).
-	Err error
-}
+//
+// Err is the underlying error when there is one (a missing input file:
+// errors.Is(err, fs.ErrNotExist) holds).
+type Error = yamlfile.Error
 
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		b.WriteString(":")
-		b.WriteString(strconv.Itoa(e.Line))
-		if e.Column > 0 {
-			b.WriteString(":")
-			b.WriteString(strconv.Itoa(e.Column))
-		}
-	}
-	b.WriteString(": ")
-	if e.Path != "" {
-		b.WriteString(e.Path)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
-
-func (e *Error) Unwrap() error { return e.Err }
-
-// maxErrors caps how many problems one Parse reports: enough to fix a file
-// in one go, not so many that a wrong template buries the first, real,
-// mistake under a hundred thousand copies.
-const maxErrors = 20
-
-// errList collects the problems of one file in the order found.
-type errList struct {
-	file    string
-	errs    []error
-	dropped int
-	// reported holds the nodes that already have an error: a template (or
-	// a default) is expanded once per task, and a value that is wrong for
-	// many tasks is reported once, for the first of them.
-	reported map[*yaml.Node]bool
-}
-
-func (l *errList) add(line, col int, path string, cause error, format string, args ...any) {
-	if len(l.errs) >= maxErrors {
-		l.dropped++
-		return
-	}
-	l.errs = append(l.errs, &Error{File: l.file, Line: line, Column: col, Path: yamlfile.OneLine(path), Msg: yamlfile.OneLine(fmt.Sprintf(format, args...)), Err: cause})
-}
-
-func (l *errList) errAt(n *yaml.Node, path, format string, args ...any) {
-	l.add(n.Line, n.Column, path, nil, format, args...)
-}
-
-// once reports an error at n unless n already has one.
-func (l *errList) once(n *yaml.Node, path string, cause error, format string, args ...any) {
-	if l.reported == nil {
-		l.reported = make(map[*yaml.Node]bool)
-	}
-	if l.reported[n] {
-		return
-	}
-	l.reported[n] = true
-	l.add(n.Line, n.Column, path, cause, format, args...)
-}
-
-// full says no further error would be shown: expansion can stop early.
-func (l *errList) full() bool { return len(l.errs) >= maxErrors }
-
-func (l *errList) err() error {
-	if len(l.errs) == 0 {
-		return nil
-	}
-	// In file order, whatever order the checks ran in (a file's unknown
-	// keys are found before its values are read).
-	errs := slices.Clone(l.errs)
-	slices.SortStableFunc(errs, func(a, b error) int {
-		ea, eb := a.(*Error), b.(*Error)
-		return cmp.Or(cmp.Compare(ea.Line, eb.Line), cmp.Compare(ea.Column, eb.Column))
-	})
-	if l.dropped > 0 {
-		errs = append(errs[:len(errs):len(errs)], &Error{File: l.file, Msg: fmt.Sprintf("%d more errors not shown", l.dropped)})
-	}
-	if len(errs) == 1 {
-		return errs[0]
-	}
-	return errors.Join(errs...)
-}
+// maxErrors caps how many problems one Parse reports.
+const maxErrors = yamlfile.MaxErrors

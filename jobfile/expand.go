@@ -23,7 +23,7 @@ func (d *decoder) job(root *yaml.Node, filename string) *Job {
 	job := &Job{Name: defaultJobName(filename)}
 	if e, ok := top["version"]; ok {
 		if v, ok := d.integer(e.v, "version", 0, 1<<31); ok && v != 1 {
-			d.errAt(e.v, "version", "unsupported version %d: this peer reads job files of version 1", v)
+			d.At(e.v, "version", "unsupported version %d: this peer reads job files of version 1", v)
 		}
 	}
 	if e, ok := top["name"]; ok {
@@ -31,7 +31,7 @@ func (d *decoder) job(root *yaml.Node, filename string) *Job {
 			if validName(s) {
 				job.Name = s
 			} else {
-				d.errAt(e.v, "name", "job name %q: want 1-%d letters, digits, '_', '.' or '-', starting with a letter or digit", s, maxNameLen)
+				d.At(e.v, "name", "job name %q: want 1-%d letters, digits, '_', '.' or '-', starting with a letter or digit", s, maxNameLen)
 			}
 		}
 	}
@@ -39,10 +39,10 @@ func (d *decoder) job(root *yaml.Node, filename string) *Job {
 	tmplE, hasTmpl := top["template"]
 	switch {
 	case !hasTasks && !hasTmpl:
-		d.errAt(root, "", "missing tasks (a list of tasks) or template (one task repeated with {{index}})")
+		d.At(root, "", "missing tasks (a list of tasks) or template (one task repeated with {{index}})")
 		return nil
 	case hasTasks && hasTmpl:
-		d.errAt(tmplE.k, "template", "give either tasks or template, not both (tasks is at line %d)", tasksE.k.Line)
+		d.At(tmplE.k, "template", "give either tasks or template, not both (tasks is at line %d)", tasksE.k.Line)
 		return nil
 	}
 
@@ -93,10 +93,10 @@ func (d *decoder) job(root *yaml.Node, filename string) *Job {
 		}
 		switch {
 		case len(items) == 0:
-			d.errAt(tasksE.v, "tasks", "must not be empty")
+			d.At(tasksE.v, "tasks", "must not be empty")
 			return nil
 		case len(items) > d.opts.MaxTasks:
-			d.errAt(tasksE.v, "tasks", "%d tasks, more than the %d allowed in one job", len(items), d.opts.MaxTasks)
+			d.At(tasksE.v, "tasks", "%d tasks, more than the %d allowed in one job", len(items), d.opts.MaxTasks)
 			return nil
 		}
 		count = len(items)
@@ -112,11 +112,11 @@ func (d *decoder) job(root *yaml.Node, filename string) *Job {
 			}
 		}
 	}
-	if len(d.errs) > 0 {
+	if d.Count() > 0 {
 		return nil
 	}
 	job.Tasks = d.expand(root, plans, sw, count)
-	if len(d.errs) > 0 {
+	if d.Count() > 0 {
 		return nil
 	}
 	return job
@@ -148,7 +148,7 @@ func (d *decoder) sweep(n *yaml.Node, m map[string]entry) *sweep {
 	}
 	pe, hasParams := m["params"]
 	if !hasCount && !hasParams {
-		d.errAt(n, "template", "missing count (how many tasks) or params (the values to sweep over)")
+		d.At(n, "template", "missing count (how many tasks) or params (the values to sweep over)")
 		return nil
 	}
 	if hasParams {
@@ -158,18 +158,18 @@ func (d *decoder) sweep(n *yaml.Node, m map[string]entry) *sweep {
 		}
 		keys := orderedKeys(pe.v, pm)
 		if len(keys) == 0 {
-			d.errAt(pe.v, "template.params", "must name at least one parameter")
+			d.At(pe.v, "template.params", "must name at least one parameter")
 			good = false
 		}
 		if len(keys) > maxParams {
-			d.errAt(pe.v, "template.params", "%d parameters, more than %d", len(keys), maxParams)
+			d.At(pe.v, "template.params", "%d parameters, more than %d", len(keys), maxParams)
 			return nil
 		}
 		good = good && len(keys)*2 == len(pe.v.Content)
 		for _, kv := range keys {
 			kp := sub("template.params", kv.key)
 			if !validEnvKey(kv.key) || len(kv.key) > maxNameLen {
-				d.errAt(kv.k, kp, "parameter name %q: want a letter or '_' then letters, digits or '_', at most %d characters", kv.key, maxNameLen)
+				d.At(kv.k, kp, "parameter name %q: want a letter or '_' then letters, digits or '_', at most %d characters", kv.key, maxNameLen)
 				good = false
 				continue
 			}
@@ -182,10 +182,10 @@ func (d *decoder) sweep(n *yaml.Node, m map[string]entry) *sweep {
 			}
 			switch {
 			case len(items) == 0:
-				d.errAt(kv.v, kp, "must list at least one value")
+				d.At(kv.v, kp, "must list at least one value")
 				good = false
 			case len(items) > d.opts.MaxTasks:
-				d.errAt(kv.v, kp, "%d values, more than the %d tasks allowed in one job", len(items), d.opts.MaxTasks)
+				d.At(kv.v, kp, "%d values, more than the %d tasks allowed in one job", len(items), d.opts.MaxTasks)
 				good = false
 				items = nil
 			}
@@ -194,7 +194,7 @@ func (d *decoder) sweep(n *yaml.Node, m map[string]entry) *sweep {
 				s, ok := d.text(it, idx(kp, i))
 				if ok {
 					if _, err := checkArg(s); err != nil {
-						d.errAt(it, idx(kp, i), "%v", err)
+						d.At(it, idx(kp, i), "%v", err)
 						ok = false
 					}
 				}
@@ -212,13 +212,13 @@ func (d *decoder) sweep(n *yaml.Node, m map[string]entry) *sweep {
 	total := sw.count
 	for i, vals := range sw.values {
 		if total > d.opts.MaxTasks/len(vals) {
-			d.errAt(n, "template", "count × params: more than the %d tasks allowed in one job (at parameter %s)", d.opts.MaxTasks, sw.names[i])
+			d.At(n, "template", "count × params: more than the %d tasks allowed in one job (at parameter %s)", d.opts.MaxTasks, sw.names[i])
 			return &sweep{names: sw.names}
 		}
 		total *= len(vals)
 	}
 	if total > d.opts.MaxTasks {
-		d.errAt(n, "template", "%d tasks, more than the %d allowed in one job", total, d.opts.MaxTasks)
+		d.At(n, "template", "%d tasks, more than the %d allowed in one job", total, d.opts.MaxTasks)
 		return &sweep{names: sw.names}
 	}
 	sw.total = total
@@ -246,7 +246,7 @@ func (d *decoder) expand(root *yaml.Node, plans []*plan, sw *sweep, total int) [
 	tasks := make([]Task, 0, total)
 	firstByName := make(map[string]int, total)
 	var bytes int64
-	for i := 0; i < total && !d.full(); i++ {
+	for i := 0; i < total && !d.Full(); i++ {
 		var p *plan
 		var v *vars
 		if sw != nil {
@@ -257,7 +257,7 @@ func (d *decoder) expand(root *yaml.Node, plans []*plan, sw *sweep, total int) [
 		t, size, ok := d.expandTask(p, v, in)
 		bytes += size
 		if bytes > d.opts.MaxJobBytes {
-			d.errAt(root, "", "the tasks take more than %d bytes once expanded (at task %d of %d): shorten them or split the job", d.opts.MaxJobBytes, i, total)
+			d.At(root, "", "the tasks take more than %d bytes once expanded (at task %d of %d): shorten them or split the job", d.opts.MaxJobBytes, i, total)
 			return nil
 		}
 		if !ok {
@@ -266,11 +266,11 @@ func (d *decoder) expand(root *yaml.Node, plans []*plan, sw *sweep, total int) [
 		if j, dup := firstByName[t.Name]; dup {
 			switch {
 			case p.name == nil:
-				d.errAt(p.node, p.path, "the default name %q is already used by task %d: give this task a name", t.Name, j)
+				d.At(p.node, p.path, "the default name %q is already used by task %d: give this task a name", t.Name, j)
 			case p.template:
-				d.once(p.name.node, p.name.path, nil, "tasks %d and %d are both named %q: task names must be unique (use {{index}})", j, i, t.Name)
+				d.Once(p.name.node, p.name.path, nil, "tasks %d and %d are both named %q: task names must be unique (use {{index}})", j, i, t.Name)
 			default:
-				d.errAt(p.name.node, p.name.path, "duplicate task name %q (already used by task %d)", t.Name, j)
+				d.At(p.name.node, p.name.path, "duplicate task name %q (already used by task %d)", t.Name, j)
 			}
 			continue
 		}
@@ -301,7 +301,7 @@ func (d *decoder) expandTask(p *plan, v *vars, in *inputReader) (Task, int64, bo
 		}
 		s, err := check(t.expand(v))
 		if err != nil {
-			d.once(t.node, t.path, nil, "%s%v", who(t), err)
+			d.Once(t.node, t.path, nil, "%s%v", who(t), err)
 			ok = false
 			return "", false
 		}
@@ -339,7 +339,7 @@ func (d *decoder) expandTask(p *plan, v *vars, in *inputReader) (Task, int64, bo
 		}
 	}
 	if argEnv > maxArgEnvBytes {
-		d.once(p.node, p.path, nil, "%sargv and env take %d bytes, more than %d", whoTask(p, v), argEnv, maxArgEnvBytes)
+		d.Once(p.node, p.path, nil, "%sargv and env take %d bytes, more than %d", whoTask(p, v), argEnv, maxArgEnvBytes)
 		ok = false
 	}
 
@@ -351,7 +351,7 @@ func (d *decoder) expandTask(p *plan, v *vars, in *inputReader) (Task, int64, bo
 				continue
 			}
 			if slices.Contains(t.Outputs, s) {
-				d.once(o.node, o.path, nil, "%soutput pattern %q is given twice", who(o), s)
+				d.Once(o.node, o.path, nil, "%soutput pattern %q is given twice", who(o), s)
 				ok = false
 				continue
 			}
@@ -362,7 +362,7 @@ func (d *decoder) expandTask(p *plan, v *vars, in *inputReader) (Task, int64, bo
 
 	if p.inputs != nil {
 		if in.fsys == nil {
-			d.once(p.inputs.node, p.inputs.path, nil, "input files are read relative to the job file: use Load (or set Options.InputFS)")
+			d.Once(p.inputs.node, p.inputs.path, nil, "input files are read relative to the job file: use Load (or set Options.InputFS)")
 			return t, size, false
 		}
 		t.Inputs = make([]Input, 0, len(p.inputs.items))
@@ -380,7 +380,7 @@ func (d *decoder) expandTask(p *plan, v *vars, in *inputReader) (Task, int64, bo
 				}
 			}
 			if j, dup := byName[name]; dup {
-				d.once(spec.node, spec.path, nil, "%stwo input files are named %q (inputs[%d] and inputs[%d]): give one a different name", whoTask(p, v), name, j, k)
+				d.Once(spec.node, spec.path, nil, "%stwo input files are named %q (inputs[%d] and inputs[%d]): give one a different name", whoTask(p, v), name, j, k)
 				ok = false
 				continue
 			}
@@ -388,7 +388,7 @@ func (d *decoder) expandTask(p *plan, v *vars, in *inputReader) (Task, int64, bo
 			names = append(names, name)
 			l := in.read(src)
 			if l.msg != "" {
-				d.once(spec.src.node, spec.src.path, l.cause, "%s%s", who(spec.src), l.msg)
+				d.Once(spec.src.node, spec.src.path, l.cause, "%s%s", who(spec.src), l.msg)
 				ok = false
 				continue
 			}
@@ -400,7 +400,7 @@ func (d *decoder) expandTask(p *plan, v *vars, in *inputReader) (Task, int64, bo
 			k := byName[name]
 			for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
 				if j, clash := byName[dir]; clash {
-					d.once(p.inputs.node, p.inputs.path, nil, "%sinput %q (inputs[%d]) is also the directory of input %q (inputs[%d])", whoTask(p, v), dir, j, name, k)
+					d.Once(p.inputs.node, p.inputs.path, nil, "%sinput %q (inputs[%d]) is also the directory of input %q (inputs[%d])", whoTask(p, v), dir, j, name, k)
 					ok = false
 				}
 			}

@@ -189,17 +189,17 @@ func Parse(filename string, data []byte, opts Options) (*Job, error) {
 	if int64(len(data)) > opts.MaxFileBytes {
 		return nil, &Error{File: filename, Msg: fmt.Sprintf("file is larger than %d bytes", opts.MaxFileBytes)}
 	}
-	d := &decoder{errList: errList{file: filename}, opts: opts}
+	d := &decoder{ErrorList: yamlfile.ErrorList{File: filename}, opts: opts}
 	root, err := d.decode(filename, data)
 	if err != nil {
 		return nil, err
 	}
 	d.check(root, "", 0)
-	if err := d.err(); err != nil {
+	if err := d.Err(); err != nil {
 		return nil, err
 	}
 	job := d.job(root, filename)
-	if err := d.err(); err != nil {
+	if err := d.Err(); err != nil {
 		return nil, err
 	}
 	return job, nil

@@ -204,7 +204,7 @@ type inputList struct {
 func (d *decoder) taskFields(n *yaml.Node, p string, m map[string]entry, sc *scope) *fields {
 	f := &fields{node: n, path: p, invalid: map[string]bool{}}
 	for _, e := range orderedKeys(n, m) {
-		before := len(d.errs) + d.dropped
+		before := d.Count()
 		kp := sub(p, e.key)
 		switch e.key {
 		case "name":
@@ -238,7 +238,7 @@ func (d *decoder) taskFields(n *yaml.Node, p string, m map[string]entry, sc *sco
 				f.ckpt = &v
 			}
 		}
-		if len(d.errs)+d.dropped > before {
+		if d.Count() > before {
 			f.invalid[e.key] = true
 		}
 	}
@@ -248,7 +248,7 @@ func (d *decoder) taskFields(n *yaml.Node, p string, m map[string]entry, sc *sco
 			if r.k.Line < s.k.Line || (r.k.Line == s.k.Line && r.k.Column < s.k.Column) {
 				first, second = r, s
 			}
-			d.errAt(second.k, sub(p, second.key), "give either size or runtime, not both (%s is at line %d)", first.key, first.k.Line)
+			d.At(second.k, sub(p, second.key), "give either size or runtime, not both (%s is at line %d)", first.key, first.k.Line)
 			f.work = nil
 			f.invalid["size"], f.invalid["runtime"] = true, true
 		}
@@ -267,7 +267,7 @@ func (d *decoder) tmplChecked(n *yaml.Node, p string, sc *scope, check func(stri
 	if t.static() {
 		v, err := check(t.raw)
 		if err != nil {
-			d.errAt(n, p, "%v", err)
+			d.At(n, p, "%v", err)
 			return nil, false
 		}
 		t.raw = v
@@ -281,7 +281,7 @@ func (d *decoder) tmplList(n *yaml.Node, p string, sc *scope, what string, check
 		return nil
 	}
 	if len(items) > maxFiles {
-		d.errAt(n, p, "%d %s, more than %d", len(items), what, maxFiles)
+		d.At(n, p, "%d %s, more than %d", len(items), what, maxFiles)
 		return nil
 	}
 	l := &tmplList{node: n}
@@ -303,11 +303,11 @@ func (d *decoder) argv(n *yaml.Node, p string, sc *scope) *tmplList {
 		return nil
 	}
 	if len(items) == 0 {
-		d.errAt(n, p, "must not be empty: give the command and its arguments, e.g. [/bin/sh, run.sh]")
+		d.At(n, p, "must not be empty: give the command and its arguments, e.g. [/bin/sh, run.sh]")
 		return nil
 	}
 	if len(items) > maxArgs {
-		d.errAt(n, p, "%d arguments, more than %d", len(items), maxArgs)
+		d.At(n, p, "%d arguments, more than %d", len(items), maxArgs)
 		return nil
 	}
 	l := &tmplList{node: n}
@@ -333,7 +333,7 @@ func (d *decoder) env(n *yaml.Node, p string, sc *scope) *envSpec {
 		return nil
 	}
 	if len(m) > maxEnv {
-		d.errAt(n, p, "%d variables, more than %d", len(m), maxEnv)
+		d.At(n, p, "%d variables, more than %d", len(m), maxEnv)
 		return nil
 	}
 	e := &envSpec{node: n, path: p}
@@ -342,11 +342,11 @@ func (d *decoder) env(n *yaml.Node, p string, sc *scope) *envSpec {
 		kp := sub(p, kv.key)
 		switch {
 		case !validEnvKey(kv.key):
-			d.errAt(kv.k, kp, "variable name %q: want a letter or '_' then letters, digits or '_', at most %d characters", kv.key, maxEnvKeyLen)
+			d.At(kv.k, kp, "variable name %q: want a letter or '_' then letters, digits or '_', at most %d characters", kv.key, maxEnvKeyLen)
 			good = false
 			continue
 		case reservedEnv(kv.key):
-			d.errAt(kv.k, kp, "%s is set by the executor; CHECKPOINT_DIR and COOPGRID_* are reserved", kv.key)
+			d.At(kv.k, kp, "%s is set by the executor; CHECKPOINT_DIR and COOPGRID_* are reserved", kv.key)
 			good = false
 			continue
 		}
@@ -369,7 +369,7 @@ func (d *decoder) inputs(n *yaml.Node, p string, sc *scope) *inputList {
 		return nil
 	}
 	if len(items) > maxFiles {
-		d.errAt(n, p, "%d input files, more than %d", len(items), maxFiles)
+		d.At(n, p, "%d input files, more than %d", len(items), maxFiles)
 		return nil
 	}
 	l := &inputList{node: n, path: p}
@@ -385,7 +385,7 @@ func (d *decoder) inputs(n *yaml.Node, p string, sc *scope) *inputList {
 			}
 			e, ok := m["path"]
 			if !ok {
-				d.errAt(it, ip, "missing path (the file to ship, relative to the job file)")
+				d.At(it, ip, "missing path (the file to ship, relative to the job file)")
 				good = false
 				continue
 			}
@@ -445,7 +445,7 @@ func (d *decoder) plan(t, defs *fields, template bool) (*plan, bool) {
 		if t.invalid[key] || defs.invalid[key] {
 			return
 		}
-		d.errAt(t.node, t.path, "missing %s (set it here or in defaults)", what)
+		d.At(t.node, t.path, "missing %s (set it here or in defaults)", what)
 	}
 	switch {
 	case t.argv != nil:
@@ -472,7 +472,7 @@ func (d *decoder) plan(t, defs *fields, template bool) (*plan, bool) {
 		}
 	}
 	if len(p.env) > maxEnv {
-		d.errAt(t.node, t.path, "%d environment variables with the defaults', more than %d", len(p.env), maxEnv)
+		d.At(t.node, t.path, "%d environment variables with the defaults', more than %d", len(p.env), maxEnv)
 		ok = false
 	}
 
@@ -484,7 +484,7 @@ func (d *decoder) plan(t, defs *fields, template bool) (*plan, bool) {
 	case w == nil:
 		ok = false
 		if !t.invalid["size"] && !t.invalid["runtime"] && !defs.invalid["size"] && !defs.invalid["runtime"] {
-			d.errAt(t.node, t.path, "missing size (in GFlop) or runtime (with reference_gflops) (set it here or in defaults)")
+			d.At(t.node, t.path, "missing size (in GFlop) or runtime (with reference_gflops) (set it here or in defaults)")
 		}
 	case w.runtime > 0:
 		r := t.ref
@@ -553,10 +553,10 @@ func (d *decoder) plan(t, defs *fields, template bool) (*plan, bool) {
 // defaults, which every task of a list shares.
 func (d *decoder) report(n *yaml.Node, p string, shared bool, format string, args ...any) {
 	if shared {
-		d.once(n, p, nil, format, args...)
+		d.Once(n, p, nil, format, args...)
 		return
 	}
-	d.errAt(n, p, format, args...)
+	d.At(n, p, format, args...)
 }
 
 // runtimeMFlop converts a runtime on a machine of mflops MFLOPS into MFlop,

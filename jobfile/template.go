@@ -131,7 +131,7 @@ func (d *decoder) tmplAt(n *yaml.Node, path string, sc *scope) (*tmpl, bool) {
 	}
 	parts, err := parseTmpl(s, sc)
 	if err != nil {
-		d.errAt(n, path, "%v", err)
+		d.At(n, path, "%v", err)
 		return nil, false
 	}
 	return &tmpl{node: n, path: path, raw: s, parts: parts}, true

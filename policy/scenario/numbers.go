@@ -82,25 +82,25 @@ func (d *decoder) number(n *yaml.Node, path string) (*big.Rat, bool) {
 		return nil, false
 	}
 	if nonFinite(n) {
-		d.errAt(n, path, "must be a finite number, got %s", n.Value)
+		d.At(n, path, "must be a finite number, got %s", n.Value)
 		return nil, false
 	}
 	if !isNumberTag(n) {
-		d.errAt(n, path, "must be a number, got %s", yamlfile.Describe(n))
+		d.At(n, path, "must be a number, got %s", yamlfile.Describe(n))
 		return nil, false
 	}
 	if n.ShortTag() == "!!int" {
 		// YAML integers may be written 0x1F or 0o17; let yaml.v3 read them.
 		var v int64
 		if err := n.Decode(&v); err != nil {
-			d.errAt(n, path, "integer out of range: %s", n.Value)
+			d.At(n, path, "integer out of range: %s", n.Value)
 			return nil, false
 		}
 		return big.NewRat(v, 1), true
 	}
 	r, ok := parseDecimal(n.Value)
 	if !ok {
-		d.errAt(n, path, "must be a decimal number like 133.47, got %q", n.Value)
+		d.At(n, path, "must be a decimal number like 133.47, got %q", n.Value)
 		return nil, false
 	}
 	return r, true
@@ -120,11 +120,11 @@ func (d *decoder) milli(n *yaml.Node, path string, allowZero bool, max int64) (i
 	}
 	m := new(big.Rat).Mul(r, ratThousand)
 	if !m.IsInt() {
-		d.errAt(n, path, "at most 3 decimal places (1/1000 of the unit), got %s", n.Value)
+		d.At(n, path, "at most 3 decimal places (1/1000 of the unit), got %s", n.Value)
 		return 0, false
 	}
 	if !m.Num().IsInt64() || m.Num().Int64() > max {
-		d.errAt(n, path, "must be <= %s, got %s", ratString(new(big.Rat).SetFrac64(max, 1000)), n.Value)
+		d.At(n, path, "must be <= %s, got %s", ratString(new(big.Rat).SetFrac64(max, 1000)), n.Value)
 		return 0, false
 	}
 	return m.Num().Int64(), true
@@ -134,10 +134,10 @@ func (d *decoder) milli(n *yaml.Node, path string, allowZero bool, max int64) (i
 func (d *decoder) sign(n *yaml.Node, path string, r *big.Rat, allowZero bool) bool {
 	switch {
 	case allowZero && r.Sign() < 0:
-		d.errAt(n, path, "must be >= 0, got %s", n.Value)
+		d.At(n, path, "must be >= 0, got %s", n.Value)
 		return false
 	case !allowZero && r.Sign() <= 0:
-		d.errAt(n, path, "must be > 0, got %s", n.Value)
+		d.At(n, path, "must be > 0, got %s", n.Value)
 		return false
 	}
 	return true
@@ -150,14 +150,14 @@ func (d *decoder) integer(n *yaml.Node, path string, min, max int64) (int64, boo
 		return 0, false
 	}
 	if !r.IsInt() {
-		d.errAt(n, path, "must be a whole number, got %s", n.Value)
+		d.At(n, path, "must be a whole number, got %s", n.Value)
 		return 0, false
 	}
 	if !r.Num().IsInt64() || r.Num().Int64() < min || r.Num().Int64() > max {
 		if r.Sign() < 0 && min >= 0 {
-			d.errAt(n, path, "must be >= %d, got %s", min, n.Value)
+			d.At(n, path, "must be >= %d, got %s", min, n.Value)
 		} else {
-			d.errAt(n, path, "must be between %d and %d, got %s", min, max, n.Value)
+			d.At(n, path, "must be between %d and %d, got %s", min, max, n.Value)
 		}
 		return 0, false
 	}
@@ -184,7 +184,7 @@ func (d *decoder) seconds(n *yaml.Node, path string, allowOff bool) (float64, bo
 		want += ` or "off"`
 	}
 	if nonFinite(n) {
-		d.errAt(n, path, "must be a finite number, got %s", n.Value)
+		d.At(n, path, "must be a finite number, got %s", n.Value)
 		return 0, false
 	}
 	var s float64
@@ -195,27 +195,27 @@ func (d *decoder) seconds(n *yaml.Node, path string, allowOff bool) (float64, bo
 			return 0, false
 		}
 		if r.Sign() < 0 {
-			d.errAt(n, path, "must be >= 0, got %s", n.Value)
+			d.At(n, path, "must be >= 0, got %s", n.Value)
 			return 0, false
 		}
 		s, _ = r.Float64()
 	case n.ShortTag() == "!!str":
 		dur, err := time.ParseDuration(n.Value)
 		if err != nil {
-			d.errAt(n, path, "must be %s, got %q", want, n.Value)
+			d.At(n, path, "must be %s, got %q", want, n.Value)
 			return 0, false
 		}
 		if dur < 0 {
-			d.errAt(n, path, "must be >= 0, got %s", n.Value)
+			d.At(n, path, "must be >= 0, got %s", n.Value)
 			return 0, false
 		}
 		s = dur.Seconds()
 	default:
-		d.errAt(n, path, "must be %s, got %s", want, yamlfile.Describe(n))
+		d.At(n, path, "must be %s, got %s", want, yamlfile.Describe(n))
 		return 0, false
 	}
 	if s > maxSeconds || math.IsNaN(s) {
-		d.errAt(n, path, "must be <= %g seconds, got %s", float64(maxSeconds), n.Value)
+		d.At(n, path, "must be <= %g seconds, got %s", float64(maxSeconds), n.Value)
 		return 0, false
 	}
 	return s, true

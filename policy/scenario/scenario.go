@@ -155,13 +155,13 @@ func Parse(filename string, data []byte) (*Scenario, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &decoder{errList: errList{file: filename}}
+	d := &decoder{ErrorList: yamlfile.ErrorList{File: filename}}
 	d.check(root, "", 0)
-	if err := d.err(); err != nil {
+	if err := d.Err(); err != nil {
 		return nil, err
 	}
 	s := d.scenario(root, filename)
-	if err := d.err(); err != nil {
+	if err := d.Err(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -202,11 +202,7 @@ func decodeYAML(filename string, data []byte) (root *yaml.Node, err error) {
 
 // decoder walks the YAML tree, collecting errors.
 type decoder struct {
-	errList
-}
-
-func (d *decoder) errAt(n *yaml.Node, path, format string, args ...any) {
-	d.add(n.Line, n.Column, path, format, args...)
+	yamlfile.ErrorList
 }
 
 // check rejects aliases and merge keys (the format has no use for them and
@@ -214,20 +210,20 @@ func (d *decoder) errAt(n *yaml.Node, path, format string, args ...any) {
 // field is read.
 func (d *decoder) check(n *yaml.Node, path string, depth int) {
 	if depth > maxDepth {
-		d.errAt(n, path, "nested more than %d levels deep", maxDepth)
+		d.At(n, path, "nested more than %d levels deep", maxDepth)
 		return
 	}
 	if n.Kind == yaml.AliasNode {
-		d.errAt(n, path, "aliases (*%s) are not supported: write the value out", n.Value)
+		d.At(n, path, "aliases (*%s) are not supported: write the value out", n.Value)
 		return
 	}
 	if n.ShortTag() == "!!merge" {
-		d.errAt(n, path, "merge keys (<<) are not supported: write the keys out")
+		d.At(n, path, "merge keys (<<) are not supported: write the keys out")
 		return
 	}
 	for _, c := range n.Content {
 		d.check(c, path, depth+1)
-		if len(d.errs) > 0 {
+		if d.Count() > 0 {
 			return
 		}
 	}
@@ -252,7 +248,7 @@ type entry struct {
 // of them; keys are unique. It returns the entries in file order and by key.
 func (d *decoder) mapping(n *yaml.Node, path string, allowed []string) ([]entry, map[string]entry, bool) {
 	if n.Kind != yaml.MappingNode {
-		d.errAt(n, path, "must be a mapping (key: value lines), got %s", yamlfile.Describe(n))
+		d.At(n, path, "must be a mapping (key: value lines), got %s", yamlfile.Describe(n))
 		return nil, nil, false
 	}
 	list := make([]entry, 0, len(n.Content)/2)
@@ -261,18 +257,18 @@ func (d *decoder) mapping(n *yaml.Node, path string, allowed []string) ([]entry,
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode || k.Value == "" {
-			d.errAt(k, path, "keys must be plain names, got %s", yamlfile.Describe(k))
+			d.At(k, path, "keys must be plain names, got %s", yamlfile.Describe(k))
 			ok = false
 			continue
 		}
 		p := sub(path, k.Value)
 		if prev, dup := byKey[k.Value]; dup {
-			d.errAt(k, p, "duplicate key (first at line %d)", prev.k.Line)
+			d.At(k, p, "duplicate key (first at line %d)", prev.k.Line)
 			ok = false
 			continue
 		}
 		if allowed != nil && !slices.Contains(allowed, k.Value) {
-			d.errAt(k, p, "unknown key (want one of: %s)", strings.Join(allowed, ", "))
+			d.At(k, p, "unknown key (want one of: %s)", strings.Join(allowed, ", "))
 			ok = false
 			continue
 		}
@@ -286,7 +282,7 @@ func (d *decoder) mapping(n *yaml.Node, path string, allowed []string) ([]entry,
 // sequence reads a list node.
 func (d *decoder) sequence(n *yaml.Node, path string) ([]*yaml.Node, bool) {
 	if n.Kind != yaml.SequenceNode {
-		d.errAt(n, path, "must be a list, got %s", yamlfile.Describe(n))
+		d.At(n, path, "must be a list, got %s", yamlfile.Describe(n))
 		return nil, false
 	}
 	return n.Content, true
@@ -295,7 +291,7 @@ func (d *decoder) sequence(n *yaml.Node, path string) ([]*yaml.Node, bool) {
 // scalar checks that n is a non-null scalar.
 func (d *decoder) scalar(n *yaml.Node, path, want string) bool {
 	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
-		d.errAt(n, path, "must be %s, got %s", want, yamlfile.Describe(n))
+		d.At(n, path, "must be %s, got %s", want, yamlfile.Describe(n))
 		return false
 	}
 	return true
@@ -311,7 +307,7 @@ func (d *decoder) text(n *yaml.Node, path string) (string, bool) {
 	case "!!str", "!!int", "!!float":
 		return n.Value, true
 	}
-	d.errAt(n, path, "must be a string, got %s", yamlfile.Describe(n))
+	d.At(n, path, "must be a string, got %s", yamlfile.Describe(n))
 	return "", false
 }
 
@@ -325,7 +321,7 @@ func (d *decoder) name(n *yaml.Node, path string) (string, bool) {
 		return "", false
 	}
 	if len(s) > maxNameLen || !nameRE.MatchString(s) {
-		d.errAt(n, path, "must be 1-%d letters, digits, '_', '.' or '-' starting with a letter or digit, got %q", maxNameLen, s)
+		d.At(n, path, "must be 1-%d letters, digits, '_', '.' or '-' starting with a letter or digit, got %q", maxNameLen, s)
 		return "", false
 	}
 	return s, true
@@ -335,7 +331,7 @@ func (d *decoder) name(n *yaml.Node, path string) (string, bool) {
 func (d *decoder) required(m map[string]entry, n *yaml.Node, path, key string) (*yaml.Node, bool) {
 	e, ok := m[key]
 	if !ok {
-		d.errAt(n, path, "missing required key %q", key)
+		d.At(n, path, "missing required key %q", key)
 		return nil, false
 	}
 	return e.v, true
@@ -372,7 +368,7 @@ func (d *decoder) scenario(root *yaml.Node, filename string) *Scenario {
 	if e, ok := top["description"]; ok {
 		if v, ok := d.text(e.v, "description"); ok {
 			if len(v) > maxDescription {
-				d.errAt(e.v, "description", "longer than %d bytes", maxDescription)
+				d.At(e.v, "description", "longer than %d bytes", maxDescription)
 			}
 			s.Description = v
 		}
@@ -417,7 +413,7 @@ func (d *decoder) sim(n *yaml.Node, s *Scenario) {
 			continue
 		}
 		if v == 0 && !strings.EqualFold(e.v.Value, "off") {
-			d.errAt(e.v, p, `must be > 0, got %s (write "off" to disable)`, e.v.Value)
+			d.At(e.v, p, `must be > 0, got %s (write "off" to disable)`, e.v.Value)
 			continue
 		}
 		if key == "checkpoint" {
@@ -433,7 +429,7 @@ func (d *decoder) late(n *yaml.Node, s *Scenario) {
 	if e, ok := m["org"]; ok {
 		if v, ok := d.name(e.v, "late.org"); ok {
 			if !slices.Contains(s.OrgNames(), v) {
-				d.errAt(e.v, "late.org", "unknown organisation %q (have %s)", v, strings.Join(s.OrgNames(), ", "))
+				d.At(e.v, "late.org", "unknown organisation %q (have %s)", v, strings.Join(s.OrgNames(), ", "))
 			} else {
 				s.LateOrg = v
 			}
@@ -450,13 +446,13 @@ func (d *decoder) late(n *yaml.Node, s *Scenario) {
 // machines were read without error (the task types measured in minutes on
 // the mean or best machine need them).
 func (d *decoder) orgs(n *yaml.Node, s *Scenario) bool {
-	before := len(d.errs) + d.dropped
+	before := d.Count()
 	items, ok := d.sequence(n, "orgs")
 	if !ok {
 		return false
 	}
 	if len(items) == 0 {
-		d.errAt(n, "orgs", "at least one organisation is needed")
+		d.At(n, "orgs", "at least one organisation is needed")
 		return false
 	}
 	seen := map[string]int{}
@@ -474,9 +470,9 @@ func (d *decoder) orgs(n *yaml.Node, s *Scenario) bool {
 			if name, ok := d.name(v, sub(p, "name")); ok {
 				switch {
 				case strings.EqualFold(name, noneOrg):
-					d.errAt(v, sub(p, "name"), "%q is reserved (it means nobody for --late)", name)
+					d.At(v, sub(p, "name"), "%q is reserved (it means nobody for --late)", name)
 				case seen[name] > 0:
-					d.errAt(v, sub(p, "name"), "duplicate organisation %q (first at line %d)", name, seen[name])
+					d.At(v, sub(p, "name"), "duplicate organisation %q (first at line %d)", name, seen[name])
 				default:
 					seen[name] = v.Line
 				}
@@ -486,9 +482,9 @@ func (d *decoder) orgs(n *yaml.Node, s *Scenario) bool {
 		if e, ok := m["limit"]; ok {
 			if text, ok := d.text(e.v, sub(p, "limit")); ok {
 				if isNumberTag(e.v) {
-					d.errAt(e.v, sub(p, "limit"), "a bare number is ambiguous: %s", limitSyntax)
+					d.At(e.v, sub(p, "limit"), "a bare number is ambiguous: %s", limitSyntax)
 				} else if l, err := parseLimit(text); err != nil {
-					d.errAt(e.v, sub(p, "limit"), "%v", err)
+					d.At(e.v, sub(p, "limit"), "%v", err)
 				} else {
 					o.limit, o.limitNode = l, e.v
 				}
@@ -508,9 +504,9 @@ func (d *decoder) orgs(n *yaml.Node, s *Scenario) bool {
 		s.orgs = append(s.orgs, o)
 	}
 	if total > maxMachines {
-		d.errAt(n, "orgs", "%d machines in all, more than %d", total, maxMachines)
+		d.At(n, "orgs", "%d machines in all, more than %d", total, maxMachines)
 	}
-	return len(d.errs)+d.dropped == before
+	return d.Count() == before
 }
 
 // checkLimits resolves the limits written in the file once, so that a
@@ -530,7 +526,7 @@ func (d *decoder) checkLimits(s *Scenario) {
 			continue
 		}
 		if _, err := o.limit.resolve(pq[i], system); err != nil {
-			d.errAt(o.limitNode, sub(idx("orgs", i), "limit"), "%v", err)
+			d.At(o.limitNode, sub(idx("orgs", i), "limit"), "%v", err)
 		}
 	}
 }
@@ -562,7 +558,7 @@ func (d *decoder) groups(n *yaml.Node, path, org string) []group {
 		em, hasM := m["mflops"]
 		switch {
 		case hasG && hasM:
-			d.errAt(em.k, sub(p, "mflops"), "give gflops or mflops, not both")
+			d.At(em.k, sub(p, "mflops"), "give gflops or mflops, not both")
 			bad = true
 		case hasG:
 			if v, ok := d.milli(eg.v, sub(p, "gflops"), false, maxMFLOPS); ok {
@@ -577,7 +573,7 @@ func (d *decoder) groups(n *yaml.Node, path, org string) []group {
 				bad = true
 			}
 		default:
-			d.errAt(it, p, `missing required key "gflops" (or "mflops")`)
+			d.At(it, p, `missing required key "gflops" (or "mflops")`)
 			bad = true
 		}
 		if v, ok := d.required(m, it, p, "watts"); ok {
@@ -592,7 +588,7 @@ func (d *decoder) groups(n *yaml.Node, path, org string) []group {
 		if e, ok := m["idle_watts"]; ok {
 			if w, ok := d.milli(e.v, sub(p, "idle_watts"), true, maxMilliW); ok {
 				if g.busyMilliW > 0 && w > g.busyMilliW {
-					d.errAt(e.v, sub(p, "idle_watts"), "must be <= watts (%s), got %s", ratString(big.NewRat(g.busyMilliW, 1000)), e.v.Value)
+					d.At(e.v, sub(p, "idle_watts"), "must be <= watts (%s), got %s", ratString(big.NewRat(g.busyMilliW, 1000)), e.v.Value)
 					bad = true
 				}
 				g.idleMilliW = w
@@ -604,7 +600,7 @@ func (d *decoder) groups(n *yaml.Node, path, org string) []group {
 		gs = append(gs, g)
 	}
 	if !bad && machines == 0 {
-		d.errAt(n, path, "organisation %q has no machines (every organisation must contribute at least one)", org)
+		d.At(n, path, "organisation %q has no machines (every organisation must contribute at least one)", org)
 	}
 	return gs
 }
@@ -627,7 +623,7 @@ func (d *decoder) types(n *yaml.Node, s *Scenario, machinesOK bool) {
 		if v, ok := d.required(m, it, p, "name"); ok {
 			if name, ok := d.name(v, sub(p, "name")); ok {
 				if seen[name] > 0 {
-					d.errAt(v, sub(p, "name"), "duplicate task type %q (first at line %d)", name, seen[name])
+					d.At(v, sub(p, "name"), "duplicate task type %q (first at line %d)", name, seen[name])
 				} else {
 					seen[name] = v.Line
 				}
@@ -639,10 +635,10 @@ func (d *decoder) types(n *yaml.Node, s *Scenario, machinesOK bool) {
 		eo, hasOn := m["on"]
 		switch {
 		case hasG && hasM:
-			d.errAt(em.k, sub(p, "minutes"), "give gflop or minutes, not both")
+			d.At(em.k, sub(p, "minutes"), "give gflop or minutes, not both")
 		case hasG:
 			if hasOn {
-				d.errAt(eo.k, sub(p, "on"), "only meaningful with minutes")
+				d.At(eo.k, sub(p, "on"), "only meaningful with minutes")
 			}
 			lo, hi, ok := d.pair(eg.v, sub(p, "gflop"))
 			if !ok {
@@ -665,7 +661,7 @@ func (d *decoder) types(n *yaml.Node, s *Scenario, machinesOK bool) {
 				t.min, t.max = d.ordered(em.v, sub(p, "minutes"), a, b)
 			}
 		default:
-			d.errAt(it, p, `missing required key "gflop" (or "minutes")`)
+			d.At(it, p, `missing required key "gflop" (or "minutes")`)
 		}
 		s.types = append(s.types, t)
 	}
@@ -674,7 +670,7 @@ func (d *decoder) types(n *yaml.Node, s *Scenario, machinesOK bool) {
 // pair reads a [min, max] list.
 func (d *decoder) pair(n *yaml.Node, path string) (*yaml.Node, *yaml.Node, bool) {
 	if n.Kind != yaml.SequenceNode || len(n.Content) != 2 {
-		d.errAt(n, path, "must be a range [min, max], got %s", yamlfile.Describe(n))
+		d.At(n, path, "must be a range [min, max], got %s", yamlfile.Describe(n))
 		return nil, nil, false
 	}
 	return n.Content[0], n.Content[1], true
@@ -682,7 +678,7 @@ func (d *decoder) pair(n *yaml.Node, path string) (*yaml.Node, *yaml.Node, bool)
 
 func (d *decoder) ordered(n *yaml.Node, path string, a, b int64) (int64, int64) {
 	if a > b {
-		d.errAt(n, path, "min is larger than max")
+		d.At(n, path, "min is larger than max")
 	}
 	return a, b
 }
@@ -703,7 +699,7 @@ func (d *decoder) reference(e entry, has bool, path string, s *Scenario, machine
 			return nil, false
 		}
 		if t != "mean" && t != "best" {
-			d.errAt(e.v, path, `must be "mean", "best" or a number of GFLOPS, got %q`, t)
+			d.At(e.v, path, `must be "mean", "best" or a number of GFLOPS, got %q`, t)
 			return nil, false
 		}
 		which = t
@@ -745,11 +741,11 @@ func (d *decoder) minutes(n *yaml.Node, path string, ref *big.Rat, refOK bool) (
 	v.Mul(v, ref)
 	size, ok := roundRat(v)
 	if !ok || size > maxSizeMFlop {
-		d.errAt(n, path, "task size above %d GFlop", maxSizeMFlop/1000)
+		d.At(n, path, "task size above %d GFlop", maxSizeMFlop/1000)
 		return 0, false
 	}
 	if size == 0 {
-		d.errAt(n, path, "task size rounds to 0 MFlop")
+		d.At(n, path, "task size rounds to 0 MFlop")
 		return 0, false
 	}
 	return size, true
@@ -784,9 +780,9 @@ func (d *decoder) mixes(orgsNode *yaml.Node, s *Scenario) {
 			ti := slices.Index(typeNames, e.key)
 			if ti < 0 {
 				if len(typeNames) == 0 {
-					d.errAt(e.k, sub(p, e.key), "unknown task type %q (the scenario declares no types)", e.key)
+					d.At(e.k, sub(p, e.key), "unknown task type %q (the scenario declares no types)", e.key)
 				} else {
-					d.errAt(e.k, sub(p, e.key), "unknown task type %q (have %s)", e.key, strings.Join(typeNames, ", "))
+					d.At(e.k, sub(p, e.key), "unknown task type %q (have %s)", e.key, strings.Join(typeNames, ", "))
 				}
 				continue
 			}
@@ -799,7 +795,7 @@ func (d *decoder) mixes(orgsNode *yaml.Node, s *Scenario) {
 		}
 	}
 	if total > maxTasks {
-		d.errAt(orgsNode, "orgs", "%d generated tasks in all, more than %d", total, maxTasks)
+		d.At(orgsNode, "orgs", "%d generated tasks in all, more than %d", total, maxTasks)
 	}
 }
 
@@ -822,7 +818,7 @@ func (d *decoder) tasks(n *yaml.Node, s *Scenario) {
 		}
 	}
 	if total > maxTasks {
-		d.errAt(n, "tasks", "%d tasks in all (generated and explicit), more than %d", total, maxTasks)
+		d.At(n, "tasks", "%d tasks in all (generated and explicit), more than %d", total, maxTasks)
 		return
 	}
 	seen := map[string]int{}
@@ -837,9 +833,9 @@ func (d *decoder) tasks(n *yaml.Node, s *Scenario) {
 			if id, ok := d.name(v, sub(p, "id")); ok {
 				switch {
 				case seen[id] > 0:
-					d.errAt(v, sub(p, "id"), "duplicate task id %q (first at line %d)", id, seen[id])
+					d.At(v, sub(p, "id"), "duplicate task id %q (first at line %d)", id, seen[id])
 				case collidesWithGenerated(id, generated):
-					d.errAt(v, sub(p, "id"), "task id %q is also the id of a generated task (ORG-N); pick another", id)
+					d.At(v, sub(p, "id"), "task id %q is also the id of a generated task (ORG-N); pick another", id)
 				default:
 					seen[id] = v.Line
 				}
@@ -850,7 +846,7 @@ func (d *decoder) tasks(n *yaml.Node, s *Scenario) {
 			if org, ok := d.name(v, sub(p, "org")); ok {
 				t.org = slices.Index(names, org)
 				if t.org < 0 {
-					d.errAt(v, sub(p, "org"), "unknown organisation %q (have %s)", org, strings.Join(names, ", "))
+					d.At(v, sub(p, "org"), "unknown organisation %q (have %s)", org, strings.Join(names, ", "))
 				}
 			}
 		}
