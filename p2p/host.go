@@ -57,6 +57,9 @@ type Config struct {
 	NATPortMap bool
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Gater, when set, is installed as the host's connection gater and
+	// SetBlocked drives it (fault injection only; nil in production).
+	Gater *Gater
 }
 
 // DefaultConfig returns the defaults for a data directory.
@@ -186,6 +189,9 @@ func New(cfg Config) (*Host, error) {
 	if cfg.NATPortMap {
 		opts = append(opts, libp2p.NATPortMap())
 	}
+	if cfg.Gater != nil {
+		opts = append(opts, libp2p.ConnectionGater(cfg.Gater))
+	}
 	lh, err := libp2p.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("p2p: start host: %w", err)
@@ -196,6 +202,9 @@ func New(cfg Config) (*Host, error) {
 		return nil, fmt.Errorf("p2p: subscribe to identify events: %w", err)
 	}
 	h := &Host{Host: lh, cfg: cfg, log: cfg.Logger, known: known, sub: sub}
+	if cfg.Gater != nil {
+		lh.Network().Notify(&gaterNotifee{g: cfg.Gater})
+	}
 	for _, p := range known.list() {
 		lh.Peerstore().AddAddrs(p.ID, p.Addrs, peerstore.PermanentAddrTTL)
 	}
