@@ -733,7 +733,7 @@ func (b *bridge) orphanStop(ctx context.Context, s ledger.PendingStop) {
 	if err != nil || !still || (r != nil && r.machine == s.Machine) {
 		return
 	}
-	now := time.Now().UnixMilli()
+	now := b.n.now().UnixMilli()
 	mj := int64(0)
 	if elapsed := now - s.StartMs; elapsed > 0 && busy > 0 {
 		// mW × ms = µJ, capped without overflowing.
