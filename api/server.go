@@ -106,6 +106,9 @@ func (s *Server) routes() {
 	s.handle("/v1/leave", map[string]handlerFunc{http.MethodPost: s.leave})
 	s.handle("/v1/limit", map[string]handlerFunc{http.MethodPut: s.setLimit})
 	s.handle("/v1/ledger", map[string]handlerFunc{http.MethodGet: s.ledger})
+	// Test-only fault injection (api/debug.go): refused unless the peer
+	// runs with --fault-injection.
+	s.handle("/v1/debug/faults", map[string]handlerFunc{http.MethodGet: s.getFaults, http.MethodPost: s.setFaults})
 	// The web dashboard's static files (package dashboard); the mux
 	// redirects /ui to /ui/.
 	dash := dashboard.Handler()

@@ -92,6 +92,10 @@ type Config struct {
 	// Now is the clock used to stamp the leader's decisions (default
 	// time.Now).
 	Now func() time.Time
+	// StoreDelay, when set, is called before every write to the Raft log
+	// and stable store and the write waits that long: a slow disk, for
+	// fault injection only (nil in production).
+	StoreDelay func() time.Duration
 	// Logger defaults to slog.Default(). Raft's own log lines go to it too.
 	Logger *slog.Logger
 }

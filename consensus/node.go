@@ -134,7 +134,15 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consensus: open %s: %w", RaftDBFile, err)
 	}
-	n.logs, err = raft.NewLogCache(cfg.LogCacheSize, n.store)
+	var (
+		logStore    raft.LogStore    = n.store
+		stableStore raft.StableStore = n.store
+	)
+	if cfg.StoreDelay != nil {
+		slow := &slowStore{logs: n.store, stable: n.store, delay: cfg.StoreDelay}
+		logStore, stableStore = slow, slow
+	}
+	n.logs, err = raft.NewLogCache(cfg.LogCacheSize, logStore)
 	if err != nil {
 		n.store.Close()
 		return nil, fmt.Errorf("consensus: log cache: %w", err)
@@ -171,7 +179,7 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 		n.store.Close()
 		return nil, fmt.Errorf("consensus: raft config: %w", err)
 	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, n.store, n.snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, stableStore, n.snaps, n.trans)
 	if err != nil {
 		n.trans.Close()
 		n.store.Close()

@@ -252,7 +252,7 @@ func (n *Node) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitRes
 	}
 	body := func(c *ledger.Command) { c.SubmitTasks = &ledger.SubmitTasks{Tasks: specs} }
 	// Check the whole command before storing anything.
-	probe := ledger.Command{Org: n.org, Peer: n.self.String(), AtMs: time.Now().UnixMilli()}
+	probe := ledger.Command{Org: n.org, Peer: n.self.String(), AtMs: n.now().UnixMilli()}
 	body(&probe)
 	encoded, err := ledger.EncodeCommand(probe)
 	if err != nil {

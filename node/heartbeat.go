@@ -280,7 +280,7 @@ func (n *Node) publishOnce() {
 	if n.br != nil {
 		running = n.br.runningByMachine()
 	}
-	hb := Heartbeat{V: heartbeatVersion, Org: n.org, AtMs: time.Now().UnixMilli(), Boot: n.boot, Seq: n.hbSeq.Add(1), Load1: load1()}
+	hb := Heartbeat{V: heartbeatVersion, Org: n.org, AtMs: n.now().UnixMilli(), Boot: n.boot, Seq: n.hbSeq.Add(1), Load1: load1()}
 	if m, ok := n.exec.(interface{ MeasuredPowerMilliW() (int64, bool) }); ok {
 		if mw, ok := m.MeasuredPowerMilliW(); ok {
 			hb.HostPowerMilliW = mw

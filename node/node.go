@@ -40,6 +40,13 @@ type Options struct {
 	// Consensus, when set, edits the consensus configuration after the
 	// config file's settings (for tests and tools).
 	Consensus func(*consensus.Config)
+	// FaultInjection turns on the test-only fault surface (POST
+	// /v1/debug/faults: blocked peers, clock offset, slow Raft store;
+	// faultinject.go). Off by default; `peer run --fault-injection`.
+	FaultInjection bool
+	// FaultClockOffset starts the peer with its wall clock already
+	// stepped (requires FaultInjection): a restart under a wrong clock.
+	FaultClockOffset time.Duration
 }
 
 // Node is a running peer: the libp2p host, the Raft member holding the
@@ -83,6 +90,10 @@ type Node struct {
 	doneOnce sync.Once
 	errMu    sync.Mutex
 	err      error
+
+	// faults is the test-only fault-injection state, nil unless
+	// Options.FaultInjection.
+	faults *faultControl
 
 	// crashed makes every component drop its work without proposing
 	// anything: an abrupt stop, as when the process dies.
@@ -150,6 +161,16 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if opts.JoinTimeout <= 0 {
 		opts.JoinTimeout = 60 * time.Second
 	}
+	var faults *faultControl
+	if opts.FaultInjection {
+		if o := opts.FaultClockOffset.Milliseconds(); o > api.MaxClockOffsetMs || o < -api.MaxClockOffsetMs {
+			return nil, badInput("--fault-clock-offset %v: out of range (a year either way)", opts.FaultClockOffset)
+		}
+		faults = newFaultControl(opts.FaultClockOffset)
+		log.Warn("fault injection is ON: a test-only surface (POST /v1/debug/faults); never use it in production")
+	} else if opts.FaultClockOffset != 0 {
+		return nil, badInput("--fault-clock-offset needs --fault-injection")
+	}
 	n := &Node{
 		dir: dir, cfg: cfg, org: cfg.Org, limit: limit, opts: opts,
 		log:      log.With("org", cfg.Org),
@@ -157,8 +178,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		ready:    make(chan struct{}),
 		done:     make(chan struct{}),
 		hb:       newTracker(),
-		boot:     time.Now().UnixMilli(),
+		faults:   faults,
 	}
+	n.boot = n.now().UnixMilli()
 	var mf *executor.MachinesFile
 	if p := cfg.machinesPath(dir); p != "" {
 		if mf, err = executor.LoadMachinesFile(p); err != nil {
@@ -186,6 +208,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		ListenAddrs:   cfg.Listen,
 		AnnounceAddrs: cfg.Announce,
 		Logger:        log,
+		Gater:         n.gater(),
 	})
 	if err != nil {
 		return nil, err
@@ -212,6 +235,10 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	ccfg.ScheduleInterval = cfg.Consensus.ScheduleInterval
 	ccfg.CheckpointBlockSeconds = cfg.Consensus.CheckpointBlock.Seconds()
 	ccfg.Logger = log
+	ccfg.Now = n.now
+	if n.faults != nil {
+		ccfg.StoreDelay = n.faults.diskDelay
+	}
 	if opts.Consensus != nil {
 		opts.Consensus(&ccfg)
 	}
@@ -458,7 +485,7 @@ func (n *Node) releaseMachines(ctx context.Context) {
 // follower applies. A command the ledger rejected returns the *ledger.Error
 // (with the result).
 func (n *Node) propose(ctx context.Context, body func(*ledger.Command)) (ledger.Result, error) {
-	c := ledger.Command{Org: n.org, Peer: n.self.String(), AtMs: time.Now().UnixMilli()}
+	c := ledger.Command{Org: n.org, Peer: n.self.String(), AtMs: n.now().UnixMilli()}
 	body(&c)
 	data, err := ledger.EncodeCommand(c)
 	if err != nil {

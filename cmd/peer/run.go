@@ -52,6 +52,11 @@ does.`,
 	fl.StringArrayVar(&o.Listen, "listen", nil, "TCP multiaddr to listen on, repeatable (default: config.yaml's listen)")
 	fl.StringVar(&o.API, "api", "", "the HTTP API's HOST:PORT (default: config.yaml's api)")
 	fl.StringArrayVar(&o.Bootstrap, "bootstrap", nil, "address of a member to join through, repeatable (/ip4/…/tcp/…/p2p/<peer id>)")
+	// Test-only (the chaos harness, docs/RELIABILITY.md): hidden from help.
+	fl.BoolVar(&o.FaultInjection, "fault-injection", false, "TEST ONLY: serve POST /v1/debug/faults (partitions, clock steps, slow disk)")
+	fl.DurationVar(&o.FaultClockOffset, "fault-clock-offset", 0, "TEST ONLY: start with the wall clock stepped by this much (needs --fault-injection)")
+	_ = fl.MarkHidden("fault-injection")
+	_ = fl.MarkHidden("fault-clock-offset")
 	return cmd
 }
 
@@ -90,6 +95,9 @@ func runPeer(cmd *cobra.Command, o node.Options) error {
 		fmt.Fprintf(out, "listening on %s\n", a)
 	}
 	fmt.Fprintf(out, "API on http://%s (token in %s)\n", ln.Addr(), n.TokenPath())
+	if o.FaultInjection {
+		fmt.Fprintln(out, "fault injection ON (test only): POST /v1/debug/faults")
+	}
 
 	sctx, stopServe := context.WithCancel(context.Background())
 	served := make(chan error, 1)
