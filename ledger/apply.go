@@ -119,13 +119,24 @@ func (l *Ledger) setLimit(c *Command) *Error {
 	return nil
 }
 
-func (l *Ledger) submitTasks(c *Command, res *Result) *Error {
+func (l *Ledger) submitTasks(index uint64, c *Command, res *Result) *Error {
 	o, err := l.actor(c)
 	if err != nil {
 		return err
 	}
-	res.TaskIDs = make([]string, 0, len(c.SubmitTasks.Tasks))
-	for _, ts := range c.SubmitTasks.Tasks {
+	b := c.SubmitTasks
+	var rec *SubmitRecord
+	if b.RequestID != "" {
+		// A resend of a remembered submit changes nothing (requests.go).
+		digest := submitDigest(b.Tasks)
+		if r := l.requests[o.Name][b.RequestID]; r != nil {
+			return l.replay(r, digest, res)
+		}
+		rec = &SubmitRecord{Org: o.Name, RequestID: b.RequestID, Index: index, AtMs: c.AtMs,
+			First: o.Submitted + 1, Count: len(b.Tasks), Digest: digest}
+	}
+	res.TaskIDs = make([]string, 0, len(b.Tasks))
+	for _, ts := range b.Tasks {
 		o.Submitted++
 		l.seq++
 		t := &Task{
@@ -136,6 +147,9 @@ func (l *Ledger) submitTasks(c *Command, res *Result) *Error {
 		l.tasks[t.ID] = t
 		l.bySeq = append(l.bySeq, t)
 		res.TaskIDs = append(res.TaskIDs, t.ID)
+	}
+	if rec != nil {
+		l.remember(rec)
 	}
 	return nil
 }

@@ -133,8 +133,17 @@ type SetLimit struct {
 
 // SubmitTasks queues a batch of tasks for the acting organisation. Their IDs
 // are returned in Result.TaskIDs, in order.
+//
+// RequestID is the client's optional idempotency key, scoped to the acting
+// organisation: a submit whose organisation already applied one with the
+// same RequestID and the same tasks is answered with the original task IDs
+// (Result.Replayed) and changes nothing; with different tasks it is refused
+// (CodeExists). The ledger remembers the last MaxRequestsPerOrg keys of each
+// organisation (requests.go). Optional, so that submits encoded before it
+// existed stay valid and encode to the same bytes.
 type SubmitTasks struct {
-	Tasks []TaskSpec `json:"tasks"`
+	RequestID string     `json:"request_id,omitempty"`
+	Tasks     []TaskSpec `json:"tasks"`
 }
 
 // TaskSpec is one task of a submission.
@@ -412,6 +421,11 @@ func (c *Command) validate() *Error {
 	case KindSetLimit:
 		return validLimit(c.SetLimit.LimitMilliW)
 	case KindSubmitTasks:
+		if id := c.SubmitTasks.RequestID; id != "" {
+			if err := validRequestIDErr(id); err != nil {
+				return err
+			}
+		}
 		ts := c.SubmitTasks.Tasks
 		if len(ts) == 0 || len(ts) > MaxTasksPerCommand {
 			return errf(CodeMalformed, "%d tasks: want 1 to %d", len(ts), MaxTasksPerCommand)

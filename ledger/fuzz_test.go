@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -30,32 +31,57 @@ func fuzzSeeds(t testing.TB) [][]byte {
 		lost("uni-b", "uni-a/m2", 9000),
 		ckpt("uni-a", "uni-a-1", "uni-a/m2", 9000, 9999),
 	}
-	var out [][]byte
-	for _, c := range cmds {
-		b, err := EncodeCommand(c)
-		if err != nil {
-			t.Fatalf("seed %s: %v", c.Kind(), err)
-		}
-		out = append(out, b)
+	// The replay guard (after the older seeds, so that their corpus files
+	// keep their names): a resend of fuzzBase's keyed submit (a replay),
+	// the same key for other tasks, a new key, another organisation's.
+	keyedCmds := []Command{
+		keyed(submit("uni-a", 9000, 11, 12), "fuzz-key"),
+		keyed(submit("uni-a", 9000, 11), "fuzz-key"),
+		keyed(submit("uni-a", 9000, 11, 12), "fuzz-key-2"),
+		keyed(submit("uni-b", 9000, 11, 12), "fuzz-key"),
 	}
+	var out [][]byte
+	encode := func(cs []Command) {
+		for _, c := range cs {
+			b, err := EncodeCommand(c)
+			if err != nil {
+				t.Fatalf("seed %s: %v", c.Kind(), err)
+			}
+			out = append(out, b)
+		}
+	}
+	encode(cmds)
 	out = append(out,
 		[]byte(`{"v":2,"org":"x"}`),
 		[]byte(`{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"set_limit":{"limit_mw":1},"heartbeat":{"machine":"uni-a/m1"}}`),
 		[]byte(`{"v":1,"org":"uni-b","peer":"12D3KooWunixb","at_ms":1,"decisions":{"view_index":0,"decisions":[{"kind":"preempt","task":"uni-a-2","machine":"uni-a/m2","victim":"uni-a-2"}]}}`),
 		[]byte(`[]`),
 	)
+	encode(keyedCmds)
+	out = append(out,
+		[]byte(`{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"submit_tasks":{"request_id":"bad key","tasks":[{"size_mflop":1,"spec":{}}]}}`),
+	)
 	return out
 }
 
+// fuzzBase is the busy fixture plus a keyed submit of uni-a (request ID
+// "fuzz-key"), so that the fuzzer reaches replays.
+func fuzzBase(t testing.TB) *fed {
+	f := busy(t)
+	f.must(keyed(submit("uni-a", 8500, 11, 12), "fuzz-key"))
+	return f
+}
+
 // FuzzApply feeds arbitrary bytes to Apply on a ledger holding every kind of
-// record (running, preempted, done, lost). Apply must not panic, the
-// invariants must hold, a rejected entry must leave the hash unchanged, and
-// whatever decodes must re-encode to a fixed point.
+// record (running, preempted, done, lost, a remembered keyed submit).
+// Apply must not panic, the invariants must hold, a rejected or replayed
+// entry must leave the hash unchanged (a replay with the original task
+// IDs), and whatever decodes must re-encode to a fixed point.
 func FuzzApply(f *testing.F) {
 	for _, s := range fuzzSeeds(f) {
 		f.Add(s)
 	}
-	snap := snapshotOf(f, busy(f).l)
+	snap := snapshotOf(f, fuzzBase(f).l)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		l := New()
 		if err := l.Restore(bytes.NewReader(snap)); err != nil {
@@ -85,6 +111,20 @@ func FuzzApply(f *testing.F) {
 			}
 			if !r.Applied() && l.Hash() != before {
 				t.Fatalf("rejected entry changed the state: %v", r.Err)
+			}
+			if r.Replayed {
+				if l.Hash() != before {
+					t.Fatalf("replayed entry changed the state: %v", r.Notes)
+				}
+				c, _ := DecodeCommand(data)
+				rec, ok := l.SubmitRequest(c.Org, c.SubmitTasks.RequestID)
+				if !ok || !slices.Equal(rec.TaskIDs(), r.TaskIDs) {
+					t.Fatalf("replay returned %v, the record holds %v", r.TaskIDs, rec.TaskIDs())
+				}
+			} else if i == 2 && r.Applied() && r.Kind == KindSubmitTasks {
+				if c, _ := DecodeCommand(data); c.SubmitTasks.RequestID != "" {
+					t.Fatalf("a keyed submit applied twice was not replayed: %v", r.TaskIDs)
+				}
 			}
 		}
 	})

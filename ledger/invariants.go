@@ -24,7 +24,9 @@ const maxInvariantErrors = 20
 //   - every organisation's energy accounts (user, owner self, owner others)
 //     equal the sums over closed segments;
 //   - no reference to an unknown organisation, machine or task, no
-//     duplicated peer, submit sequence or ID.
+//     duplicated peer, submit sequence or ID;
+//   - the replay guard's records are indexed both ways, in log order,
+//     within the window, and name existing tasks of their organisation.
 func (l *Ledger) CheckInvariants() error {
 	var errs []error
 	fail := func(format string, args ...any) {
@@ -258,6 +260,7 @@ func (l *Ledger) CheckInvariants() error {
 	if !sameCounts(stopping, l.stopping) {
 		fail("index of stopped runs awaiting reports disagrees with the segments")
 	}
+	l.checkRequests(fail)
 	return errors.Join(errs...)
 }
 

@@ -21,6 +21,12 @@ type Ledger struct {
 	alloc    map[string]int64               // Allocated_i: Σ MFLOPS of those machines
 	stopping map[string]map[string]int      // machine → task → open preempting/cancelling segments
 	byOrgM   map[string]map[string]struct{} // organisation → its machine IDs
+
+	// The replay guard (requests.go), part of the replicated state:
+	// organisation → request ID → its applied submit, and each
+	// organisation's request IDs oldest first.
+	requests map[string]map[string]*SubmitRecord
+	reqOrder map[string][]string
 }
 
 // New returns an empty ledger at applied index 0.
@@ -34,6 +40,8 @@ func New() *Ledger {
 		alloc:    map[string]int64{},
 		stopping: map[string]map[string]int{},
 		byOrgM:   map[string]map[string]struct{}{},
+		requests: map[string]map[string]*SubmitRecord{},
+		reqOrder: map[string][]string{},
 	}
 }
 
@@ -81,7 +89,10 @@ type Result struct {
 	Skipped bool   `json:"skipped,omitempty"`
 	Err     *Error `json:"err,omitempty"`
 	// TaskIDs are the IDs given to submitted tasks, in submission order.
-	TaskIDs   []string         `json:"task_ids,omitempty"`
+	TaskIDs []string `json:"task_ids,omitempty"`
+	// Replayed: the submit's request ID had already been applied; TaskIDs
+	// are the original submit's and nothing changed.
+	Replayed  bool             `json:"replayed,omitempty"`
 	Decisions []DecisionResult `json:"decisions,omitempty"`
 	// Changes are the effects on machines, in the order they happened.
 	Changes []Change `json:"changes,omitempty"`
@@ -139,7 +150,7 @@ func (l *Ledger) apply(index uint64, c *Command, res *Result) *Error {
 	case KindSetLimit:
 		return l.setLimit(c)
 	case KindSubmitTasks:
-		return l.submitTasks(c, res)
+		return l.submitTasks(index, c, res)
 	case KindCancelTask:
 		return l.cancelTask(c, res)
 	case KindDecisions:

@@ -9,8 +9,15 @@ import (
 	"slices"
 )
 
-// SnapshotVersion is the only snapshot format this ledger writes and reads.
-const SnapshotVersion = 1
+// SnapshotVersion is the snapshot format this ledger writes. It reads
+// every version from MinSnapshotVersion on:
+//   - 1: organisations, machines, tasks;
+//   - 2: adds the replay guard's remembered submits (state.requests),
+//     absent from a version 1 snapshot, which restores with none.
+const (
+	SnapshotVersion    = 2
+	MinSnapshotVersion = 1
+)
 
 // MaxSnapshotBytes bounds what Restore reads.
 const MaxSnapshotBytes = 4 << 30
@@ -20,11 +27,16 @@ const MaxSnapshotBytes = 4 << 30
 // Hash digests and what a snapshot carries. The applied index is not part
 // of it: two ledgers that hold the same state hash the same, and a rejected
 // command leaves the hash unchanged.
+//
+// Requests (the replay guard, by log index) is omitted when empty, so a
+// state without remembered submits encodes, and hashes, as it did before
+// the guard existed.
 type canonical struct {
-	Seq      uint64     `json:"seq"`
-	Orgs     []*Org     `json:"orgs"`
-	Machines []*Machine `json:"machines"`
-	Tasks    []*Task    `json:"tasks"`
+	Seq      uint64          `json:"seq"`
+	Orgs     []*Org          `json:"orgs"`
+	Machines []*Machine      `json:"machines"`
+	Tasks    []*Task         `json:"tasks"`
+	Requests []*SubmitRecord `json:"requests,omitempty"`
 }
 
 type snapshotFile struct {
@@ -44,6 +56,7 @@ func (l *Ledger) canonical() canonical {
 		Orgs:     make([]*Org, 0, len(l.order)),
 		Machines: make([]*Machine, 0, len(l.machines)),
 		Tasks:    l.bySeq,
+		Requests: l.canonicalRequests(),
 	}
 	for _, n := range l.order {
 		c.Orgs = append(c.Orgs, l.orgs[n])
@@ -116,12 +129,15 @@ func (l *Ledger) Restore(r io.Reader) error {
 	if hdr.V == nil {
 		return fmt.Errorf("restore ledger snapshot: no version field \"v\"")
 	}
-	if *hdr.V != SnapshotVersion {
-		return fmt.Errorf("restore ledger snapshot: version %d: this ledger reads version %d", *hdr.V, SnapshotVersion)
+	if *hdr.V < MinSnapshotVersion || *hdr.V > SnapshotVersion {
+		return fmt.Errorf("restore ledger snapshot: version %d: this ledger reads versions %d to %d", *hdr.V, MinSnapshotVersion, SnapshotVersion)
 	}
 	var s snapshotFile
 	if err := decodeStrict(data, &s); err != nil {
 		return fmt.Errorf("restore ledger snapshot: decode: %w", err)
+	}
+	if s.V == 1 && s.State.Requests != nil {
+		return fmt.Errorf("restore ledger snapshot: version 1 has no request records")
 	}
 	h, err := hashOf(&s.State)
 	if err != nil {
@@ -190,6 +206,9 @@ func fromCanonical(applied uint64, c *canonical) (*Ledger, error) {
 		}
 		l.tasks[t.ID] = t
 		l.bySeq = append(l.bySeq, t)
+	}
+	if err := l.restoreRequests(c.Requests); err != nil {
+		return nil, err
 	}
 	l.rebuildDerived()
 	return l, nil

@@ -96,9 +96,10 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 	}{
 		{"empty", nil, "decode"},
 		{"truncated", good[:len(good)/2], "decode"},
-		{"no version", bytes.Replace(good, []byte(`{"v":1,`), []byte(`{`), 1), "no version"},
-		{"unknown version", bytes.Replace(good, []byte(`{"v":1,`), []byte(`{"v":2,`), 1), "version 2"},
-		{"unknown field", bytes.Replace(good, []byte(`{"v":1,`), []byte(`{"v":1,"extra":0,`), 1), "unknown field"},
+		{"no version", bytes.Replace(good, []byte(`{"v":2,`), []byte(`{`), 1), "no version"},
+		{"unknown version", bytes.Replace(good, []byte(`{"v":2,`), []byte(`{"v":3,`), 1), "version 3"},
+		{"version 0", bytes.Replace(good, []byte(`{"v":2,`), []byte(`{"v":0,`), 1), "version 0"},
+		{"unknown field", bytes.Replace(good, []byte(`{"v":2,`), []byte(`{"v":2,"extra":0,`), 1), "unknown field"},
 		{"trailing data", append(bytes.Clone(good), []byte(" {}")...), "decode"},
 		{"tampered value", bytes.Replace(good, []byte(`"limit_mw":300000`), []byte(`"limit_mw":300001`), 1), "does not match"},
 		{"broken invariant, resealed", resealed(t, good, func(s *snapshotFile) { s.State.Orgs[0].LimitMilliW = 1 }), "above its limit"},
