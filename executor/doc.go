@@ -10,8 +10,9 @@
 // # Contract
 //
 // Start returns an error only when no Result will ever be delivered for the
-// call: the executor is closed, the machine is unknown or busy, or a task
-// with the same ID is already running. Anything wrong with the task itself
+// call: the executor is closed, the machine is unknown or busy, a task
+// with the same ID is already running, or (process executor with a run
+// journal) the run could not be journaled, in which case nothing of it ran. Anything wrong with the task itself
 // (a malformed spec, an executable the machine's owner does not allow, a
 // run-as user that cannot be used, a process that fails to start) is
 // reported as a Result with a stable Reason code, so the daemon has one path

@@ -41,6 +41,12 @@ type ProcessConfig struct {
 	EnergySampleInterval time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// JournalPath, when set, is the run journal (docs/EXECUTOR.md): every
+	// run's start (with its pid) is appended and fsync'd before Start
+	// returns, and its end once its process group is gone. The daemon uses
+	// DATA/runs.jsonl (RunJournalFile). Journal bounds its growth.
+	JournalPath string
+	Journal     JournalOptions
 }
 
 // ProcessExecutor runs each task as a process group on the local host.
@@ -50,6 +56,8 @@ type ProcessExecutor struct {
 	reg   *registry[*procRun]
 	q     *resultQueue
 	meter *raplMeter // nil: declared power
+	// journal is nil without ProcessConfig.JournalPath.
+	journal *runJournal
 
 	seq         atomic.Uint64
 	stopSampler chan struct{}
@@ -64,6 +72,12 @@ var _ Executor = (*ProcessExecutor)(nil)
 type procRun struct {
 	id, machine string
 	done        chan struct{}
+	// launched is closed once the run's process is spawned and journaled,
+	// or the run has ended before spawning one; Start waits for it.
+	// launchErr (set before) means no Result will come.
+	launched   chan struct{}
+	launchOnce sync.Once
+	launchErr  error
 
 	mu         sync.Mutex
 	pgid       int // 0 until the process started
@@ -112,6 +126,11 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 		return nil, fmt.Errorf("process executor: %w", err)
 	}
 	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{})}
+	if cfg.JournalPath != "" {
+		if e.journal, err = openRunJournal(cfg.JournalPath, cfg.Journal); err != nil {
+			return nil, fmt.Errorf("process executor: %w", err)
+		}
+	}
 	if !cfg.DisableRAPL {
 		m, err := newRAPLMeter(cfg.RAPLRoot)
 		if err != nil {
@@ -164,7 +183,7 @@ func (e *ProcessExecutor) Start(ctx context.Context, machine string, spec TaskSp
 		return fmt.Errorf("start %s: %w", spec.ID, err)
 	}
 	spec = cloneSpec(spec)
-	run := &procRun{id: spec.ID, machine: machine, done: make(chan struct{})}
+	run := &procRun{id: spec.ID, machine: machine, done: make(chan struct{}), launched: make(chan struct{})}
 	m, err := e.reg.reserve(machine, spec.ID, run)
 	if err != nil {
 		return err
@@ -175,11 +194,27 @@ func (e *ProcessExecutor) Start(ctx context.Context, machine string, spec TaskSp
 		// The machine is free before the result is visible, so a consumer
 		// may start the next task on it as soon as it reads this one.
 		e.reg.release(run.machine, run.id)
-		e.q.push(res)
+		if run.launchErr == nil {
+			e.q.push(res)
+		}
 		close(run.done)
 		e.log.Debug("task ended", "task", res.ID, "machine", res.Machine, "reason", res.Reason, "exit", res.ExitCode)
 	}()
-	return nil
+	// Wait until the run's first journal record is durable (or the run
+	// has failed before anything ran), so that whoever reports the start
+	// onward reports something this host has recorded. The wait is
+	// bounded by local work (directories, inputs, one fsync), not by the
+	// task.
+	<-run.launched
+	return run.launchErr
+}
+
+// launch releases Start; err means no Result will come.
+func (r *procRun) launch(err error) {
+	r.launchOnce.Do(func() {
+		r.launchErr = err
+		close(r.launched)
+	})
 }
 
 // Stop ends task id: SIGTERM to its process group, then SIGKILL after
@@ -213,10 +248,16 @@ func (e *ProcessExecutor) Close(ctx context.Context) error {
 		}
 		err = stopAll(ctx, ids, e.cfg.Policy.killGrace(), e.Stop)
 		// Results is closed after the last run has queued its result,
-		// even if ctx ends first, so no result is lost.
+		// even if ctx ends first, so no result is lost. The journal stays
+		// open until the last run has recorded its end.
 		go func() {
 			e.reg.runs.Wait()
 			close(e.stopSampler)
+			if e.journal != nil {
+				if jerr := e.journal.close(); jerr != nil {
+					e.log.Warn("run journal: close", "err", jerr)
+				}
+			}
 			e.q.finish()
 		}()
 		waitGroup(ctx, &e.reg.runs)
@@ -308,9 +349,21 @@ const gateShell = "/bin/sh"
 
 // execute runs one task to its end and returns its result. It runs on its
 // own goroutine.
-func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec) Result {
+// When the executor keeps a journal, the run's records are written here:
+// no_process for a run that fails before spawning, start (before the gate
+// lets the task run) and end (once the group is gone) for the others. A
+// start or no_process record that cannot be written ends the run with
+// launchErr set: nothing of the task ran, and no Result is delivered.
+func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec) (res Result) {
 	pol := e.cfg.Policy
-	res := Result{ID: spec.ID, Machine: m.Name, ExitCode: -1, EnergySource: EnergyDeclared}
+	res = Result{ID: spec.ID, Machine: m.Name, ExitCode: -1, EnergySource: EnergyDeclared}
+	// Every path releases Start; the ones below do it with their own error.
+	defer run.launch(nil)
+	var runNo uint64
+	if e.journal != nil {
+		runNo = e.journal.newRun()
+	}
+	spawned := false
 	fail := func(te *taskError) Result {
 		res.Reason, res.Detail = te.reason, te.detail
 		res.DoneMFlop = priorDone(spec)
@@ -321,6 +374,14 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 			res.End = res.Start
 		}
 		e.log.Info("task failed", "task", spec.ID, "machine", m.Name, "reason", te.reason, "detail", te.detail)
+		if !spawned && e.journal != nil {
+			err := e.journal.append(JournalRecord{Event: JournalNoProcess, Run: runNo, Task: spec.ID, Machine: m.Name,
+				Attempt: res.Attempt, AtUs: res.End.UnixMicro(), Reason: te.reason})
+			if err != nil {
+				e.log.Error("run journal: cannot record a run that ended before starting; the run is dropped", "task", spec.ID, "err", err)
+				run.launch(fmt.Errorf("start %s: %w: %v", spec.ID, ErrJournal, err))
+			}
+		}
 		return res
 	}
 
@@ -389,7 +450,9 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	}
 	limits := pol.rlimits()
 	var gateW *os.File
-	if len(limits) > 0 {
+	// The gate holds the task until its resource limits are set and its
+	// start is journaled.
+	if len(limits) > 0 || e.journal != nil {
 		gateR, w, err := os.Pipe()
 		if err != nil {
 			return fail(failf(ReasonStartFailed, "gate pipe: %v", err))
@@ -425,8 +488,45 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 		return fail(failf(ReasonStartFailed, "start %s: %v", exe, err))
 	}
 	pid := cmd.Process.Pid
+	spawned = true
 	stdout.started()
 	stderr.started()
+	var goneAt time.Time // when the group was found empty
+	var survivors bool   // live processes left in the group after SIGKILL
+	if e.journal != nil {
+		err := e.journal.append(JournalRecord{Event: JournalStart, Run: runNo, Task: spec.ID, Machine: m.Name,
+			Attempt: dirs.attempt, PID: pid, AtUs: res.Start.UnixMicro()})
+		if err != nil {
+			// The gate is closed: nothing of the task ran. Without a
+			// start record it must not run at all.
+			_ = unix.Kill(-pid, unix.SIGKILL)
+			_ = cmd.Wait()
+			killGroup(pid, 5*time.Second)
+			if e.meter != nil {
+				e.meter.end(key)
+			}
+			e.log.Error("run journal: cannot record a start; the task is not run", "task", spec.ID, "err", err)
+			run.launch(fmt.Errorf("start %s: %w: %v", spec.ID, ErrJournal, err))
+			res.End = time.Now()
+			return fail(failf(ReasonStartFailed, "run journal: %v", err))
+		}
+		defer func() {
+			if goneAt.IsZero() {
+				goneAt = time.Now()
+			}
+			code := res.ExitCode
+			err := e.journal.append(JournalRecord{Event: JournalEnd, Run: runNo, Task: spec.ID, Machine: m.Name,
+				Attempt: dirs.attempt, PID: pid, AtUs: goneAt.UnixMicro(), ExitUs: res.End.UnixMicro(),
+				Reason: res.Reason, ExitCode: &code, Survivors: survivors})
+			if err != nil {
+				// The result still goes out: the run happened. The
+				// journal shows it open; the next boot marks it
+				// abandoned, with a later (still upper-bound) time.
+				e.log.Error("run journal: cannot record a run's end", "task", spec.ID, "err", err)
+			}
+		}()
+	}
+	run.launch(nil)
 	if gateW != nil {
 		cmd.ExtraFiles[0].Close()
 		if err := applyRlimits(pid, limits); err != nil {
@@ -438,6 +538,7 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 				e.meter.end(key)
 			}
 			res.End = time.Now()
+			goneAt = res.End
 			return fail(failf(ReasonStartFailed, "resource limits: %v", err))
 		}
 		_, werr := gateW.Write([]byte("go\n"))
@@ -481,9 +582,10 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	stopReason, stopDetail, signalled := run.stopReason, run.stopDetail, run.signalled
 	run.mu.Unlock()
 	// The leader is gone; whatever it left in its group goes too.
-	if left := killGroup(pid, 5*time.Second); left {
+	if survivors = killGroup(pid, 5*time.Second); survivors {
 		e.log.Warn("task: processes of the group survive SIGKILL", "task", spec.ID, "pgid", pid)
 	}
+	goneAt = time.Now()
 	// One shared deadline for both streams.
 	cut := time.Now().Add(2 * time.Second)
 	res.StdoutTruncated = stdout.finish(cut)

@@ -284,6 +284,8 @@ func newExecutor(cfg Config, dir string, mf *executor.MachinesFile, log *slog.Lo
 		Machines: mf.Machines,
 		Policy:   mf.Policy,
 		Logger:   log,
+		// The executor's own record of its runs (docs/EXECUTOR.md).
+		JournalPath: filepath.Join(dir, executor.RunJournalFile),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start: %w", err)
