@@ -184,7 +184,9 @@ func (c *cluster) start(p *peer, extra ...string) {
 	t.Helper()
 	p.runs++
 	base := filepath.Join(p.logs, fmt.Sprintf("%s-run%d", p.name, p.runs))
-	args := append([]string{"run", "--data", p.data, "--log-level", "info"}, extra...)
+	// --fault-injection: the test-only surface faults_test.go drives
+	// (unused by the other faults; it changes nothing until asked).
+	args := append([]string{"run", "--data", p.data, "--log-level", "info", "--fault-injection"}, extra...)
 	pr, err := peerproc.Start(fmt.Sprintf("%s (run %d)", p.name, p.runs), peerBin, base, args...)
 	if err != nil {
 		t.Fatalf("start peer run for %s: %v", p.name, err)
