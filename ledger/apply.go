@@ -488,14 +488,41 @@ func (l *Ledger) taskEnded(c *Command, res *Result) *Error {
 	if b.Failed {
 		outcome = OutcomeFailed
 	}
+	// An earlier run on this machine that the ledger took off (preempted or
+	// cancelled) and whose report is still awaited.
+	stale := t.openSegment(m.ID, OutcomePreempting, OutcomeCancelling)
 	switch {
 	case t.State == TaskRunning && t.Machine == m.ID:
+		// The run in progress, even if an earlier run here is still
+		// unreported: the owner's peer starts a task again only after the
+		// end of its previous run there is reported (node/bridge.go), so a
+		// stale report cannot follow a start; a run lost with a restart
+		// is reported as stopped, never as ended.
 		if err := l.checkCredits(cr); err != nil {
 			return err
 		}
 		l.closeSegment(t, t.openSegment(m.ID, OutcomeRunning), c.AtMs, b.EnergyMilliJ, b.Source, outcome)
 		l.unplace(t, m)
 		end()
+	case stale >= 0:
+		// The ledger already took the task off this machine (preempted or
+		// cancelled) before the report arrived: the report closes that run.
+		// This holds also when the task has since been placed on this same
+		// machine again and not started: a run that never started has no
+		// end with energy to report, and refusing the report would leave
+		// the earlier run open with the new assignment behind it.
+		if err := l.checkCredits(cr); err != nil {
+			return err
+		}
+		if !b.Failed && t.State == TaskQueued {
+			// Preempted, but it finished before it could be stopped, and it
+			// has not been placed again: its work is done.
+			l.closeSegment(t, stale, c.AtMs, b.EnergyMilliJ, b.Source, OutcomeDone)
+			end()
+			return nil
+		}
+		l.closeSegment(t, stale, c.AtMs, b.EnergyMilliJ, b.Source, closedOutcome(t.Segments[stale].Outcome))
+		res.Notes = append(res.Notes, fmt.Sprintf("task %s: exit on %q booked as the end of its %s run; the task is %s%s", t.ID, m.ID, t.Segments[stale].Outcome, t.State, onMachine(t)))
 	case t.State == TaskAssigned && t.Machine == m.ID:
 		// It failed before it ever started: there is no segment to book
 		// energy on.
@@ -505,24 +532,7 @@ func (l *Ledger) taskEnded(c *Command, res *Result) *Error {
 		l.unplace(t, m)
 		end()
 	default:
-		// The ledger already took the task off this machine (preempted or
-		// cancelled) before the report arrived: the report closes that run.
-		i := t.openSegment(m.ID, OutcomePreempting, OutcomeCancelling)
-		if i < 0 {
-			return errf(CodeBadState, "task %s is %s%s, not running on %q", t.ID, t.State, onMachine(t), m.ID)
-		}
-		if err := l.checkCredits(cr); err != nil {
-			return err
-		}
-		if !b.Failed && t.State == TaskQueued {
-			// Preempted, but it finished before it could be stopped, and it
-			// has not been placed again: its work is done.
-			l.closeSegment(t, i, c.AtMs, b.EnergyMilliJ, b.Source, OutcomeDone)
-			end()
-			return nil
-		}
-		l.closeSegment(t, i, c.AtMs, b.EnergyMilliJ, b.Source, closedOutcome(t.Segments[i].Outcome))
-		res.Notes = append(res.Notes, fmt.Sprintf("task %s: exit on %q booked as the end of its %s run; the task is %s", t.ID, m.ID, t.Segments[i].Outcome, t.State))
+		return errf(CodeBadState, "task %s is %s%s, not running on %q", t.ID, t.State, onMachine(t), m.ID)
 	}
 	return nil
 }

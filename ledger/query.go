@@ -170,6 +170,10 @@ type PendingStop struct {
 	Task    string  `json:"task"`
 	Outcome Outcome `json:"outcome"`
 	StartMs int64   `json:"start_ms"`
+	// Attempt numbers the run among the task's runs, from 1 (its
+	// segment's position; Task.Attempts once that run had started). It
+	// tells this run from a later one of the same task on the same machine.
+	Attempt int `json:"attempt"`
 }
 
 // PendingStops lists the runs on owner's machines waiting for a TaskStopped
@@ -178,9 +182,9 @@ func (l *Ledger) PendingStops(owner string) []PendingStop {
 	var out []PendingStop
 	for _, id := range sortedKeys(l.byOrgM[owner]) {
 		for _, tid := range sortedKeys(l.stopping[id]) {
-			for _, s := range l.tasks[tid].Segments {
+			for i, s := range l.tasks[tid].Segments {
 				if s.Machine == id && (s.Outcome == OutcomePreempting || s.Outcome == OutcomeCancelling) {
-					out = append(out, PendingStop{Machine: id, Task: tid, Outcome: s.Outcome, StartMs: s.StartMs})
+					out = append(out, PendingStop{Machine: id, Task: tid, Outcome: s.Outcome, StartMs: s.StartMs, Attempt: i + 1})
 				}
 			}
 		}
