@@ -22,7 +22,9 @@ type Backend interface {
 	// Task returns one task in detail; *Error with CodeNotFound if unknown.
 	Task(ctx context.Context, id string) (TaskDetail, error)
 	// Submit queues tasks for this peer's organisation and returns their IDs
-	// in the order given.
+	// in the order given. A request whose RequestID the ledger already
+	// applied for this organisation returns the original IDs with Replayed
+	// set, and queues nothing.
 	Submit(ctx context.Context, req SubmitRequest) (SubmitResponse, error)
 	// Cancel cancels one of this organisation's tasks.
 	Cancel(ctx context.Context, id string) error
@@ -208,8 +210,14 @@ type CheckpointView struct {
 // SubmitRequest is POST /v1/tasks: a bag of tasks already validated by the
 // client (package jobfile) and validated again by the server.
 type SubmitRequest struct {
-	Job   string       `json:"job,omitempty"`
-	Tasks []SubmitTask `json:"tasks"`
+	Job string `json:"job,omitempty"`
+	// RequestID is the optional idempotency key (1-128 characters of
+	// [A-Za-z0-9._:-], see ledger.ValidRequestID), scoped to this peer's
+	// organisation: resending a submission with the same RequestID after
+	// an unanswered attempt never queues its tasks twice. Client.Submit
+	// sets a fresh one when it is empty and reuses it on its own resends.
+	RequestID string       `json:"request_id,omitempty"`
+	Tasks     []SubmitTask `json:"tasks"`
 	// Blobs holds input contents by sha256 (lowercase hex), so that a file
 	// shipped with many tasks travels once: such an InputFile gives Digest
 	// and no Data. The server checks every blob against its digest and
@@ -244,6 +252,14 @@ type InputFile struct {
 // SubmitResponse lists the IDs the ledger gave, in request order.
 type SubmitResponse struct {
 	TaskIDs []string `json:"task_ids"`
+	// RequestID is the request's idempotency key (the client's, or one the
+	// peer chose when the request had none).
+	RequestID string `json:"request_id,omitempty"`
+	// Replayed: an earlier copy of this request (a client's resend or the
+	// peer's own retry of a proposal whose outcome it did not learn) had
+	// queued the tasks; TaskIDs are that copy's and nothing was queued now.
+	// The server then answers 200 instead of 201.
+	Replayed bool `json:"replayed,omitempty"`
 }
 
 // LimitRequest is PUT /v1/limit: exactly one of Percent (of the

@@ -25,7 +25,7 @@ type sliceKey struct {
 // thousand tasks ship the same file sends it once. req is not modified;
 // the contents are shared, not copied.
 func PackBlobs(req SubmitRequest) SubmitRequest {
-	out := SubmitRequest{Job: req.Job, Tasks: make([]SubmitTask, len(req.Tasks))}
+	out := SubmitRequest{Job: req.Job, RequestID: req.RequestID, Tasks: make([]SubmitTask, len(req.Tasks))}
 	known := map[sliceKey]string{}
 	for i, t := range req.Tasks {
 		out.Tasks[i] = t

@@ -3,6 +3,8 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // CodeUnreachable is set by Client, never sent by a server: the request
@@ -20,6 +23,14 @@ const CodeUnreachable = "unreachable"
 // DefaultMaxResponseBytes bounds what the client reads of one answer: a
 // listing of a job's 100,000 tasks or a large log fits.
 const DefaultMaxResponseBytes = 512 << 20
+
+// Defaults of Client's resends of a submission whose outcome it did not
+// learn: 4 attempts, 250 ms before the second, doubling (about 1.75 s of
+// pauses in all).
+const (
+	DefaultSubmitAttempts = 4
+	DefaultSubmitBackoff  = 250 * time.Millisecond
+)
 
 // Client calls a peer's API. Its methods mirror Backend (a *Client is a
 // Backend, for proxies and tests) and return either the view or an *Error
@@ -32,6 +43,14 @@ type Client struct {
 	// MaxResponseBytes bounds the body read from one answer; 0 means
 	// DefaultMaxResponseBytes.
 	MaxResponseBytes int64
+	// SubmitAttempts is how many times Submit sends one submission while
+	// its outcome stays unknown (no answer, 503 unavailable, 500
+	// internal), always with the same request ID so that the ledger
+	// queues it at most once; 0 means DefaultSubmitAttempts, 1 sends once.
+	SubmitAttempts int
+	// SubmitBackoff is the pause before the first resend, doubled before
+	// each next one; 0 means DefaultSubmitBackoff.
+	SubmitBackoff time.Duration
 }
 
 var _ Backend = (*Client)(nil)
@@ -234,12 +253,93 @@ func (c *Client) Task(ctx context.Context, id string) (TaskDetail, error) {
 	return t, err
 }
 
+// NewRequestID returns a fresh random request ID (32 hex digits) for
+// SubmitRequest.RequestID.
+func NewRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return hex.EncodeToString(b[:])
+}
+
 // Submit calls POST /v1/tasks, each distinct input content sent once
-// (PackBlobs).
+// (PackBlobs). A request without a RequestID gets a fresh one
+// (NewRequestID). While the outcome stays unknown — no answer, 503
+// unavailable, 500 internal — Submit resends the same request, same
+// RequestID, up to SubmitAttempts times with a doubling pause: the ledger
+// queues it at most once, and a resend of a submission that was queued
+// answers with its original task IDs (SubmitResponse.Replayed). If the
+// last attempt is unanswered too, the error names the request ID, so the
+// caller can resend later with it.
 func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResponse, error) {
-	var r SubmitResponse
-	_, err := c.do(ctx, http.MethodPost, "/v1/tasks", nil, PackBlobs(req), &r, true)
-	return r, err
+	if req.RequestID == "" {
+		req.RequestID = NewRequestID()
+	}
+	body := PackBlobs(req)
+	attempts := c.SubmitAttempts
+	if attempts <= 0 {
+		attempts = DefaultSubmitAttempts
+	}
+	pause := c.SubmitBackoff
+	if pause <= 0 {
+		pause = DefaultSubmitBackoff
+	}
+	for attempt := 1; ; attempt++ {
+		var r SubmitResponse
+		_, err := c.do(ctx, http.MethodPost, "/v1/tasks", nil, body, &r, true)
+		if err == nil {
+			if r.RequestID == "" {
+				r.RequestID = req.RequestID
+			}
+			return r, nil
+		}
+		if ctx.Err() != nil {
+			// Given up mid-request: the outcome is unknown too.
+			return SubmitResponse{}, withRequestID(err, req.RequestID, attempt)
+		}
+		if !OutcomeUnknown(err) {
+			return SubmitResponse{}, err
+		}
+		if attempt >= attempts || !sleepCtx(ctx, pause) {
+			return SubmitResponse{}, withRequestID(err, req.RequestID, attempt)
+		}
+		pause *= 2
+	}
+}
+
+// OutcomeUnknown says whether err leaves a write's outcome unknown: no
+// answer (CodeUnreachable), 503 unavailable (no leader, or a proposal the
+// peer gave up on), 500 internal. Resending a submission with the same
+// request ID is then safe.
+func OutcomeUnknown(err error) bool {
+	switch CodeOf(err) {
+	case CodeUnreachable, CodeUnavailable, CodeInternal:
+		return true
+	}
+	return false
+}
+
+// withRequestID adds to an unanswered submission's error how to resend it.
+func withRequestID(err error, id string, attempts int) error {
+	hint := fmt.Sprintf(" (no answer after %d attempts; request ID %s)", attempts, id)
+	var e *Error
+	if errors.As(err, &e) {
+		c := *e
+		c.Message += hint
+		return &c
+	}
+	return fmt.Errorf("%w%s", err, hint)
+}
+
+// sleepCtx waits d or until ctx ends; it reports whether ctx is alive.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // Cancel calls POST /v1/tasks/{id}/cancel.

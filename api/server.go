@@ -481,7 +481,15 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if len(resp.TaskIDs) != len(req.Tasks) {
 		return fmt.Errorf("submit: the backend returned %d task IDs for %d tasks", len(resp.TaskIDs), len(req.Tasks))
 	}
-	writeJSON(w, http.StatusCreated, resp)
+	if resp.RequestID == "" {
+		resp.RequestID = req.RequestID
+	}
+	// 201: queued now; 200: an earlier copy of the request had queued them.
+	status := http.StatusCreated
+	if resp.Replayed {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, resp)
 	return nil
 }
 

@@ -62,6 +62,9 @@ func ValidateSubmit(req SubmitRequest, lim SubmitLimits) error {
 	if req.Job != "" && !nameRE.MatchString(req.Job) {
 		return Errorf(CodeBadRequest, "job name %q: want 1-64 characters of [A-Za-z0-9._-], starting with a letter or digit", req.Job)
 	}
+	if req.RequestID != "" && !ledger.ValidRequestID(req.RequestID) {
+		return Errorf(CodeBadRequest, "request_id %q: want 1-%d characters of [A-Za-z0-9._:-]", req.RequestID, ledger.MaxRequestIDLen)
+	}
 	if len(req.Tasks) == 0 {
 		return Errorf(CodeBadRequest, "no tasks")
 	}

@@ -250,7 +250,15 @@ func (n *Node) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitRes
 		}
 		specs[i] = ledger.TaskSpec{SizeMFlop: st.SizeMFlop, Spec: spec}
 	}
-	body := func(c *ledger.Command) { c.SubmitTasks = &ledger.SubmitTasks{Tasks: specs} }
+	// Every submission carries a request ID (the client's, or one made up
+	// here), so that resending it — the client after no answer, or this
+	// peer after a proposal whose outcome it did not learn — never queues
+	// the tasks twice: the ledger answers a resend with the original IDs.
+	key := req.RequestID
+	if key == "" {
+		key = "peer:" + api.NewRequestID()
+	}
+	body := func(c *ledger.Command) { c.SubmitTasks = &ledger.SubmitTasks{RequestID: key, Tasks: specs} }
 	// Check the whole command before storing anything.
 	probe := ledger.Command{Org: n.org, Peer: n.self.String(), AtMs: n.now().UnixMilli()}
 	body(&probe)
@@ -271,14 +279,48 @@ func (n *Node) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitRes
 			}
 		}
 	}
-	res, err := n.propose(ctx, body)
+	var res ledger.Result
+	for attempt := 1; ; attempt++ {
+		res, err = n.propose(ctx, body)
+		if err == nil || !resendable(err) || attempt == submitAttempts {
+			break
+		}
+		n.log.Info("submit: outcome unknown, proposing again with the same request ID", "request_id", key, "attempt", attempt, "err", err)
+		if !sleep(ctx, time.Duration(attempt)*submitRetryPause) {
+			break
+		}
+	}
 	if err != nil {
-		if p2p.Code(err) == consensus.CodeOutcomeUnknown {
-			return api.SubmitResponse{}, api.Errorf(api.CodeUnavailable, "the submission may or may not have been queued (%v): check peer tasks before submitting again", err)
+		if resendable(err) || ctx.Err() != nil {
+			return api.SubmitResponse{}, api.Errorf(api.CodeUnavailable, "the submission may or may not have been queued (%v): resend it with request ID %s to be sure not to queue it twice", err, key)
 		}
 		return api.SubmitResponse{}, apiError(err)
 	}
-	return api.SubmitResponse{TaskIDs: res.TaskIDs}, nil
+	return api.SubmitResponse{TaskIDs: res.TaskIDs, RequestID: key, Replayed: res.Replayed}, nil
+}
+
+// A submission whose proposal ended with an unknown outcome (or found no
+// leader) is proposed again, same request ID, up to submitAttempts times
+// with a growing pause, while the caller waits.
+const (
+	submitAttempts   = 3
+	submitRetryPause = 250 * time.Millisecond
+)
+
+// resendable says whether a proposal's error leaves it worth proposing a
+// keyed submission again: the outcome is unknown, or no leader took it. A
+// ledger rejection is an answer, not resendable.
+func resendable(err error) bool {
+	var pe *p2p.Error
+	if !errors.As(err, &pe) && !errors.Is(err, p2p.ErrUnreachable) {
+		return false
+	}
+	switch p2p.Code(err) {
+	case consensus.CodeOutcomeUnknown, consensus.CodeNoLeader, consensus.CodeNotLeader, consensus.CodeTimeout,
+		p2p.CodeUnavailable, p2p.CodeTruncated:
+		return true
+	}
+	return false
 }
 
 // Cancel cancels one of this organisation's tasks.

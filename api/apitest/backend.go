@@ -210,7 +210,10 @@ func (b *Backend) Task(_ context.Context, id string) (api.TaskDetail, error) {
 }
 
 // Submit implements api.Backend with submit_tasks commands of at most
-// ledger.MaxTasksPerCommand tasks each.
+// ledger.MaxTasksPerCommand tasks each. A request ID guards the first
+// command; batch i ≥ 1 of a larger request uses "<id>.<i>" (an ID too long
+// for the suffix leaves those batches unguarded). A request without one
+// is not guarded, so that seeded states stay the same.
 func (b *Backend) Submit(_ context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -218,10 +221,16 @@ func (b *Backend) Submit(_ context.Context, req api.SubmitRequest) (api.SubmitRe
 		return api.SubmitResponse{}, err
 	}
 	specs := api.TaskSpecsToLedger(req)
-	var resp api.SubmitResponse
-	for start := 0; start < len(specs); start += ledger.MaxTasksPerCommand {
+	resp := api.SubmitResponse{RequestID: req.RequestID, Replayed: req.RequestID != ""}
+	for batch, start := 0, 0; start < len(specs); batch, start = batch+1, start+ledger.MaxTasksPerCommand {
 		end := min(start+ledger.MaxTasksPerCommand, len(specs))
-		r, err := b.apply(ledger.Command{SubmitTasks: &ledger.SubmitTasks{Tasks: specs[start:end]}})
+		key := req.RequestID
+		if batch > 0 && key != "" {
+			if key = fmt.Sprintf("%s.%d", key, batch); !ledger.ValidRequestID(key) {
+				key = ""
+			}
+		}
+		r, err := b.apply(ledger.Command{SubmitTasks: &ledger.SubmitTasks{RequestID: key, Tasks: specs[start:end]}})
 		if err != nil {
 			return api.SubmitResponse{}, api.ErrorFromLedger(err)
 		}
@@ -229,6 +238,7 @@ func (b *Backend) Submit(_ context.Context, req api.SubmitRequest) (api.SubmitRe
 			b.inputs[id] = req.Tasks[start+i].Inputs
 		}
 		resp.TaskIDs = append(resp.TaskIDs, r.TaskIDs...)
+		resp.Replayed = resp.Replayed && r.Replayed
 	}
 	return resp, nil
 }

@@ -541,7 +541,8 @@ func TestSubmitBatches(t *testing.T) {
 		calls := 0
 		_, data := fixtureWith(t, func(b *apitest.Backend) api.Backend { return failSecondSubmit{b, &calls} })
 		code, out, errs := runCLI(t, "submit", job, "--data", data)
-		if code != 1 || !strings.Contains(errs, fmt.Sprintf("only the first %d of %d tasks were submitted: unavailable: no leader", submitBatch, submitBatch+1)) {
+		if code != 1 || !strings.Contains(errs, fmt.Sprintf("only the first %d of %d tasks were submitted; resend with --request-id ", submitBatch, submitBatch+1)) ||
+			!strings.Contains(errs, ": unavailable: no leader (no answer after 4 attempts") {
 			t.Errorf("exit %d: %s", code, errs)
 		}
 		got := lines(out)

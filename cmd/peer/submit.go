@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -15,10 +16,16 @@ import (
 // submitOutput is `peer submit --json`: the job and its task IDs in the
 // file's order.
 type submitOutput struct {
-	Job     string       `json:"job"`
-	TaskIDs []string     `json:"task_ids"`
-	Tasks   []submitLine `json:"tasks"`
-	DryRun  bool         `json:"dry_run,omitempty"`
+	Job string `json:"job"`
+	// RequestID is the submission's idempotency key (--request-id, or one
+	// made up): resending the job with it never queues its tasks twice.
+	RequestID string `json:"request_id,omitempty"`
+	// Replayed: every batch had already been queued by an earlier submit
+	// with this request ID; the IDs are those tasks'.
+	Replayed bool         `json:"replayed,omitempty"`
+	TaskIDs  []string     `json:"task_ids"`
+	Tasks    []submitLine `json:"tasks"`
+	DryRun   bool         `json:"dry_run,omitempty"`
 }
 
 type submitLine struct {
@@ -29,6 +36,7 @@ type submitLine struct {
 func newSubmitCmd() *cobra.Command {
 	var f clientFlags
 	var dryRun bool
+	var requestID string
 	cmd := &cobra.Command{
 		Use:   "submit JOBFILE",
 		Short: "Submit a job file's tasks to the federation and print their IDs",
@@ -40,9 +48,18 @@ reported with file, line, column and field, and the exit code is 2.
 The task IDs are printed in the file's order. A job of more than 10,000
 tasks is sent in batches of 10,000 (the most one ledger command carries);
 if a later batch fails, the IDs of the tasks already submitted are printed
-before the error.`,
+before the error.
+
+Every submission carries a request ID (--request-id, or a random one,
+printed): the client resends a submission that got no answer, and the
+ledger never queues the same request twice. If the command still fails
+without knowing whether the tasks were queued, run it again with the
+printed --request-id: tasks already queued are not queued again and their
+IDs are printed ("already submitted"). Batch i ≥ 1 of a large job uses
+"<request-id>.<i>".`,
 		Example: `  peer submit --data /var/lib/coopgrid examples/jobs/sweep.yaml
-  peer submit --data /var/lib/coopgrid --json job.yaml | jq -r '.task_ids[]'`,
+  peer submit --data /var/lib/coopgrid --json job.yaml | jq -r '.task_ids[]'
+  peer submit --data /var/lib/coopgrid --request-id sweep-2026-11-22 examples/jobs/sweep.yaml`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			job, err := jobfile.Load(args[0], jobfile.Options{})
@@ -53,6 +70,13 @@ before the error.`,
 			if err := api.ValidateSubmit(req, api.SubmitLimits{}); err != nil {
 				return &exitError{code: 2, err: fmt.Errorf("%s: %w", args[0], err)}
 			}
+			if requestID != "" {
+				// The longest key of the job (its last batch's) must be valid.
+				if last := batchRequestID(requestID, (len(req.Tasks)-1)/submitBatch); !ledger.ValidRequestID(last) {
+					return usageErr("--request-id %q: want 1-%d characters of [A-Za-z0-9._:-] (including the suffix %q of the job's last batch)",
+						requestID, ledger.MaxRequestIDLen, strings.TrimPrefix(last, requestID))
+				}
+			}
 			out := submitOutput{Job: req.Job, TaskIDs: []string{}, DryRun: dryRun}
 			for _, t := range req.Tasks {
 				out.Tasks = append(out.Tasks, submitLine{Name: t.Name})
@@ -62,14 +86,19 @@ before the error.`,
 				if err != nil {
 					return err
 				}
-				ids, err := submitBatches(cmd, c, req)
+				if requestID == "" {
+					requestID = api.NewRequestID()
+				}
+				out.RequestID = requestID
+				ids, replayed, err := submitBatches(cmd, c, req, requestID)
 				out.TaskIDs = ids
+				out.Replayed = replayed
 				for i, id := range ids {
 					out.Tasks[i].ID = id
 				}
 				if err != nil {
 					if len(ids) == 0 {
-						return c.fail("submit "+args[0], err)
+						return c.fail(fmt.Sprintf("submit %s (request ID %s)", args[0], requestID), err)
 					}
 					// Some batches are in: say exactly which, on stdout
 					// as usual, before the error.
@@ -79,7 +108,7 @@ before the error.`,
 					} else {
 						_ = printSubmitted(cmd.OutOrStdout(), out)
 					}
-					return c.fail(fmt.Sprintf("submit %s: only the first %d of %d tasks were submitted", args[0], len(ids), len(req.Tasks)), err)
+					return c.fail(fmt.Sprintf("submit %s: only the first %d of %d tasks were submitted; resend with --request-id %s to submit the rest without queuing these again", args[0], len(ids), len(req.Tasks), requestID), err)
 				}
 			}
 			w := cmd.OutOrStdout()
@@ -95,11 +124,16 @@ before the error.`,
 	}
 	addClientFlags(cmd, &f, true)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check the job file and print what would be submitted, without contacting the peer")
+	cmd.Flags().StringVar(&requestID, "request-id", "", "idempotency key of this submission (1-128 of [A-Za-z0-9._:-]; default: random): resending the job with the same one never queues its tasks twice")
 	return cmd
 }
 
 func printSubmitted(w io.Writer, out submitOutput) error {
-	fmt.Fprintf(w, "submitted job %s: %d tasks\n", out.Job, len(out.Tasks))
+	if out.Replayed {
+		fmt.Fprintf(w, "already submitted (request ID %s): job %s: %d tasks, nothing queued again\n", out.RequestID, out.Job, len(out.Tasks))
+	} else {
+		fmt.Fprintf(w, "submitted job %s: %d tasks\n", out.Job, len(out.Tasks))
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME")
 	for _, t := range out.Tasks {
@@ -112,22 +146,35 @@ func printSubmitted(w io.Writer, out submitOutput) error {
 // carries at most that many, and a daemon may refuse more at once.
 const submitBatch = ledger.MaxTasksPerCommand
 
-// submitBatches submits req in batches of submitBatch tasks, in order, and
-// returns the IDs given so far; it stops at the first failure. A job file
-// holds at most 100,000 tasks, so a large job is not atomic: the caller
-// reports what went in.
-func submitBatches(cmd *cobra.Command, c *conn, req api.SubmitRequest) ([]string, error) {
+// submitBatches submits req in batches of submitBatch tasks, in order,
+// batch i with request ID batchRequestID(requestID, i), and returns the IDs
+// given so far and whether every batch was a replay; it stops at the first
+// failure. A job file holds at most 100,000 tasks, so a large job is not
+// atomic: the caller reports what went in, and a resend with the same
+// request ID completes it without queuing the batches already in.
+func submitBatches(cmd *cobra.Command, c *conn, req api.SubmitRequest, requestID string) ([]string, bool, error) {
 	ids := make([]string, 0, len(req.Tasks))
-	for start := 0; start < len(req.Tasks); start += submitBatch {
+	replayed := true
+	for batch, start := 0, 0; start < len(req.Tasks); batch, start = batch+1, start+submitBatch {
 		end := min(start+submitBatch, len(req.Tasks))
-		resp, err := c.Submit(cmd.Context(), api.SubmitRequest{Job: req.Job, Tasks: req.Tasks[start:end]})
+		resp, err := c.Submit(cmd.Context(), api.SubmitRequest{Job: req.Job, RequestID: batchRequestID(requestID, batch), Tasks: req.Tasks[start:end]})
 		if err != nil {
-			return ids, err
+			return ids, false, err
 		}
 		if len(resp.TaskIDs) != end-start {
-			return ids, fmt.Errorf("the peer returned %d task IDs for %d tasks", len(resp.TaskIDs), end-start)
+			return ids, false, fmt.Errorf("the peer returned %d task IDs for %d tasks", len(resp.TaskIDs), end-start)
 		}
 		ids = append(ids, resp.TaskIDs...)
+		replayed = replayed && resp.Replayed
 	}
-	return ids, nil
+	return ids, replayed, nil
+}
+
+// batchRequestID is the request ID of a job's batch i: the job's own for
+// the first, "<id>.<i>" for the others.
+func batchRequestID(id string, i int) string {
+	if i == 0 {
+		return id
+	}
+	return fmt.Sprintf("%s.%d", id, i)
 }
