@@ -57,7 +57,7 @@ func TestSubmitResend(t *testing.T) {
 			before, _ := b.Orgs(context.Background())
 			var first []string
 			for i, args := range tc.runs {
-				code, out, errs := runCLI(t, append(append([]string{"submit", "--json", job, "--data", data}, args...))...)
+				code, out, errs := runCLI(t, append([]string{"submit", "--json", job, "--data", data}, args...)...)
 				if code != 0 {
 					t.Fatalf("run %d: exit %d: %s", i, code, errs)
 				}
