@@ -33,6 +33,7 @@ import (
 //	blobs/<sha256>     input files of tasks this peer submitted or fetched
 //	outputs/<task-id>/ outputs returned for this organisation's tasks
 //	tasks/             the executor's work directories
+//	boot               the boot stamp of the latest start (heartbeat replay guard)
 //	runs.jsonl         the process executor's run journal (+ .1 … rotated, .lock)
 const (
 	ConfigFile   = "config.yaml"

@@ -13,18 +13,19 @@ import (
 
 	"github.com/coopgrid/coopgrid/api"
 	"github.com/coopgrid/coopgrid/consensus"
+	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // startFaulty starts tn's peer with fault injection on (clock stepped by
 // offset from the start), as `peer run --fault-injection` does.
-func startFaulty(t *testing.T, tn *tnode, offset time.Duration) {
+func startFaulty(t *testing.T, tn *tnode, offset time.Duration, bootstrap ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n, err := Start(ctx, Options{
-		DataDir: tn.dir, Logger: testLogger(tn.org), ReconcileInterval: 200 * time.Millisecond,
+		DataDir: tn.dir, Bootstrap: bootstrap, Logger: testLogger(tn.org), ReconcileInterval: 200 * time.Millisecond,
 		FaultInjection: true, FaultClockOffset: offset,
 		Consensus: func(c *consensus.Config) { c.NoSync = true; c.CheckInvariants = true },
 	})
@@ -167,5 +168,54 @@ func TestFaultClockOffsetStampsCommands(t *testing.T) {
 	st, err = tn.n.SetFaults(ctx, api.FaultsRequest{BlockPeers: &[]string{}, ClockOffsetMs: ptr(int64(0)), DiskDelayMs: ptr(int64(0))})
 	if err != nil || len(st.BlockPeers) != 0 || st.ClockOffsetMs != 0 || st.DiskDelayMs != 0 {
 		t.Fatalf("heal: %+v %v", st, err)
+	}
+}
+
+// TestLostRunEnergyOnOwnersClock: a leader whose clock is an hour ahead
+// (or behind) declares a crashed peer's machine lost; the energy booked
+// for the run it held is busy power × the run's real length, not × the
+// leader's error: the loss is stamped on the owner's clock.
+func TestLostRunEnergyOnOwnersClock(t *testing.T) {
+	for _, step := range []time.Duration{time.Hour, -time.Hour} {
+		t.Run(step.String(), func(t *testing.T) {
+			a := newTNode(t, "lc-a", "", "", testConfig("sim"))
+			startFaulty(t, a, 0)
+			b := newTNode(t, "lc-b", a.secret(), simMachine("m1", 10, 100), testConfig("sim"))
+			startFaulty(t, b, 0, a.addr())
+			c := newTNode(t, "lc-c", a.secret(), "", testConfig("sim"))
+			startFaulty(t, c, 0, a.addr())
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			waitFor(t, 20*time.Second, "a leads", func() bool { return a.n.cons.IsLeader() })
+			if _, err := a.n.SetFaults(ctx, api.FaultsRequest{ClockOffsetMs: ptr(step.Milliseconds())}); err != nil {
+				t.Fatal(err)
+			}
+			// 10 GFLOPS × a day of work: it runs until b dies.
+			resp, err := b.n.Submit(ctx, api.SubmitRequest{Tasks: []api.SubmitTask{{SizeMFlop: 10_000 * 86_400}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := resp.TaskIDs[0]
+			waitFor(t, 20*time.Second, id+" running on lc-b/m1", func() bool {
+				tk := a.task(id)
+				return tk.State == ledger.TaskRunning && tk.Machine == "lc-b/m1"
+			})
+			time.Sleep(500 * time.Millisecond) // a few heartbeats of the running task
+			b.crash()
+			waitFor(t, 30*time.Second, "lc-b/m1 lost", func() bool { return a.machine("lc-b/m1").State == ledger.MachineLost })
+			segs := a.task(id).Segments
+			if len(segs) == 0 || segs[0].Outcome != ledger.OutcomeLost {
+				t.Fatalf("segments %+v", segs)
+			}
+			// 100 W for ten minutes: far more than the few seconds the run
+			// lasted, far less than the leader's hour (360 kJ).
+			if mj := segs[0].EnergyMilliJ; mj > 100_000*600 {
+				t.Fatalf("lost run booked %d mJ over [%d, %d]: the leader's clock error was credited", mj, segs[0].StartMs, segs[0].EndMs)
+			}
+			// And not nothing: it ran for a second or more at 100 W.
+			if mj := segs[0].EnergyMilliJ; mj == 0 {
+				t.Fatalf("lost run booked no energy over [%d, %d]: the leader's clock error erased it", segs[0].StartMs, segs[0].EndMs)
+			}
+		})
 	}
 }

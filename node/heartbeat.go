@@ -75,7 +75,11 @@ type MachineTelemetry struct {
 type tracker struct {
 	mu     sync.Mutex
 	seen   map[string]time.Time // machine ID → local time
-	atMs   map[string]int64     // machine ID → sender's time
+	atMs   map[string]int64     // machine ID → sender's time, the latest
+	// lastAt is the sender's time of the heartbeat received at seen (not
+	// the largest seen): with seen, it maps the local clock to the
+	// sender's (ownerClockMs).
+	lastAt map[string]int64
 	tele   map[string]MachineTelemetry
 	last   map[peer.ID][2]int64 // author → last accepted (Boot, Seq)
 	loads  map[string]float64
@@ -84,7 +88,7 @@ type tracker struct {
 
 func newTracker() *tracker {
 	return &tracker{
-		seen: map[string]time.Time{}, atMs: map[string]int64{}, tele: map[string]MachineTelemetry{},
+		seen: map[string]time.Time{}, atMs: map[string]int64{}, lastAt: map[string]int64{}, tele: map[string]MachineTelemetry{},
 		last: map[peer.ID][2]int64{}, loads: map[string]float64{}, upFrom: map[string]time.Time{},
 	}
 }
@@ -97,6 +101,7 @@ func (t *tracker) observe(hb *Heartbeat, now time.Time) {
 		id := hb.Org + "/" + m.Name
 		t.seen[id] = now
 		t.atMs[id] = max(t.atMs[id], hb.AtMs)
+		t.lastAt[id] = hb.AtMs
 		t.tele[id] = m
 	}
 }
@@ -106,6 +111,18 @@ func (t *tracker) lastHeartbeatMs(id string) int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.atMs[id]
+}
+
+// ownerClockMsLocked estimates the wall clock of machine id's peer at
+// local time now: the sender's stamp of its last heartbeat plus the
+// (monotonic) time since it arrived. ok is false when no heartbeat of id
+// was received. The caller holds t.mu.
+func (t *tracker) ownerClockMsLocked(id string, now time.Time) (ms int64, ok bool) {
+	seen, ok := t.seen[id]
+	if !ok {
+		return 0, false
+	}
+	return t.lastAt[id] + now.Sub(seen).Milliseconds(), true
 }
 
 // accept applies the replay guard: a message from author that is not
@@ -368,6 +385,7 @@ func (n *Node) detectLost() {
 		n.hb.mu.Lock()
 		nowUp := map[string]bool{}
 		var silent []string
+		stamps := map[string]int64{}
 		for _, id := range ups {
 			nowUp[id] = true
 			if !wasUp[id] {
@@ -382,13 +400,32 @@ func (n *Node) detectLost() {
 			}
 			if now.Sub(ref) > timeout {
 				silent = append(silent, id)
+				// Stamp the loss on the owner's clock, as far as its
+				// heartbeats tell it: the ledger books the lost runs'
+				// energy as busy power × (loss − start), and the owner
+				// stamped the start. A leader whose clock is an hour
+				// ahead would otherwise credit an hour of energy per
+				// lost run (the chaos harness's clock-leader-loses-
+				// follower found it). Without a heartbeat, this peer's
+				// own clock.
+				if ms, ok := n.hb.ownerClockMsLocked(id, now); ok && ms > 0 && ms <= ledger.MaxTimeMs {
+					stamps[id] = ms
+				}
 			}
 		}
 		n.hb.mu.Unlock()
 		wasUp = nowUp
 		for _, id := range silent {
 			ctx, cancel := context.WithTimeout(n.ctx, timeout)
-			_, err := n.propose(ctx, func(c *ledger.Command) { c.MachineLost = &ledger.MachineLostCmd{Machine: id} })
+			_, err := n.propose(ctx, func(c *ledger.Command) {
+				if at, ok := stamps[id]; ok {
+					if d := at - c.AtMs; d > time.Second.Milliseconds() || d < -time.Second.Milliseconds() {
+						n.log.Info("machine lost: stamped on its owner's clock, which differs from this peer's", "machine", id, "owner_ms", at, "skew_ms", d)
+					}
+					c.AtMs = at
+				}
+				c.MachineLost = &ledger.MachineLostCmd{Machine: id}
+			})
 			cancel()
 			if err != nil {
 				n.log.Warn("declare silent machine lost", "machine", id, "err", err)

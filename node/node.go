@@ -180,7 +180,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		hb:       newTracker(),
 		faults:   faults,
 	}
-	n.boot = n.now().UnixMilli()
+	n.boot = nextBoot(dir, n.now().UnixMilli(), n.log)
 	var mf *executor.MachinesFile
 	if p := cfg.machinesPath(dir); p != "" {
 		if mf, err = executor.LoadMachinesFile(p); err != nil {
