@@ -73,9 +73,9 @@ type MachineTelemetry struct {
 // last heard of (local clock, for the leader's timeout) and the latest
 // telemetry, plus the last message time of each author (replay guard).
 type tracker struct {
-	mu     sync.Mutex
-	seen   map[string]time.Time // machine ID → local time
-	atMs   map[string]int64     // machine ID → sender's time, the latest
+	mu   sync.Mutex
+	seen map[string]time.Time // machine ID → local time
+	atMs map[string]int64     // machine ID → sender's time, the latest
 	// lastAt is the sender's time of the heartbeat received at seen (not
 	// the largest seen): with seen, it maps the local clock to the
 	// sender's (ownerClockMs).
