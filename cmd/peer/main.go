@@ -82,5 +82,6 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newInitCmd(), newRunCmd())
 	root.AddCommand(newClientCmds()...)
 	root.AddCommand(newDemoCmd())
+	root.AddCommand(newVerifyCmd())
 	return root
 }
