@@ -240,18 +240,33 @@ func (j *runJournal) appendLocked(recs ...JournalRecord) error {
 		buf.Write(b)
 		buf.WriteByte('\n')
 	}
-	if j.size > 0 && j.size+int64(buf.Len()) > j.opt.MaxBytes {
-		if err := j.rotateLocked(); err != nil {
+	if j.f == nil {
+		// A failed rotation left no file open: try again.
+		if err := j.reopenLocked(); err != nil {
 			return err
 		}
 	}
-	if _, err := j.f.Write(buf.Bytes()); err != nil {
-		return fmt.Errorf("write run journal %s: %w", j.path, err)
+	if j.size > 0 && j.size+int64(buf.Len()) > j.opt.MaxBytes {
+		if err := j.rotateLocked(); err != nil {
+			if rerr := j.reopenLocked(); rerr != nil {
+				return errors.Join(err, rerr)
+			}
+			return err
+		}
+	}
+	_, err := j.f.Write(buf.Bytes())
+	if err == nil {
+		err = j.f.Sync()
+	}
+	if err != nil {
+		// A write cut short (disk full) must not leave half a line for
+		// the next record to be glued to: cut back to the last whole one.
+		if terr := j.f.Truncate(j.size); terr != nil {
+			err = errors.Join(err, fmt.Errorf("cut back: %w", terr))
+		}
+		return fmt.Errorf("append to run journal %s: %w", j.path, err)
 	}
 	j.size += int64(buf.Len())
-	if err := j.f.Sync(); err != nil {
-		return fmt.Errorf("sync run journal %s: %w", j.path, err)
-	}
 	for _, r := range recs {
 		switch r.Event {
 		case JournalStart:
@@ -307,6 +322,29 @@ func (j *runJournal) rotateLocked() error {
 		return fmt.Errorf("write run journal %s: %w", j.path, err)
 	}
 	j.size = int64(buf.Len())
+	return nil
+}
+
+// reopenLocked opens the current file for appending after a failed
+// rotation (whatever state the renames left: the reader copes with gaps).
+func (j *runJournal) reopenLocked() error {
+	if j.f != nil {
+		j.f.Close()
+		j.f = nil
+	}
+	if err := trimTornTail(j.path); err != nil {
+		return fmt.Errorf("reopen run journal %s: %w", j.path, err)
+	}
+	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("reopen run journal %s: %w", j.path, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("reopen run journal %s: %w", j.path, err)
+	}
+	j.f, j.size = f, fi.Size()
 	return nil
 }
 
