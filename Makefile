@@ -67,3 +67,13 @@ clean:
 .PHONY: chaos
 chaos:
 	COOPGRID_CHAOS=1 $(GO) test -count=1 -timeout 45m -v -run 'TestChaos$$|TestTaskModel' ./chaos/
+
+# End-to-end throughput beside Slurm (issue 9, docs/BENCHMARKS.md): installs
+# slurm-wlm and munge with apt-get if missing, then alternates a private
+# single-host Slurm (its own munge key, state and ports) and federations of
+# real peer processes running `true`, and prints tasks/s and the ratio.
+# About an hour with the defaults; SIZES="1000" REPEATS=3, VARIANTS="A",
+# SLURM_MODES="array", PROFILE=1 (perf + Raft-log timeline), OUT=dir.
+.PHONY: bench-e2e
+bench-e2e:
+	bash bench/e2e/run.sh
