@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -48,6 +49,16 @@ import (
 // stays tracked until its last report is committed, and the task is
 // "settled" until the local ledger has applied that report, so a lagging
 // local view never mistakes a finished run for an orphan.
+//
+// A run is one allocation: the task, the machine and the attempt (the
+// ledger's run number of the task, Task.Attempts once the run's start is
+// recorded). The ledger may preempt a task and place it on the same
+// machine again while the earlier run's end is still being reported (its
+// outputs waiting for an unreachable submitter, say); task and machine
+// then match both runs, the attempt tells them apart. A task's next run
+// starts only once its previous run here is forgotten, that is, once that
+// run's last report is committed (or refused): the ledger relies on this
+// order to book an end report on the right run (docs/LEDGER.md).
 type bridge struct {
 	n *Node
 
@@ -74,6 +85,9 @@ type run struct {
 	task    ledger.Task // as allocated
 	machine string      // machine ID, <org>/<name>
 	mname   string      // machine name in the executor
+	// attempt is the run's number among the task's runs, from 1: the
+	// ledger's Task.Attempts once this run's start is recorded.
+	attempt int
 
 	phase          phase
 	started        bool // the executor accepted Start
@@ -177,17 +191,24 @@ func (b *bridge) reconcile(ctx context.Context) bool {
 			occupied[r.machine] = true
 		}
 	}
-	placed := map[string]string{} // task → machine
+	// The run each allocation stands for: an assigned task's next attempt,
+	// a running task's current one.
+	current := map[string]string{} // task → runKey
 	waiting := map[string]bool{}
 	for _, a := range allocs {
 		t := a.Task
-		placed[t.ID] = a.Machine.ID
+		want := t.Attempts
+		if t.State == ledger.TaskAssigned {
+			want++
+		}
+		current[t.ID] = runKey(a.Machine.ID, want)
 		if _, ok := b.settled[t.ID]; ok {
 			continue
 		}
 		if b.runs[t.ID] != nil {
-			// Ours, or a previous run of it winding down on another
-			// machine: the next pass starts it once that one is gone.
+			// Ours, or a previous run of it winding down or reporting its
+			// end (on another machine or this one): the next pass starts
+			// it once that one is gone.
 			continue
 		}
 		if _, ok := b.n.machines[a.Machine.Name]; !ok {
@@ -208,21 +229,24 @@ func (b *bridge) reconcile(ctx context.Context) bool {
 			b.orphan(ctx, "run "+machine, func(ctx context.Context) { b.orphanRun(ctx, machine, task) })
 		}
 	}
-	stopping := map[string]bool{} // task@machine
+	stopping := map[string]bool{} // task@runKey
 	for _, s := range stops {
-		stopping[s.Task+"@"+s.Machine] = true
+		key := runKey(s.Machine, s.Attempt)
+		stopping[s.Task+"@"+key] = true
 		if _, ok := b.settled[s.Task]; ok {
 			continue
 		}
-		if r := b.runs[s.Task]; r != nil && r.machine == s.Machine {
+		if r := b.runs[s.Task]; r != nil && r.key() == key {
 			b.requestStop(ctx, r, string(s.Outcome))
 			continue
 		}
+		// No run of ours is that run (a later run of the task may be
+		// tracked, even on the same machine: it is not the one to stop).
 		ps := s
-		b.orphan(ctx, "stop "+s.Machine+" "+s.Task, func(ctx context.Context) { b.orphanStop(ctx, ps) })
+		b.orphan(ctx, "stop "+s.Task+"@"+key, func(ctx context.Context) { b.orphanStop(ctx, ps) })
 	}
 	for _, r := range b.runs {
-		if r.phase == phaseReporting || placed[r.task.ID] == r.machine || stopping[r.task.ID+"@"+r.machine] {
+		if r.phase == phaseReporting || current[r.task.ID] == r.key() || stopping[r.task.ID+"@"+r.key()] {
 			continue
 		}
 		// The ledger took the run off this machine without a stop to
@@ -274,6 +298,13 @@ func (b *bridge) awaitStop(t ledger.Task) bool {
 	return true
 }
 
+// runKey names one run of a task: machine and attempt.
+func runKey(machine string, attempt int) string {
+	return machine + "#" + strconv.Itoa(attempt)
+}
+
+func (r *run) key() string { return runKey(r.machine, r.attempt) }
+
 // tracks says whether a run of task is tracked here.
 func (b *bridge) tracks(task string) bool {
 	b.mu.Lock()
@@ -283,7 +314,7 @@ func (b *bridge) tracks(task string) bool {
 
 // startRun begins a run for an allocation; b.mu is held.
 func (b *bridge) startRun(ctx context.Context, a ledger.Allocation) {
-	r := &run{task: a.Task, machine: a.Machine.ID, mname: a.Machine.Name, startDone: make(chan struct{}), ended: make(chan struct{})}
+	r := &run{task: a.Task, machine: a.Machine.ID, mname: a.Machine.Name, attempt: a.Task.Attempts + 1, startDone: make(chan struct{}), ended: make(chan struct{})}
 	b.runs[r.task.ID] = r
 	b.n.wg.Add(1)
 	go b.start(ctx, r)
@@ -320,6 +351,9 @@ func (b *bridge) start(ctx context.Context, r *run) {
 	}
 	if ctx.Err() != nil || taken {
 		// Nothing started; the ledger already took the task back.
+		if taken {
+			b.n.log.Info("start abandoned: the ledger took the task off the machine", "task", t.ID, "machine", r.machine, "attempt", r.attempt, "reason", r.stopReason)
+		}
 		b.forget(r, 0)
 		return
 	}
@@ -712,8 +746,9 @@ func (b *bridge) orphanRun(ctx context.Context, machine, task string) {
 }
 
 // orphanStop reports a stop the ledger waits for on a run this daemon does
-// not carry (it died with a previous run of the daemon): the energy is the
-// declared estimate, busy power × the time since the run started.
+// not carry (it died with a previous run of the daemon, or its own report
+// was refused): the energy is the declared estimate, busy power × the time
+// since the run started.
 func (b *bridge) orphanStop(ctx context.Context, s ledger.PendingStop) {
 	var (
 		still bool
@@ -730,7 +765,7 @@ func (b *bridge) orphanStop(ctx context.Context, s ledger.PendingStop) {
 	b.mu.Lock()
 	r := b.runs[s.Task]
 	b.mu.Unlock()
-	if err != nil || !still || (r != nil && r.machine == s.Machine) {
+	if err != nil || !still || (r != nil && r.key() == runKey(s.Machine, s.Attempt)) {
 		return
 	}
 	now := b.n.now().UnixMilli()
@@ -743,7 +778,7 @@ func (b *bridge) orphanStop(ctx context.Context, s ledger.PendingStop) {
 			mj = busy * elapsed / 1000
 		}
 	}
-	b.n.log.Info("reporting a stop for a run that did not survive a restart", "task", s.Task, "machine", s.Machine, "energy_mj", mj)
+	b.n.log.Info("reporting a stop for a run this daemon does not carry (lost with a restart, or its report refused)", "task", s.Task, "machine", s.Machine, "attempt", s.Attempt, "energy_mj", mj)
 	res, err := b.proposeRetry(ctx, func(c *ledger.Command) {
 		c.TaskStopped = &ledger.TaskStopped{Task: s.Task, Machine: s.Machine, EnergyMilliJ: mj, Source: ledger.EnergyDeclared}
 	})
