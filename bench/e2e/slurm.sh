@@ -101,13 +101,17 @@ slurm_start() {
 	while [ "$slurmdport" = "$ctldport" ]; do slurmdport="$(free_port)"; done
 
 	# Default scheduler settings (sched/backfill, the default
-	# SchedulerParameters, MinJobAge, MaxJobCount, MaxArraySize). What is
-	# set: where things live, the private munge socket and ports, the one
-	# node of 64 CPUs (config_overrides: the host has fewer), and the
-	# plugins a container allows (no cgroup: process tracking by
-	# /proc, no task binding).
+	# SchedulerParameters, MinJobAge, MaxArraySize). What is set: where
+	# things live, the private munge socket and ports, the one node of 64
+	# CPUs (config_overrides: the host has fewer), the plugins a container
+	# allows (no cgroup: process tracking by /proc, no task binding), and
+	# MaxJobCount: its default of 10,000 job records, with finished jobs
+	# kept MinJobAge (300 s), makes the last sbatch of a 10,000-job run
+	# sleep and retry until records expire, which would time the expiry,
+	# not the scheduler.
 	cat >"$dir/slurm.conf" <<EOF
 ClusterName=coopgridbench
+MaxJobCount=100000
 SlurmctldHost=${host}(127.0.0.1)
 SlurmctldPort=${ctldport}
 SlurmdPort=${slurmdport}
@@ -196,12 +200,21 @@ marked_pids() {
 # slurm_stop ends slurmd, slurmctld and munged by pid, then anything left
 # that carries this run's marker (a slurmstepd of an interrupted run).
 slurm_stop() {
+	local pid
+	if [ -n "$MEASURE_PID" ]; then
+		# The measuring subshell and its current sbatch, squeue or sleep.
+		for pid in $(ps -o pid= --ppid "$MEASURE_PID" 2>/dev/null); do
+			kill -TERM "$pid" 2>/dev/null || true
+		done
+		kill -TERM "$MEASURE_PID" 2>/dev/null || true
+		wait "$MEASURE_PID" 2>/dev/null || true
+		MEASURE_PID=""
+	fi
 	[ -n "$SLURM_DIR" ] || return 0
 	stop_pid "$SLURMD_PID"
 	stop_pid "$SLURMCTLD_PID"
 	stop_pid "$MUNGED_PID"
 	SLURMD_PID="" SLURMCTLD_PID="" MUNGED_PID=""
-	local pid
 	for pid in $(marked_pids "$SLURM_DIR"); do
 		slurm_log "ending leftover process $pid ($(cat /proc/"$pid"/comm 2>/dev/null))"
 		kill -KILL "$pid" 2>/dev/null || true
@@ -274,12 +287,19 @@ slurm_measure() {
 }
 
 # slurm_once MODE N BASEDIR: a fresh private Slurm for one measurement.
+# The measurement runs in a background subshell that this shell waits for:
+# a signal interrupts `wait` at once, whereas a foreground sbatch (which
+# may sleep and retry) would hold the EXIT trap back until it returns.
+MEASURE_PID=""
 slurm_once() {
 	local mode="$1" n="$2" base="$3" dir rc=0
 	dir="$(mktemp -d "$base/slurm-XXXXXX")"
 	slurm_start "$dir" || rc=$?
 	if [ "$rc" = 0 ]; then
-		slurm_measure "$mode" "$n" || rc=$?
+		slurm_measure "$mode" "$n" &
+		MEASURE_PID=$!
+		wait "$MEASURE_PID" || rc=$?
+		MEASURE_PID=""
 	fi
 	slurm_stop
 	return "$rc"
