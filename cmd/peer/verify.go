@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -119,6 +121,14 @@ func printReport(w io.Writer, r *audit.Report) {
 	}
 	fmt.Fprintf(w, "from %s: %d entries, %d commands (%d rejected by the ledger, %d single decisions refused), invariants checked on %d states\n",
 		from, r.Entries, r.Commands, r.Rejected, r.RefusedDecisions, r.Checked)
+	if len(r.RejectedByKind) > 0 {
+		kinds := make([]string, 0, len(r.RejectedByKind))
+		for k, n := range r.RejectedByKind {
+			kinds = append(kinds, fmt.Sprintf("%s ×%d", k, n))
+		}
+		sort.Strings(kinds)
+		fmt.Fprintf(w, "rejected: %s\n", strings.Join(kinds, ", "))
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}

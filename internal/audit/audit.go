@@ -131,8 +131,10 @@ type Report struct {
 	Commands         int `json:"commands"`
 	Rejected         int `json:"rejected"`
 	RefusedDecisions int `json:"refused_decisions"`
-	// RejectedByCode counts rejections by their stable code.
+	// RejectedByCode counts rejections by their stable code,
+	// RejectedByKind by command kind and code ("task_started bad_state").
 	RejectedByCode map[string]int `json:"rejected_by_code,omitempty"`
+	RejectedByKind map[string]int `json:"rejected_by_kind,omitempty"`
 	// Checked counts the states the check ran on (every command's with
 	// CheckEvery 1).
 	Checked int `json:"checked"`
@@ -194,7 +196,7 @@ func Verify(ctx context.Context, raftDir string, opt Options) (*Report, error) {
 	if opt.LockTimeout <= 0 {
 		opt.LockTimeout = time.Second
 	}
-	rep := &Report{RaftDir: raftDir, UpTo: opt.UpTo, RejectedByCode: map[string]int{}}
+	rep := &Report{RaftDir: raftDir, UpTo: opt.UpTo, RejectedByCode: map[string]int{}, RejectedByKind: map[string]int{}}
 	dbPath := filepath.Join(raftDir, consensus.RaftDBFile)
 	if _, err := os.Stat(dbPath); err != nil {
 		return nil, fmt.Errorf("verify %s: no Raft log (is it a peer's data directory?): %w", raftDir, err)
@@ -349,6 +351,7 @@ func Verify(ctx context.Context, raftDir string, opt Options) (*Report, error) {
 			if res.Err != nil {
 				rep.Rejected++
 				rep.RejectedByCode[string(res.Err.Code)]++
+				rep.RejectedByKind[string(res.Kind)+" "+string(res.Err.Code)]++
 			}
 			for _, d := range res.Decisions {
 				if d.Err != nil {
@@ -389,7 +392,7 @@ func Verify(ctx context.Context, raftDir string, opt Options) (*Report, error) {
 		}
 	}
 	if len(rep.RejectedByCode) == 0 {
-		rep.RejectedByCode = nil
+		rep.RejectedByCode, rep.RejectedByKind = nil, nil
 	}
 	return rep, nil
 }

@@ -303,7 +303,7 @@ func TestVerifyHistories(t *testing.T) {
 			}
 			// Apply's validation refused the over-limit decision and the
 			// limit below PI: refusals, not violations.
-			if r.Commands != 10 || r.Checked != 10 || r.Rejected != 1 || r.RejectedByCode["limit_exceeded"] != 1 || r.RefusedDecisions != 1 {
+			if r.Commands != 10 || r.Checked != 10 || r.Rejected != 1 || r.RejectedByCode["limit_exceeded"] != 1 || r.RejectedByKind["set_limit limit_exceeded"] != 1 || r.RefusedDecisions != 1 {
 				t.Errorf("commands %d rejected %d %v refused decisions %d; want 10, 1 limit_exceeded, 1", r.Commands, r.Rejected, r.RejectedByCode, r.RefusedDecisions)
 			}
 			if len(r.Notes) == 0 || !strings.Contains(r.Notes[0], "commit index") {
