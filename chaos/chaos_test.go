@@ -119,6 +119,10 @@ func TestChaos(t *testing.T) {
 		{name: "slow-disk-3", peers: 3, kinds: []string{faultSlowDisk, faultSlowDisk}},
 		{name: "disk-full-3", peers: 3, kinds: []string{faultDiskFull, faultDiskFull}},
 		{name: "random-all-5", peers: 5, kinds: randomKinds},
+		// kill -9 of a checkpoint's holder, of a checkpointed task's
+		// executor (checkpoint_test.go).
+		{name: "kill-ckpt-holder-3", peers: 3, kinds: []string{faultKillCkHolder, faultKillCkHolder}},
+		{name: "kill-ckpt-executor-3", peers: 3, kinds: []string{faultKillCkExecutor, faultKillCkExecutor}},
 	}
 	for i, sc := range matrix {
 		sc.warmup, sc.drain, sc.maxTasks = 3*time.Second, 3*time.Second, 30
@@ -156,6 +160,7 @@ func runScenario(t *testing.T, sc scenario, seed int64, replay string) {
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var clients []*workClient
+	c.ck = c.startCheckpointWork(sc, h)
 	for i := 0; i < 2*sc.peers; i++ {
 		w := &workClient{id: i, peer: c.peers[i%sc.peers], rng: rand.New(rand.NewSource(seed*31 + int64(i))), h: h, maxTasks: sc.maxTasks}
 		clients = append(clients, w)
@@ -219,6 +224,8 @@ func runScenario(t *testing.T, sc scenario, seed int64, replay string) {
 	}
 	c.check(h)
 	c.checkEnergyPlausible(began)
+	c.ck.check()
+	c.checkStopped(sc) // journals and `peer verify`: stops the peers
 	if t.Failed() {
 		t.Logf("scenario %s FAILED (seed %d); replay: %s", sc.name, seed, replay)
 		return
@@ -235,7 +242,7 @@ func (c *cluster) inject(f fault, rng *rand.Rand, h *history) {
 		leader = c.leader(ctx)
 		return leader != nil, "no leader"
 	})
-	if c.injectExtra(f, rng, h, leader) {
+	if c.injectCheckpoint(f, rng, h, leader) || c.injectExtra(f, rng, h, leader) {
 		c.waitFormed()
 		return
 	}

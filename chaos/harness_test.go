@@ -61,6 +61,11 @@ var fastConfig = map[string]string{
 	"consensus.schedule_interval": "1s",
 	"executor.stop_grace":         "2s",
 	"files.fetch_timeout":         "15s",
+	// Checkpointable tasks (checkpoint_test.go) are checkpointed every
+	// second; a short grace and transfer timeout bound a stuck stop.
+	"checkpoint.interval":         "1s",
+	"checkpoint.grace":            "5s",
+	"checkpoint.transfer_timeout": "20s",
 }
 
 // Deadlines bound a hung run; they assert nothing about speed.
@@ -89,6 +94,7 @@ type cluster struct {
 	t     *testing.T
 	root  string
 	peers []*peer
+	ck    *ckWork // the checkpointable workload, if the scenario has one
 }
 
 func freePort(t *testing.T) int {
