@@ -117,7 +117,7 @@ func TestChaos(t *testing.T) {
 		{name: "clock-restart-3", peers: 3, kinds: []string{faultClockRestart}},
 		{name: "clock-lost-3", peers: 3, kinds: []string{faultClockLeaderLoses, faultClockLeaderLoses}},
 		{name: "slow-disk-3", peers: 3, kinds: []string{faultSlowDisk, faultSlowDisk}},
-		{name: "disk-full-3", peers: 3, kinds: []string{faultDiskFull, faultDiskFull}},
+		{name: "disk-full-3", peers: 3, kinds: []string{faultDiskFullLeader, faultDiskFullFollower}},
 		{name: "random-all-5", peers: 5, kinds: randomKinds},
 		// kill -9 of a checkpoint's holder, of a checkpointed task's
 		// executor (checkpoint_test.go).

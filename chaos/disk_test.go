@@ -12,13 +12,19 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/coopgrid/coopgrid/internal/peerproc"
 )
 
-// faultDiskFull moves one peer's data directory onto a size-limited tmpfs
-// (a clean stop, a copy, a restart), fills that file system while the
-// workload runs, holds, frees the space, restarts the peer if it exited,
-// and waits until it has caught up.
-const faultDiskFull = "disk-full"
+// The full-disk faults move every peer's data directory onto its own
+// size-limited tmpfs (once per scenario: a clean stop, a copy, a
+// restart, one peer at a time), then fill the leader's (or a follower's)
+// file system while the workload runs, hold, free the space, restart the
+// peer if it exited, and wait until it has caught up.
+const (
+	faultDiskFullLeader   = "disk-full-leader"
+	faultDiskFullFollower = "disk-full-follower"
+)
 
 // tmpfsHeadroom is the free space the moved data directory starts with.
 const tmpfsHeadroom = 32 << 20
@@ -147,23 +153,29 @@ func (c *cluster) onTmpfs(p *peer) {
 	t.Logf("%s: %s's data directory (%d KiB) moved onto a %d KiB tmpfs and restarted", stamp(), p.name, used>>10, size>>10)
 }
 
-// diskFull runs the faultDiskFull fault on a peer drawn from the seed
-// (the leader or a follower).
-func (c *cluster) diskFull(f fault, rng *rand.Rand, h *history, leader *peer, hold time.Duration) {
+// diskFull runs a full-disk fault on the leader or on a follower drawn
+// from the seed.
+func (c *cluster) diskFull(f fault, rng *rand.Rand, h *history, hold time.Duration) {
 	t := c.t
-	t.Helper()
-	victim := c.peers[rng.Intn(len(c.peers))]
-	role := "follower"
-	if victim == leader {
-		role = "leader"
+	for _, p := range c.peers {
+		if !onOwnFS(p.data) {
+			from := h.now()
+			c.onTmpfs(p)
+			c.waitCaughtUp(p, h, from)
+			c.waitFormed()
+		}
 	}
-	t.Logf("%s: %s on %s (%s) for %v", stamp(), f.kind, victim.name, role, hold)
-	if !onOwnFS(victim.data) {
-		from := h.now()
-		c.onTmpfs(victim)
-		c.waitCaughtUp(victim, h, from)
-		c.waitFormed()
+	// The moves changed the leader.
+	var leader *peer
+	c.eventually(60*time.Second, "a leader after the moves", func(ctx context.Context) (bool, string) {
+		leader = c.leader(ctx)
+		return leader != nil, "no leader"
+	})
+	victim := leader
+	if f.kind == faultDiskFullFollower {
+		victim = c.randomFollower(rng, leader)
 	}
+	t.Logf("%s: %s: %s's file system filled for %v", stamp(), f.kind, victim.name, hold)
 
 	filler := filepath.Join(victim.data, "chaos-fill")
 	n, err := fill(filler)
@@ -173,15 +185,16 @@ func (c *cluster) diskFull(f fault, rng *rand.Rand, h *history, leader *peer, ho
 	t.Logf("%s: %s's file system full (%d KiB written)", stamp(), victim.name, n>>10)
 	time.Sleep(hold)
 	exited := victim.proc.Exited()
+	enospc := strings.Count(peerproc.ReadFile(victim.proc.Stderr), "no space left on device")
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
 	from := h.now()
 	if exited {
-		t.Logf("%s: space freed; %s had exited (%v), restarting it", stamp(), victim.name, victim.proc.Err())
+		t.Logf("%s: space freed; %s had exited (%v) after %d \"no space left on device\" in its log; restarting it", stamp(), victim.name, victim.proc.Err(), enospc)
 		c.start(victim)
 	} else {
-		t.Logf("%s: space freed; %s still runs", stamp(), victim.name)
+		t.Logf("%s: space freed; %s still runs, %d \"no space left on device\" in its log", stamp(), victim.name, enospc)
 	}
 	// Whether it stopped or not, it must catch up (and then agree on the
 	// state hash in the final checks).

@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -122,8 +126,8 @@ func (c *cluster) injectExtra(f fault, rng *rand.Rand, h *history, leader *peer)
 		c.setFaults(victim, api.FaultsRequest{DiskDelayMs: ptr(delay.Milliseconds())})
 		time.Sleep(hold)
 		c.setFaults(victim, api.FaultsRequest{DiskDelayMs: ptr(int64(0))})
-	case faultDiskFull:
-		c.diskFull(f, rng, h, leader, hold)
+	case faultDiskFullLeader, faultDiskFullFollower:
+		c.diskFull(f, rng, h, hold)
 	default:
 		return false
 	}
@@ -131,6 +135,28 @@ func (c *cluster) injectExtra(f fault, rng *rand.Rand, h *history, leader *peer)
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// dumpGoroutines stops p with SIGQUIT (the Go runtime prints every
+// goroutine's stack to stderr) and copies every peer's log, the dump
+// included, to a directory that outlives the test; it returns its path.
+func dumpGoroutines(p *peer) string {
+	if p.proc != nil && !p.proc.Exited() {
+		_ = p.proc.Resume()
+		_ = p.proc.Cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.proc.Done():
+		case <-time.After(10 * time.Second):
+		}
+	}
+	dir, err := os.MkdirTemp("", "coopgrid-chaos-stall-"+p.name+"-")
+	if err != nil {
+		return err.Error()
+	}
+	if out, err := exec.Command("cp", "-a", p.logs+"/.", dir+"/").CombinedOutput(); err != nil {
+		return fmt.Sprintf("%s (copy: %v: %s)", dir, err, out)
+	}
+	return dir + " (" + filepath.Base(p.proc.Stderr) + " ends with the goroutine dump)"
+}
 
 // randomFollower draws a peer other than leader.
 func (c *cluster) randomFollower(rng *rand.Rand, leader *peer) *peer {
@@ -278,18 +304,28 @@ func (c *cluster) waitCaughtUp(p *peer, h *history, from int64) {
 	c.t.Helper()
 	var target uint64
 	c.eventually(60*time.Second, "the leader's applied index", func(ctx context.Context) (bool, string) {
+		// p may have become the leader: then it is its own reference.
 		l := c.leader(ctx)
-		if l == nil || l == p {
-			return false, "no other leader"
+		if l == nil {
+			return false, "no leader"
 		}
 		lv, err := l.client.Ledger(ctx)
 		target = lv.AppliedIndex
 		return err == nil, fmt.Sprint(err)
 	})
-	c.eventually(2*time.Minute, p.name+" catching up", func(ctx context.Context) (bool, string) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		lv, err := p.client.Ledger(ctx)
-		return err == nil && lv.AppliedIndex >= target, fmt.Sprintf("%d of %d, %v", lv.AppliedIndex, target, err)
-	})
+		cancel()
+		if err == nil && lv.AppliedIndex >= target {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s has not caught up after 2 minutes: applied %d of %d (%v); its goroutines: %s", p.name, lv.AppliedIndex, target, err, dumpGoroutines(p))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 	h.mu.Lock()
 	h.catchUp[p.name] = append(h.catchUp[p.name], [2]int64{from, h.now()})
 	h.mu.Unlock()
@@ -347,7 +383,7 @@ func (c *cluster) machinesStayUp(p *peer, d time.Duration) {
 func checkScenario(t *testing.T, sc scenario) {
 	t.Helper()
 	for _, k := range sc.kinds {
-		if k == faultDiskFull {
+		if k == faultDiskFullLeader || k == faultDiskFullFollower {
 			if err := canMountTmpfs(); err != nil {
 				t.Skipf("SKIPPED: scenario %s needs a size-limited tmpfs for the full disk and this machine cannot mount one: %v", sc.name, err)
 			}
@@ -362,7 +398,7 @@ var randomKinds = []string{"random"}
 // allKinds are every fault the harness injects.
 var allKinds = []string{faultKillLeader, faultKillFollower, faultPause,
 	faultPartitionMinority, faultPartitionLeaderMinority, faultIsolateLeader,
-	faultClockFollower, faultClockLeader, faultClockRestart, faultClockLeaderLoses, faultSlowDisk, faultDiskFull}
+	faultClockFollower, faultClockLeader, faultClockRestart, faultClockLeaderLoses, faultSlowDisk, faultDiskFullLeader, faultDiskFullFollower}
 
 // checkEnergyPlausible: no run was credited more energy than its machine
 // can draw in the whole scenario. Every other energy check compares the
