@@ -7,7 +7,9 @@
 // data directory; SIGSTOP past the election and heartbeat timeouts, then
 // SIGCONT), and then check that nothing was lost: every task ends, the
 // peers agree on the state hash, energy balances, no task ran twice at
-// once, and the client history is linearizable (porcupine).
+// once, and the client history is linearizable (porcupine). Once the
+// peers are stopped it compares every executor's run journal with the
+// ledger and replays every peer's Raft log with `peer verify`.
 //
 // The package has no non-test code. `go test ./chaos` runs the model's
 // unit tests and one short smoke scenario; `make chaos` (COOPGRID_CHAOS=1)
