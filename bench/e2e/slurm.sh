@@ -48,11 +48,14 @@ slurm_install() {
 	fi
 }
 
-# free_port prints a TCP port nothing listens on (between 20000 and 60000).
+# free_port prints a TCP port nothing listens on, below the kernel's
+# ephemeral range so that no outgoing connection takes it before the
+# daemon binds it.
 free_port() {
-	local p
+	local p lo
+	lo="$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)"
 	for _ in $(seq 200); do
-		p=$((20000 + RANDOM % 40000))
+		p=$((15000 + RANDOM % (lo - 15000)))
 		if [ -z "$(ss -Htln "sport = :$p")" ]; then
 			echo "$p"
 			return 0
@@ -287,14 +290,22 @@ slurm_measure() {
 }
 
 # slurm_once MODE N BASEDIR: a fresh private Slurm for one measurement.
+# A start that fails (a port taken between the check and the bind, say) is
+# tried again in a new directory, up to three times.
 # The measurement runs in a background subshell that this shell waits for:
 # a signal interrupts `wait` at once, whereas a foreground sbatch (which
 # may sleep and retry) would hold the EXIT trap back until it returns.
 MEASURE_PID=""
 slurm_once() {
-	local mode="$1" n="$2" base="$3" dir rc=0
-	dir="$(mktemp -d "$base/slurm-XXXXXX")"
-	slurm_start "$dir" || rc=$?
+	local mode="$1" n="$2" base="$3" dir rc=1 try
+	for try in 1 2 3; do
+		dir="$(mktemp -d "$base/slurm-XXXXXX")"
+		rc=0
+		slurm_start "$dir" || rc=$?
+		[ "$rc" = 0 ] && break
+		slurm_log "start $try failed; stopping what started"
+		slurm_stop
+	done
 	if [ "$rc" = 0 ]; then
 		slurm_measure "$mode" "$n" &
 		MEASURE_PID=$!

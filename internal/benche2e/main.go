@@ -158,9 +158,19 @@ func measureOnce(ctx context.Context, log *slog.Logger, o runOptions, stdout io.
 		}
 	}
 	log.Info("starting the federation", "variant", o.variant, "orgs", o.orgs, "machines_per_org", o.machines, "dir", root, "set", o.set)
-	f, err := startFederation(ctx, log, fedConfig{PeerBin: bin, Root: root, Orgs: o.orgs, Machines: o.machines, Set: o.set, LogLevel: level, TrueBin: trueBin})
-	if err != nil {
-		return err
+	// A start can fail for reasons outside the measurement (an API port
+	// taken between the check and the bind): try again in a new directory.
+	var f *federation
+	for try := 1; ; try++ {
+		cfg := fedConfig{PeerBin: bin, Root: filepath.Join(root, fmt.Sprintf("try-%d", try)), Orgs: o.orgs, Machines: o.machines, Set: o.set, LogLevel: level, TrueBin: trueBin}
+		if f, err = startFederation(ctx, log, cfg); err == nil {
+			root = cfg.Root
+			break
+		}
+		if try == 3 || ctx.Err() != nil {
+			return err
+		}
+		log.Warn("federation did not start; trying again", "try", try, "err", err)
 	}
 	stopped := false
 	defer func() {
