@@ -115,7 +115,11 @@ type runJournal struct {
 	size   int64
 	next   uint64                   // next run number
 	open   map[uint64]JournalRecord // start records of runs not ended
-	closed bool
+	// pending are end records the disk refused (full, failing): they go
+	// out, with their own times, ahead of the next append that succeeds,
+	// or at close.
+	pending []JournalRecord
+	closed  bool
 }
 
 // openRunJournal opens (or creates) the journal at path, takes its lock,
@@ -229,7 +233,26 @@ func (j *runJournal) append(recs ...JournalRecord) error {
 	return j.appendLocked(recs...)
 }
 
+// appendEnd writes a run's end record; if the disk refuses it, the
+// record is kept and written ahead of the next append that succeeds.
+func (j *runJournal) appendEnd(rec JournalRecord) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return fmt.Errorf("append to run journal %s: %w", j.path, os.ErrClosed)
+	}
+	err := j.appendLocked(rec)
+	if err != nil {
+		j.pending = append(j.pending, rec)
+	}
+	return err
+}
+
+// appendLocked writes the pending end records, then recs, as one write.
 func (j *runJournal) appendLocked(recs ...JournalRecord) error {
+	if len(j.pending) > 0 {
+		recs = append(append([]JournalRecord(nil), j.pending...), recs...)
+	}
 	var buf bytes.Buffer
 	for i := range recs {
 		recs[i].V = JournalVersion
@@ -267,6 +290,7 @@ func (j *runJournal) appendLocked(recs ...JournalRecord) error {
 		return fmt.Errorf("append to run journal %s: %w", j.path, err)
 	}
 	j.size += int64(buf.Len())
+	j.pending = nil
 	for _, r := range recs {
 		switch r.Event {
 		case JournalStart:
@@ -355,10 +379,14 @@ func (j *runJournal) close() error {
 	if j.closed {
 		return nil
 	}
-	j.closed = true
 	var err error
+	if len(j.pending) > 0 {
+		// Last chance; failing that, the next boot marks them abandoned.
+		err = j.appendLocked()
+	}
+	j.closed = true
 	if j.f != nil {
-		err = j.f.Close()
+		err = errors.Join(err, j.f.Close())
 	}
 	j.lock.Close()
 	return err

@@ -421,3 +421,62 @@ func TestJournalAbandonedAfterKill(t *testing.T) {
 		t.Errorf("%d boot records, want 2", boots)
 	}
 }
+
+// An end the disk refuses is not lost: the result is delivered at once,
+// and the record, with its own times, goes out ahead of the next append
+// that succeeds (here, the next run's start) or at close.
+func TestJournalEndWrittenLater(t *testing.T) {
+	for _, flushBy := range []string{"next start", "close"} {
+		t.Run(flushBy, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, RunJournalFile)
+			e, err := NewProcessExecutor(ProcessConfig{TasksDir: filepath.Join(dir, "tasks"), Machines: testMachines, Policy: allowShell(),
+				DisableRAPL: true, Logger: quiet, JournalPath: path})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Start(context.Background(), "m1", sh("first", "echo started > started; exec sleep 60")); err != nil {
+				t.Fatal(err)
+			}
+			waitFile(t, filepath.Join(workDir(e, "first"), "started"))
+			ro, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.journal.mu.Lock()
+			good := e.journal.f
+			e.journal.f = ro
+			e.journal.mu.Unlock()
+			if err := e.Stop(context.Background(), "first", 0); err != nil {
+				t.Fatal(err)
+			}
+			res := next(t, e)
+			if res.Reason != ReasonStopped {
+				t.Fatalf("result %+v", res)
+			}
+			if rs := runsOf(t, path, "first"); len(rs) != 1 || !rs[0].Open() {
+				t.Fatalf("while the disk refuses: %+v", rs)
+			}
+			e.journal.mu.Lock()
+			e.journal.f = good
+			e.journal.mu.Unlock()
+			ro.Close()
+			if flushBy == "next start" {
+				if r := run(t, e, sh("second", "true")); !r.OK() {
+					t.Fatal(r)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := e.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for range e.Results() {
+			}
+			rs := runsOf(t, path, "first")
+			if len(rs) != 1 || rs[0].Ending != JournalEnd || rs[0].Reason != ReasonStopped || rs[0].ExitUs != res.End.UnixMicro() || rs[0].EndUs < rs[0].ExitUs {
+				t.Fatalf("after the %s: %+v (result ended %d)", flushBy, rs, res.End.UnixMicro())
+			}
+		})
+	}
+}

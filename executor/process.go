@@ -515,14 +515,15 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 				goneAt = time.Now()
 			}
 			code := res.ExitCode
-			err := e.journal.append(JournalRecord{Event: JournalEnd, Run: runNo, Task: spec.ID, Machine: m.Name,
+			err := e.journal.appendEnd(JournalRecord{Event: JournalEnd, Run: runNo, Task: spec.ID, Machine: m.Name,
 				Attempt: dirs.attempt, PID: pid, AtUs: goneAt.UnixMicro(), ExitUs: res.End.UnixMicro(),
 				Reason: res.Reason, ExitCode: &code, Survivors: survivors})
 			if err != nil {
-				// The result still goes out: the run happened. The
-				// journal shows it open; the next boot marks it
+				// The result still goes out: the run happened. The record
+				// is written with the next append that succeeds (or at
+				// close); if none does, the next boot marks the run
 				// abandoned, with a later (still upper-bound) time.
-				e.log.Error("run journal: cannot record a run's end", "task", spec.ID, "err", err)
+				e.log.Error("run journal: cannot record a run's end yet", "task", spec.ID, "err", err)
 			}
 		}()
 	}
