@@ -110,11 +110,11 @@ type runJournal struct {
 	opt  JournalOptions
 	lock *os.File // flock'd: one executor per journal
 
-	mu     sync.Mutex
-	f      *os.File
-	size   int64
-	next   uint64                   // next run number
-	open   map[uint64]JournalRecord // start records of runs not ended
+	mu   sync.Mutex
+	f    *os.File
+	size int64
+	next uint64                   // next run number
+	open map[uint64]JournalRecord // start records of runs not ended
 	// pending are end records the disk refused (full, failing): they go
 	// out, with their own times, ahead of the next append that succeeds,
 	// or at close.
