@@ -4,7 +4,8 @@
 # `true`, timed from the first submission until every task is done.
 #
 #   SIZES="1000 10000"   task counts, in order
-#   REPEATS=3            measurements of each system and size
+#   REPEATS=3            measurements of each system and size (0 with
+#                        PROFILE=1: only the profiles)
 #   SLURM_MODES="wrap array"   one `sbatch --wrap true` per job; job arrays
 #   VARIANTS="A B"       coopgrid A: 1 org × 64 machines on 1 peer;
 #                        B: 4 orgs × 16 machines on 4 peers
@@ -161,11 +162,13 @@ for n in $SIZES; do
 	done
 done
 
-"$base/benche2e" table "$results" >"$OUT/table.md"
-echo
-cat "$OUT/machine.txt"
-echo
-cat "$OUT/table.md"
+if [ "$REPEATS" -gt 0 ]; then
+	"$base/benche2e" table "$results" >"$OUT/table.md"
+	echo
+	cat "$OUT/machine.txt"
+	echo
+	cat "$OUT/table.md"
+fi
 
 if [ -n "$PROFILE" ]; then
 	# The profiled runs are not part of the table (perf and info logs cost
