@@ -96,6 +96,10 @@ type Config struct {
 	// and stable store and the write waits that long: a slow disk, for
 	// fault injection only (nil in production).
 	StoreDelay func() time.Duration
+	// storeFail, when set, fails every Raft log write while it returns
+	// an error (a log store refusing writes, as on a full disk; tests
+	// only).
+	storeFail func() error
 	// Logger defaults to slog.Default(). Raft's own log lines go to it too.
 	Logger *slog.Logger
 }

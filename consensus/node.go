@@ -138,9 +138,9 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 		logStore    raft.LogStore    = n.store
 		stableStore raft.StableStore = n.store
 	)
-	if cfg.StoreDelay != nil {
-		slow := &slowStore{logs: n.store, stable: n.store, delay: cfg.StoreDelay}
-		logStore, stableStore = slow, slow
+	if cfg.StoreDelay != nil || cfg.storeFail != nil {
+		fs := &faultyStore{logs: n.store, stable: n.store, delay: cfg.StoreDelay, fail: cfg.storeFail}
+		logStore, stableStore = fs, fs
 	}
 	n.logs, err = raft.NewLogCache(cfg.LogCacheSize, logStore)
 	if err != nil {
@@ -179,7 +179,7 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 		n.store.Close()
 		return nil, fmt.Errorf("consensus: raft config: %w", err)
 	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, stableStore, n.snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, stableStore, n.snaps, noPipeline{n.trans})
 	if err != nil {
 		n.trans.Close()
 		n.store.Close()
