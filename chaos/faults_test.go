@@ -6,7 +6,6 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -136,26 +135,34 @@ func (c *cluster) injectExtra(f fault, rng *rand.Rand, h *history, leader *peer)
 
 func ptr[T any](v T) *T { return &v }
 
-// dumpGoroutines stops p with SIGQUIT (the Go runtime prints every
-// goroutine's stack to stderr) and copies every peer's log, the dump
-// included, to a directory that outlives the test; it returns its path.
-func dumpGoroutines(p *peer) string {
-	if p.proc != nil && !p.proc.Exited() {
-		_ = p.proc.Resume()
-		_ = p.proc.Cmd.Process.Signal(syscall.SIGQUIT)
-		select {
-		case <-p.proc.Done():
-		case <-time.After(10 * time.Second):
+// dumpGoroutines stops every running peer with SIGQUIT (the Go runtime
+// prints every goroutine's stack to stderr: the stalled peer's and the
+// leader's side of it) and copies every peer's log, the dumps included,
+// to a directory that outlives the test; it returns its path.
+func (c *cluster) dumpGoroutines() string {
+	for _, p := range c.peers {
+		if p.proc != nil && !p.proc.Exited() {
+			_ = p.proc.Resume()
+			_ = p.proc.Cmd.Process.Signal(syscall.SIGQUIT)
 		}
 	}
-	dir, err := os.MkdirTemp("", "coopgrid-chaos-stall-"+p.name+"-")
+	for _, p := range c.peers {
+		if p.proc != nil {
+			select {
+			case <-p.proc.Done():
+			case <-time.After(10 * time.Second):
+			}
+		}
+	}
+	dir, err := os.MkdirTemp("", "coopgrid-chaos-stall-")
 	if err != nil {
 		return err.Error()
 	}
-	if out, err := exec.Command("cp", "-a", p.logs+"/.", dir+"/").CombinedOutput(); err != nil {
+	logs := c.peers[0].logs
+	if out, err := exec.Command("cp", "-a", logs+"/.", dir+"/").CombinedOutput(); err != nil {
 		return fmt.Sprintf("%s (copy: %v: %s)", dir, err, out)
 	}
-	return dir + " (" + filepath.Base(p.proc.Stderr) + " ends with the goroutine dump)"
+	return dir + " (each peer's last stderr ends with its goroutine dump)"
 }
 
 // randomFollower draws a peer other than leader.
@@ -322,7 +329,7 @@ func (c *cluster) waitCaughtUp(p *peer, h *history, from int64) {
 			break
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("%s has not caught up after 2 minutes: applied %d of %d (%v); its goroutines: %s", p.name, lv.AppliedIndex, target, err, dumpGoroutines(p))
+			c.t.Fatalf("%s has not caught up after 2 minutes: applied %d of %d (%v); every peer's goroutines and logs: %s", p.name, lv.AppliedIndex, target, err, c.dumpGoroutines())
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
