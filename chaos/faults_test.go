@@ -124,6 +124,7 @@ func (c *cluster) injectExtra(f fault, rng *rand.Rand, h *history, leader *peer)
 		t.Logf("%s: %s: every Raft store write of %s (%s) delayed by %v for %v", stamp(), f.kind, victim.name, role, delay, hold)
 		c.setFaults(victim, api.FaultsRequest{DiskDelayMs: ptr(delay.Milliseconds())})
 		time.Sleep(hold)
+		c.logLag(victim)
 		c.setFaults(victim, api.FaultsRequest{DiskDelayMs: ptr(int64(0))})
 	case faultDiskFullLeader, faultDiskFullFollower:
 		c.diskFull(f, rng, h, hold)
@@ -163,6 +164,23 @@ func (c *cluster) dumpGoroutines() string {
 		return fmt.Sprintf("%s (copy: %v: %s)", dir, err, out)
 	}
 	return dir + " (each peer's last stderr ends with its goroutine dump)"
+}
+
+// logLag logs how far p's applied index is behind the leader's: the
+// visible effect of a slow disk on a follower (a slow leader slows
+// everyone's commits instead).
+func (c *cluster) logLag(p *peer) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	l := c.leader(ctx)
+	if l == nil {
+		return
+	}
+	lv, err1 := l.client.Ledger(ctx)
+	pv, err2 := p.client.Ledger(ctx)
+	if err1 == nil && err2 == nil {
+		c.t.Logf("%s: end of the slow disk: %s applied %d, the leader %s %d", stamp(), p.name, pv.AppliedIndex, l.name, lv.AppliedIndex)
+	}
 }
 
 // randomFollower draws a peer other than leader.
