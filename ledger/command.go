@@ -95,6 +95,10 @@ type Command struct {
 	Heartbeat     *Heartbeat          `json:"heartbeat,omitempty"`
 	MachineLost   *MachineLostCmd     `json:"machine_lost,omitempty"`
 	Checkpoint    *CheckpointRecorded `json:"checkpoint,omitempty"`
+	// Reports is a batch of task_started/task_stopped/task_ended/checkpoint
+	// reports (batch.go). Last, and omitted when unset, so that every other
+	// command encodes as before it existed.
+	Reports *Reports `json:"reports,omitempty"`
 }
 
 // RegisterOrg registers the acting organisation, bound to the acting peer,
@@ -306,6 +310,7 @@ func (c *Command) Kind() Kind {
 	set(c.Heartbeat != nil, KindHeartbeat)
 	set(c.MachineLost != nil, KindMachineLost)
 	set(c.Checkpoint != nil, KindCheckpoint)
+	set(c.Reports != nil, KindReports)
 	if n != 1 {
 		return ""
 	}
@@ -499,6 +504,8 @@ func (c *Command) validate() *Error {
 			return err
 		}
 		return c.Checkpoint.Checkpoint.validate()
+	case KindReports:
+		return c.Reports.validate()
 	}
 	return nil
 }

@@ -61,6 +61,20 @@ func fuzzSeeds(t testing.TB) [][]byte {
 	out = append(out,
 		[]byte(`{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"submit_tasks":{"request_id":"bad key","tasks":[{"size_mflop":1,"spec":{}}]}}`),
 	)
+	// Reports batches (batch.go): accepted and refused items mixed, a
+	// start and an end of one run, and near misses (an empty item, two
+	// bodies in one item, another organisation's machine).
+	encode([]Command{
+		reports("uni-a", 9000,
+			item(ckpt("uni-a", "uni-a-1", "uni-a/m2", 9000, 9999)),
+			item(ended("uni-a", "uni-a-1", "uni-a/m2", 9000, 5, false)),
+			item(ended("uni-a", "uni-a-1", "uni-a/m2", 9000, 5, false)),
+			item(stopped("uni-a", "uni-b-1", "uni-a/m2", 9000, 77, nil))),
+		reports("uni-b", 9000, item(started("uni-b", "uni-a-3", "uni-b/x1", 9000)), item(started("uni-b", "uni-b-1", "uni-b/x1", 9000))),
+	})
+	out = append(out,
+		[]byte(`{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":9000,"reports":{"items":[{},{"task_started":{"task":"uni-a-3","machine":"uni-a/m1"},"heartbeat":{"machine":"uni-a/m1"}},{"task_ended":{"task":"uni-b-1","machine":"uni-b/x1","exit_code":0,"energy_mj":1,"source":"rapl"}}]}}`),
+	)
 	return out
 }
 
@@ -111,6 +125,9 @@ func FuzzApply(f *testing.F) {
 			}
 			if !r.Applied() && l.Hash() != before {
 				t.Fatalf("rejected entry changed the state: %v", r.Err)
+			}
+			if r.Kind == KindReports && r.Applied() && r.AcceptedReports() == 0 && l.Hash() != before {
+				t.Fatalf("a reports batch whose items were all refused changed the state: %+v", r.Reports)
 			}
 			if r.Replayed {
 				if l.Hash() != before {

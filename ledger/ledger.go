@@ -94,6 +94,8 @@ type Result struct {
 	// are the original submit's and nothing changed.
 	Replayed  bool             `json:"replayed,omitempty"`
 	Decisions []DecisionResult `json:"decisions,omitempty"`
+	// Reports are the verdicts of a reports batch's items, in order.
+	Reports []ReportResult `json:"reports,omitempty"`
 	// Changes are the effects on machines, in the order they happened.
 	Changes []Change `json:"changes,omitempty"`
 	// Notes explain accepted commands whose parts were ignored (e.g. a late
@@ -167,6 +169,8 @@ func (l *Ledger) apply(index uint64, c *Command, res *Result) *Error {
 		return l.machineLost(c, res)
 	case KindCheckpoint:
 		return l.checkpoint(c)
+	case KindReports:
+		return l.reports(index, c, res)
 	}
 	return errf(CodeMalformed, "a command carries exactly one body")
 }
