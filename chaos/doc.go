@@ -5,7 +5,10 @@
 // through the HTTP API from several clients, inject faults chosen from a
 // recorded seed (kill -9 of the leader or a follower and a restart from the
 // data directory; SIGSTOP past the election and heartbeat timeouts, then
-// SIGCONT), and then check that nothing was lost: every task ends, the
+// SIGCONT; and, through each peer's test-only fault surface, started with
+// `peer run --fault-injection`: network partitions, clock steps, a slow
+// Raft store, and a full disk on a size-limited tmpfs), and then check
+// that nothing was lost: every task ends, the
 // peers agree on the state hash, energy balances, no task ran twice at
 // once, and the client history is linearizable (porcupine). Once the
 // peers are stopped it compares every executor's run journal with the
