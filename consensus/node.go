@@ -366,6 +366,13 @@ func (n *Node) Hash() (hash string, index uint64) {
 	return hash, index
 }
 
+// WaitApplied blocks until the local ledger has applied index idx, or ctx
+// ends. It sleeps on the FSM's notification (no polling): every applied
+// batch of entries and every restore wakes it.
+func (n *Node) WaitApplied(ctx context.Context, idx uint64) error {
+	return n.fsm.waitApplied(ctx, idx)
+}
+
 // AppliedIndex is the last log index the local ledger applied.
 func (n *Node) AppliedIndex() uint64 { return n.fsm.appliedIndex() }
 
@@ -429,6 +436,14 @@ func wakesScheduler(res *ledger.Result) bool {
 	}
 	switch res.Kind {
 	case ledger.KindHeartbeat, ledger.KindCheckpoint, ledger.KindDecisions:
+		return false
+	case ledger.KindReports:
+		// A batch of reports wakes it as its items would have, one by one.
+		for _, it := range res.Reports {
+			if it.Err == nil && it.Kind != ledger.KindCheckpoint {
+				return true
+			}
+		}
 		return false
 	}
 	return true

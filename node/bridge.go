@@ -687,10 +687,20 @@ func clip(s string) string {
 // it, or ctx ends. Transient failures (no leader, leader change, unknown
 // outcome) are retried with backoff; after an unknown outcome the retry may
 // be rejected because the first attempt did commit.
+//
+// Reports on runs (task_started, task_stopped, task_ended, checkpoint) go
+// through the reporter, which commits those that arrive together as one
+// log entry (reporter.go); each retry queues the report again.
 func (b *bridge) proposeRetry(ctx context.Context, body func(*ledger.Command)) (ledger.Result, error) {
+	propose := b.n.propose
+	var probe ledger.Command
+	body(&probe)
+	if _, ok := ledger.ReportOf(probe); ok && b.n.rep != nil {
+		propose = b.n.rep.report
+	}
 	backoff := 100 * time.Millisecond
 	for {
-		res, err := b.n.propose(ctx, body)
+		res, err := propose(ctx, body)
 		if err == nil || ledger.CodeOf(err) != "" || !retryable(err) || ctx.Err() != nil {
 			return res, err
 		}

@@ -74,6 +74,7 @@ type Node struct {
 	psSub *pubsub.Subscription
 	hb    *tracker
 	br    *bridge
+	rep   *reporter
 	// boot and hbSeq order this peer's heartbeats (the replay guard).
 	boot  int64
 	hbSeq atomic.Uint64
@@ -264,7 +265,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	}
 
 	n.br = newBridge(n)
-	n.wg.Add(3)
+	n.rep = newReporter(n)
+	n.wg.Add(4)
+	go n.rep.loop(n.ctx)
 	go n.setup()
 	go n.detectLost()
 	go n.consumeHeartbeats()
@@ -507,20 +510,24 @@ func (n *Node) propose(ctx context.Context, body func(*ledger.Command)) (ledger.
 }
 
 // waitApplied waits until the local ledger has applied index idx, so that
-// a read after a write sees the write.
+// a read after a write sees the write. It is woken by the FSM's apply (no
+// polling), and ends with the node.
 func (n *Node) waitApplied(ctx context.Context, idx uint64) error {
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for n.cons.AppliedIndex() < idx {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-n.ctx.Done():
-			return errors.New("node stopped")
-		case <-t.C:
-		}
+	if n.cons.AppliedIndex() >= idx {
+		return nil
 	}
-	return nil
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(n.ctx, cancel)
+	defer stop()
+	err := n.cons.WaitApplied(wctx, idx)
+	if err != nil && ctx.Err() == nil && n.ctx.Err() != nil {
+		return errors.New("node stopped")
+	}
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // sleep waits d or until ctx ends; it reports whether ctx is still alive.
