@@ -120,6 +120,29 @@ type runJournal struct {
 	// or at close.
 	pending []JournalRecord
 	closed  bool
+
+	// Group commit: appends that arrive while a write and fsync are in
+	// progress queue here, and the next write carries all of them with
+	// one fsync. Each caller still returns only once its own records are
+	// durable (or with the error of the write that carried them).
+	qmu      sync.Mutex
+	queue    []*journalWaiter
+	flushing bool   // a leader is writing; later appends queue
+	groups   uint64 // groups written (guarded by mu; for tests)
+}
+
+// journalWaiter is one append waiting for its group's write.
+type journalWaiter struct {
+	recs []JournalRecord
+	end  bool // an end record: kept for a later write if the disk refuses it
+	done chan journalTurn
+}
+
+// journalTurn answers a waiter: its group's outcome, or that it leads the
+// next group.
+type journalTurn struct {
+	err  error
+	lead bool
 }
 
 // openRunJournal opens (or creates) the journal at path, takes its lock,
@@ -225,25 +248,78 @@ func (j *runJournal) newRun() uint64 {
 
 // append writes records and syncs them to disk before returning.
 func (j *runJournal) append(recs ...JournalRecord) error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.closed {
-		return fmt.Errorf("append to run journal %s: %w", j.path, os.ErrClosed)
-	}
-	return j.appendLocked(recs...)
+	return j.commit(false, recs)
 }
 
 // appendEnd writes a run's end record; if the disk refuses it, the
 // record is kept and written ahead of the next append that succeeds.
 func (j *runJournal) appendEnd(rec JournalRecord) error {
+	return j.commit(true, []JournalRecord{rec})
+}
+
+// commit is the group commit: the first caller leads and writes every
+// append queued by then with one write and one fsync; appends arriving
+// meanwhile queue, and the first of them leads the next group. Many runs
+// starting and ending together thus share fsyncs instead of waiting in
+// line for one each, and every record is still durable before its
+// caller returns.
+func (j *runJournal) commit(end bool, recs []JournalRecord) error {
+	w := &journalWaiter{recs: recs, end: end, done: make(chan journalTurn, 1)}
+	j.qmu.Lock()
+	j.queue = append(j.queue, w)
+	lead := !j.flushing
+	j.flushing = true
+	j.qmu.Unlock()
+	for {
+		if lead {
+			j.flushGroup()
+		}
+		t := <-w.done
+		if !t.lead {
+			return t.err
+		}
+		lead = true
+	}
+}
+
+// flushGroup writes the queued appends as one group, answers them, and
+// hands the lead to the first append queued meanwhile.
+func (j *runJournal) flushGroup() {
+	j.qmu.Lock()
+	group := j.queue
+	j.queue = nil
+	j.qmu.Unlock()
+	err := j.writeGroup(group)
+	for _, w := range group {
+		w.done <- journalTurn{err: err}
+	}
+	j.qmu.Lock()
+	if len(j.queue) > 0 {
+		j.queue[0].done <- journalTurn{lead: true}
+	} else {
+		j.flushing = false
+	}
+	j.qmu.Unlock()
+}
+
+func (j *runJournal) writeGroup(group []*journalWaiter) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
 		return fmt.Errorf("append to run journal %s: %w", j.path, os.ErrClosed)
 	}
-	err := j.appendLocked(rec)
+	j.groups++
+	var recs []JournalRecord
+	for _, w := range group {
+		recs = append(recs, w.recs...)
+	}
+	err := j.appendLocked(recs...)
 	if err != nil {
-		j.pending = append(j.pending, rec)
+		for _, w := range group {
+			if w.end {
+				j.pending = append(j.pending, w.recs...)
+			}
+		}
 	}
 	return err
 }

@@ -200,8 +200,14 @@ func TestJournalWriteFailureRunsNothing(t *testing.T) {
 	e.journal.f = good
 	e.journal.mu.Unlock()
 	ro.Close()
-	// The machine is free again and the next run is journaled; only its
-	// result comes.
+	// The machine is free again (once the refused run's goroutine has
+	// released it: Start returned before) and the next run is journaled;
+	// only its result comes.
+	for deadline := time.Now().Add(20 * time.Second); len(e.Running()) > 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("machines still reserved: %v", e.Running())
+		}
+	}
 	r := run(t, e, sh("after", "true"))
 	if !r.OK() {
 		t.Fatalf("after: %+v", r)
@@ -478,5 +484,91 @@ func TestJournalEndWrittenLater(t *testing.T) {
 				t.Fatalf("after the %s: %+v (result ended %d)", flushBy, rs, res.End.UnixMicro())
 			}
 		})
+	}
+}
+
+// TestJournalGroupCommit: appends that arrive while a write is in progress
+// are written together by the next group (one write, one fsync), every
+// caller returns only once its records are in the file, and each record is
+// there exactly once, starts and ends alike. The test holds the journal's
+// file lock, as a slow fsync would, while the appends queue up.
+func TestJournalGroupCommit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), RunJournalFile)
+	j, err := openRunJournal(path, JournalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	const n = 64
+	j.mu.Lock() // the first group's leader waits here with its own record
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			run := uint64(1000 + i)
+			if i%2 == 0 {
+				errs <- j.append(JournalRecord{Event: JournalStart, Run: run, Task: fmt.Sprintf("t%d", i), Machine: "m1", PID: 1, AtUs: 1})
+			} else {
+				code := 0
+				errs <- j.appendEnd(JournalRecord{Event: JournalEnd, Run: run, Task: fmt.Sprintf("t%d", i), Machine: "m1", PID: 1, AtUs: 2, ExitCode: &code})
+			}
+		}()
+	}
+	// One leader holds its group (its own record) at the lock; the other
+	// n-1 appends queue behind it.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		j.qmu.Lock()
+		queued := len(j.queue)
+		j.qmu.Unlock()
+		if queued == n-1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			j.mu.Unlock()
+			t.Fatalf("%d appends queued, want %d", queued, n-1)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	sizeBefore, groupsBefore := j.size, j.groups
+	select {
+	case err := <-errs:
+		t.Fatalf("an append returned before its record was written: %v", err)
+	default:
+	}
+	j.mu.Unlock()
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs := readJournal(t, path)
+	seen := map[uint64]int{}
+	for _, r := range recs {
+		if r.Run >= 1000 {
+			seen[r.Run]++
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("%d of %d records in the journal", len(seen), n)
+	}
+	for run, k := range seen {
+		if k != 1 {
+			t.Fatalf("run %d recorded %d times", run, k)
+		}
+	}
+	// The leader's group and one group for all the appends queued behind
+	// it: two writes and two fsyncs for n records.
+	j.mu.Lock()
+	groups := j.groups - groupsBefore
+	grew := j.size > sizeBefore
+	j.mu.Unlock()
+	if groups != 2 || !grew {
+		t.Fatalf("%d appends written in %d groups (file grew: %v), want 2", n, groups, grew)
+	}
+	j.qmu.Lock()
+	flushing, queued := j.flushing, len(j.queue)
+	j.qmu.Unlock()
+	if flushing || queued != 0 {
+		t.Fatalf("journal left flushing=%v with %d queued", flushing, queued)
 	}
 }

@@ -313,13 +313,22 @@ func (c *checkpoints) gcLoop(ctx context.Context) {
 	defer c.n.wg.Done()
 	t := time.NewTicker(c.cfg.GCInterval)
 	defer t.Stop()
+	// Every task end pokes the collector, and a pass reads every task
+	// directory and looks each one up in the ledger (under its read lock):
+	// poked passes are paced, at most one per gap, or a peer running many
+	// short tasks spends its time collecting (issue 9's profile).
+	gap := min(time.Second, c.cfg.GCInterval)
 	for {
 		c.gc(ctx)
+		last := time.Now()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-c.wake:
+			if !sleep(ctx, time.Until(last.Add(gap))) {
+				return
+			}
 		}
 	}
 }
