@@ -38,9 +38,10 @@ type Heartbeat struct {
 	V    int    `json:"v"`
 	Org  string `json:"org"`
 	AtMs int64  `json:"at_ms"`
-	// Boot (the sender's start time, unix ms) and Seq (counting from 1
-	// within a boot) order one sender's messages for the replay guard
-	// without trusting its clock to move forward while it runs.
+	// Boot (the sender's start time, unix ms, never at or below its
+	// previous start's: see nextBoot) and Seq (counting from 1 within a
+	// boot) order one sender's messages for the replay guard without
+	// trusting its clock to move forward while it runs.
 	Boot int64  `json:"boot"`
 	Seq  uint64 `json:"seq"`
 	// Load1 is the sending host's one-minute load average.
