@@ -243,9 +243,16 @@ func measureOnce(ctx context.Context, log *slog.Logger, o runOptions, stdout io.
 	tl.report(&b, o.orgs*o.machines)
 	tl.reportLogged(&b)
 	tl.reportJournal(&b)
-	var pids []int
+	var (
+		pids    []int
+		pidList strings.Builder
+	)
 	for _, p := range f.peers {
 		pids = append(pids, p.proc.Cmd.Process.Pid)
+		fmt.Fprintf(&pidList, "%s %d\n", p.org, p.proc.Cmd.Process.Pid)
+	}
+	if err := os.WriteFile(filepath.Join(o.profile, "pids.txt"), []byte(pidList.String()), 0o644); err != nil {
+		return err
 	}
 	if err := prof.report(ctx, &b, pids); err != nil {
 		log.Warn("perf report", "err", err)

@@ -25,7 +25,12 @@ type category struct {
 var peerCategories = []category{
 	{"fsync (Raft log in bolt, run journal, files)", []string{"do_fsync", "__x64_sys_fdatasync", "__x64_sys_fsync", "ext4_sync_file"}},
 	{"process start: fork/exec of the task (executor)", []string{"syscall.forkExec", "syscall.forkAndExecInChild", "os.StartProcess", "__x64_sys_execve", "kernel_clone", "__do_sys_clone"}},
-	{"executor: directories, logs, journal, reaping", []string{"coopgrid/executor."}},
+	{"node: checkpoint GC (poked at every task end)", []string{"coopgrid/node.(*checkpoints).gc"}},
+	{"executor: task directories (prepareDirs)", []string{"coopgrid/executor.(*ProcessExecutor).prepareDirs"}},
+	{"executor: stdout/stderr capture files", []string{"coopgrid/executor.newCapture", "coopgrid/executor.(*capture)"}},
+	{"executor: run journal (without fsync)", []string{"coopgrid/executor.(*runJournal)"}},
+	{"executor: reaping, /proc scan of the group", []string{"coopgrid/executor.killGroup", "coopgrid/executor.groupAlive"}},
+	{"executor: other", []string{"coopgrid/executor."}},
 	{"ledger: Apply (decoding included)", []string{"coopgrid/ledger.(*Ledger).Apply"}},
 	{"ledger: state hash", []string{"coopgrid/ledger.(*Ledger).Hash"}},
 	{"ledger: views (Allocations, PolicyView, lists)", []string{"coopgrid/ledger."}},
@@ -48,18 +53,25 @@ type catCount struct {
 }
 
 // perfBreakdown tallies perf script's samples: those of the peers' pids by
-// category, the rest by command.
+// category, those of the processes they forked (the tasks) by command,
+// the rest by command.
 type perfBreakdown struct {
 	Total     int
 	Peers     int
+	Tasks     int
 	ByCat     map[string]int
+	ByTask    map[string]int
 	ByCommand map[string]int
 }
 
-// categorize reads `perf script -F comm,pid,tid,ip,sym` output: a header
-// line "comm pid/tid" and the call chain, one frame a line, per sample.
+// categorize reads `perf script --show-task-events -F comm,pid,tid,ip,sym`
+// output: per sample a header line "comm pid/tid" and the call chain, one
+// frame a line; task events on one line each. The fork events
+// ("PERF_RECORD_FORK(child:tid):(parent:tid)") tell which processes the
+// peers forked (the tasks: before exec, the executor's gate shell, `true`).
 func categorize(r io.Reader, peerPIDs map[int]bool) (*perfBreakdown, error) {
-	b := &perfBreakdown{ByCat: map[string]int{}, ByCommand: map[string]int{}}
+	b := &perfBreakdown{ByCat: map[string]int{}, ByTask: map[string]int{}, ByCommand: map[string]int{}}
+	children := map[int]bool{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	var (
@@ -74,6 +86,11 @@ func categorize(r io.Reader, peerPIDs map[int]bool) (*perfBreakdown, error) {
 		}
 		open = false
 		b.Total++
+		if children[pid] {
+			b.Tasks++
+			b.ByTask[comm]++
+			return
+		}
 		if !peerPIDs[pid] {
 			b.ByCommand[comm]++
 			return
@@ -84,6 +101,18 @@ func categorize(r io.Reader, peerPIDs map[int]bool) (*perfBreakdown, error) {
 	for sc.Scan() {
 		line := sc.Text()
 		if strings.TrimSpace(line) == "" {
+			flush()
+			continue
+		}
+		if i := strings.Index(line, "PERF_RECORD_FORK("); i >= 0 {
+			flush()
+			child, parent, ok := parseFork(line[i:])
+			if ok && child != parent && (peerPIDs[parent] || children[parent]) {
+				children[child] = true
+			}
+			continue
+		}
+		if strings.Contains(line, "PERF_RECORD_") {
 			flush()
 			continue
 		}
@@ -101,6 +130,16 @@ func categorize(r io.Reader, peerPIDs map[int]bool) (*perfBreakdown, error) {
 	}
 	flush()
 	return b, sc.Err()
+}
+
+// parseFork reads "PERF_RECORD_FORK(child:tid):(parent:tid)"; a new
+// thread has the same pid as its parent.
+func parseFork(s string) (child, parent int, ok bool) {
+	var ct, pt int
+	if _, err := fmt.Sscanf(s, "PERF_RECORD_FORK(%d:%d):(%d:%d)", &child, &ct, &parent, &pt); err != nil {
+		return 0, 0, false
+	}
+	return child, parent, true
 }
 
 // parseHeader splits "comm pid/tid" (the comm may hold spaces).
@@ -135,7 +174,7 @@ func categoryOf(stack []string) string {
 func (p *perfRecord) breakdown(ctx context.Context, peerPIDs map[int]bool) (*perfBreakdown, error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, "perf", "script", "-i", p.out, "-F", "comm,pid,tid,ip,sym")
+	cmd := exec.CommandContext(cctx, "perf", "script", "-i", p.out, "--show-task-events", "-F", "comm,pid,tid,ip,sym")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -171,9 +210,22 @@ func (b *perfBreakdown) write(w io.Writer) {
 	for _, c := range sorted(b.ByCat) {
 		fmt.Fprintf(w, "| %s | %.1f %% | %.1f %% |\n", c.Name, pct(int64(c.Samples), int64(b.Peers)), pct(int64(c.Samples), int64(b.Total)))
 	}
-	fmt.Fprintf(w, "\nThe rest of the machine, by command (`true` and `sh` include the tasks and the executor's start gate; `peer` here is a forked child before its exec, or another program's peer; swapper is idle):\n\n| command | share of the machine |\n|---|---|\n")
+	fmt.Fprintf(w, "\nThe processes the peers forked (the tasks), by command at the time of the sample: %.1f %% of the machine.\n\n| command | share of the machine |\n|---|---|\n", pct(int64(b.Tasks), int64(b.Total)))
+	taskNames := map[string]string{
+		"peer": "peer (a forked child before its exec)",
+		"sh":   "sh (the executor's start gate)",
+		"true": "true (the task)",
+	}
+	for _, c := range sorted(b.ByTask) {
+		name := c.Name
+		if n, ok := taskNames[name]; ok {
+			name = n
+		}
+		fmt.Fprintf(w, "| %s | %.1f %% |\n", name, pct(int64(c.Samples), int64(b.Total)))
+	}
+	fmt.Fprintf(w, "\nEverything else on the machine, by command (swapper is idle; other programs ran on the shared machine):\n\n| command | share of the machine |\n|---|---|\n")
 	for i, c := range sorted(b.ByCommand) {
-		if i == 15 {
+		if i == 12 {
 			break
 		}
 		fmt.Fprintf(w, "| %s | %.1f %% |\n", c.Name, pct(int64(c.Samples), int64(b.Total)))

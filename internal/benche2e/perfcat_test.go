@@ -5,9 +5,10 @@ import (
 	"testing"
 )
 
-// A sample of `perf script -F comm,pid,tid,ip,sym` output: a peer's fsync
-// under bolt under raft, a peer's mkdir in the executor, a peer's policy
-// pass, a task, and idle.
+// A sample of `perf script --show-task-events -F comm,pid,tid,ip,sym`
+// output: a peer's fsync under bolt under raft, a peer's mkdir in the
+// executor, a peer's policy pass, a fork, a task, a process no peer forked,
+// idle, another program's peer.
 const perfScript = `            peer 100/101 
 	ffffffff81 ext4_sync_file
 	ffffffff82 do_fsync
@@ -23,7 +24,12 @@ const perfScript = `            peer 100/101
 	          97 github.com/coopgrid/coopgrid/policy.(*ehosep).Schedule
 	          98 github.com/coopgrid/coopgrid/consensus.(*Node).plan
 
+            peer 100/105     PERF_RECORD_FORK(300:300):(100:105)
+            peer 100/100     PERF_RECORD_FORK(100:107):(100:100)
             true 300/300 
+	ffffffff84 do_execveat_common
+
+            true 301/301 
 	ffffffff84 do_execveat_common
 
          swapper     0/0 
@@ -38,18 +44,23 @@ func TestCategorize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Total != 6 || b.Peers != 3 {
-		t.Fatalf("total %d peers %d, want 6 and 3", b.Total, b.Peers)
+	if b.Total != 7 || b.Peers != 3 || b.Tasks != 1 {
+		t.Fatalf("total %d peers %d tasks %d, want 7, 3 and 1", b.Total, b.Peers, b.Tasks)
 	}
 	want := map[string]int{
-		"fsync (Raft log in bolt, run journal, files)":  1,
-		"executor: directories, logs, journal, reaping": 1,
+		"fsync (Raft log in bolt, run journal, files)": 1,
+		"executor: task directories (prepareDirs)":     1,
 		"policy pass": 1,
 	}
 	for k, v := range want {
 		if b.ByCat[k] != v {
 			t.Errorf("%s: %d samples, want %d (all: %v)", k, b.ByCat[k], v, b.ByCat)
 		}
+	}
+	// 300 was forked by a peer (its thread 105); 301 was not; the thread
+	// 107 of peer 100 is no process of its own.
+	if b.ByTask["true"] != 1 || len(b.ByTask) != 1 {
+		t.Errorf("tasks by command %v, want true once", b.ByTask)
 	}
 	if b.ByCommand["true"] != 1 || b.ByCommand["swapper"] != 1 || b.ByCommand["peer"] != 1 {
 		t.Errorf("by command %v, want true, swapper and the other peer once each", b.ByCommand)
