@@ -150,9 +150,11 @@ type timeline struct {
 	Tasks map[string]*taskTimes
 	// Kinds counts the command entries by kind during the run, and
 	// Decisions the accepted allocations.
-	Kinds        map[ledger.Kind]int
-	Passes       int
-	Allocations  int
+	Kinds       map[ledger.Kind]int
+	Passes      int
+	Allocations int
+	// ReportItems counts the applied items of reports batches.
+	ReportItems  int
 	Rejected     int
 	FirstSubmit  int64
 	LastEndApp   int64
@@ -206,16 +208,42 @@ func buildTimeline(r *replay, since int64) *timeline {
 				t := get(d.Task)
 				t.Machine, t.DecideAt, t.DecideApp, t.DecisionsInPass = d.Machine, e.Cmd.AtMs, app, len(ds)
 			}
-		case ledger.KindTaskStarted:
-			t := get(e.Cmd.TaskStarted.Task)
-			t.StartAt, t.StartApp = e.Cmd.AtMs, app
-		case ledger.KindTaskEnded:
-			t := get(e.Cmd.TaskEnded.Task)
-			t.EndAt, t.EndApp = e.Cmd.AtMs, app
-			tl.LastEndApp = max(tl.LastEndApp, app)
+		case ledger.KindTaskStarted, ledger.KindTaskEnded:
+			tl.addReport(e.Cmd, app)
+		case ledger.KindReports:
+			// A batch of reports: each applied item counts as if
+			// proposed at the batch's time.
+			for i, it := range e.Cmd.Reports.Items {
+				if i < len(e.Res.Reports) && e.Res.Reports[i].Err != nil {
+					continue
+				}
+				tl.ReportItems++
+				tl.addReport(it.Command(e.Cmd), app)
+			}
 		}
 	}
 	return tl
+}
+
+// addReport records a single task_started or task_ended command.
+func (tl *timeline) addReport(c ledger.Command, app int64) {
+	get := func(id string) *taskTimes {
+		t := tl.Tasks[id]
+		if t == nil {
+			t = &taskTimes{}
+			tl.Tasks[id] = t
+		}
+		return t
+	}
+	switch {
+	case c.TaskStarted != nil:
+		t := get(c.TaskStarted.Task)
+		t.StartAt, t.StartApp = c.AtMs, app
+	case c.TaskEnded != nil:
+		t := get(c.TaskEnded.Task)
+		t.EndAt, t.EndApp = c.AtMs, app
+		tl.LastEndApp = max(tl.LastEndApp, app)
+	}
 }
 
 // phase is one step of a task's path, measured between two timestamps.
@@ -326,6 +354,10 @@ func (tl *timeline) report(w io.Writer, machines int) {
 	sort.Strings(kinds)
 	fmt.Fprintf(w, "entries during the run: %d (%s); %d scheduling passes placed %d tasks (%.1f per pass), %d decisions rejected\n",
 		total, strings.Join(kinds, ", "), tl.Passes, tl.Allocations, float64(tl.Allocations)/float64(max(tl.Passes, 1)), tl.Rejected)
+	if n := tl.Kinds[ledger.KindReports]; n > 0 {
+		fmt.Fprintf(w, "reports batches: %d entries carrying %d reports (%.1f per batch); a batched report counts as proposed at the batch's time\n",
+			n, tl.ReportItems, float64(tl.ReportItems)/float64(n))
+	}
 	if span > 0 {
 		fmt.Fprintf(w, "log entries per second: %.0f\n", float64(total)*1000/float64(span))
 	}

@@ -139,3 +139,50 @@ time=2026-11-22T15:23:55.270Z level=WARN msg="something else" task=org-1-7
 		t.Fatalf("a task not in the timeline was added: %v", tl.Tasks)
 	}
 }
+
+// A reports batch (the group-committed reports of an executing peer)
+// counts each applied item at the batch's times.
+func TestTimelineReportsBatch(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "raft"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	at := func(ms int64) ledger.Command {
+		return ledger.Command{Org: "a", Peer: "12D3KooWPeer", AtMs: 1_000_000 + ms}
+	}
+	reg := at(0)
+	reg.RegisterOrg = &ledger.RegisterOrg{LimitMilliW: 1_000_000, Machines: []ledger.MachineSpec{{Name: "m1", MFLOPS: 10_000, BusyMilliW: 100_000}}}
+	sub := at(10)
+	sub.SubmitTasks = &ledger.SubmitTasks{Tasks: []ledger.TaskSpec{{SizeMFlop: 1, Spec: ledger.Spec{Argv: []string{"true"}}}}}
+	dec := at(20)
+	dec.Decisions = &ledger.Decisions{Decisions: []ledger.Decision{{Kind: ledger.DecideAllocate, Task: "a-1", Machine: "a/m1"}}}
+	batch := at(80)
+	batch.Reports = &ledger.Reports{Items: []ledger.Report{
+		{TaskStarted: &ledger.TaskStarted{Task: "a-1", Machine: "a/m1"}},
+		{TaskEnded: &ledger.TaskEnded{Task: "a-1", Machine: "a/m1", Source: ledger.EnergyDeclared}},
+	}}
+	cmds := []ledger.Command{reg, sub, dec, batch}
+	var appended []time.Time
+	for _, c := range cmds {
+		appended = append(appended, time.UnixMilli(c.AtMs+3))
+	}
+	writeLog(t, dir, cmds, appended)
+	r, err := readLog(dir, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.HashAt != r.Ledger.Hash() {
+		t.Fatalf("hash at the last index %q differs from the final hash %q", r.HashAt, r.Ledger.Hash())
+	}
+	tl := buildTimeline(r, 1_000_010)
+	a1 := tl.Tasks["a-1"]
+	if a1 == nil || !a1.complete() || a1.StartAt != 1_000_080 || a1.EndAt != 1_000_080 || a1.EndApp != 1_000_083 {
+		t.Fatalf("a-1: %+v", a1)
+	}
+	if tl.ReportItems != 2 || tl.Kinds[ledger.KindReports] != 1 {
+		t.Fatalf("report items %d, batches %d; want 2 and 1", tl.ReportItems, tl.Kinds[ledger.KindReports])
+	}
+	if st, ok := r.Ledger.Task("a-1"); !ok || st.State != ledger.TaskDone {
+		t.Fatalf("a-1 after the replay: %+v", st)
+	}
+}
