@@ -226,7 +226,7 @@ func measureOnce(ctx context.Context, log *slog.Logger, o runOptions, stdout io.
 	fmt.Fprintf(stdout, "RESULT %s %d %.3f %.3f %.3f %.3f\n", name, m.Tasks,
 		m.Elapsed().Seconds(), m.Submitted.Sub(m.Start).Seconds(), o.poll.Seconds(), m.LedgerElapsed().Seconds())
 
-	tl := buildTimeline(r, m.Start.UnixMilli())
+	tl := buildTimeline(r, m.Start.UnixMilli(), m.Detected.UnixMilli())
 	if o.profile == "" {
 		return nil
 	}
@@ -254,7 +254,7 @@ func measureOnce(ctx context.Context, log *slog.Logger, o runOptions, stdout io.
 	if err := os.WriteFile(filepath.Join(o.profile, "pids.txt"), []byte(pidList.String()), 0o644); err != nil {
 		return err
 	}
-	if err := prof.report(ctx, &b, pids); err != nil {
+	if err := prof.report(ctx, &b, pids, o.tasks); err != nil {
 		log.Warn("perf report", "err", err)
 	}
 	out := filepath.Join(o.profile, "profile.md")

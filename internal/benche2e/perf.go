@@ -26,7 +26,10 @@ type perfRecord struct {
 
 // perfFreq is the sampling frequency per CPU: enough samples for a
 // breakdown in a few seconds, little overhead.
-const perfFreq = "499"
+const (
+	perfFreq = "499"
+	perfHz   = 499.0
+)
 
 func startPerf(ctx context.Context, out string) (*perfRecord, error) {
 	bin, err := exec.LookPath("perf")
@@ -82,7 +85,7 @@ func (p *perfRecord) stop() error {
 // hottest functions by self time and by inclusive time. Percentages are
 // of every sample of the machine (2 CPUs × the measurement), idle
 // included (command "swapper").
-func (p *perfRecord) report(ctx context.Context, w io.Writer, peerPIDs []int) error {
+func (p *perfRecord) report(ctx context.Context, w io.Writer, peerPIDs []int, tasks int) error {
 	if p == nil {
 		return nil
 	}
@@ -96,7 +99,7 @@ func (p *perfRecord) report(ctx context.Context, w io.Writer, peerPIDs []int) er
 	if err != nil {
 		return err
 	}
-	b.write(w)
+	b.write(w, tasks)
 	pidList := strings.Join(pids, ",")
 	runs := []struct {
 		title string

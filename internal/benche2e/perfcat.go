@@ -189,8 +189,9 @@ func (p *perfRecord) breakdown(ctx context.Context, peerPIDs map[int]bool) (*per
 	return b, perr
 }
 
-// write prints the tally as two tables.
-func (b *perfBreakdown) write(w io.Writer) {
+// write prints the tally as tables, and the CPU time per task: each
+// cpu-clock sample stands for 1/perfFreq s of one CPU.
+func (b *perfBreakdown) write(w io.Writer, tasks int) {
 	sorted := func(m map[string]int) []catCount {
 		var out []catCount
 		for k, v := range m {
@@ -206,6 +207,11 @@ func (b *perfBreakdown) write(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\n## CPU of the federation's peer processes, by activity\n\n")
 	fmt.Fprintf(w, "%d samples in all (every CPU, idle included); the peers' processes took %d (%.1f %% of the machine).\n\n", b.Total, b.Peers, pct(int64(b.Peers), int64(b.Total)))
+	if tasks > 0 {
+		perTask := func(samples int) float64 { return float64(samples) / perfHz / float64(tasks) * 1000 }
+		fmt.Fprintf(w, "CPU time per task: %.2f ms in the peers, %.2f ms in the processes they forked (fork, gate shell, `true`), %.2f ms together.\n\n",
+			perTask(b.Peers), perTask(b.Tasks), perTask(b.Peers+b.Tasks))
+	}
 	fmt.Fprintf(w, "| activity (first match in the call chain) | share of the peers' CPU | share of the machine |\n|---|---|---|\n")
 	for _, c := range sorted(b.ByCat) {
 		fmt.Fprintf(w, "| %s | %.1f %% | %.1f %% |\n", c.Name, pct(int64(c.Samples), int64(b.Peers)), pct(int64(c.Samples), int64(b.Total)))

@@ -66,3 +66,20 @@ func TestCategorize(t *testing.T) {
 		t.Errorf("by command %v, want true, swapper and the other peer once each", b.ByCommand)
 	}
 }
+
+// Each cpu-clock sample is 1/499 s of one CPU.
+func TestPerfBreakdownPerTask(t *testing.T) {
+	b := &perfBreakdown{Total: 4990, Peers: 998, Tasks: 499, ByCat: map[string]int{"policy pass": 998}, ByTask: map[string]int{"true": 499}, ByCommand: map[string]int{"swapper": 3493}}
+	var out strings.Builder
+	b.write(&out, 100)
+	for _, want := range []string{
+		"CPU time per task: 20.00 ms in the peers, 10.00 ms in the processes they forked (fork, gate shell, `true`), 30.00 ms together.",
+		"| policy pass | 100.0 % | 20.0 % |",
+		"| true (the task) | 10.0 % |",
+		"| swapper | 70.0 % |",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("breakdown lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -168,8 +168,11 @@ func ms(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-// buildTimeline indexes the entries appended at or after since (Unix ms).
-func buildTimeline(r *replay, since int64) *timeline {
+// buildTimeline indexes the entries of the measurement: appended (or
+// proposed) at or after since and appended at or before until (Unix ms;
+// 0: no end). Entries after the measurement, such as the machines a
+// stopping peer declares lost, are left out.
+func buildTimeline(r *replay, since, until int64) *timeline {
 	tl := &timeline{Tasks: map[string]*taskTimes{}, Kinds: map[ledger.Kind]int{}, FromSnapshot: r.FromSnapshot}
 	get := func(id string) *taskTimes {
 		t := tl.Tasks[id]
@@ -181,7 +184,7 @@ func buildTimeline(r *replay, since int64) *timeline {
 	}
 	for _, e := range r.Entries {
 		app := ms(e.Appended)
-		if app < since && e.Cmd.AtMs < since {
+		if app < since && e.Cmd.AtMs < since || until > 0 && app > until {
 			continue
 		}
 		k := e.Cmd.Kind()

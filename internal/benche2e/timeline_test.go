@@ -89,7 +89,7 @@ func TestTimelineFromRealLog(t *testing.T) {
 	if err := r.Ledger.CheckInvariants(); err != nil {
 		t.Fatal(err)
 	}
-	tl := buildTimeline(r, 1_000_010)
+	tl := buildTimeline(r, 1_000_010, 0)
 	a1, a2 := tl.Tasks["a-1"], tl.Tasks["a-2"]
 	if a1 == nil || a2 == nil || !a1.complete() || !a2.complete() {
 		t.Fatalf("tasks not complete: %+v %+v", a1, a2)
@@ -174,7 +174,7 @@ func TestTimelineReportsBatch(t *testing.T) {
 	if r.HashAt != r.Ledger.Hash() {
 		t.Fatalf("hash at the last index %q differs from the final hash %q", r.HashAt, r.Ledger.Hash())
 	}
-	tl := buildTimeline(r, 1_000_010)
+	tl := buildTimeline(r, 1_000_010, 1_000_083)
 	a1 := tl.Tasks["a-1"]
 	if a1 == nil || !a1.complete() || a1.StartAt != 1_000_080 || a1.EndAt != 1_000_080 || a1.EndApp != 1_000_083 {
 		t.Fatalf("a-1: %+v", a1)
