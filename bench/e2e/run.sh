@@ -47,7 +47,7 @@ source "$repo/bench/e2e/slurm.sh"
 
 log() { printf '[bench-e2e %s] %s\n' "$(date +%T)" "$*" >&2; }
 
-base="$(mktemp -d /tmp/coopgrid-bench-e2e-XXXXXX)"
+base="$(mktemp -d "${TMPDIR:-/tmp}/coopgrid-bench-e2e-XXXXXX")"
 DRIVER_PID=""
 RUN_SEQ=0
 cleanup() {

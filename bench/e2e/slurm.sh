@@ -323,7 +323,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	mode="${1:?usage: slurm.sh wrap|array N}"
 	n="${2:?usage: slurm.sh wrap|array N}"
 	slurm_install
-	base="$(mktemp -d /tmp/coopgrid-bench-slurm-XXXXXX)"
+	base="$(mktemp -d "${TMPDIR:-/tmp}/coopgrid-bench-slurm-XXXXXX")"
 	trap 'slurm_stop; [ -n "${KEEP:-}" ] || rm -rf "$base"' EXIT
 	trap 'exit 130' INT TERM
 	slurm_once "$mode" "$n" "$base"
