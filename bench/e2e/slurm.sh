@@ -188,19 +188,29 @@ stop_pid() {
 	wait "$pid" 2>/dev/null || true
 }
 
-# marked_pids DIR lists the processes whose environment carries
-# COOPGRID_BENCH_SLURM=DIR: the daemons and whatever they forked
-# (slurmstepd, the jobs), and only those.
+# marked_pids DIR lists the processes of this private Slurm, and only
+# those: the daemons carry COOPGRID_BENCH_SLURM=DIR in their environment;
+# slurmstepd, which slurmd starts with a cleaned environment, carries
+# SLURM_CONF=DIR/slurm.conf.
 marked_pids() {
-	local marker="COOPGRID_BENCH_SLURM=$1" f pid
+	local f pid
 	for f in /proc/[0-9]*/environ; do
 		pid="${f#/proc/}"
 		pid="${pid%/environ}"
-		[ "$pid" = "$$" ] && continue
-		if grep -qzxF "$marker" "$f" 2>/dev/null; then
+		[ "$pid" = "$$" ] || [ "$pid" = "$BASHPID" ] && continue
+		if grep -qzxF -e "COOPGRID_BENCH_SLURM=$1" -e "SLURM_CONF=$1/slurm.conf" "$f" 2>/dev/null; then
 			echo "$pid"
 		fi
 	done
+}
+
+# stepd_pids DIR lists this Slurm's slurmstepd processes.
+stepd_pids() {
+	local pid
+	for pid in $(marked_pids "$1"); do
+		[ "$(cat /proc/"$pid"/comm 2>/dev/null)" = slurmstepd ] && echo "$pid"
+	done
+	return 0
 }
 
 # slurm_stop ends slurmd, slurmctld and munged by pid, then anything left
@@ -217,14 +227,26 @@ slurm_stop() {
 		MEASURE_PID=""
 	fi
 	[ -n "$SLURM_DIR" ] || return 0
+	# Job steps still tearing down after squeue emptied end by themselves
+	# within moments while slurmd is there to hear from them. (Ended
+	# slurmstepd processes may then stay zombies for a few seconds: they
+	# are children of pid 1, which reaps them.)
+	for _ in $(seq 50); do
+		[ -z "$(stepd_pids "$SLURM_DIR")" ] && break
+		sleep 0.1
+	done
 	stop_pid "$SLURMD_PID"
 	stop_pid "$SLURMCTLD_PID"
 	stop_pid "$MUNGED_PID"
 	SLURMD_PID="" SLURMCTLD_PID="" MUNGED_PID=""
 	for pid in $(marked_pids "$SLURM_DIR"); do
+		# Not this shell's own children (a command substitution, say):
+		# they carry SLURM_CONF too.
+		[ "$(ps -o ppid= -p "$pid" 2>/dev/null | tr -d ' ')" = "$$" ] && continue
 		slurm_log "ending leftover process $pid ($(cat /proc/"$pid"/comm 2>/dev/null))"
 		kill -KILL "$pid" 2>/dev/null || true
 	done
+	unset SLURM_CONF
 	SLURM_DIR=""
 }
 
