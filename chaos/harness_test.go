@@ -249,28 +249,14 @@ func (c *cluster) eventually(d time.Duration, what string, cond func(ctx context
 // agrees on one leader.
 func (c *cluster) waitFormed() {
 	c.t.Helper()
+	names := make([]string, len(c.peers))
+	clients := make([]*api.Client, len(c.peers))
+	for i, p := range c.peers {
+		names[i], clients[i] = p.name, p.client
+	}
 	c.eventually(readyTimeout, "the federation formed with one leader", func(ctx context.Context) (bool, string) {
-		leader := ""
-		for _, p := range c.peers {
-			s, err := p.client.Status(ctx)
-			if err != nil {
-				return false, fmt.Sprintf("%s: %v", p.name, err)
-			}
-			voters := 0
-			for _, pv := range s.Peers {
-				if pv.Voter {
-					voters++
-				}
-			}
-			if voters != len(c.peers) || len(s.Orgs) != len(c.peers) || s.Leader == "" {
-				return false, fmt.Sprintf("%s: %d voters, %d orgs, leader %q", p.name, voters, len(s.Orgs), s.Leader)
-			}
-			if leader != "" && s.Leader != leader {
-				return false, fmt.Sprintf("leaders %s and %s", leader, s.Leader)
-			}
-			leader = s.Leader
-		}
-		return true, ""
+		ok, why, _ := peerproc.Formed(ctx, names, clients)
+		return ok, why
 	})
 }
 

@@ -155,29 +155,17 @@ func runCLI(ctx context.Context, bin string, args ...string) error {
 // waitFormed waits until every peer sees every organisation, every peer as
 // a voter, and the same leader.
 func (f *federation) waitFormed(ctx context.Context) error {
+	names := make([]string, len(f.peers))
+	clients := make([]*api.Client, len(f.peers))
+	for i, p := range f.peers {
+		names[i], clients[i] = p.org, p.client
+	}
 	return eventually(ctx, readyTimeout, 200*time.Millisecond, "the federation to form", func(ctx context.Context) (bool, string) {
-		leader := ""
-		for _, p := range f.peers {
-			s, err := p.client.Status(ctx)
-			if err != nil {
-				return false, fmt.Sprintf("%s: %v", p.org, err)
-			}
-			voters := 0
-			for _, pv := range s.Peers {
-				if pv.Voter {
-					voters++
-				}
-			}
-			if voters != len(f.peers) || len(s.Orgs) != len(f.peers) || s.Leader == "" {
-				return false, fmt.Sprintf("%s: %d voters, %d orgs, leader %q", p.org, voters, len(s.Orgs), s.Leader)
-			}
-			if leader != "" && s.Leader != leader {
-				return false, fmt.Sprintf("leaders %s and %s", leader, s.Leader)
-			}
-			leader = s.Leader
-			p.id = s.Self
+		ok, why, selves := peerproc.Formed(ctx, names, clients)
+		for i, id := range selves {
+			f.peers[i].id = id
 		}
-		return true, ""
+		return ok, why
 	})
 }
 
