@@ -3,7 +3,6 @@ package chaos
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -23,34 +22,7 @@ import (
 // e2e package does: the harness drives exactly what `make build` ships.
 var peerBin string
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run())
-	}
-	code, err := buildAndRun(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "chaos:", err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
-
-func buildAndRun(m *testing.M) (int, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return 0, err
-	}
-	tmp, err := os.MkdirTemp("", "coopgrid-chaos-bin-")
-	if err != nil {
-		return 0, err
-	}
-	defer os.RemoveAll(tmp)
-	if peerBin, err = peerproc.Build(filepath.Dir(wd), tmp); err != nil {
-		return 0, err
-	}
-	return m.Run(), nil
-}
+func TestMain(m *testing.M) { os.Exit(peerproc.Main(m, "chaos", &peerBin)) }
 
 // fastConfig makes a loopback federation react within seconds: Raft's lan
 // preset elects in about a second, the leader declares a machine lost

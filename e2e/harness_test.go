@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -27,34 +26,13 @@ var peerBin string
 var repoRoot string
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		// Every test skips itself under -short; nothing to build.
-		os.Exit(m.Run())
-	}
-	code, err := buildAndRun(m)
+	wd, err := os.Getwd()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
-	os.Exit(code)
-}
-
-func buildAndRun(m *testing.M) (int, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return 0, err
-	}
 	repoRoot = filepath.Dir(wd)
-	tmp, err := os.MkdirTemp("", "coopgrid-e2e-bin-")
-	if err != nil {
-		return 0, err
-	}
-	defer os.RemoveAll(tmp)
-	if peerBin, err = peerproc.Build(repoRoot, tmp); err != nil {
-		return 0, err
-	}
-	return m.Run(), nil
+	os.Exit(peerproc.Main(m, "e2e", &peerBin))
 }
 
 // skipShort skips a test under -short: each of these runs real processes
