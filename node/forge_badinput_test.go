@@ -23,13 +23,7 @@ func TestForgedCommandsRefused(t *testing.T) {
 		"fg-a": "machines:\n  - name: m1\n    gflops: 10\n    busy_watts: 100\n",
 		"fg-b": "machines:\n  - name: m1\n    gflops: 10\n    busy_watts: 100\n",
 	}, nil)
-	leader, follower := peers[0], peers[1]
-	if !leader.n.cons.IsLeader() {
-		leader, follower = follower, leader
-	}
-	if !leader.n.cons.IsLeader() {
-		t.Fatal("no leader among the two peers")
-	}
+	leader, follower := leaderAndFollower(t, peers)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 

@@ -76,6 +76,13 @@ func newTNode(tb testing.TB, org, secret, machines string, edit func(*Config)) *
 
 func (tn *tnode) start(bootstrap ...string) {
 	tn.tb.Helper()
+	tn.startWith(nil, bootstrap...)
+}
+
+// startWith starts tn like start, with tweak applied last to the
+// consensus configuration (nil: none).
+func (tn *tnode) startWith(tweak func(*consensus.Config), bootstrap ...string) {
+	tn.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n, err := Start(ctx, Options{
@@ -88,6 +95,9 @@ func (tn *tnode) start(bootstrap ...string) {
 			c.CheckInvariants = true
 			c.MaintenanceInterval = 300 * time.Millisecond
 			c.ScheduleDebounce = 5 * time.Millisecond
+			if tweak != nil {
+				tweak(c)
+			}
 		},
 	})
 	if err != nil {
@@ -98,6 +108,20 @@ func (tn *tnode) start(bootstrap ...string) {
 		tn.tb.Fatalf("%s not ready: %v", tn.org, err)
 	}
 	tn.tb.Cleanup(func() { tn.close() })
+}
+
+// leaderAndFollower returns the leader of a two-peer federation and the
+// other peer.
+func leaderAndFollower(t *testing.T, peers []*tnode) (leader, follower *tnode) {
+	t.Helper()
+	leader, follower = peers[0], peers[1]
+	if !leader.n.cons.IsLeader() {
+		leader, follower = follower, leader
+	}
+	if !leader.n.cons.IsLeader() {
+		t.Fatal("no leader among the two peers")
+	}
+	return leader, follower
 }
 
 func (tn *tnode) close() {

@@ -26,13 +26,7 @@ func TestReplayedProposeMessages(t *testing.T) {
 		"rp-a": "machines:\n  - name: m1\n    gflops: 10\n    busy_watts: 100\n",
 		"rp-b": "machines:\n  - name: m1\n    gflops: 10\n    busy_watts: 100\n",
 	}, nil)
-	leader, follower := peers[0], peers[1]
-	if !leader.n.cons.IsLeader() {
-		leader, follower = follower, leader
-	}
-	if !leader.n.cons.IsLeader() {
-		t.Fatal("no leader among the two peers")
-	}
+	leader, follower := leaderAndFollower(t, peers)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// Limits of 0 W keep the tasks queued, so that only the commands below

@@ -31,29 +31,7 @@ func manyMachines(n int, trueBin string) string {
 // reporter batches.
 func (tn *tnode) startSlowLeader(delay time.Duration, bootstrap ...string) {
 	tn.tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	n, err := Start(ctx, Options{
-		DataDir:           tn.dir,
-		Bootstrap:         bootstrap,
-		Logger:            testLogger(tn.org),
-		ReconcileInterval: 200 * time.Millisecond,
-		Consensus: func(c *consensus.Config) {
-			c.NoSync = true
-			c.CheckInvariants = true
-			c.MaintenanceInterval = 300 * time.Millisecond
-			c.ScheduleDebounce = 5 * time.Millisecond
-			c.StoreDelay = func() time.Duration { return delay }
-		},
-	})
-	if err != nil {
-		tn.tb.Fatalf("start %s: %v", tn.org, err)
-	}
-	tn.n = n
-	if err := n.WaitReady(ctx); err != nil {
-		tn.tb.Fatalf("%s not ready: %v", tn.org, err)
-	}
-	tn.tb.Cleanup(func() { tn.close() })
+	tn.startWith(func(c *consensus.Config) { c.StoreDelay = func() time.Duration { return delay } }, bootstrap...)
 }
 
 // TestReportsAreBatched: with real peers, real Raft and real processes, a
