@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/config"
 	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
@@ -403,7 +404,7 @@ func (n *Node) SetLimit(ctx context.Context, req api.LimitRequest) (api.OrgView,
 				quota = o.PowerQuotaMilliW
 			}
 		})
-		mw = Limit{Percent: p, isPercent: true}.MilliWatts(quota)
+		mw = config.PercentLimit(p).MilliWatts(quota)
 	default:
 		w := *req.Watts
 		if math.IsNaN(w) || math.IsInf(w, 0) || w < 0 || w*1000 > ledger.MaxLimitMilliW {

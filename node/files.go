@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coopgrid/coopgrid/config"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -382,7 +383,7 @@ func validOutputName(name string) bool {
 }
 
 // outputDir is where this peer keeps the outputs of one of its tasks.
-func (n *Node) outputDir(task string) string { return filepath.Join(n.dir, OutputsDir, task) }
+func (n *Node) outputDir(task string) string { return filepath.Join(n.dir, config.OutputsDir, task) }
 
 func (n *Node) handleOutputs(ctx context.Context, remote peer.ID, data []byte) ([]byte, error) {
 	var c outputChunk
@@ -624,7 +625,7 @@ func (n *Node) readLocalLog(task, stream string) ([]byte, error) {
 	if !validTaskID(task) {
 		return nil, p2p.Errorf(p2p.CodeBadRequest, "task ID %q", task)
 	}
-	dir := filepath.Join(n.dir, TasksDir, task)
+	dir := filepath.Join(n.dir, config.TasksDir, task)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, p2p.Errorf(CodeNotFound, "no captured output of task %s on this peer (a simulated machine captures none)", task)
@@ -648,5 +649,19 @@ func (n *Node) readLocalLog(task, stream string) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, n.cfg.Files.MaxLogBytes))
 }
 
-// validTaskID accepts the ledger's task IDs ("<org>-<n>"), so never a path.
-func validTaskID(s string) bool { return validIdent(s, ledger.MaxTaskIDLen) }
+// validTaskID accepts the ledger's task IDs ("<org>-<n>"): 1-MaxTaskIDLen
+// characters of [A-Za-z0-9._-] starting with a letter or digit, so never a
+// path.
+func validTaskID(s string) bool {
+	if s == "" || len(s) > ledger.MaxTaskIDLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if i == 0 && !alnum || !alnum && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}

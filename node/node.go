@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/config"
 	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/executor"
 	"github.com/coopgrid/coopgrid/ledger"
@@ -55,11 +56,11 @@ type Options struct {
 // api.Backend.
 type Node struct {
 	dir      string
-	cfg      Config
+	cfg      config.Config
 	log      *slog.Logger
 	self     peer.ID
 	org      string
-	limit    Limit
+	limit    config.Limit
 	machines map[string]executor.MachineConfig // by name
 	opts     Options
 
@@ -121,34 +122,34 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start: %w", err)
 	}
-	cfgPath := filepath.Join(dir, ConfigFile)
+	cfgPath := filepath.Join(dir, config.ConfigFile)
 	if _, err := os.Stat(cfgPath); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("start %s: %w", dir, errNotInitialised)
+		return nil, fmt.Errorf("start %s: %w", dir, config.ErrNotInitialised)
 	}
-	cfg, err := LoadConfig(cfgPath)
+	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		return nil, err
 	}
 	if len(opts.Listen) > 0 {
 		for _, a := range opts.Listen {
-			if err := checkTCPAddr(a); err != nil {
+			if err := config.CheckTCPAddr(a); err != nil {
 				return nil, badInput("--listen %v", err)
 			}
 		}
 		cfg.Listen = opts.Listen
 	}
 	if opts.API != "" {
-		if err := checkAPIAddr(opts.API); err != nil {
+		if err := config.CheckAPIAddr(opts.API); err != nil {
 			return nil, badInput("--api %v", err)
 		}
 		cfg.API = opts.API
 	}
 	for _, a := range opts.Bootstrap {
-		if err := checkBootstrapAddr(a); err != nil {
+		if err := config.CheckBootstrapAddr(a); err != nil {
 			return nil, badInput("--bootstrap %v", err)
 		}
 	}
-	limit, err := ParseLimit(cfg.Limit)
+	limit, err := config.ParseLimit(cfg.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("%s: limit: %w", cfgPath, err)
 	}
@@ -181,9 +182,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		hb:       newTracker(),
 		faults:   faults,
 	}
-	n.boot = nextBoot(dir, n.now().UnixMilli(), n.log)
+	n.boot = config.NextBoot(dir, n.now().UnixMilli(), n.log)
 	var mf *executor.MachinesFile
-	if p := cfg.machinesPath(dir); p != "" {
+	if p := cfg.MachinesPath(dir); p != "" {
 		if mf, err = executor.LoadMachinesFile(p); err != nil {
 			return nil, err
 		}
@@ -194,11 +195,11 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 			n.machines[m.Name] = m
 		}
 	}
-	n.blobs, err = newBlobStore(filepath.Join(dir, BlobsDir))
+	n.blobs, err = newBlobStore(filepath.Join(dir, config.BlobsDir))
 	if err != nil {
 		return nil, fmt.Errorf("start: %w", err)
 	}
-	for _, d := range []string{OutputsDir, TasksDir} {
+	for _, d := range []string{config.OutputsDir, config.TasksDir} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, fmt.Errorf("start: %w", err)
 		}
@@ -228,9 +229,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		}
 	}
 
-	ccfg := consensus.DefaultConfig(filepath.Join(dir, RaftDir))
+	ccfg := consensus.DefaultConfig(filepath.Join(dir, config.RaftDir))
 	if cfg.Consensus.Preset == "wan" {
-		ccfg = consensus.WANConfig(filepath.Join(dir, RaftDir))
+		ccfg = consensus.WANConfig(filepath.Join(dir, config.RaftDir))
 	}
 	ccfg.Policy = cfg.Consensus.Policy
 	ccfg.ScheduleInterval = cfg.Consensus.ScheduleInterval
@@ -274,7 +275,12 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	return n, nil
 }
 
-func newExecutor(cfg Config, dir string, mf *executor.MachinesFile, log *slog.Logger) (executor.Executor, error) {
+// badInput is Start's error for a bad option, as config.Init's are.
+func badInput(format string, args ...any) error {
+	return &config.InputError{Err: fmt.Errorf(format, args...)}
+}
+
+func newExecutor(cfg config.Config, dir string, mf *executor.MachinesFile, log *slog.Logger) (executor.Executor, error) {
 	if cfg.Executor.Kind == "sim" {
 		e, err := executor.NewSimExecutor(executor.SimConfig{Machines: mf.Machines, Compression: cfg.Executor.SimCompression, Logger: log})
 		if err != nil {
@@ -283,7 +289,7 @@ func newExecutor(cfg Config, dir string, mf *executor.MachinesFile, log *slog.Lo
 		return e, nil
 	}
 	e, err := executor.NewProcessExecutor(executor.ProcessConfig{
-		TasksDir: filepath.Join(dir, TasksDir),
+		TasksDir: filepath.Join(dir, config.TasksDir),
 		Machines: mf.Machines,
 		Policy:   mf.Policy,
 		Logger:   log,
@@ -314,13 +320,13 @@ func (n *Node) Org() string { return n.org }
 func (n *Node) DataDir() string { return n.dir }
 
 // Config is the configuration the node runs with (flags applied).
-func (n *Node) Config() Config { return n.cfg }
+func (n *Node) Config() config.Config { return n.cfg }
 
 // APIAddr is the HTTP API's host:port from the config or --api.
 func (n *Node) APIAddr() string { return n.cfg.API }
 
 // TokenPath is the API token file.
-func (n *Node) TokenPath() string { return filepath.Join(n.dir, TokenFile) }
+func (n *Node) TokenPath() string { return filepath.Join(n.dir, config.TokenFile) }
 
 // APIToken reads the API's bearer token from the data directory.
 func (n *Node) APIToken() (string, error) {

@@ -16,7 +16,7 @@ import (
 // TestClientAgainstNode serves the API over a real single-peer federation
 // (package node: libp2p host on loopback, Raft with bolt stores, the
 // EHOSEP leader, the process executor) and drives it with the CLI from
-// the data directory `node.Init` made, as a user would: submit a job of
+// the data directory `config.Init` made, as a user would: submit a job of
 // real commands, follow it to the end, read its logs and ledger.
 func TestClientAgainstNode(t *testing.T) {
 	if testing.Short() {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coopgrid/coopgrid/config"
 	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/node"
@@ -123,10 +124,10 @@ func startDemoFederation(ctx context.Context, w *demoWorkload, dir string, tm de
 		if i == w.late {
 			limit = system
 		}
-		_, err := node.Init(ctx, node.InitOptions{
+		_, err := config.Init(ctx, config.InitOptions{
 			DataDir: p.dir, Org: org.Name, MachinesFile: mf,
 			NewFederation: secret == "", SecretFile: secret,
-			Config: func(c *node.Config) {
+			Config: func(c *config.Config) {
 				c.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
 				c.API = "127.0.0.1:0"
 				c.Limit = wattsString(limit)

@@ -8,12 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/coopgrid/coopgrid/node"
+	"github.com/coopgrid/coopgrid/config"
 )
 
 func newInitCmd() *cobra.Command {
 	var (
-		o      node.InitOptions
+		o      config.InitOptions
 		asJSON bool
 	)
 	cmd := &cobra.Command{
@@ -47,9 +47,9 @@ An initialised directory is never overwritten.`,
 			case o.NewFederation == (o.SecretFile != ""):
 				return usageErr("give exactly one of --new-federation (start a federation) and --secret FILE (join one)")
 			}
-			res, err := node.Init(cmd.Context(), o)
+			res, err := config.Init(cmd.Context(), o)
 			if err != nil {
-				var bad *node.InputError
+				var bad *config.InputError
 				if errors.As(err, &bad) {
 					return &exitError{code: 2, err: err}
 				}
@@ -69,14 +69,14 @@ An initialised directory is never overwritten.`,
 	fl.StringVar(&o.MachinesFile, "machines", "", "machines file: the machines offered and the owner's policy (docs/EXECUTOR.md)")
 	fl.BoolVar(&o.NewFederation, "new-federation", false, "start a new federation: generate its secret")
 	fl.StringVar(&o.SecretFile, "secret", "", "join a federation: a copy of its secret file")
-	fl.StringArrayVar(&o.Listen, "listen", nil, "TCP multiaddr to listen on, repeatable (default "+node.DefaultListen+")")
-	fl.StringVar(&o.API, "api", "", "the HTTP API's HOST:PORT (default "+node.DefaultAPI+")")
+	fl.StringArrayVar(&o.Listen, "listen", nil, "TCP multiaddr to listen on, repeatable (default "+config.DefaultListen+")")
+	fl.StringVar(&o.API, "api", "", "the HTTP API's HOST:PORT (default "+config.DefaultAPI+")")
 	fl.DurationVar(&o.MeasureFor, "measure", 2*time.Second, "how long the GFLOPS benchmark runs for machines without gflops")
 	fl.BoolVar(&asJSON, "json", false, "print what was created as JSON")
 	return cmd
 }
 
-func printInit(w io.Writer, r node.InitResult) {
+func printInit(w io.Writer, r config.InitResult) {
 	fmt.Fprintf(w, "Initialised organisation %s in %s\n", r.Org, r.DataDir)
 	fmt.Fprintf(w, "  peer ID     %s\n", r.PeerID)
 	fmt.Fprintf(w, "  config      %s\n", r.ConfigFile)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coopgrid/coopgrid/node"
+	"github.com/coopgrid/coopgrid/config"
 )
 
 func TestInitCommand(t *testing.T) {
@@ -34,14 +34,14 @@ func TestInitCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("init --secret: exit %d: %s", code, errs)
 	}
-	var res node.InitResult
+	var res config.InitResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("--json output %q: %v", out, err)
 	}
 	if res.Org != "uni-b" || res.NewFederation || res.PeerID == "" || len(res.Machines) != 0 {
 		t.Fatalf("result %+v", res)
 	}
-	cfg, err := node.LoadConfig(res.ConfigFile)
+	cfg, err := config.Load(res.ConfigFile)
 	if err != nil || cfg.API != "127.0.0.1:9998" || cfg.Listen[0] != "/ip4/127.0.0.1/tcp/9999" || cfg.NewFederation {
 		t.Fatalf("config %+v %v", cfg, err)
 	}

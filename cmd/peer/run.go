@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/config"
 	"github.com/coopgrid/coopgrid/node"
 )
 
@@ -68,8 +69,8 @@ func runPeer(cmd *cobra.Command, o node.Options) error {
 	n, err := node.Start(ctx, o)
 	if err != nil {
 		var (
-			ce  *node.ConfigError
-			bad *node.InputError
+			ce  *config.Error
+			bad *config.InputError
 		)
 		if errors.As(err, &ce) || errors.As(err, &bad) || errors.Is(err, node.ErrNoWayToJoin) {
 			return &exitError{code: 2, err: err}

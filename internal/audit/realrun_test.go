@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/config"
 	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/node"
 )
@@ -32,7 +33,7 @@ func TestVerifyRealPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := filepath.Join(tmp, "alpha")
-	if _, err := node.Init(ctx, node.InitOptions{DataDir: data, Org: "alpha", MachinesFile: machines, NewFederation: true,
+	if _, err := config.Init(ctx, config.InitOptions{DataDir: data, Org: "alpha", MachinesFile: machines, NewFederation: true,
 		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, API: "127.0.0.1:0"}); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/config"
 	"github.com/coopgrid/coopgrid/node"
 )
 
@@ -44,7 +45,7 @@ func Start(ctx context.Context, t testing.TB) *Peer {
 		t.Fatal(err)
 	}
 	data := filepath.Join(tmp, "alpha")
-	if _, err := node.Init(ctx, node.InitOptions{
+	if _, err := config.Init(ctx, config.InitOptions{
 		DataDir: data, Org: "alpha", MachinesFile: machines, NewFederation: true,
 		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, API: ln.Addr().String(),
 	}); err != nil {

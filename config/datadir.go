@@ -1,4 +1,4 @@
-package node
+package config
 
 import (
 	"context"
@@ -112,7 +112,7 @@ func Init(ctx context.Context, o InitOptions) (InitResult, error) {
 	if o.DataDir == "" {
 		return InitResult{}, badInput("init: no data directory")
 	}
-	if !validName(o.Org) {
+	if !ValidName(o.Org) {
 		return InitResult{}, badInput("init: organisation %q: want 1-64 characters of [A-Za-z0-9._-] starting with a letter or digit", o.Org)
 	}
 	if o.NewFederation == (o.SecretFile != "") {
@@ -140,7 +140,7 @@ func Init(ctx context.Context, o InitOptions) (InitResult, error) {
 			return InitResult{}, fmt.Errorf("init: %w", err)
 		}
 	}
-	cfg := DefaultConfig(o.Org)
+	cfg := Default(o.Org)
 	cfg.NewFederation = o.NewFederation
 	if len(o.Listen) > 0 {
 		cfg.Listen = append([]string(nil), o.Listen...)

@@ -1,4 +1,4 @@
-package node
+package config
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 // BootFile records the boot stamp of this peer's latest start.
 const BootFile = "boot"
 
-// nextBoot returns the boot stamp of this start (Heartbeat.Boot, which
+// NextBoot returns the boot stamp of this start (Heartbeat.Boot, which
 // orders one sender's heartbeats across its restarts in the other peers'
 // replay guard): the wall clock in Unix ms, or one more than the stamp
 // recorded at the previous start when the clock is behind it. A peer
@@ -27,7 +27,7 @@ const BootFile = "boot"
 // clock-back-restart found it). The stamp is recorded before it is
 // used; if it cannot be (a full disk), the peer warns and goes on with
 // it.
-func nextBoot(dir string, nowMs int64, log *slog.Logger) int64 {
+func NextBoot(dir string, nowMs int64, log *slog.Logger) int64 {
 	path := filepath.Join(dir, BootFile)
 	boot := nowMs
 	last, err := readBoot(path)

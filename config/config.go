@@ -1,4 +1,7 @@
-package node
+// Package config is a peer's data directory: its layout, its configuration
+// file (config.yaml, docs/CONFIG.md), its creation by `peer init` (Init) and
+// the boot stamp recorded at every start (NextBoot).
+package config
 
 import (
 	"bytes"
@@ -79,7 +82,7 @@ type HeartbeatConfig struct {
 // ConsensusConfig tunes Raft and the leader's scheduler.
 type ConsensusConfig struct {
 	// Preset is "lan" (default) or "wan": the Raft timeouts of
-	// consensus.DefaultConfig or consensus.WANConfig.
+	// consensus.Default or consensus.WANConfig.
 	Preset string
 	// Policy is the scheduling policy the leader runs (default ehosep).
 	Policy string
@@ -172,8 +175,8 @@ const (
 	maxLogBytesLimit = 3 << 20
 )
 
-// DefaultConfig returns the defaults for org.
-func DefaultConfig(org string) Config {
+// Default returns the defaults for org.
+func Default(org string) Config {
 	return Config{
 		Org:    org,
 		Listen: []string{DefaultListen},
@@ -209,15 +212,15 @@ func DefaultConfig(org string) Config {
 	}
 }
 
-// ConfigError is an error at a position of the config file.
-type ConfigError struct {
+// Error is an error at a position of the config file.
+type Error struct {
 	File  string
 	Line  int
 	Field string
 	Msg   string
 }
 
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
 	if e.Line > 0 {
@@ -230,8 +233,8 @@ func (e *ConfigError) Error() string {
 	return b.String()
 }
 
-// LoadConfig reads and checks a config file.
-func LoadConfig(path string) (Config, error) {
+// Load reads and checks a config file.
+func Load(path string) (Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
@@ -241,27 +244,27 @@ func LoadConfig(path string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
-	return ParseConfig(path, data)
+	return Parse(path, data)
 }
 
-// ParseConfig checks a config file's content; name is used in errors. It is
+// Parse checks a config file's content; name is used in errors. It is
 // strict: unknown or duplicate keys, aliases, values of the wrong type or
 // out of range are errors naming the file, the line and the field. Keys
 // left out take their defaults; org is required.
-func ParseConfig(name string, data []byte) (Config, error) {
+func Parse(name string, data []byte) (Config, error) {
 	if len(data) > maxConfigBytes {
-		return Config{}, &ConfigError{File: name, Msg: fmt.Sprintf("larger than %d bytes", maxConfigBytes)}
+		return Config{}, &Error{File: name, Msg: fmt.Sprintf("larger than %d bytes", maxConfigBytes)}
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		line, msg := yamlfile.SyntaxErrorLine(err)
-		return Config{}, &ConfigError{File: name, Line: line, Msg: msg}
+		return Config{}, &Error{File: name, Line: line, Msg: msg}
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
-		return Config{}, &ConfigError{File: name, Msg: "empty file: want a mapping with at least org"}
+		return Config{}, &Error{File: name, Msg: "empty file: want a mapping with at least org"}
 	}
 	p := newParser(name)
-	c := DefaultConfig("")
+	c := Default("")
 	root := doc.Content[0]
 	sawOrg := false
 	err := p.Mapping(root, "", func(key string, k, v *yaml.Node, f string) error {
@@ -269,25 +272,25 @@ func ParseConfig(name string, data []byte) (Config, error) {
 		switch key {
 		case "org":
 			sawOrg = true
-			if c.Org, err = p.Str(v, f); err == nil && !validName(c.Org) {
+			if c.Org, err = p.Str(v, f); err == nil && !ValidName(c.Org) {
 				err = p.Errf(v, f, "%q: want 1-%d characters of [A-Za-z0-9._-] starting with a letter or digit", c.Org, ledger.MaxNameLen)
 			}
 		case "new_federation":
 			c.NewFederation, err = p.boolean(v, f)
 		case "listen":
-			if c.Listen, err = p.strList(v, f, checkTCPAddr); err == nil && len(c.Listen) == 0 {
+			if c.Listen, err = p.strList(v, f, CheckTCPAddr); err == nil && len(c.Listen) == 0 {
 				err = p.Errf(v, f, "empty list: want at least one address")
 			}
 		case "announce":
-			c.Announce, err = p.strList(v, f, checkTCPAddr)
+			c.Announce, err = p.strList(v, f, CheckTCPAddr)
 		case "api":
 			if c.API, err = p.Str(v, f); err == nil {
-				if cerr := checkAPIAddr(c.API); cerr != nil {
+				if cerr := CheckAPIAddr(c.API); cerr != nil {
 					err = p.Errf(v, f, "%v", cerr)
 				}
 			}
 		case "bootstrap":
-			c.Bootstrap, err = p.strList(v, f, checkBootstrapAddr)
+			c.Bootstrap, err = p.strList(v, f, CheckBootstrapAddr)
 		case "machines":
 			c.Machines, err = p.strOrEmpty(v, f)
 		case "limit":
@@ -428,17 +431,17 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	return c, nil
 }
 
-// Validate checks a Config built in code (ParseConfig checks as it reads).
+// Validate checks a Config built in code (Parse checks as it reads).
 func (c Config) Validate() error {
 	b, err := c.Marshal()
 	if err != nil {
 		return err
 	}
-	_, err = ParseConfig("config", b)
+	_, err = Parse("config", b)
 	return err
 }
 
-// Marshal writes the config as YAML with every key, commented; ParseConfig
+// Marshal writes the config as YAML with every key, commented; Parse
 // reads it back to the same Config.
 func (c Config) Marshal() ([]byte, error) {
 	var b bytes.Buffer
@@ -484,7 +487,7 @@ func (c Config) Marshal() ([]byte, error) {
 	fmt.Fprintf(&b, "# Checkpoints of checkpointable tasks (docs/CHECKPOINTS.md); interval 0s: only at a preemption.\n")
 	fmt.Fprintf(&b, "checkpoint:\n  replication: %d\n  grace: %s\n  max_archive_bytes: %d\n  max_task_bytes: %d\n  max_peer_bytes: %d\n  transfer_timeout: %s\n  gc_interval: %s\n  interval: %s\n",
 		ck.Replication, ck.Grace, ck.MaxArchiveBytes, ck.MaxTaskBytes, ck.MaxPeerBytes, ck.TransferTimeout, ck.GCInterval, ck.Interval)
-	if _, err := ParseConfig("config", b.Bytes()); err != nil {
+	if _, err := Parse("config", b.Bytes()); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return b.Bytes(), nil
@@ -523,6 +526,9 @@ func ParseLimit(s string) (Limit, error) {
 	return Limit{}, fmt.Errorf("limit %q: want a percentage (80%%), watts (250W) or system", s)
 }
 
+// PercentLimit is a limit of percent of the organisation's power quota.
+func PercentLimit(percent float64) Limit { return Limit{Percent: percent, isPercent: true} }
+
 // MilliWatts resolves the limit for an organisation whose machines draw
 // powerQuotaMilliW when busy.
 func (l Limit) MilliWatts(powerQuotaMilliW int64) int64 {
@@ -536,7 +542,8 @@ func (l Limit) MilliWatts(powerQuotaMilliW int64) int64 {
 	return l.MilliW
 }
 
-func checkTCPAddr(s string) error {
+// CheckTCPAddr checks a listen or announce address: a multiaddr over TCP.
+func CheckTCPAddr(s string) error {
 	a, err := ma.NewMultiaddr(s)
 	if err != nil {
 		return fmt.Errorf("%q: %v", s, err)
@@ -547,14 +554,17 @@ func checkTCPAddr(s string) error {
 	return nil
 }
 
-func checkBootstrapAddr(s string) error {
+// CheckBootstrapAddr checks a bootstrap address: a multiaddr ending in
+// /p2p/<peer id>.
+func CheckBootstrapAddr(s string) error {
 	if _, err := p2p.ParseAddr(s); err != nil {
 		return err
 	}
 	return nil
 }
 
-func checkAPIAddr(s string) error {
+// CheckAPIAddr checks the HTTP API's HOST:PORT.
+func CheckAPIAddr(s string) error {
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
 		return fmt.Errorf("%q: want HOST:PORT: %v", s, err)
@@ -569,8 +579,8 @@ func checkAPIAddr(s string) error {
 	return nil
 }
 
-// validName is the ledger's rule for organisation and machine names.
-func validName(s string) bool { return validIdent(s, ledger.MaxNameLen) }
+// ValidName is the ledger's rule for organisation and machine names.
+func ValidName(s string) bool { return validIdent(s, ledger.MaxNameLen) }
 
 // validIdent accepts 1-max characters of [A-Za-z0-9._-] starting with a
 // letter or digit.
@@ -588,15 +598,15 @@ func validIdent(s string, max int) bool {
 	return true
 }
 
-// machinesPath resolves the configured machines file against dataDir.
-func (c Config) machinesPath(dataDir string) string {
+// MachinesPath resolves the configured machines file against dataDir.
+func (c Config) MachinesPath(dataDir string) string {
 	if c.Machines == "" || filepath.IsAbs(c.Machines) {
 		return c.Machines
 	}
 	return filepath.Join(dataDir, c.Machines)
 }
 
-// parser reads config.yaml; its errors are *ConfigError (file and line).
+// parser reads config.yaml; its errors are *Error (file and line).
 type parser struct {
 	yamlfile.Parser
 	file string
@@ -604,7 +614,7 @@ type parser struct {
 
 func newParser(file string) parser {
 	return parser{file: file, Parser: yamlfile.Parser{MakeErr: func(n *yaml.Node, field, msg string) error {
-		e := &ConfigError{File: file, Field: field, Msg: msg}
+		e := &Error{File: file, Field: field, Msg: msg}
 		if n != nil {
 			e.Line = n.Line
 		}
@@ -707,5 +717,5 @@ func describe(n *yaml.Node) string {
 	return yamlfile.KindName(n)
 }
 
-// errNotInitialised says the data directory has no config.yaml.
-var errNotInitialised = errors.New("not an initialised data directory (run peer init first)")
+// ErrNotInitialised says the data directory has no config.yaml.
+var ErrNotInitialised = errors.New("not an initialised data directory (run peer init first)")
