@@ -275,7 +275,7 @@ func (n *Node) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitRes
 	// it as soon as the task is placed.
 	for _, st := range req.Tasks {
 		for _, in := range st.Inputs {
-			if _, err := n.blobs.put(in.Data); err != nil {
+			if _, err := n.files.PutBlob(in.Data); err != nil {
 				return api.SubmitResponse{}, apiError(err)
 			}
 		}

@@ -12,9 +12,12 @@ import (
 	"time"
 
 	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/config"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
+	"github.com/coopgrid/coopgrid/transfer"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
 // fileProtocolChecks runs on a live federation (TestFederationRunsRealTasks):
@@ -45,61 +48,61 @@ func fileProtocolChecks(t *testing.T, ctx context.Context, a, b, c *tnode, done 
 	digest := tk.Spec.InputDigests[0]
 	ask := func(from *tnode, proto string, v any) ([]byte, error) {
 		body, _ := json.Marshal(v)
-		return from.n.host.Request(ctx, a.n.self, protocolID(proto), body)
+		return from.n.host.Request(ctx, a.n.self, protocol.ID(proto), body)
 	}
 
 	if owner != a {
 		// The owner of the machine fetches the input; nobody else does.
-		got, err := ask(owner, ProtoBlob, blobRequest{Task: id, Digest: digest})
+		got, err := ask(owner, transfer.ProtoBlob, transfer.BlobRequest{Task: id, Digest: digest})
 		if err != nil {
 			t.Fatalf("owner fetches the input: %v", err)
 		}
-		var br blobResponse
+		var br transfer.BlobResponse
 		if err := json.Unmarshal(got, &br); err != nil || !bytes.Equal(br.Data, input) || br.Size != int64(len(input)) {
 			t.Fatalf("blob response %s (%v)", got, err)
 		}
-		if _, err := ask(other, ProtoBlob, blobRequest{Task: id, Digest: digest}); p2p.Code(err) != CodeForbidden {
+		if _, err := ask(other, transfer.ProtoBlob, transfer.BlobRequest{Task: id, Digest: digest}); p2p.Code(err) != transfer.CodeForbidden {
 			t.Fatalf("another member fetches the input: %v", err)
 		}
-		if _, err := ask(owner, ProtoBlob, blobRequest{Task: done[0], Digest: digest}); p2p.Code(err) != CodeNotFound {
+		if _, err := ask(owner, transfer.ProtoBlob, transfer.BlobRequest{Task: done[0], Digest: digest}); p2p.Code(err) != transfer.CodeNotFound {
 			t.Fatalf("input of the wrong task: %v", err)
 		}
-		if _, err := ask(owner, ProtoBlob, map[string]any{"task": id, "digest": digest, "extra": 1}); p2p.Code(err) != p2p.CodeBadRequest {
+		if _, err := ask(owner, transfer.ProtoBlob, map[string]any{"task": id, "digest": digest, "extra": 1}); p2p.Code(err) != p2p.CodeBadRequest {
 			t.Fatalf("malformed blob request: %v", err)
 		}
 
 		// Outputs: only from the machine's owner, only declared names,
 		// never outside the task's directory.
 		push := func(from *tnode, name string) error {
-			_, err := ask(from, ProtoOutputs, outputChunk{Task: id, Machine: tk.Machine, Name: name, Size: 2, Data: []byte("ok")})
+			_, err := ask(from, transfer.ProtoOutputs, transfer.OutputChunk{Task: id, Machine: tk.Machine, Name: name, Size: 2, Data: []byte("ok")})
 			return err
 		}
 		if err := push(owner, "early.txt"); err != nil {
 			t.Fatalf("owner pushes an output: %v", err)
 		}
-		if got, err := os.ReadFile(filepath.Join(a.dir, OutputsDir, id, "early.txt")); err != nil || string(got) != "ok" {
+		if got, err := os.ReadFile(filepath.Join(a.dir, config.OutputsDir, id, "early.txt")); err != nil || string(got) != "ok" {
 			t.Fatalf("pushed output: %q %v", got, err)
 		}
 		for name, code := range map[string]string{
 			"../escape.txt":    p2p.CodeBadRequest,
 			"/etc/passwd.txt":  p2p.CodeBadRequest,
 			"a/../../x.txt":    p2p.CodeBadRequest,
-			"undeclared.bin":   CodeForbidden,
+			"undeclared.bin":   transfer.CodeForbidden,
 			".incoming-xx.txt": p2p.CodeBadRequest,
 		} {
 			if err := push(owner, name); p2p.Code(err) != code {
 				t.Fatalf("push %q: %v, want %s", name, err, code)
 			}
 		}
-		if err := push(other, "other.txt"); p2p.Code(err) != CodeForbidden {
+		if err := push(other, "other.txt"); p2p.Code(err) != transfer.CodeForbidden {
 			t.Fatalf("push from a peer whose machine did not run the task: %v", err)
 		}
-		if _, err := os.Stat(filepath.Join(a.dir, OutputsDir, "escape.txt")); !errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(a.dir, config.OutputsDir, "escape.txt")); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("an escaping name was written: %v", err)
 		}
 		// Logs of uni-a's task are for uni-a only.
-		body, _ := json.Marshal(logsRequest{Task: id, Stream: "stdout"})
-		if _, err := other.n.host.Request(ctx, owner.n.self, protocolID(ProtoLogs), body); p2p.Code(err) != CodeForbidden {
+		body, _ := json.Marshal(transfer.LogsRequest{Task: id, Stream: "stdout"})
+		if _, err := other.n.host.Request(ctx, owner.n.self, protocol.ID(transfer.ProtoLogs), body); p2p.Code(err) != transfer.CodeForbidden {
 			t.Fatalf("another organisation reads the logs: %v", err)
 		}
 	}
@@ -114,12 +117,12 @@ func fileProtocolChecks(t *testing.T, ctx context.Context, a, b, c *tnode, done 
 	if _, err := outsider.ConnectAddr(ctx, a.addr()); err != nil {
 		t.Fatal(err)
 	}
-	body, _ := json.Marshal(blobRequest{Task: id, Digest: digest})
-	if _, err := outsider.Request(ctx, a.n.self, protocolID(ProtoBlob), body); p2p.Code(err) != CodeForbidden {
+	body, _ := json.Marshal(transfer.BlobRequest{Task: id, Digest: digest})
+	if _, err := outsider.Request(ctx, a.n.self, protocol.ID(transfer.ProtoBlob), body); p2p.Code(err) != transfer.CodeForbidden {
 		t.Fatalf("a non-member fetches an input: %v", err)
 	}
-	body, _ = json.Marshal(outputChunk{Task: id, Machine: tk.Machine, Name: "x.txt", Size: 1, Data: []byte("x")})
-	if _, err := outsider.Request(ctx, a.n.self, protocolID(ProtoOutputs), body); p2p.Code(err) != CodeForbidden {
+	body, _ = json.Marshal(transfer.OutputChunk{Task: id, Machine: tk.Machine, Name: "x.txt", Size: 1, Data: []byte("x")})
+	if _, err := outsider.Request(ctx, a.n.self, protocol.ID(transfer.ProtoOutputs), body); p2p.Code(err) != transfer.CodeForbidden {
 		t.Fatalf("a non-member pushes an output: %v", err)
 	}
 
@@ -203,57 +206,5 @@ func TestHeartbeatValidation(t *testing.T) {
 	ms, err := a.n.Machines(context.Background())
 	if err != nil || len(ms) != 2 || ms[1].ID != "hb-b/m1" || ms[1].LastHeartbeatMs == 0 {
 		t.Fatalf("machines %+v %v", ms, err)
-	}
-}
-
-func TestOutputNamesAndPatterns(t *testing.T) {
-	for name, ok := range map[string]bool{
-		"out.txt": true, "a/b/c.txt": true, "../x": false, "/abs": false, "a/../b": false, "": false,
-		".": false, "a//b": false, "a\\b": false, "x/.incoming-1": false, strings.Repeat("x", 256): false,
-	} {
-		if validOutputName(name) != ok {
-			t.Errorf("validOutputName(%q) = %v", name, !ok)
-		}
-	}
-	for _, tc := range []struct {
-		pats []string
-		rel  string
-		want bool
-	}{
-		{[]string{"out"}, "out/a/b.txt", true},
-		{[]string{"*.txt"}, "a.txt", true},
-		{[]string{"*.txt"}, "d/a.txt", false},
-		{[]string{"res-?.csv"}, "res-1.csv", true},
-		{nil, "a.txt", false},
-	} {
-		if got := matchOutput(tc.pats, tc.rel); got != tc.want {
-			t.Errorf("matchOutput(%v, %q) = %v", tc.pats, tc.rel, got)
-		}
-	}
-}
-
-func TestBlobStoreDetectsCorruption(t *testing.T) {
-	s, err := newBlobStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := s.put([]byte("content"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, err := s.read(d, 100); err != nil || string(b) != "content" {
-		t.Fatalf("read %q %v", b, err)
-	}
-	if _, err := s.read(d, 3); err == nil {
-		t.Fatal("read past the limit")
-	}
-	if err := os.WriteFile(s.path(d), []byte("tampered"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.read(d, 100); err == nil || s.has(d) {
-		t.Fatalf("a corrupted blob was served (%v) or kept", err)
-	}
-	if _, err := s.read("../../etc/passwd", 100); err == nil {
-		t.Fatal("a path was read as a digest")
 	}
 }

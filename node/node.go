@@ -19,6 +19,7 @@ import (
 	"github.com/coopgrid/coopgrid/executor"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
+	"github.com/coopgrid/coopgrid/transfer"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -67,7 +68,7 @@ type Node struct {
 	host  *p2p.Host
 	cons  *consensus.Node
 	exec  executor.Executor // nil when the peer offers no machines
-	blobs *blobStore
+	files *transfer.Service
 	ck    *checkpoints
 
 	ps    *pubsub.PubSub
@@ -79,9 +80,6 @@ type Node struct {
 	// boot and hbSeq order this peer's heartbeats (the replay guard).
 	boot  int64
 	hbSeq atomic.Uint64
-
-	// outMu serialises writes of received outputs.
-	outMu sync.Mutex
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -195,11 +193,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 			n.machines[m.Name] = m
 		}
 	}
-	n.blobs, err = newBlobStore(filepath.Join(dir, config.BlobsDir))
-	if err != nil {
-		return nil, fmt.Errorf("start: %w", err)
-	}
-	for _, d := range []string{config.OutputsDir, config.TasksDir} {
+	for _, d := range []string{config.BlobsDir, config.OutputsDir, config.TasksDir} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, fmt.Errorf("start: %w", err)
 		}
@@ -251,9 +245,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if n.ck, err = newCheckpoints(n); err != nil {
 		return fail(err)
 	}
-	n.host.Handle(ProtoBlob, n.handleBlob)
-	n.host.Handle(ProtoOutputs, n.handleOutputs)
-	n.host.Handle(ProtoLogs, n.handleLogs)
+	if n.files, err = n.newTransfer(); err != nil {
+		return fail(err)
+	}
 	if err := n.startGossip(); err != nil {
 		return fail(err)
 	}
@@ -454,8 +448,8 @@ func (n *Node) shutdown(ctx context.Context) error {
 		n.ck.close()
 	}
 	if n.host != nil {
-		for _, p := range []string{ProtoBlob, ProtoOutputs, ProtoLogs} {
-			n.host.RemoveStreamHandler(protocolID(p))
+		if n.files != nil {
+			n.files.Close()
 		}
 		if err := n.host.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("host: %w", err))
