@@ -55,14 +55,13 @@ func newMachine(org string, s MachineSpec, atMs int64) *Machine {
 	}
 }
 
-func (l *Ledger) registerOrg(index uint64, c *Command) *Error {
+func (b *RegisterOrg) apply(l *Ledger, index uint64, c *Command, _ *Result) *Error {
 	if _, ok := l.orgs[c.Org]; ok {
 		return errf(CodeExists, "organisation %q is already registered", c.Org)
 	}
 	if other, ok := l.peers[c.Peer]; ok {
 		return errf(CodeExists, "peer %s already acts for organisation %q", c.Peer, other)
 	}
-	b := c.RegisterOrg
 	l.orgs[c.Org] = &Org{Name: c.Org, Peer: c.Peer, LimitMilliW: b.LimitMilliW, RegisteredAt: index}
 	l.order = append(l.order, c.Org)
 	l.peers[c.Peer] = c.Org
@@ -78,11 +77,11 @@ func (l *Ledger) putMachine(m *Machine) {
 	l.byOrgM[m.Org][m.ID] = struct{}{}
 }
 
-func (l *Ledger) addMachine(c *Command) *Error {
+func (b *AddMachine) apply(l *Ledger, _ uint64, c *Command, _ *Result) *Error {
 	if _, err := l.actor(c); err != nil {
 		return err
 	}
-	m := newMachine(c.Org, c.AddMachine.Machine, c.AtMs)
+	m := newMachine(c.Org, b.Machine, c.AtMs)
 	if _, ok := l.machines[m.ID]; ok {
 		return errf(CodeExists, "machine %q is already registered", m.ID)
 	}
@@ -90,8 +89,8 @@ func (l *Ledger) addMachine(c *Command) *Error {
 	return nil
 }
 
-func (l *Ledger) removeMachine(c *Command) *Error {
-	m, err := l.ownMachine(c, c.RemoveMachine.Machine)
+func (b *RemoveMachine) apply(l *Ledger, _ uint64, c *Command, _ *Result) *Error {
+	m, err := l.ownMachine(c, b.Machine)
 	if err != nil {
 		return err
 	}
@@ -106,12 +105,12 @@ func (l *Ledger) removeMachine(c *Command) *Error {
 	return nil
 }
 
-func (l *Ledger) setLimit(c *Command) *Error {
+func (b *SetLimit) apply(l *Ledger, _ uint64, c *Command, _ *Result) *Error {
 	o, err := l.actor(c)
 	if err != nil {
 		return err
 	}
-	lim := c.SetLimit.LimitMilliW
+	lim := b.LimitMilliW
 	if pi := l.pi[o.Name]; lim < pi {
 		return errf(CodeLimitExceeded, "limit %d mW is below the %d mW now serving %q's tasks; lower it after they finish", lim, pi, o.Name)
 	}
@@ -119,12 +118,11 @@ func (l *Ledger) setLimit(c *Command) *Error {
 	return nil
 }
 
-func (l *Ledger) submitTasks(index uint64, c *Command, res *Result) *Error {
+func (b *SubmitTasks) apply(l *Ledger, index uint64, c *Command, res *Result) *Error {
 	o, err := l.actor(c)
 	if err != nil {
 		return err
 	}
-	b := c.SubmitTasks
 	var rec *SubmitRecord
 	if b.RequestID != "" {
 		// A resend of a remembered submit changes nothing (requests.go).
@@ -154,11 +152,11 @@ func (l *Ledger) submitTasks(index uint64, c *Command, res *Result) *Error {
 	return nil
 }
 
-func (l *Ledger) cancelTask(c *Command, res *Result) *Error {
+func (b *CancelTask) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
 	if _, err := l.actor(c); err != nil {
 		return err
 	}
-	t, err := l.task(c.CancelTask.Task)
+	t, err := l.task(b.Task)
 	if err != nil {
 		return err
 	}
@@ -182,11 +180,11 @@ func (l *Ledger) cancelTask(c *Command, res *Result) *Error {
 	return nil
 }
 
-func (l *Ledger) decisions(c *Command, res *Result) *Error {
+func (b *Decisions) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
 	if _, err := l.actor(c); err != nil {
 		return err
 	}
-	ds := c.Decisions.Decisions
+	ds := b.Decisions
 	res.Decisions = make([]DecisionResult, len(ds))
 	for i, d := range ds {
 		res.Decisions[i] = DecisionResult{Decision: d, Err: l.decide(d, res)}
@@ -290,8 +288,7 @@ func (l *Ledger) markStopping(t *Task, machine string, o Outcome) {
 	s[t.ID]++
 }
 
-func (l *Ledger) taskStarted(c *Command, res *Result) *Error {
-	b := c.TaskStarted
+func (b *TaskStarted) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
 	m, err := l.ownMachine(c, b.Machine)
 	if err != nil {
 		return err
@@ -408,8 +405,7 @@ func closedOutcome(o Outcome) Outcome {
 	return OutcomePreempted
 }
 
-func (l *Ledger) taskStopped(c *Command, res *Result) *Error {
-	b := c.TaskStopped
+func (b *TaskStopped) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
 	m, err := l.ownMachine(c, b.Machine)
 	if err != nil {
 		return err
@@ -462,8 +458,7 @@ func (t *Task) setCheckpoint(d *CheckpointData, atMs int64) {
 	t.RemainingMFlop = t.SizeMFlop - d.ProgressMFlop
 }
 
-func (l *Ledger) taskEnded(c *Command, res *Result) *Error {
-	b := c.TaskEnded
+func (b *TaskEnded) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
 	m, err := l.ownMachine(c, b.Machine)
 	if err != nil {
 		return err
@@ -537,8 +532,8 @@ func (l *Ledger) taskEnded(c *Command, res *Result) *Error {
 	return nil
 }
 
-func (l *Ledger) heartbeat(c *Command) *Error {
-	m, err := l.ownMachine(c, c.Heartbeat.Machine)
+func (b *Heartbeat) apply(l *Ledger, _ uint64, c *Command, _ *Result) *Error {
+	m, err := l.ownMachine(c, b.Machine)
 	if err != nil {
 		return err
 	}
@@ -547,16 +542,16 @@ func (l *Ledger) heartbeat(c *Command) *Error {
 	return nil
 }
 
-func (l *Ledger) machineLost(c *Command, res *Result) *Error {
+func (b *MachineLostCmd) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
 	// Any registered peer may declare a machine lost (the leader does it for
 	// machines whose heartbeats stopped); the peer must still be the one
 	// registered for the organisation it claims to act for.
 	if _, err := l.actor(c); err != nil {
 		return err
 	}
-	m := l.machines[c.MachineLost.Machine]
+	m := l.machines[b.Machine]
 	if m == nil {
-		return errf(CodeUnknownMachine, "machine %q is not registered", c.MachineLost.Machine)
+		return errf(CodeUnknownMachine, "machine %q is not registered", b.Machine)
 	}
 	if m.State == MachineLost {
 		return errf(CodeBadState, "machine %q is already lost", m.ID)
@@ -621,8 +616,7 @@ func declaredMilliJ(busyMilliW, startMs, endMs int64) int64 {
 	return int64(q)
 }
 
-func (l *Ledger) checkpoint(c *Command) *Error {
-	b := c.Checkpoint
+func (b *CheckpointRecorded) apply(l *Ledger, _ uint64, c *Command, _ *Result) *Error {
 	m, err := l.ownMachine(c, b.Machine)
 	if err != nil {
 		return err
