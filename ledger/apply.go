@@ -47,6 +47,20 @@ func (l *Ledger) task(id string) (*Task, *Error) {
 	return t, nil
 }
 
+// reportedRun returns the task and the machine a report is about: the
+// machine must be the acting organisation's.
+func (l *Ledger) reportedRun(c *Command, task, machine string) (*Task, *Machine, *Error) {
+	m, err := l.ownMachine(c, machine)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := l.task(task)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, m, nil
+}
+
 func newMachine(org string, s MachineSpec, atMs int64) *Machine {
 	return &Machine{
 		ID: org + "/" + s.Name, Org: org, Name: s.Name,
@@ -289,11 +303,7 @@ func (l *Ledger) markStopping(t *Task, machine string, o Outcome) {
 }
 
 func (b *TaskStarted) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
-	m, err := l.ownMachine(c, b.Machine)
-	if err != nil {
-		return err
-	}
-	t, err := l.task(b.Task)
+	t, m, err := l.reportedRun(c, b.Task, b.Machine)
 	if err != nil {
 		return err
 	}
@@ -369,6 +379,33 @@ func (l *Ledger) checkCredits(cs ...credit) *Error {
 
 func addOK(a, b int64) bool { return b <= math.MaxInt64-a }
 
+// closing is a segment to close: t.Segments[i], with the energy measured
+// or estimated for it and the outcome it closes with.
+type closing struct {
+	t   *Task
+	i   int
+	mj  int64
+	src EnergySource
+	out Outcome
+}
+
+// closeSegments closes every segment of cs at endMs and books its energy,
+// once it has checked that no account would overflow (CodeOverflow, and
+// nothing changed).
+func (l *Ledger) closeSegments(endMs int64, cs ...closing) *Error {
+	credits := make([]credit, len(cs))
+	for k, s := range cs {
+		credits[k] = credit{s.t.Org, s.t.Segments[s.i].MachineOrg, s.mj}
+	}
+	if err := l.checkCredits(credits...); err != nil {
+		return err
+	}
+	for _, s := range cs {
+		l.closeSegment(s.t, s.i, endMs, s.mj, s.src, s.out)
+	}
+	return nil
+}
+
 // closeSegment closes t.Segments[i] and books its energy.
 func (l *Ledger) closeSegment(t *Task, i int, endMs, mj int64, src EnergySource, out Outcome) {
 	s := &t.Segments[i]
@@ -406,11 +443,7 @@ func closedOutcome(o Outcome) Outcome {
 }
 
 func (b *TaskStopped) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
-	m, err := l.ownMachine(c, b.Machine)
-	if err != nil {
-		return err
-	}
-	t, err := l.task(b.Task)
+	t, m, err := l.reportedRun(c, b.Task, b.Machine)
 	if err != nil {
 		return err
 	}
@@ -432,10 +465,9 @@ func (b *TaskStopped) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error
 			applyCk = true
 		}
 	}
-	if err := l.checkCredits(credit{t.Org, t.Segments[i].MachineOrg, b.EnergyMilliJ}); err != nil {
+	if err := l.closeSegments(c.AtMs, closing{t, i, b.EnergyMilliJ, b.Source, closedOutcome(t.Segments[i].Outcome)}); err != nil {
 		return err
 	}
-	l.closeSegment(t, i, c.AtMs, b.EnergyMilliJ, b.Source, closedOutcome(t.Segments[i].Outcome))
 	if applyCk {
 		t.setCheckpoint(b.Checkpoint, c.AtMs)
 	}
@@ -459,15 +491,10 @@ func (t *Task) setCheckpoint(d *CheckpointData, atMs int64) {
 }
 
 func (b *TaskEnded) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
-	m, err := l.ownMachine(c, b.Machine)
+	t, m, err := l.reportedRun(c, b.Task, b.Machine)
 	if err != nil {
 		return err
 	}
-	t, err := l.task(b.Task)
-	if err != nil {
-		return err
-	}
-	cr := credit{t.Org, m.Org, b.EnergyMilliJ}
 	end := func() {
 		t.ExitCode = b.ExitCode
 		t.Reason = b.Reason
@@ -493,10 +520,10 @@ func (b *TaskEnded) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
 		// end of its previous run there is reported (node/bridge.go), so a
 		// stale report cannot follow a start; a run lost with a restart
 		// is reported as stopped, never as ended.
-		if err := l.checkCredits(cr); err != nil {
+		run := closing{t, t.openSegment(m.ID, OutcomeRunning), b.EnergyMilliJ, b.Source, outcome}
+		if err := l.closeSegments(c.AtMs, run); err != nil {
 			return err
 		}
-		l.closeSegment(t, t.openSegment(m.ID, OutcomeRunning), c.AtMs, b.EnergyMilliJ, b.Source, outcome)
 		l.unplace(t, m)
 		end()
 	case stale >= 0:
@@ -506,17 +533,20 @@ func (b *TaskEnded) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
 		// machine again and not started: a run that never started has no
 		// end with energy to report, and refusing the report would leave
 		// the earlier run open with the new assignment behind it.
-		if err := l.checkCredits(cr); err != nil {
+		run := closing{t, stale, b.EnergyMilliJ, b.Source, closedOutcome(t.Segments[stale].Outcome)}
+		// Preempted, but it finished before it could be stopped, and it
+		// has not been placed again: its work is done.
+		done := !b.Failed && t.State == TaskQueued
+		if done {
+			run.out = OutcomeDone
+		}
+		if err := l.closeSegments(c.AtMs, run); err != nil {
 			return err
 		}
-		if !b.Failed && t.State == TaskQueued {
-			// Preempted, but it finished before it could be stopped, and it
-			// has not been placed again: its work is done.
-			l.closeSegment(t, stale, c.AtMs, b.EnergyMilliJ, b.Source, OutcomeDone)
+		if done {
 			end()
 			return nil
 		}
-		l.closeSegment(t, stale, c.AtMs, b.EnergyMilliJ, b.Source, closedOutcome(t.Segments[stale].Outcome))
 		res.Notes = append(res.Notes, fmt.Sprintf("task %s: exit on %q booked as the end of its %s run; the task is %s%s", t.ID, m.ID, t.Segments[stale].Outcome, t.State, onMachine(t)))
 	case t.State == TaskAssigned && t.Machine == m.ID:
 		// It failed before it ever started: there is no segment to book
@@ -558,16 +588,10 @@ func (b *MachineLostCmd) apply(l *Ledger, _ uint64, c *Command, res *Result) *Er
 	}
 	// Every open segment on m: the running one of m's task, and the runs
 	// stopped there whose energy was never reported.
-	type open struct {
-		t *Task
-		i int
-	}
-	var opens []open
-	var cs []credit
+	var opens []closing
 	add := func(t *Task, i int) {
-		s := t.Segments[i]
-		opens = append(opens, open{t, i})
-		cs = append(cs, credit{t.Org, s.MachineOrg, declaredMilliJ(m.BusyMilliW, s.StartMs, c.AtMs)})
+		mj := declaredMilliJ(m.BusyMilliW, t.Segments[i].StartMs, c.AtMs)
+		opens = append(opens, closing{t, i, mj, EnergyDeclared, OutcomeLost})
 	}
 	var held *Task
 	if m.Task != "" {
@@ -584,11 +608,8 @@ func (b *MachineLostCmd) apply(l *Ledger, _ uint64, c *Command, res *Result) *Er
 			}
 		}
 	}
-	if err := l.checkCredits(cs...); err != nil {
+	if err := l.closeSegments(c.AtMs, opens...); err != nil {
 		return err
-	}
-	for k, o := range opens {
-		l.closeSegment(o.t, o.i, c.AtMs, cs[k].mj, EnergyDeclared, OutcomeLost)
 	}
 	if held != nil {
 		l.unplace(held, m)
@@ -617,11 +638,7 @@ func declaredMilliJ(busyMilliW, startMs, endMs int64) int64 {
 }
 
 func (b *CheckpointRecorded) apply(l *Ledger, _ uint64, c *Command, _ *Result) *Error {
-	m, err := l.ownMachine(c, b.Machine)
-	if err != nil {
-		return err
-	}
-	t, err := l.task(b.Task)
+	t, m, err := l.reportedRun(c, b.Task, b.Machine)
 	if err != nil {
 		return err
 	}
