@@ -47,6 +47,20 @@ func (l *Ledger) task(id string) (*Task, *Error) {
 	return t, nil
 }
 
+// reportedRun returns the task and the machine a report is about: the
+// machine must be the acting organisation's.
+func (l *Ledger) reportedRun(c *Command, task, machine string) (*Task, *Machine, *Error) {
+	m, err := l.ownMachine(c, machine)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := l.task(task)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, m, nil
+}
+
 func newMachine(org string, s MachineSpec, atMs int64) *Machine {
 	return &Machine{
 		ID: org + "/" + s.Name, Org: org, Name: s.Name,
@@ -55,14 +69,13 @@ func newMachine(org string, s MachineSpec, atMs int64) *Machine {
 	}
 }
 
-func (l *Ledger) registerOrg(index uint64, c *Command) *Error {
+func (b *RegisterOrg) apply(l *Ledger, index uint64, c *Command, _ *Result) *Error {
 	if _, ok := l.orgs[c.Org]; ok {
 		return errf(CodeExists, "organisation %q is already registered", c.Org)
 	}
 	if other, ok := l.peers[c.Peer]; ok {
 		return errf(CodeExists, "peer %s already acts for organisation %q", c.Peer, other)
 	}
-	b := c.RegisterOrg
 	l.orgs[c.Org] = &Org{Name: c.Org, Peer: c.Peer, LimitMilliW: b.LimitMilliW, RegisteredAt: index}
 	l.order = append(l.order, c.Org)
 	l.peers[c.Peer] = c.Org
@@ -78,11 +91,11 @@ func (l *Ledger) putMachine(m *Machine) {
 	l.byOrgM[m.Org][m.ID] = struct{}{}
 }
 
-func (l *Ledger) addMachine(c *Command) *Error {
+func (b *AddMachine) apply(l *Ledger, _ uint64, c *Command, _ *Result) *Error {
 	if _, err := l.actor(c); err != nil {
 		return err
 	}
-	m := newMachine(c.Org, c.AddMachine.Machine, c.AtMs)
+	m := newMachine(c.Org, b.Machine, c.AtMs)
 	if _, ok := l.machines[m.ID]; ok {
 		return errf(CodeExists, "machine %q is already registered", m.ID)
 	}
@@ -90,8 +103,8 @@ func (l *Ledger) addMachine(c *Command) *Error {
 	return nil
 }
 
-func (l *Ledger) removeMachine(c *Command) *Error {
-	m, err := l.ownMachine(c, c.RemoveMachine.Machine)
+func (b *RemoveMachine) apply(l *Ledger, _ uint64, c *Command, _ *Result) *Error {
+	m, err := l.ownMachine(c, b.Machine)
 	if err != nil {
 		return err
 	}
@@ -106,12 +119,12 @@ func (l *Ledger) removeMachine(c *Command) *Error {
 	return nil
 }
 
-func (l *Ledger) setLimit(c *Command) *Error {
+func (b *SetLimit) apply(l *Ledger, _ uint64, c *Command, _ *Result) *Error {
 	o, err := l.actor(c)
 	if err != nil {
 		return err
 	}
-	lim := c.SetLimit.LimitMilliW
+	lim := b.LimitMilliW
 	if pi := l.pi[o.Name]; lim < pi {
 		return errf(CodeLimitExceeded, "limit %d mW is below the %d mW now serving %q's tasks; lower it after they finish", lim, pi, o.Name)
 	}
@@ -119,12 +132,11 @@ func (l *Ledger) setLimit(c *Command) *Error {
 	return nil
 }
 
-func (l *Ledger) submitTasks(index uint64, c *Command, res *Result) *Error {
+func (b *SubmitTasks) apply(l *Ledger, index uint64, c *Command, res *Result) *Error {
 	o, err := l.actor(c)
 	if err != nil {
 		return err
 	}
-	b := c.SubmitTasks
 	var rec *SubmitRecord
 	if b.RequestID != "" {
 		// A resend of a remembered submit changes nothing (requests.go).
@@ -154,11 +166,11 @@ func (l *Ledger) submitTasks(index uint64, c *Command, res *Result) *Error {
 	return nil
 }
 
-func (l *Ledger) cancelTask(c *Command, res *Result) *Error {
+func (b *CancelTask) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
 	if _, err := l.actor(c); err != nil {
 		return err
 	}
-	t, err := l.task(c.CancelTask.Task)
+	t, err := l.task(b.Task)
 	if err != nil {
 		return err
 	}
@@ -182,11 +194,11 @@ func (l *Ledger) cancelTask(c *Command, res *Result) *Error {
 	return nil
 }
 
-func (l *Ledger) decisions(c *Command, res *Result) *Error {
+func (b *Decisions) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
 	if _, err := l.actor(c); err != nil {
 		return err
 	}
-	ds := c.Decisions.Decisions
+	ds := b.Decisions
 	res.Decisions = make([]DecisionResult, len(ds))
 	for i, d := range ds {
 		res.Decisions[i] = DecisionResult{Decision: d, Err: l.decide(d, res)}
@@ -290,13 +302,8 @@ func (l *Ledger) markStopping(t *Task, machine string, o Outcome) {
 	s[t.ID]++
 }
 
-func (l *Ledger) taskStarted(c *Command, res *Result) *Error {
-	b := c.TaskStarted
-	m, err := l.ownMachine(c, b.Machine)
-	if err != nil {
-		return err
-	}
-	t, err := l.task(b.Task)
+func (b *TaskStarted) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
+	t, m, err := l.reportedRun(c, b.Task, b.Machine)
 	if err != nil {
 		return err
 	}
@@ -372,6 +379,33 @@ func (l *Ledger) checkCredits(cs ...credit) *Error {
 
 func addOK(a, b int64) bool { return b <= math.MaxInt64-a }
 
+// closing is a segment to close: t.Segments[i], with the energy measured
+// or estimated for it and the outcome it closes with.
+type closing struct {
+	t   *Task
+	i   int
+	mj  int64
+	src EnergySource
+	out Outcome
+}
+
+// closeSegments closes every segment of cs at endMs and books its energy,
+// once it has checked that no account would overflow (CodeOverflow, and
+// nothing changed).
+func (l *Ledger) closeSegments(endMs int64, cs ...closing) *Error {
+	credits := make([]credit, len(cs))
+	for k, s := range cs {
+		credits[k] = credit{s.t.Org, s.t.Segments[s.i].MachineOrg, s.mj}
+	}
+	if err := l.checkCredits(credits...); err != nil {
+		return err
+	}
+	for _, s := range cs {
+		l.closeSegment(s.t, s.i, endMs, s.mj, s.src, s.out)
+	}
+	return nil
+}
+
 // closeSegment closes t.Segments[i] and books its energy.
 func (l *Ledger) closeSegment(t *Task, i int, endMs, mj int64, src EnergySource, out Outcome) {
 	s := &t.Segments[i]
@@ -408,13 +442,8 @@ func closedOutcome(o Outcome) Outcome {
 	return OutcomePreempted
 }
 
-func (l *Ledger) taskStopped(c *Command, res *Result) *Error {
-	b := c.TaskStopped
-	m, err := l.ownMachine(c, b.Machine)
-	if err != nil {
-		return err
-	}
-	t, err := l.task(b.Task)
+func (b *TaskStopped) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
+	t, m, err := l.reportedRun(c, b.Task, b.Machine)
 	if err != nil {
 		return err
 	}
@@ -436,10 +465,9 @@ func (l *Ledger) taskStopped(c *Command, res *Result) *Error {
 			applyCk = true
 		}
 	}
-	if err := l.checkCredits(credit{t.Org, t.Segments[i].MachineOrg, b.EnergyMilliJ}); err != nil {
+	if err := l.closeSegments(c.AtMs, closing{t, i, b.EnergyMilliJ, b.Source, closedOutcome(t.Segments[i].Outcome)}); err != nil {
 		return err
 	}
-	l.closeSegment(t, i, c.AtMs, b.EnergyMilliJ, b.Source, closedOutcome(t.Segments[i].Outcome))
 	if applyCk {
 		t.setCheckpoint(b.Checkpoint, c.AtMs)
 	}
@@ -462,17 +490,11 @@ func (t *Task) setCheckpoint(d *CheckpointData, atMs int64) {
 	t.RemainingMFlop = t.SizeMFlop - d.ProgressMFlop
 }
 
-func (l *Ledger) taskEnded(c *Command, res *Result) *Error {
-	b := c.TaskEnded
-	m, err := l.ownMachine(c, b.Machine)
+func (b *TaskEnded) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
+	t, m, err := l.reportedRun(c, b.Task, b.Machine)
 	if err != nil {
 		return err
 	}
-	t, err := l.task(b.Task)
-	if err != nil {
-		return err
-	}
-	cr := credit{t.Org, m.Org, b.EnergyMilliJ}
 	end := func() {
 		t.ExitCode = b.ExitCode
 		t.Reason = b.Reason
@@ -498,10 +520,10 @@ func (l *Ledger) taskEnded(c *Command, res *Result) *Error {
 		// end of its previous run there is reported (node/bridge.go), so a
 		// stale report cannot follow a start; a run lost with a restart
 		// is reported as stopped, never as ended.
-		if err := l.checkCredits(cr); err != nil {
+		run := closing{t, t.openSegment(m.ID, OutcomeRunning), b.EnergyMilliJ, b.Source, outcome}
+		if err := l.closeSegments(c.AtMs, run); err != nil {
 			return err
 		}
-		l.closeSegment(t, t.openSegment(m.ID, OutcomeRunning), c.AtMs, b.EnergyMilliJ, b.Source, outcome)
 		l.unplace(t, m)
 		end()
 	case stale >= 0:
@@ -511,17 +533,20 @@ func (l *Ledger) taskEnded(c *Command, res *Result) *Error {
 		// machine again and not started: a run that never started has no
 		// end with energy to report, and refusing the report would leave
 		// the earlier run open with the new assignment behind it.
-		if err := l.checkCredits(cr); err != nil {
+		run := closing{t, stale, b.EnergyMilliJ, b.Source, closedOutcome(t.Segments[stale].Outcome)}
+		// Preempted, but it finished before it could be stopped, and it
+		// has not been placed again: its work is done.
+		done := !b.Failed && t.State == TaskQueued
+		if done {
+			run.out = OutcomeDone
+		}
+		if err := l.closeSegments(c.AtMs, run); err != nil {
 			return err
 		}
-		if !b.Failed && t.State == TaskQueued {
-			// Preempted, but it finished before it could be stopped, and it
-			// has not been placed again: its work is done.
-			l.closeSegment(t, stale, c.AtMs, b.EnergyMilliJ, b.Source, OutcomeDone)
+		if done {
 			end()
 			return nil
 		}
-		l.closeSegment(t, stale, c.AtMs, b.EnergyMilliJ, b.Source, closedOutcome(t.Segments[stale].Outcome))
 		res.Notes = append(res.Notes, fmt.Sprintf("task %s: exit on %q booked as the end of its %s run; the task is %s%s", t.ID, m.ID, t.Segments[stale].Outcome, t.State, onMachine(t)))
 	case t.State == TaskAssigned && t.Machine == m.ID:
 		// It failed before it ever started: there is no segment to book
@@ -537,8 +562,8 @@ func (l *Ledger) taskEnded(c *Command, res *Result) *Error {
 	return nil
 }
 
-func (l *Ledger) heartbeat(c *Command) *Error {
-	m, err := l.ownMachine(c, c.Heartbeat.Machine)
+func (b *Heartbeat) apply(l *Ledger, _ uint64, c *Command, _ *Result) *Error {
+	m, err := l.ownMachine(c, b.Machine)
 	if err != nil {
 		return err
 	}
@@ -547,32 +572,26 @@ func (l *Ledger) heartbeat(c *Command) *Error {
 	return nil
 }
 
-func (l *Ledger) machineLost(c *Command, res *Result) *Error {
+func (b *MachineLostCmd) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
 	// Any registered peer may declare a machine lost (the leader does it for
 	// machines whose heartbeats stopped); the peer must still be the one
 	// registered for the organisation it claims to act for.
 	if _, err := l.actor(c); err != nil {
 		return err
 	}
-	m := l.machines[c.MachineLost.Machine]
+	m := l.machines[b.Machine]
 	if m == nil {
-		return errf(CodeUnknownMachine, "machine %q is not registered", c.MachineLost.Machine)
+		return errf(CodeUnknownMachine, "machine %q is not registered", b.Machine)
 	}
 	if m.State == MachineLost {
 		return errf(CodeBadState, "machine %q is already lost", m.ID)
 	}
 	// Every open segment on m: the running one of m's task, and the runs
 	// stopped there whose energy was never reported.
-	type open struct {
-		t *Task
-		i int
-	}
-	var opens []open
-	var cs []credit
+	var opens []closing
 	add := func(t *Task, i int) {
-		s := t.Segments[i]
-		opens = append(opens, open{t, i})
-		cs = append(cs, credit{t.Org, s.MachineOrg, declaredMilliJ(m.BusyMilliW, s.StartMs, c.AtMs)})
+		mj := declaredMilliJ(m.BusyMilliW, t.Segments[i].StartMs, c.AtMs)
+		opens = append(opens, closing{t, i, mj, EnergyDeclared, OutcomeLost})
 	}
 	var held *Task
 	if m.Task != "" {
@@ -589,11 +608,8 @@ func (l *Ledger) machineLost(c *Command, res *Result) *Error {
 			}
 		}
 	}
-	if err := l.checkCredits(cs...); err != nil {
+	if err := l.closeSegments(c.AtMs, opens...); err != nil {
 		return err
-	}
-	for k, o := range opens {
-		l.closeSegment(o.t, o.i, c.AtMs, cs[k].mj, EnergyDeclared, OutcomeLost)
 	}
 	if held != nil {
 		l.unplace(held, m)
@@ -621,13 +637,8 @@ func declaredMilliJ(busyMilliW, startMs, endMs int64) int64 {
 	return int64(q)
 }
 
-func (l *Ledger) checkpoint(c *Command) *Error {
-	b := c.Checkpoint
-	m, err := l.ownMachine(c, b.Machine)
-	if err != nil {
-		return err
-	}
-	t, err := l.task(b.Task)
+func (b *CheckpointRecorded) apply(l *Ledger, _ uint64, c *Command, _ *Result) *Error {
+	t, m, err := l.reportedRun(c, b.Task, b.Machine)
 	if err != nil {
 		return err
 	}

@@ -1,5 +1,7 @@
 package ledger
 
+import "reflect"
+
 // Group commit of the executing peers' reports (issue 9). A peer running
 // many short tasks reports two events per task (start and end); one log
 // entry per report costs one Raft round trip, one fsync and one forwarded
@@ -23,7 +25,9 @@ type Reports struct {
 	Items []Report `json:"items"`
 }
 
-// Report is one item of a Reports batch: exactly one body.
+// Report is one item of a Reports batch: exactly one body. Its fields are
+// the kinds a batch may carry, each of the same type as its field in
+// Command (body.go).
 type Report struct {
 	TaskStarted *TaskStarted        `json:"task_started,omitempty"`
 	TaskStopped *TaskStopped        `json:"task_stopped,omitempty"`
@@ -41,21 +45,28 @@ type ReportResult struct {
 }
 
 // Command returns the single command the item stands for, with envelope's
-// organisation, peer and time.
+// organisation, peer and time. Every body the item carries is carried over,
+// so that an item with none or several is a command with none or several.
 func (r Report) Command(envelope Command) Command {
 	c := Command{V: envelope.V, Org: envelope.Org, Peer: envelope.Peer, AtMs: envelope.AtMs}
-	c.TaskStarted, c.TaskStopped, c.TaskEnded, c.Checkpoint = r.TaskStarted, r.TaskStopped, r.TaskEnded, r.Checkpoint
+	rv, cv := reflect.ValueOf(&r).Elem(), reflect.ValueOf(&c).Elem()
+	for _, i := range reportBodies.index {
+		if f := rv.Field(i); !f.IsNil() {
+			commandBodies.set(cv, f.Interface().(Body))
+		}
+	}
 	return c
 }
 
 // ReportOf is the Report carrying c's body, ok false when c is not one of
 // the kinds a Reports batch carries.
 func ReportOf(c Command) (Report, bool) {
-	switch c.Kind() {
-	case KindTaskStarted, KindTaskStopped, KindTaskEnded, KindCheckpoint:
-		return Report{TaskStarted: c.TaskStarted, TaskStopped: c.TaskStopped, TaskEnded: c.TaskEnded, Checkpoint: c.Checkpoint}, true
+	var r Report
+	b := c.Body()
+	if b == nil {
+		return r, false
 	}
-	return Report{}, false
+	return r, reportBodies.set(reflect.ValueOf(&r).Elem(), b)
 }
 
 // AcceptedReports counts the items of a Reports batch that were applied.
@@ -81,9 +92,11 @@ func (r *Result) ItemResult(i int) Result {
 	return out
 }
 
-// validateReports checks the batch's size only: a malformed item is
-// rejected on its own by Apply, as a malformed decision is, so that one bad
-// report does not sink the others.
+func (*Reports) Kind() Kind { return KindReports }
+
+// validate checks the batch's size only: a malformed item is rejected on
+// its own by Apply, as a malformed decision is, so that one bad report does
+// not sink the others.
 func (b *Reports) validate() *Error {
 	if n := len(b.Items); n == 0 || n > MaxReportsPerCommand {
 		return errf(CodeMalformed, "%d reports: want 1 to %d", n, MaxReportsPerCommand)
@@ -91,35 +104,51 @@ func (b *Reports) validate() *Error {
 	return nil
 }
 
-// reports applies a batch item by item. Each item goes through the same
+// wakesScheduler: a batch of reports wakes the scheduler as its accepted
+// items would have, one by one.
+func (*Reports) wakesScheduler(res *Result) bool {
+	for i := range res.Reports {
+		if item := res.ItemResult(i); WakesScheduler(&item) {
+			return true
+		}
+	}
+	return false
+}
+
+// apply applies a batch item by item. Each item goes through the same
 // shape check and handler as the single command it stands for, on an
 // item-local Result: handlers validate completely before they mutate, so a
 // rejected item leaves the state as the previous items left it.
-func (l *Ledger) reports(index uint64, c *Command, res *Result) *Error {
+func (b *Reports) apply(l *Ledger, index uint64, c *Command, res *Result) *Error {
 	if _, err := l.actor(c); err != nil {
 		return err
 	}
-	items := c.Reports.Items
-	res.Reports = make([]ReportResult, len(items))
-	for i, it := range items {
-		sub := it.Command(*c)
-		kind := sub.Kind()
-		rr := ReportResult{Kind: kind}
-		if kind == "" {
-			rr.Err = errf(CodeMalformed, "a report carries exactly one of task_started, task_stopped, task_ended, checkpoint")
-		} else if err := sub.validate(); err != nil {
-			rr.Err = err
-		} else {
-			var ir Result
-			if err := l.apply(index, &sub, &ir); err != nil {
-				rr.Err = err
-			} else {
-				rr.Notes = ir.Notes
-				res.Changes = append(res.Changes, ir.Changes...)
-				res.Notes = append(res.Notes, ir.Notes...)
-			}
-		}
-		res.Reports[i] = rr
+	res.Reports = make([]ReportResult, len(b.Items))
+	for i, it := range b.Items {
+		res.Reports[i] = l.applyReport(index, it.Command(*c), res)
 	}
 	return nil
+}
+
+// applyReport applies one item of a batch, sub being the command it stands
+// for; what it changes and notes is appended to the batch's res.
+func (l *Ledger) applyReport(index uint64, sub Command, res *Result) ReportResult {
+	body := sub.Body()
+	if body == nil {
+		return ReportResult{Err: errf(CodeMalformed, "a report carries exactly one of %s", reportBodies.kindList())}
+	}
+	rr := ReportResult{Kind: body.Kind()}
+	if err := sub.validate(); err != nil {
+		rr.Err = err
+		return rr
+	}
+	var ir Result
+	if err := l.apply(index, &sub, &ir); err != nil {
+		rr.Err = err
+		return rr
+	}
+	rr.Notes = ir.Notes
+	res.Changes = append(res.Changes, ir.Changes...)
+	res.Notes = append(res.Notes, ir.Notes...)
+	return rr
 }

@@ -69,7 +69,8 @@ const (
 	KindCheckpoint    Kind = "checkpoint"
 )
 
-// Command is one log entry. Exactly one body pointer is set. The envelope
+// Command is one log entry. Exactly one body pointer is set; each body
+// pointer field is one command kind (body.go). The envelope
 // names who acts: Org is the acting organisation and Peer the libp2p peer ID
 // that proposed the command; Apply checks that Peer is the peer registered
 // for Org. AtMs is the proposer's clock, the only notion of time Apply uses.
@@ -108,6 +109,8 @@ type RegisterOrg struct {
 	Machines    []MachineSpec `json:"machines"`
 }
 
+func (*RegisterOrg) Kind() Kind { return KindRegisterOrg }
+
 // MachineSpec declares a machine.
 type MachineSpec struct {
 	Name       string `json:"name"`
@@ -121,6 +124,8 @@ type AddMachine struct {
 	Machine MachineSpec `json:"machine"`
 }
 
+func (*AddMachine) Kind() Kind { return KindAddMachine }
+
 // RemoveMachine removes one of the acting organisation's machines. It must
 // hold no task and no unreported run (CodeMachineBusy); declare it lost
 // first to give its tasks back to the queue.
@@ -128,12 +133,16 @@ type RemoveMachine struct {
 	Machine string `json:"machine"`
 }
 
+func (*RemoveMachine) Kind() Kind { return KindRemoveMachine }
+
 // SetLimit sets the acting organisation's Lim_i. A limit below the current
 // PI_i is rejected (CodeLimitExceeded): PI_i ≤ Lim_i is an invariant, and
 // the ledger never stops tasks on its own.
 type SetLimit struct {
 	LimitMilliW int64 `json:"limit_mw"`
 }
+
+func (*SetLimit) Kind() Kind { return KindSetLimit }
 
 // SubmitTasks queues a batch of tasks for the acting organisation. Their IDs
 // are returned in Result.TaskIDs, in order.
@@ -150,6 +159,8 @@ type SubmitTasks struct {
 	Tasks     []TaskSpec `json:"tasks"`
 }
 
+func (*SubmitTasks) Kind() Kind { return KindSubmitTasks }
+
 // TaskSpec is one task of a submission.
 type TaskSpec struct {
 	SizeMFlop int64 `json:"size_mflop"`
@@ -162,6 +173,8 @@ type TaskSpec struct {
 type CancelTask struct {
 	Task string `json:"task"`
 }
+
+func (*CancelTask) Kind() Kind { return KindCancelTask }
 
 // DecisionKind is what a decision does (policy.Allocate, policy.Preempt).
 type DecisionKind string
@@ -198,6 +211,14 @@ type Decisions struct {
 	Decisions []Decision `json:"decisions"`
 }
 
+func (*Decisions) Kind() Kind { return KindDecisions }
+
+// leaderOnly: decisions come only from the leader's own scheduling loop.
+func (*Decisions) leaderOnly() bool { return true }
+
+// wakesScheduler: the leader's own decisions were already decided on.
+func (*Decisions) wakesScheduler(*Result) bool { return false }
+
 // TaskStarted reports that the owner of Machine started the task assigned to
 // it. It opens a segment at AtMs.
 //
@@ -221,6 +242,8 @@ type TaskStarted struct {
 	FromZero              bool   `json:"from_zero,omitempty"`
 }
 
+func (*TaskStarted) Kind() Kind { return KindTaskStarted }
+
 // TaskStopped reports that the owner of Machine stopped a task the ledger had
 // preempted or cancelled there, with the energy measured for that segment
 // and, optionally, the checkpoint taken at the stop (applied while the task
@@ -237,6 +260,8 @@ type TaskStopped struct {
 	Checkpoint   *CheckpointData `json:"checkpoint,omitempty"`
 }
 
+func (*TaskStopped) Kind() Kind { return KindTaskStopped }
+
 // TaskEnded reports that the task running on Machine exited: done, or
 // failed (Failed). A task that failed before it started (still assigned) may
 // report Failed with no energy. If the ledger had already preempted or
@@ -252,12 +277,20 @@ type TaskEnded struct {
 	Source       EnergySource `json:"source"`
 }
 
+func (*TaskEnded) Kind() Kind { return KindTaskEnded }
+
 // Heartbeat records that the owner's machine is alive; a lost machine comes
 // back up. Heartbeats may also travel by gossip only; this command exists
 // for the transitions.
 type Heartbeat struct {
 	Machine string `json:"machine"`
 }
+
+func (*Heartbeat) Kind() Kind { return KindHeartbeat }
+
+// wakesScheduler: a heartbeat changes the view only in ways the leader's
+// periodic tick covers.
+func (*Heartbeat) wakesScheduler(*Result) bool { return false }
 
 // MachineLostCmd declares a machine lost: its assigned and running tasks go
 // back to the queue (keeping their checkpointed progress) and every open
@@ -269,6 +302,8 @@ type MachineLostCmd struct {
 	Machine string `json:"machine"`
 }
 
+func (*MachineLostCmd) Kind() Kind { return KindMachineLost }
+
 // CheckpointRecorded records a checkpoint of the task running on Machine,
 // reported by the machine's owner. Progress never goes backwards.
 type CheckpointRecorded struct {
@@ -277,6 +312,12 @@ type CheckpointRecorded struct {
 	Checkpoint CheckpointData `json:"checkpoint"`
 }
 
+func (*CheckpointRecorded) Kind() Kind { return KindCheckpoint }
+
+// wakesScheduler: a checkpoint record changes the view only in ways the
+// leader's periodic tick covers.
+func (*CheckpointRecorded) wakesScheduler(*Result) bool { return false }
+
 // CheckpointData is a checkpoint reference as reported (AtMs comes from the
 // command).
 type CheckpointData struct {
@@ -284,37 +325,6 @@ type CheckpointData struct {
 	SizeBytes     int64    `json:"size_bytes"`
 	ProgressMFlop int64    `json:"progress_mflop"`
 	Holders       []string `json:"holders"`
-}
-
-// Kind returns the kind of the command's body, or "" if it has none or more
-// than one.
-func (c *Command) Kind() Kind {
-	var k Kind
-	n := 0
-	set := func(ok bool, kind Kind) {
-		if ok {
-			n++
-			k = kind
-		}
-	}
-	set(c.RegisterOrg != nil, KindRegisterOrg)
-	set(c.AddMachine != nil, KindAddMachine)
-	set(c.RemoveMachine != nil, KindRemoveMachine)
-	set(c.SetLimit != nil, KindSetLimit)
-	set(c.SubmitTasks != nil, KindSubmitTasks)
-	set(c.CancelTask != nil, KindCancelTask)
-	set(c.Decisions != nil, KindDecisions)
-	set(c.TaskStarted != nil, KindTaskStarted)
-	set(c.TaskStopped != nil, KindTaskStopped)
-	set(c.TaskEnded != nil, KindTaskEnded)
-	set(c.Heartbeat != nil, KindHeartbeat)
-	set(c.MachineLost != nil, KindMachineLost)
-	set(c.Checkpoint != nil, KindCheckpoint)
-	set(c.Reports != nil, KindReports)
-	if n != 1 {
-		return ""
-	}
-	return k
 }
 
 // EncodeCommand encodes c deterministically. A zero V is set to
@@ -396,118 +406,122 @@ func (c *Command) validate() *Error {
 	if c.AtMs < 0 || c.AtMs > MaxTimeMs {
 		return errf(CodeMalformed, "at_ms %d out of range [0, %d]", c.AtMs, int64(MaxTimeMs))
 	}
-	switch c.Kind() {
-	case "":
+	b := c.Body()
+	if b == nil {
 		return errf(CodeMalformed, "a command carries exactly one body")
-	case KindRegisterOrg:
-		b := c.RegisterOrg
-		if err := validLimit(b.LimitMilliW); err != nil {
-			return err
+	}
+	return b.validate()
+}
+
+func (b *RegisterOrg) validate() *Error {
+	if err := validLimit(b.LimitMilliW); err != nil {
+		return err
+	}
+	if len(b.Machines) > MaxMachinesPerCommand {
+		return errf(CodeMalformed, "%d machines, more than %d", len(b.Machines), MaxMachinesPerCommand)
+	}
+	seen := make(map[string]struct{}, len(b.Machines))
+	for i, m := range b.Machines {
+		if err := m.validate(); err != nil {
+			return errf(CodeMalformed, "machines[%d]: %s", i, err.Msg)
 		}
-		if len(b.Machines) > MaxMachinesPerCommand {
-			return errf(CodeMalformed, "%d machines, more than %d", len(b.Machines), MaxMachinesPerCommand)
+		if _, dup := seen[m.Name]; dup {
+			return errf(CodeMalformed, "machines[%d]: duplicate name %q", i, m.Name)
 		}
-		seen := make(map[string]struct{}, len(b.Machines))
-		for i, m := range b.Machines {
-			if err := m.validate(); err != nil {
-				return errf(CodeMalformed, "machines[%d]: %s", i, err.Msg)
-			}
-			if _, dup := seen[m.Name]; dup {
-				return errf(CodeMalformed, "machines[%d]: duplicate name %q", i, m.Name)
-			}
-			seen[m.Name] = struct{}{}
-		}
-	case KindAddMachine:
-		if err := c.AddMachine.Machine.validate(); err != nil {
-			return err
-		}
-	case KindRemoveMachine:
-		return validMachineRef(c.RemoveMachine.Machine)
-	case KindSetLimit:
-		return validLimit(c.SetLimit.LimitMilliW)
-	case KindSubmitTasks:
-		if id := c.SubmitTasks.RequestID; id != "" {
-			if err := validRequestIDErr(id); err != nil {
-				return err
-			}
-		}
-		ts := c.SubmitTasks.Tasks
-		if len(ts) == 0 || len(ts) > MaxTasksPerCommand {
-			return errf(CodeMalformed, "%d tasks: want 1 to %d", len(ts), MaxTasksPerCommand)
-		}
-		for i := range ts {
-			if ts[i].SizeMFlop <= 0 || ts[i].SizeMFlop > MaxSizeMFlop {
-				return errf(CodeMalformed, "tasks[%d]: size %d MFlop out of range [1, %d]", i, ts[i].SizeMFlop, int64(MaxSizeMFlop))
-			}
-			if err := ts[i].Spec.validate(); err != nil {
-				return errf(CodeMalformed, "tasks[%d]: %s", i, err.Msg)
-			}
-		}
-	case KindCancelTask:
-		return validTaskRef(c.CancelTask.Task)
-	case KindDecisions:
-		// Per-decision shape problems are reported per decision by Apply, so
-		// that one bad decision does not sink the whole pass; only the size
-		// is checked here.
-		if n := len(c.Decisions.Decisions); n > MaxDecisionsPerCommand {
-			return errf(CodeMalformed, "%d decisions, more than %d", n, MaxDecisionsPerCommand)
-		}
-	case KindTaskStarted:
-		b := c.TaskStarted
-		if err := validTaskRef(b.Task); err != nil {
-			return err
-		}
-		if err := validMachineRef(b.Machine); err != nil {
-			return err
-		}
-		return b.validateStartState()
-	case KindTaskStopped:
-		b := c.TaskStopped
-		if err := validTaskRef(b.Task); err != nil {
-			return err
-		}
-		if err := validMachineRef(b.Machine); err != nil {
-			return err
-		}
-		if err := validEnergy(b.EnergyMilliJ, b.Source); err != nil {
-			return err
-		}
-		if b.Checkpoint != nil {
-			return b.Checkpoint.validate()
-		}
-	case KindTaskEnded:
-		b := c.TaskEnded
-		if err := validTaskRef(b.Task); err != nil {
-			return err
-		}
-		if err := validMachineRef(b.Machine); err != nil {
-			return err
-		}
-		if err := validEnergy(b.EnergyMilliJ, b.Source); err != nil {
-			return err
-		}
-		if b.ExitCode < -1<<31 || b.ExitCode > 1<<31-1 {
-			return errf(CodeMalformed, "exit code %d out of the int32 range", b.ExitCode)
-		}
-		if len(b.Reason) > MaxReasonBytes {
-			return errf(CodeMalformed, "reason is %d bytes, more than %d", len(b.Reason), MaxReasonBytes)
-		}
-	case KindHeartbeat:
-		return validMachineRef(c.Heartbeat.Machine)
-	case KindMachineLost:
-		return validMachineRef(c.MachineLost.Machine)
-	case KindCheckpoint:
-		if err := validTaskRef(c.Checkpoint.Task); err != nil {
-			return err
-		}
-		if err := validMachineRef(c.Checkpoint.Machine); err != nil {
-			return err
-		}
-		return c.Checkpoint.Checkpoint.validate()
-	case KindReports:
-		return c.Reports.validate()
+		seen[m.Name] = struct{}{}
 	}
 	return nil
+}
+
+func (b *AddMachine) validate() *Error    { return b.Machine.validate() }
+func (b *RemoveMachine) validate() *Error { return validMachineRef(b.Machine) }
+func (b *SetLimit) validate() *Error      { return validLimit(b.LimitMilliW) }
+
+func (b *SubmitTasks) validate() *Error {
+	if b.RequestID != "" {
+		if err := validRequestIDErr(b.RequestID); err != nil {
+			return err
+		}
+	}
+	ts := b.Tasks
+	if len(ts) == 0 || len(ts) > MaxTasksPerCommand {
+		return errf(CodeMalformed, "%d tasks: want 1 to %d", len(ts), MaxTasksPerCommand)
+	}
+	for i := range ts {
+		if ts[i].SizeMFlop <= 0 || ts[i].SizeMFlop > MaxSizeMFlop {
+			return errf(CodeMalformed, "tasks[%d]: size %d MFlop out of range [1, %d]", i, ts[i].SizeMFlop, int64(MaxSizeMFlop))
+		}
+		if err := ts[i].Spec.validate(); err != nil {
+			return errf(CodeMalformed, "tasks[%d]: %s", i, err.Msg)
+		}
+	}
+	return nil
+}
+
+func (b *CancelTask) validate() *Error { return validTaskRef(b.Task) }
+
+// validate checks the size only: per-decision shape problems are reported
+// per decision by Apply, so that one bad decision does not sink the whole
+// pass.
+func (b *Decisions) validate() *Error {
+	if n := len(b.Decisions); n > MaxDecisionsPerCommand {
+		return errf(CodeMalformed, "%d decisions, more than %d", n, MaxDecisionsPerCommand)
+	}
+	return nil
+}
+
+func (b *TaskStarted) validate() *Error {
+	if err := validRunRef(b.Task, b.Machine); err != nil {
+		return err
+	}
+	return b.validateStartState()
+}
+
+func (b *TaskStopped) validate() *Error {
+	if err := validRunRef(b.Task, b.Machine); err != nil {
+		return err
+	}
+	if err := validEnergy(b.EnergyMilliJ, b.Source); err != nil {
+		return err
+	}
+	if b.Checkpoint != nil {
+		return b.Checkpoint.validate()
+	}
+	return nil
+}
+
+func (b *TaskEnded) validate() *Error {
+	if err := validRunRef(b.Task, b.Machine); err != nil {
+		return err
+	}
+	if err := validEnergy(b.EnergyMilliJ, b.Source); err != nil {
+		return err
+	}
+	if b.ExitCode < -1<<31 || b.ExitCode > 1<<31-1 {
+		return errf(CodeMalformed, "exit code %d out of the int32 range", b.ExitCode)
+	}
+	if len(b.Reason) > MaxReasonBytes {
+		return errf(CodeMalformed, "reason is %d bytes, more than %d", len(b.Reason), MaxReasonBytes)
+	}
+	return nil
+}
+
+func (b *Heartbeat) validate() *Error      { return validMachineRef(b.Machine) }
+func (b *MachineLostCmd) validate() *Error { return validMachineRef(b.Machine) }
+
+func (b *CheckpointRecorded) validate() *Error {
+	if err := validRunRef(b.Task, b.Machine); err != nil {
+		return err
+	}
+	return b.Checkpoint.validate()
+}
+
+// validRunRef checks the task and machine a report is about.
+func validRunRef(task, machine string) *Error {
+	if err := validTaskRef(task); err != nil {
+		return err
+	}
+	return validMachineRef(machine)
 }
 
 func (m MachineSpec) validate() *Error {

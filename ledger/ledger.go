@@ -141,36 +141,12 @@ func (l *Ledger) Apply(index uint64, data []byte) Result {
 	return res
 }
 
+// apply applies c's body (Body.apply) at index, results beyond the error
+// going to res.
 func (l *Ledger) apply(index uint64, c *Command, res *Result) *Error {
-	switch c.Kind() {
-	case KindRegisterOrg:
-		return l.registerOrg(index, c)
-	case KindAddMachine:
-		return l.addMachine(c)
-	case KindRemoveMachine:
-		return l.removeMachine(c)
-	case KindSetLimit:
-		return l.setLimit(c)
-	case KindSubmitTasks:
-		return l.submitTasks(index, c, res)
-	case KindCancelTask:
-		return l.cancelTask(c, res)
-	case KindDecisions:
-		return l.decisions(c, res)
-	case KindTaskStarted:
-		return l.taskStarted(c, res)
-	case KindTaskStopped:
-		return l.taskStopped(c, res)
-	case KindTaskEnded:
-		return l.taskEnded(c, res)
-	case KindHeartbeat:
-		return l.heartbeat(c)
-	case KindMachineLost:
-		return l.machineLost(c, res)
-	case KindCheckpoint:
-		return l.checkpoint(c)
-	case KindReports:
-		return l.reports(index, c, res)
+	b := c.Body()
+	if b == nil {
+		return errf(CodeMalformed, "a command carries exactly one body")
 	}
-	return errf(CodeMalformed, "a command carries exactly one body")
+	return b.apply(l, index, c, res)
 }
