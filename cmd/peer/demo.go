@@ -16,9 +16,9 @@ import (
 	logging "github.com/ipfs/go-log/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/coopgrid/coopgrid/lab/sim"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/policy"
-	"github.com/coopgrid/coopgrid/policy/sim"
 )
 
 // demoFlags are the flags of `peer demo`.

@@ -5,14 +5,14 @@ import (
 	"math"
 	"strings"
 
-	"github.com/coopgrid/coopgrid/policy/scenario"
+	"github.com/coopgrid/coopgrid/lab/scenario"
 )
 
 // The demo's workload is the dissertation's Model 1 (seed 000 §4.2, the
 // same federation as examples/scenarios/model1.yaml), scaled down: every
 // machine group and every task count is multiplied by --scale and rounded,
 // keeping at least one of each. It is written as a scenario file and parsed
-// by policy/scenario, so task sizes are drawn exactly as `peer sim` draws
+// by lab/scenario, so task sizes are drawn exactly as `peer sim` draws
 // them: at --scale 1 with 4 organisations the demo's instance is Model 1's
 // for the same seed, task for task.
 

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"text/tabwriter"
 
+	"github.com/coopgrid/coopgrid/lab/sim"
 	"github.com/coopgrid/coopgrid/ledger"
-	"github.com/coopgrid/coopgrid/policy/sim"
 )
 
 // demoNum is a float that encodes NaN and infinities as JSON null.
@@ -42,7 +42,7 @@ type demoOrgReport struct {
 	TimeRatio    demoNum `json:"time_ratio"`
 	Alpha        demoNum `json:"alpha"`
 	Beta         demoNum `json:"beta"`
-	// SimulatorSatisfaction is what policy/sim computes for the same tasks
+	// SimulatorSatisfaction is what lab/sim computes for the same tasks
 	// with no failure.
 	SimulatorSatisfaction demoNum `json:"simulator_satisfaction"`
 	// Energy from the ledger's accounts: of its tasks wherever they ran
@@ -110,7 +110,7 @@ type demoReport struct {
 const demoNote = "satisfaction is seed 000 eq. 4.1 computed as peer sim does (mean of 100·Ideal/Real, beta with +1), on simulated time (wall time × compression); energy is the ledger's accounts; the killed organisation's alpha uses the power quota of all the machines it offered"
 
 // demoMetrics computes each organisation's figures from the ledger's
-// tasks and accounts, with the formulas of policy/sim (metrics.go, whose
+// tasks and accounts, with the formulas of lab/sim (metrics.go, whose
 // result() is not exported): satisfaction = TimeRatio·α·β with
 //
 //	TimeRatio = mean over its tasks of 100 · (size / mean MFLOPS of the

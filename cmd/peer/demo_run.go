@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/lab/scenario"
 	"github.com/coopgrid/coopgrid/ledger"
-	"github.com/coopgrid/coopgrid/policy/scenario"
 )
 
 // demoDriver plays the workload against the running federation: it

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coopgrid/coopgrid/lab/scenario"
+	"github.com/coopgrid/coopgrid/lab/sim"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/policy"
-	"github.com/coopgrid/coopgrid/policy/scenario"
-	"github.com/coopgrid/coopgrid/policy/sim"
 )
 
 // TestDemo runs `peer demo` in full, as CI's scale: four real peers on
@@ -332,7 +332,7 @@ func TestDemoBadFlags(t *testing.T) {
 	}
 }
 
-// TestDemoMetricsMatchSimulator: demoMetrics computes what policy/sim
+// TestDemoMetricsMatchSimulator: demoMetrics computes what lab/sim
 // computes. The simulator's own run of a Model 1 instance is written as
 // ledger records (times in milliseconds at compression 1, energy accounts
 // from its figures), and demoMetrics must give back its satisfaction (eq.

@@ -18,8 +18,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/coopgrid/coopgrid/policy/sim"
-	"github.com/coopgrid/coopgrid/policy/sim/plot"
+	"github.com/coopgrid/coopgrid/lab/plot"
+	"github.com/coopgrid/coopgrid/lab/sim"
 )
 
 // reproFlags are the flags of `peer reproduce`.

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coopgrid/coopgrid/policy/scenario"
-	"github.com/coopgrid/coopgrid/policy/sim"
+	"github.com/coopgrid/coopgrid/lab/scenario"
+	"github.com/coopgrid/coopgrid/lab/sim"
 )
 
 const scenarioDir = "../../examples/scenarios"

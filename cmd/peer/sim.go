@@ -13,9 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/coopgrid/coopgrid/lab/scenario"
+	"github.com/coopgrid/coopgrid/lab/sim"
 	"github.com/coopgrid/coopgrid/policy"
-	"github.com/coopgrid/coopgrid/policy/scenario"
-	"github.com/coopgrid/coopgrid/policy/sim"
 )
 
 // simFlags are the flags of `peer sim`.

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/coopgrid/coopgrid/lab/scenario"
 	"github.com/coopgrid/coopgrid/policy"
-	"github.com/coopgrid/coopgrid/policy/scenario"
 )
 
 // fifo is a test-only policy: queued tasks in submission order onto the

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coopgrid/coopgrid/lab/scenario"
+	"github.com/coopgrid/coopgrid/lab/sim"
 	"github.com/coopgrid/coopgrid/policy"
-	"github.com/coopgrid/coopgrid/policy/scenario"
-	"github.com/coopgrid/coopgrid/policy/sim"
 )
 
 // summary builds a hand-made summary: org i has satisfaction base+10·i
@@ -340,7 +340,7 @@ func TestBadInput(t *testing.T) {
 // TestRealSummary draws the charts of a real simulation of the tiny
 // scenario (examples/scenarios/tiny.yaml).
 func TestRealSummary(t *testing.T) {
-	sc, err := scenario.Load("../../../examples/scenarios/tiny.yaml")
+	sc, err := scenario.Load("../../examples/scenarios/tiny.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

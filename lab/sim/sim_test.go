@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coopgrid/coopgrid/lab/scenario"
 	"github.com/coopgrid/coopgrid/policy"
-	"github.com/coopgrid/coopgrid/policy/scenario"
 )
 
 // handFIFO is worked by hand below. Machines: m0 (A, 100 MFLOPS, 10 W),

@@ -29,7 +29,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
-	"github.com/coopgrid/coopgrid/policy/sim"
+	"github.com/coopgrid/coopgrid/lab/sim"
 )
 
 // Metric selects what a chart shows.

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/coopgrid/coopgrid/policy/scenario"
+	"github.com/coopgrid/coopgrid/lab/scenario"
 )
 
 const scenarioDir = "../../examples/scenarios"

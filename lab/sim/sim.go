@@ -37,8 +37,8 @@ import (
 	"math"
 	"slices"
 
+	"github.com/coopgrid/coopgrid/lab/scenario"
 	"github.com/coopgrid/coopgrid/policy"
-	"github.com/coopgrid/coopgrid/policy/scenario"
 )
 
 // DefaultTickSeconds is the period of the scheduler in seed 000 (L645).

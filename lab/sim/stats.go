@@ -9,8 +9,8 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/coopgrid/coopgrid/lab/scenario"
 	"github.com/coopgrid/coopgrid/policy"
-	"github.com/coopgrid/coopgrid/policy/scenario"
 )
 
 // Stat is a metric over the runs of one case: the mean and the half-width of

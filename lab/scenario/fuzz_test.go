@@ -13,7 +13,7 @@ import (
 // nobody late and with each organisation late at 80 %.
 //
 // The seed corpus is the example files plus testdata/fuzz/FuzzParse.
-// Run longer with: go test -run '^$' -fuzz FuzzParse ./policy/scenario/
+// Run longer with: go test -run '^$' -fuzz FuzzParse ./lab/scenario/
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join(examplesDir, "*.yaml"))
 	for _, p := range files {

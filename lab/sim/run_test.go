@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coopgrid/coopgrid/lab/scenario"
 	"github.com/coopgrid/coopgrid/policy"
-	"github.com/coopgrid/coopgrid/policy/scenario"
 )
 
 // replay re-derives from a trace alone what the simulator claims, and checks

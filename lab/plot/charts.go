@@ -10,7 +10,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/coopgrid/coopgrid/policy/sim"
+	"github.com/coopgrid/coopgrid/lab/sim"
 )
 
 // ciBars draws bars centred at data x positions with data widths, and a
