@@ -1,4 +1,8 @@
-package main
+// Package demo is the body of `peer demo`: a federation of real peers in
+// one process, shaped like the EHOSEP dissertation's Model 1 scaled down,
+// with the leader killed half way, and its result measured as `peer sim`
+// measures the simulator's.
+package demo
 
 import (
 	"context"
@@ -14,100 +18,64 @@ import (
 	"time"
 
 	logging "github.com/ipfs/go-log/v2"
-	"github.com/spf13/cobra"
 
+	"github.com/coopgrid/coopgrid/lab"
 	"github.com/coopgrid/coopgrid/lab/sim"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/policy"
 )
 
-// demoFlags are the flags of `peer demo`.
-type demoFlags struct {
-	orgs        int
-	scale       float64
-	compression float64
-	seed        uint64
-	keep        bool
-	json        bool
-	out         string
+// Options are the settings of `peer demo`, one per flag.
+type Options struct {
+	// Orgs is the number of organisations, one peer each.
+	Orgs int
+	// Scale is the fraction of Model 1's machines and tasks.
+	Scale float64
+	// Compression is simulated seconds per wall-clock second.
+	Compression float64
+	// Seed draws the task sizes (as peer sim --seed).
+	Seed uint64
+	// Keep keeps the peers' data directories.
+	Keep bool
+	// JSON prints one JSON object at the end (progress goes to stderr).
+	JSON bool
+	// Out is the directory for the plots, the scenario and demo.json
+	// ("": the demo's temporary directory).
+	Out string
 }
 
 // Defaults: Model 1's four organisations at a quarter of their machines
 // and tasks (17 machines, 77 tasks), whose ~4 simulated hours take about
 // 50 s at 300×.
 const (
-	demoDefaultOrgs        = 4
-	demoDefaultScale       = 0.25
-	demoDefaultCompression = 300
-	demoMaxCompression     = 100_000
+	DefaultOrgs        = 4
+	DefaultScale       = 0.25
+	DefaultCompression = 300
+	MaxCompression     = 100_000
 )
 
-func newDemoCmd() *cobra.Command {
-	f := demoFlags{orgs: demoDefaultOrgs, scale: demoDefaultScale, compression: demoDefaultCompression, seed: 1}
-	cmd := &cobra.Command{
-		Use:   "demo [--orgs N] [--scale S] [--compression X] [--keep] [--json] [--out DIR]",
-		Short: "Run a Model 1 federation of real peers in this process: scheduling, a leader killed, fail-over, metrics",
-		Long: `Start, in this one process, a federation shaped like the EHOSEP dissertation's
-Model 1 (seed 000 §4.2) scaled down: one real peer per organisation, each with
-a libp2p host on a random loopback port, its Raft member and bolt store in a
-temporary directory, and the simulated executor compressing time. Each
-organisation submits Model 1's task mix (sizes drawn like types A, B and C)
-through its own peer; U1 arrives 10 simulated minutes late with its power
-limit at 80 % of its machines' power, so EHOSEP's limits show.
-
-Half way through, the leader's peer is killed (its network and Raft stop at
-once). The survivors elect a new leader, the new leader declares the dead
-peer's machines lost after the heartbeat timeout, their runs are queued again,
-and the dead organisation's tasks, which live in the replicated ledger, run on
-the others' machines.
-
-The live table shows the leader and, per organisation, DP, PI against its
-limit and queued/running/done tasks (plain lines when stdout is not a
-terminal). The end shows satisfaction (eq. 4.1, computed as peer sim does),
-energy as user and owner, turnaround and preemptions per organisation, and
-writes satisfaction.png, energy.png and turnaround.png. Every peer checks the
-ledger's invariants, PI ≤ Lim among them, after every entry it applies; the
-demo fails (exit 1) if any check fails or a task does not finish.`,
-		Example: `  peer demo
-  peer demo --scale 0.1 --compression 1000 --json
-  peer demo --orgs 6 --keep --out /tmp/demo`,
-		Args: usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDemo(cmd.Context(), f, cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
+func (f Options) validate() error {
+	if f.Orgs < MinOrgs || f.Orgs > MaxOrgs {
+		return lab.Usagef("--orgs %d: want %d to %d (with fewer than 3 peers, killing the leader leaves no Raft majority)", f.Orgs, MinOrgs, MaxOrgs)
 	}
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 2, err: err} })
-	fl := cmd.Flags()
-	fl.IntVar(&f.orgs, "orgs", f.orgs, fmt.Sprintf("organisations, one peer each (%d-%d; the fifth on repeat Model 1's U1 to U4)", demoMinOrgs, demoMaxOrgs))
-	fl.Float64Var(&f.scale, "scale", f.scale, fmt.Sprintf("fraction of Model 1's machines and tasks (%g-%g)", float64(demoMinScale), float64(demoMaxScale)))
-	fl.Float64Var(&f.compression, "compression", f.compression, "simulated seconds per wall-clock second")
-	fl.Uint64Var(&f.seed, "seed", f.seed, "seed of the task sizes (as peer sim --seed)")
-	fl.BoolVar(&f.keep, "keep", false, "keep the peers' data directories (printed at the end)")
-	fl.BoolVar(&f.json, "json", false, "print one JSON object at the end (progress goes to stderr)")
-	fl.StringVar(&f.out, "out", "", "directory for the plots, the scenario and demo.json (default: the demo's temporary directory)")
-	return cmd
-}
-
-func (f demoFlags) validate() error {
-	if f.orgs < demoMinOrgs || f.orgs > demoMaxOrgs {
-		return usageErr("--orgs %d: want %d to %d (with fewer than 3 peers, killing the leader leaves no Raft majority)", f.orgs, demoMinOrgs, demoMaxOrgs)
+	if math.IsNaN(f.Scale) || f.Scale < MinScale || f.Scale > MaxScale {
+		return lab.Usagef("--scale %v: want a fraction of Model 1 between %g and %g", f.Scale, float64(MinScale), float64(MaxScale))
 	}
-	if math.IsNaN(f.scale) || f.scale < demoMinScale || f.scale > demoMaxScale {
-		return usageErr("--scale %v: want a fraction of Model 1 between %g and %g", f.scale, float64(demoMinScale), float64(demoMaxScale))
-	}
-	if math.IsNaN(f.compression) || f.compression < 1 || f.compression > demoMaxCompression {
-		return usageErr("--compression %v: want 1 (real time) to %d simulated seconds per second", f.compression, demoMaxCompression)
+	if math.IsNaN(f.Compression) || f.Compression < 1 || f.Compression > MaxCompression {
+		return lab.Usagef("--compression %v: want 1 (real time) to %d simulated seconds per second", f.Compression, MaxCompression)
 	}
 	return nil
 }
 
-// runDemo runs the whole demo and writes its output. The progress goes to
-// stdout, or to stderr with --json so that stdout holds only the JSON.
-func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) (err error) {
+// Run runs the whole demo and writes its output. The progress goes to
+// stdout, or to stderr with --json so that stdout holds only the JSON. Bad
+// options are *lab.UsageError; a demo that ran but whose checks failed
+// returns an error wrapping ErrChecks.
+func Run(ctx context.Context, f Options, stdout, stderr io.Writer) (err error) {
 	if err := f.validate(); err != nil {
 		return err
 	}
-	w, err := newDemoWorkload(f.orgs, f.scale, f.seed)
+	w, err := newDemoWorkload(f.Orgs, f.Scale, f.Seed)
 	if err != nil {
 		return err
 	}
@@ -130,18 +98,18 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) (err er
 	}
 	peersDir := filepath.Join(root, "peers")
 	outDir := root
-	if f.out != "" {
-		if outDir, err = filepath.Abs(f.out); err == nil {
+	if f.Out != "" {
+		if outDir, err = filepath.Abs(f.Out); err == nil {
 			err = os.MkdirAll(outDir, 0o755)
 		}
 		if err != nil {
 			os.RemoveAll(root)
-			return usageErr("--out %s: %v", f.out, err)
+			return lab.Usagef("--out %s: %v", f.Out, err)
 		}
 	}
 	defer func() {
 		switch {
-		case f.keep:
+		case f.Keep:
 		case outDir == root:
 			os.RemoveAll(peersDir)
 		default:
@@ -167,11 +135,11 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) (err er
 	logging.SetupLogging(logging.Config{Format: logging.PlaintextOutput, Level: logging.LevelError, File: logPath})
 
 	progress := stdout
-	if f.json {
+	if f.JSON {
 		progress = stderr
 	}
-	view := newDemoView(progress, !f.json)
-	tm := newDemoTiming(f.compression)
+	view := newDemoView(progress, !f.JSON)
+	tm := newDemoTiming(f.Compression)
 	printDemoIntro(progress, w, f, tm, peersDir, logPath)
 
 	began := time.Now()
@@ -188,7 +156,7 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) (err er
 		time.Since(began).Seconds(), len(fed.peers), orNone(fed.leader()))
 
 	d := &demoDriver{w: w, fed: fed, tm: tm, view: view, log: log,
-		maxWall: time.Duration(5*pred.MakespanSeconds/f.compression*float64(time.Second)) + 90*time.Second}
+		maxWall: time.Duration(5*pred.MakespanSeconds/f.Compression*float64(time.Second)) + 90*time.Second}
 	if err := d.run(ctx); err != nil {
 		return err
 	}
@@ -196,7 +164,7 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) (err er
 	if err != nil {
 		return err
 	}
-	if f.keep {
+	if f.Keep {
 		rep.DataDir = peersDir
 	}
 	js, err := json.MarshalIndent(rep, "", "  ")
@@ -206,7 +174,7 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) (err er
 	if err := os.WriteFile(filepath.Join(outDir, "demo.json"), append(js, '\n'), 0o644); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	if f.json {
+	if f.JSON {
 		if _, err := fmt.Fprintf(stdout, "%s\n", js); err != nil {
 			return err
 		}
@@ -216,13 +184,13 @@ func runDemo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) (err er
 	return rep.verdict()
 }
 
-func printDemoIntro(out io.Writer, w *demoWorkload, f demoFlags, tm demoTiming, peersDir, logPath string) {
+func printDemoIntro(out io.Writer, w *demoWorkload, f Options, tm demoTiming, peersDir, logPath string) {
 	inst := w.inst
 	late := inst.Orgs[w.late]
-	fmt.Fprintf(out, "coopgrid demo: the EHOSEP dissertation's Model 1 (seed 000 §4.2), %d organisations, scaled by %g\n", len(inst.Orgs), f.scale)
+	fmt.Fprintf(out, "coopgrid demo: the EHOSEP dissertation's Model 1 (seed 000 §4.2), %d organisations, scaled by %g\n", len(inst.Orgs), f.Scale)
 	fmt.Fprintf(out, "  %d peers in this process: libp2p hosts on 127.0.0.1 (random ports), Raft with bolt stores in %s,\n", len(inst.Orgs), peersDir)
 	fmt.Fprintf(out, "  the simulated executor at %g× (1 s of wall clock is %s simulated); scheduling tick %s, heartbeat timeout %s\n",
-		f.compression, fmtSim(f.compression), tm.scheduleInterval, tm.heartbeatTimeout)
+		f.Compression, fmtSim(f.Compression), tm.scheduleInterval, tm.heartbeatTimeout)
 	var names []string
 	for i, o := range inst.Orgs {
 		n := 0
@@ -233,7 +201,7 @@ func printDemoIntro(out io.Writer, w *demoWorkload, f demoFlags, tm demoTiming, 
 		}
 		names = append(names, fmt.Sprintf("%s %d", o.Name, n))
 	}
-	fmt.Fprintf(out, "  %d machines (%s), %d tasks of types A/B/C (table 6, seed %d)\n", len(inst.Machines), strings.Join(names, ", "), len(inst.Tasks), f.seed)
+	fmt.Fprintf(out, "  %d machines (%s), %d tasks of types A/B/C (table 6, seed %d)\n", len(inst.Machines), strings.Join(names, ", "), len(inst.Tasks), f.Seed)
 	fmt.Fprintf(out, "  %s arrives %s late with its limit at %d%% of its power (%.0f W); %s starts the federation and leads; it is killed half way\n",
 		late.Name, fmtSim(demoLateDelay), demoLateLimitPercent, float64(late.LimitMilliW)/1000, inst.Orgs[len(inst.Orgs)-1].Name)
 	fmt.Fprintf(out, "  peer logs: %s\n", logPath)
@@ -241,7 +209,7 @@ func printDemoIntro(out io.Writer, w *demoWorkload, f demoFlags, tm demoTiming, 
 
 // report gathers the final figures once every survivor holds the same
 // state.
-func (d *demoDriver) report(ctx context.Context, f demoFlags, pred *sim.Result, outDir, logPath string) (*demoReport, error) {
+func (d *demoDriver) report(ctx context.Context, f Options, pred *sim.Result, outDir, logPath string) (*demoReport, error) {
 	hash, idx, cerr := d.converge(ctx)
 	problems := d.finalChecks()
 	if cerr != nil {
@@ -259,7 +227,7 @@ func (d *demoDriver) report(ctx context.Context, f demoFlags, pred *sim.Result, 
 		tasks = l.Tasks(ledger.TaskFilter{})
 		orgs = l.Orgs()
 	})
-	res, err := demoMetrics(d.w, tasks, orgs, d.t0.UnixMilli(), f.compression)
+	res, err := demoMetrics(d.w, tasks, orgs, d.t0.UnixMilli(), f.Compression)
 	if err != nil {
 		return nil, err
 	}
@@ -273,8 +241,8 @@ func (d *demoDriver) report(ctx context.Context, f demoFlags, pred *sim.Result, 
 	}
 	inst := d.w.inst
 	rep := &demoReport{
-		Scenario: inst.Name, Policy: "ehosep", Orgs: len(inst.Orgs), Scale: f.scale, Seed: f.seed,
-		Compression: f.compression, Machines: len(inst.Machines), TasksTotal: d.total,
+		Scenario: inst.Name, Policy: "ehosep", Orgs: len(inst.Orgs), Scale: f.Scale, Seed: f.Seed,
+		Compression: f.Compression, Machines: len(inst.Machines), TasksTotal: d.total,
 		LeaderBefore: d.leaderBefore, LeaderAfter: d.leaderAfter,
 		FailoverMs: d.failover.Milliseconds(), MachinesLostMs: d.lostAfter.Milliseconds(), KilledAtDone: d.killedAtDone,
 		LimitSamples: d.samples, EntriesChecked: idx, StateHash: hash, Problems: problems,
@@ -349,5 +317,5 @@ func (r *demoReport) verdict() error {
 	if len(why) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %s", errDemoChecks, strings.Join(why, "; "))
+	return fmt.Errorf("%w: %s", ErrChecks, strings.Join(why, "; "))
 }

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -389,5 +389,5 @@ func (d *demoDriver) finalChecks() []string {
 	return append(bad, d.violations...)
 }
 
-// errDemoChecks marks a demo that ran to the end but whose checks failed.
-var errDemoChecks = errors.New("demo: checks failed")
+// ErrChecks marks a demo that ran to the end but whose checks failed.
+var ErrChecks = errors.New("demo: checks failed")

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/coopgrid/coopgrid/lab/sim"
+	"github.com/coopgrid/coopgrid/lab/simcase"
 	"github.com/coopgrid/coopgrid/ledger"
 )
 
@@ -241,7 +242,7 @@ func writeDemoPlots(dir string, r *sim.Result, labels map[string]string) (demoPl
 	if err != nil {
 		return demoPlots{}, err
 	}
-	if err := writeCasePlots(dir, fmt.Sprintf("%s · ehosep · live federation (peer demo)", r.Scenario), sum); err != nil {
+	if err := simcase.WritePlots(dir, fmt.Sprintf("%s · ehosep · live federation (peer demo)", r.Scenario), sum); err != nil {
 		return demoPlots{}, err
 	}
 	return demoPlots{

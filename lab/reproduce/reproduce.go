@@ -1,4 +1,9 @@
-package main
+// Package reproduce is the body of `peer reproduce`: every experiment of
+// the EHOSEP dissertation (seed 000 §4) and of the HOSEP paper (seed 001
+// §4) through the simulator, written as results.json, tables.md (the
+// published tables beside ours, the §4.3 findings checked one by one) and
+// PNG figures. docs/REPRODUCTION.md is its output.
+package reproduce
 
 import (
 	"bytes"
@@ -10,64 +15,29 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/spf13/cobra"
-
+	"github.com/coopgrid/coopgrid/lab"
 	"github.com/coopgrid/coopgrid/lab/plot"
 	"github.com/coopgrid/coopgrid/lab/sim"
+	"github.com/coopgrid/coopgrid/lab/simcase"
 )
 
-// reproFlags are the flags of `peer reproduce`.
-type reproFlags struct {
-	out       string
-	runs      int
-	seed      uint64
-	workers   int
-	only      string
-	scenarios string
-}
-
-func newReproduceCmd() *cobra.Command {
-	var f reproFlags
-	cmd := &cobra.Command{
-		Use:   "reproduce --out DIR [flags]",
-		Short: "Run the EHOSEP dissertation's whole simulation campaign and compare it with the published tables",
-		Long: `Run every experiment of seed 000 §4 (Forte, 2018) and seed 001 §4 (HOSEP):
-
-  S1M1..S4M1, S1M2..S3M2   one organisation 10 minutes late, its limit at
-                           80 %, 100 %, 150 % and whole system, the others at
-                           whole system; with 5-minute checkpoints (CC) and
-                           without (SC); EHOSEP
-  P1                       Model 1, SC, nobody late, everyone at the same
-                           limit; EHOSEP, HOSEP and EHOSEP Best Fit
-  P2                       Model 1, SC, U2 late with its limit varied; HOSEP
-                           and EHOSEP Best Fit (EHOSEP is S2M1 SC)
-  H12                      the HOSEP paper's 12-node grid, low/medium/high
-                           demand, OSEP and HOSEP, CC and SC
-
-Every case uses the same seeds (run k draws its tasks from seed+k-1), so
-two policies are compared on identical workloads. Writes DIR/results.json
-(every case's summary), DIR/tables.md (tables 11-18 with the published
-numbers beside ours, the satisfaction sweeps and the §4.3 findings checked
-one by one) and the figures as PNG. Progress goes to stderr.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runReproduce(cmd.Context(), f, cmd.ErrOrStderr())
-		},
-	}
-	fl := cmd.Flags()
-	fl.StringVar(&f.out, "out", "", "directory for results.json, tables.md and the figures (required)")
-	fl.IntVar(&f.runs, "runs", 60, "runs per case (the dissertation uses 60)")
-	fl.Uint64Var(&f.seed, "seed", 1, "seed of run 1; run k uses seed+k-1, in every case")
-	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "runs simulated in parallel")
-	fl.StringVar(&f.only, "only", "", "run only the cases whose name matches this regular expression (e.g. S1M1 or '^P1-')")
-	fl.StringVar(&f.scenarios, "scenarios", filepath.Join("examples", "scenarios"), "directory holding model1.yaml, model2.yaml and hosep12-*.yaml")
-	return cmd
+// Options are the settings of `peer reproduce`, one per flag.
+type Options struct {
+	// Out is the directory for results.json, tables.md and the figures.
+	Out     string
+	Runs    int
+	Seed    uint64
+	Workers int
+	// Only selects the cases whose name matches this regular expression.
+	Only string
+	// Scenarios is the directory holding model1.yaml, model2.yaml and
+	// hosep12-*.yaml.
+	Scenarios string
 }
 
 // campaignCase is one case of the campaign: a scenario, a policy and the
@@ -158,7 +128,7 @@ func campaign() []campaignCase {
 type caseResult struct {
 	c       campaignCase
 	sum     *sim.Summary
-	report  simReport
+	report  simcase.Report
 	elapsed time.Duration
 }
 
@@ -173,21 +143,23 @@ type campaignResults struct {
 
 func (r *campaignResults) get(name string) *caseResult { return r.byName[name] }
 
-func runReproduce(ctx context.Context, f reproFlags, stderr io.Writer) error {
-	if f.out == "" {
-		return usageErr("--out is required")
+// Run runs the campaign's cases that f selects and writes their results
+// into f.Out; progress goes to stderr. Bad options are *lab.UsageError.
+func Run(ctx context.Context, f Options, stderr io.Writer) error {
+	if f.Out == "" {
+		return lab.Usagef("--out is required")
 	}
-	if f.runs < 1 {
-		return usageErr("--runs %d: want at least 1", f.runs)
+	if f.Runs < 1 {
+		return lab.Usagef("--runs %d: want at least 1", f.Runs)
 	}
-	if f.workers < 1 {
-		return usageErr("--workers %d: want at least 1", f.workers)
+	if f.Workers < 1 {
+		return lab.Usagef("--workers %d: want at least 1", f.Workers)
 	}
 	var only *regexp.Regexp
-	if f.only != "" {
-		re, err := regexp.Compile(f.only)
+	if f.Only != "" {
+		re, err := regexp.Compile(f.Only)
 		if err != nil {
-			return usageErr("--only %q: %v", f.only, err)
+			return lab.Usagef("--only %q: %v", f.Only, err)
 		}
 		only = re
 	}
@@ -198,23 +170,23 @@ func runReproduce(ctx context.Context, f reproFlags, stderr io.Writer) error {
 		}
 	}
 	if len(cases) == 0 {
-		return usageErr("--only %q matches no case (names look like S1M1-CC-80%%, P1-hosep, P2-bestfit-system, H12-low-SC-osep)", f.only)
+		return lab.Usagef("--only %q matches no case (names look like S1M1-CC-80%%, P1-hosep, P2-bestfit-system, H12-low-SC-osep)", f.Only)
 	}
 	// Resolve every case before running any, so that a missing scenario
 	// file or a bad option fails at once.
-	built := make([]simCase, len(cases))
+	built := make([]*simcase.Case, len(cases))
 	for i, c := range cases {
-		sc, err := buildSimCase(simFlags{
-			scenario: filepath.Join(f.scenarios, c.Scenario), policy: c.Policy,
-			late: c.Late, limit: c.LateLimit, limitAll: c.AllLimit, checkpoint: c.Checkpoint,
-			runs: f.runs, seed: f.seed, workers: f.workers,
+		sc, err := simcase.Build(simcase.Options{
+			Scenario: filepath.Join(f.Scenarios, c.Scenario), Policy: c.Policy,
+			Late: c.Late, Limit: c.LateLimit, LimitAll: c.AllLimit, Checkpoint: c.Checkpoint,
+			Runs: f.Runs, Seed: f.Seed, Workers: f.Workers,
 		})
 		if err != nil {
 			return fmt.Errorf("case %s: %w", c.Name, err)
 		}
 		built[i] = sc
 	}
-	if err := os.MkdirAll(f.out, 0o755); err != nil {
+	if err := os.MkdirAll(f.Out, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
 
@@ -228,33 +200,33 @@ func runReproduce(ctx context.Context, f reproFlags, stderr io.Writer) error {
 	}
 
 	start := time.Now()
-	res := &campaignResults{runs: f.runs, seed: f.seed, only: f.only, byName: map[string]*caseResult{}}
-	fmt.Fprintf(stderr, "campaign: %d cases × %d runs, %d workers\n", len(cases), f.runs, f.workers)
+	res := &campaignResults{runs: f.Runs, seed: f.Seed, only: f.Only, byName: map[string]*caseResult{}}
+	fmt.Fprintf(stderr, "campaign: %d cases × %d runs, %d workers\n", len(cases), f.Runs, f.Workers)
 	for i, c := range cases {
 		t0 := time.Now()
-		sum, err := sim.RunMany(ctx, built[i].generator(), built[i].pol, built[i].cfg, built[i].runs, built[i].workers)
+		sum, err := built[i].Simulate(ctx)
 		if err != nil {
 			return fmt.Errorf("case %s: %w", c.Name, err)
 		}
-		cr := &caseResult{c: c, sum: sum, report: newSimReport(built[i], sum), elapsed: time.Since(t0)}
+		cr := &caseResult{c: c, sum: sum, report: simcase.NewReport(built[i], sum), elapsed: time.Since(t0)}
 		res.order = append(res.order, cr)
 		res.byName[c.Name] = cr
 		fmt.Fprintf(stderr, "[%*d/%d] %-22s %-15s %6.2fs\n", len(fmt.Sprint(len(cases))), i+1, len(cases), c.Name, c.Policy, cr.elapsed.Seconds())
 	}
 	simDone := time.Since(start)
 
-	if err := writeResultsJSON(filepath.Join(f.out, "results.json"), res); err != nil {
+	if err := writeResultsJSON(filepath.Join(f.Out, "results.json"), res); err != nil {
 		return err
 	}
-	figs, err := writeFigures(f.out, res)
+	figs, err := writeFigures(f.Out, res)
 	if err != nil {
 		return err
 	}
-	if err := writeTablesMD(filepath.Join(f.out, "tables.md"), res, figs); err != nil {
+	if err := writeTablesMD(filepath.Join(f.Out, "tables.md"), res, figs); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "campaign: %d cases × %d runs simulated in %.1fs; with results.json, tables.md and %d figures %.1fs in all → %s\n",
-		len(cases), f.runs, simDone.Seconds(), len(figs), time.Since(start).Seconds(), f.out)
+		len(cases), f.Runs, simDone.Seconds(), len(figs), time.Since(start).Seconds(), f.Out)
 	return nil
 }
 
@@ -262,7 +234,7 @@ func runReproduce(ctx context.Context, f reproFlags, stderr io.Writer) error {
 // report, plus the factors of eq. 4.1 that the report leaves out.
 type caseJSON struct {
 	campaignCase
-	Summary    simReport                      `json:"summary"`
+	Summary    simcase.Report                 `json:"summary"`
 	Components map[string]satisfactionFactors `json:"satisfaction_factors"`
 }
 
@@ -283,7 +255,7 @@ func writeResultsJSON(path string, r *campaignResults) error {
 		Note      string     `json:"note"`
 		Cases     []caseJSON `json:"cases"`
 	}{
-		Generator: "peer reproduce", Runs: r.runs, Seed: r.seed, Only: r.only, Note: satisfactionNote,
+		Generator: "peer reproduce", Runs: r.runs, Seed: r.seed, Only: r.only, Note: simcase.SatisfactionNote,
 	}
 	for _, cr := range r.order {
 		rep := cr.report
@@ -375,24 +347,6 @@ func compactJSON(in []byte, sig int) ([]byte, error) {
 	}
 	out.WriteByte('\n')
 	return out.Bytes(), nil
-}
-
-// writeCasePlots draws one case's satisfaction, energy and turnaround bars
-// into dir (used by `peer sim --out`).
-func writeCasePlots(dir, title string, s *sim.Summary) error {
-	for _, p := range []struct {
-		file string
-		m    plot.Metric
-	}{
-		{"satisfaction.png", plot.Satisfaction},
-		{"energy.png", plot.Energy},
-		{"turnaround.png", plot.Turnaround},
-	} {
-		if err := plot.CaseBars(filepath.Join(dir, p.file), title, s, p.m); err != nil {
-			return fmt.Errorf("--out: %w", err)
-		}
-	}
-	return nil
 }
 
 // ---- published tables ----
@@ -694,7 +648,7 @@ func writeTablesMD(path string, r *campaignResults, figs []figure) error {
 		md.f(" --only '%s'", r.only)
 	}
 	md.f("` (do not edit; `make sim` regenerates it). %d cases, %d runs each; run k of every case draws its tasks from seed %d+k−1, so policies are compared on identical workloads. Mean ± 95 %% CI over runs. See docs/REPRODUCTION.md for the discussion.\n\n", len(r.order), r.runs, r.seed)
-	md.f("Satisfaction: %s.\n\n", satisfactionNote)
+	md.f("Satisfaction: %s.\n\n", simcase.SatisfactionNote)
 
 	writeFindings(md, r)
 	writeComparisons(md, r, fig)

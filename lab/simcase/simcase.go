@@ -1,74 +1,42 @@
-package main
+// Package simcase is the body of `peer sim`: one case of the simulator (a
+// scenario under a policy, with the command's options), run over many
+// seeds and reported as a table, one JSON object, or files (per-task CSV,
+// the summary JSON and charts). `peer reproduce` builds its cases here too.
+package simcase
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
-
+	"github.com/coopgrid/coopgrid/lab"
+	"github.com/coopgrid/coopgrid/lab/plot"
 	"github.com/coopgrid/coopgrid/lab/scenario"
 	"github.com/coopgrid/coopgrid/lab/sim"
 	"github.com/coopgrid/coopgrid/policy"
 )
 
-// simFlags are the flags of `peer sim`.
-type simFlags struct {
-	scenario   string
-	policy     string
-	late       string
-	limit      string
-	limitAll   string
-	checkpoint string
-	tick       string
-	runs       int
-	seed       uint64
-	workers    int
-	json       bool
-	out        string
-	trace      string
-}
-
-func newSimCmd() *cobra.Command {
-	var f simFlags
-	cmd := &cobra.Command{
-		Use:   "sim --scenario FILE [flags]",
-		Short: "Simulate a scenario under a policy and print per-organisation metrics",
-		Long: `Simulate a scenario (see docs/SCENARIOS.md) with a virtual clock, driving the
-policy exactly as the federation's leader does: on every task arrival, every
-completion and a periodic tick. Each run draws its task sizes from seed+run;
-runs execute in parallel and the result does not depend on how many.
-
-Satisfaction is seed 000 eq. 4.1 as the author's simulator code computes it
-(the mean of 100·Ideal/Real over tasks, and β with +1; POLICY.md §5), and the
-HOSEP formula of seed 001 beside it. Each figure is the mean over runs with
-its 95 % confidence interval (Student t).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runSim(cmd, f)
-		},
-	}
-	fl := cmd.Flags()
-	fl.StringVar(&f.scenario, "scenario", "", "scenario file (YAML, see docs/SCENARIOS.md)")
-	fl.StringVar(&f.policy, "policy", "ehosep", "policy: "+strings.Join(policy.Names(), ", "))
-	fl.StringVar(&f.late, "late", "", "organisation that submits late (default: the scenario's; \"none\" for nobody)")
-	fl.StringVar(&f.limit, "limit", "", "the late organisation's power limit: PCT% of its power quota, WATTS W, or system")
-	fl.StringVar(&f.limitAll, "limit-all", "", "every organisation's power limit: PCT%, WATTS W, or system")
-	fl.StringVar(&f.checkpoint, "checkpoint", "", "checkpoint block as run time (e.g. 5m) or off (default: the scenario's)")
-	fl.StringVar(&f.tick, "tick", "", "scheduler tick (e.g. 30s) or off (default: the scenario's)")
-	fl.IntVar(&f.runs, "runs", 60, "number of runs (the dissertation uses 60)")
-	fl.Uint64Var(&f.seed, "seed", 1, "seed of run 1; run k uses seed+k-1")
-	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "runs simulated in parallel")
-	fl.BoolVar(&f.json, "json", false, "print one JSON object instead of a table")
-	fl.StringVar(&f.out, "out", "", "directory for per-task CSV, the summary JSON and plots")
-	fl.StringVar(&f.trace, "trace", "", "write every decision and completion of run 1 as JSON lines to this file")
-	return cmd
+// Options are the settings of `peer sim`, one per flag (docs/SCENARIOS.md).
+type Options struct {
+	Scenario   string
+	Policy     string
+	Late       string
+	Limit      string
+	LimitAll   string
+	Checkpoint string
+	Tick       string
+	Runs       int
+	Seed       uint64
+	Workers    int
+	JSON       bool
+	Out        string
+	Trace      string
 }
 
 // parseOptionalSeconds reads "off" as 0, "" as def, else a Go duration.
@@ -81,13 +49,13 @@ func parseOptionalSeconds(flag, v string, def float64) (float64, error) {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		return 0, usageErr("--%s %q: want a duration like 5m or 30s, or off", flag, v)
+		return 0, lab.Usagef("--%s %q: want a duration like 5m or 30s, or off", flag, v)
 	}
 	return d.Seconds(), nil
 }
 
-// simCase is everything needed to run one case of the simulator.
-type simCase struct {
+// Case is everything needed to run one case of the simulator.
+type Case struct {
 	sc      *scenario.Scenario
 	opts    scenario.Options
 	pol     policy.Policy
@@ -97,41 +65,49 @@ type simCase struct {
 	workers int
 }
 
-func (c simCase) generator() sim.Generator {
+// Simulate runs the case: its runs in parallel, aggregated in run order.
+func (c *Case) Simulate(ctx context.Context) (*sim.Summary, error) {
+	return sim.RunMany(ctx, c.generator(), c.pol, c.cfg, c.runs, c.workers)
+}
+
+func (c *Case) generator() sim.Generator {
 	return func(run int) (*scenario.Instance, error) {
 		return c.sc.Instance(c.opts, c.seed+uint64(run))
 	}
 }
 
-func buildSimCase(f simFlags) (simCase, error) {
-	if f.scenario == "" {
-		return simCase{}, usageErr("--scenario is required")
+// Build resolves the options into a case: the scenario file read, the
+// policy chosen, run 1's instance drawn. Bad options and bad scenario files
+// are *lab.UsageError.
+func Build(f Options) (*Case, error) {
+	if f.Scenario == "" {
+		return nil, lab.Usagef("--scenario is required")
 	}
-	if f.runs < 1 {
-		return simCase{}, usageErr("--runs %d: want at least 1", f.runs)
+	if f.Runs < 1 {
+		return nil, lab.Usagef("--runs %d: want at least 1", f.Runs)
 	}
-	if f.workers < 1 {
-		return simCase{}, usageErr("--workers %d: want at least 1", f.workers)
+	if f.Workers < 1 {
+		return nil, lab.Usagef("--workers %d: want at least 1", f.Workers)
 	}
-	pol, err := policy.New(f.policy)
+	pol, err := policy.New(f.Policy)
 	if err != nil {
-		return simCase{}, usageErr("--policy: %v", err)
+		return nil, lab.Usagef("--policy: %v", err)
 	}
-	sc, err := scenario.Load(f.scenario)
+	sc, err := scenario.Load(f.Scenario)
 	if err != nil {
-		return simCase{}, &exitError{code: 2, err: err}
+		return nil, &lab.UsageError{Err: err}
 	}
-	ckpt, err := parseOptionalSeconds("checkpoint", f.checkpoint, sc.CheckpointSeconds)
+	ckpt, err := parseOptionalSeconds("checkpoint", f.Checkpoint, sc.CheckpointSeconds)
 	if err != nil {
-		return simCase{}, err
+		return nil, err
 	}
-	tick, err := parseOptionalSeconds("tick", f.tick, sc.TickSeconds)
+	tick, err := parseOptionalSeconds("tick", f.Tick, sc.TickSeconds)
 	if err != nil {
-		return simCase{}, err
+		return nil, err
 	}
-	c := simCase{
+	c := &Case{
 		sc:   sc,
-		opts: scenario.Options{Late: f.late, LateLimit: f.limit, AllLimit: f.limitAll},
+		opts: scenario.Options{Late: f.Late, LateLimit: f.Limit, AllLimit: f.LimitAll},
 		pol:  pol,
 		cfg: sim.Config{
 			TickSeconds:            tick,
@@ -140,24 +116,27 @@ func buildSimCase(f simFlags) (simCase, error) {
 			// worth stopping for. OSEP and HOSEP ignore limits by design.
 			EnforceLimits: strings.HasPrefix(pol.Name(), "ehosep"),
 		},
-		runs: f.runs, seed: f.seed, workers: f.workers,
+		runs: f.Runs, seed: f.Seed, workers: f.Workers,
 	}
 	// Resolve run 1 now so that a bad --late or --limit is a usage error
 	// before any work starts.
 	if _, err := c.sc.Instance(c.opts, c.seed); err != nil {
-		return simCase{}, &exitError{code: 2, err: err}
+		return nil, &lab.UsageError{Err: err}
 	}
 	return c, nil
 }
 
-func runSim(cmd *cobra.Command, f simFlags) error {
-	c, err := buildSimCase(f)
+// Run runs one case as Build resolves f, for as many runs as it says, and
+// writes the report to out (a table, or JSON with f.JSON) and the files of
+// f.Out and f.Trace.
+func Run(ctx context.Context, f Options, out io.Writer) error {
+	c, err := Build(f)
 	if err != nil {
 		return err
 	}
 	var tw *sim.TraceWriter
-	if f.trace != "" {
-		file, err := os.Create(f.trace)
+	if f.Trace != "" {
+		file, err := os.Create(f.Trace)
 		if err != nil {
 			return fmt.Errorf("trace: %w", err)
 		}
@@ -165,7 +144,7 @@ func runSim(cmd *cobra.Command, f simFlags) error {
 		tw = sim.NewTraceWriter(file)
 		c.cfg.Trace = tw.Event
 	}
-	sum, err := sim.RunMany(cmd.Context(), c.generator(), c.pol, c.cfg, c.runs, c.workers)
+	sum, err := c.Simulate(ctx)
 	if err != nil {
 		return err
 	}
@@ -174,42 +153,42 @@ func runSim(cmd *cobra.Command, f simFlags) error {
 			return err
 		}
 	}
-	out := cmd.OutOrStdout()
-	report := newSimReport(c, sum)
-	if f.out != "" {
-		if err := writeSimOut(f.out, report, sum); err != nil {
+	report := NewReport(c, sum)
+	if f.Out != "" {
+		if err := writeOut(f.Out, report, sum); err != nil {
 			return err
 		}
 	}
-	if f.json {
+	if f.JSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(report)
 	}
-	printSimTable(out, c, sum)
-	if f.out != "" {
-		fmt.Fprintf(out, "\nwrote %s\n", f.out)
+	printTable(out, c, sum)
+	if f.Out != "" {
+		fmt.Fprintf(out, "\nwrote %s\n", f.Out)
 	}
 	return nil
 }
 
-// simReport is the JSON shape of `peer sim --json` (issue 2): each metric is
+// Report is the JSON shape of `peer sim --json` (issue 2): each metric is
 // {"mean":…,"ci95":…,"n":…}, n the runs where it is defined.
-type simReport struct {
-	Scenario   string                  `json:"scenario"`
-	Policy     string                  `json:"policy"`
-	Runs       int                     `json:"runs"`
-	Seed       uint64                  `json:"seed"`
-	Checkpoint float64                 `json:"checkpoint_block_s"`
-	Tick       float64                 `json:"tick_s"`
-	Note       string                  `json:"note"`
-	Orgs       map[string]simOrgReport `json:"orgs"`
-	OrgOrder   []string                `json:"org_order"`
-	Total      map[string]sim.Stat     `json:"total"`
-	Limits     map[string]float64      `json:"limits_w"`
+type Report struct {
+	Scenario   string               `json:"scenario"`
+	Policy     string               `json:"policy"`
+	Runs       int                  `json:"runs"`
+	Seed       uint64               `json:"seed"`
+	Checkpoint float64              `json:"checkpoint_block_s"`
+	Tick       float64              `json:"tick_s"`
+	Note       string               `json:"note"`
+	Orgs       map[string]OrgReport `json:"orgs"`
+	OrgOrder   []string             `json:"org_order"`
+	Total      map[string]sim.Stat  `json:"total"`
+	Limits     map[string]float64   `json:"limits_w"`
 }
 
-type simOrgReport struct {
+// OrgReport is one organisation's figures in a Report.
+type OrgReport struct {
 	Satisfaction      sim.Stat `json:"satisfaction"`
 	SatisfactionHOSEP sim.Stat `json:"satisfaction_hosep"`
 	EnergyJ           sim.Stat `json:"energy_j"`
@@ -224,13 +203,15 @@ type simOrgReport struct {
 	WastedMFlop       sim.Stat `json:"wasted_mflop"`
 }
 
-const satisfactionNote = "satisfaction is seed 000 eq. 4.1 as the author's simulator code computes it: mean over tasks (not the printed sum) and beta with +1; see POLICY.md §5"
+// SatisfactionNote says which satisfaction the reports show.
+const SatisfactionNote = "satisfaction is seed 000 eq. 4.1 as the author's simulator code computes it: mean over tasks (not the printed sum) and beta with +1; see POLICY.md §5"
 
-func newSimReport(c simCase, s *sim.Summary) simReport {
-	r := simReport{
+// NewReport is the report of case c's summary s.
+func NewReport(c *Case, s *sim.Summary) Report {
+	r := Report{
 		Scenario: s.Scenario, Policy: s.Policy, Runs: s.Runs, Seed: c.seed,
 		Checkpoint: c.cfg.CheckpointBlockSeconds, Tick: c.cfg.TickSeconds,
-		Note: satisfactionNote, Orgs: map[string]simOrgReport{}, Limits: map[string]float64{},
+		Note: SatisfactionNote, Orgs: map[string]OrgReport{}, Limits: map[string]float64{},
 		Total: map[string]sim.Stat{
 			"energy_j":             s.Total.EnergyJ,
 			"energy_kj_s":          s.Total.KJs,
@@ -250,7 +231,7 @@ func newSimReport(c simCase, s *sim.Summary) simReport {
 	}
 	for _, o := range s.Orgs {
 		r.OrgOrder = append(r.OrgOrder, o.Name)
-		r.Orgs[o.Name] = simOrgReport{
+		r.Orgs[o.Name] = OrgReport{
 			Satisfaction: o.SatisfactionEHOSEP, SatisfactionHOSEP: o.SatisfactionHOSEP,
 			EnergyJ: o.UserJ, EnergyKJs: o.UserKJs, OwnerEnergyJ: o.OwnerJ, OwnerEnergyKJs: o.OwnerKJs,
 			IdleEnergyJ: o.IdleJ, Turnaround: o.TurnaroundMean, TurnaroundGeoMean: o.TurnaroundGeoMean,
@@ -271,7 +252,7 @@ func pm(s sim.Stat, scale float64, prec int) string {
 	return fmt.Sprintf("%.*f ± %.*f", prec, s.Mean*scale, prec, s.CI95*scale)
 }
 
-func printSimTable(out io.Writer, c simCase, s *sim.Summary) {
+func printTable(out io.Writer, c *Case, s *sim.Summary) {
 	ck := "off"
 	if c.cfg.CheckpointBlockSeconds > 0 {
 		ck = (time.Duration(c.cfg.CheckpointBlockSeconds * float64(time.Second))).String()
@@ -296,12 +277,12 @@ func printSimTable(out io.Writer, c simCase, s *sim.Summary) {
 		pm(t.EnergyJ, 1e-6, 2), pm(t.KJs, 1, 3), pm(t.TurnaroundMean, 1.0/60, 1),
 		pm(t.TurnaroundGeoMean, 1.0/60, 1), pm(t.BoundedSlowdownMean, 1, 2), pm(t.Preemptions, 1, 1))
 	tw.Flush()
-	fmt.Fprintf(out, "\nmakespan %s min\n%s\n", pm(t.MakespanSeconds, 1.0/60, 1), satisfactionNote)
+	fmt.Fprintf(out, "\nmakespan %s min\n%s\n", pm(t.MakespanSeconds, 1.0/60, 1), SatisfactionNote)
 }
 
-// writeSimOut writes the summary JSON, run 1's per-task CSV and the
+// writeOut writes the summary JSON, run 1's per-task CSV and the
 // satisfaction, energy and turnaround charts into dir.
-func writeSimOut(dir string, report simReport, s *sim.Summary) error {
+func writeOut(dir string, report Report, s *sim.Summary) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
@@ -323,5 +304,23 @@ func writeSimOut(dir string, report simReport, s *sim.Summary) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
-	return writeCasePlots(dir, fmt.Sprintf("%s · %s · %d runs", report.Scenario, report.Policy, report.Runs), s)
+	return WritePlots(dir, fmt.Sprintf("%s · %s · %d runs", report.Scenario, report.Policy, report.Runs), s)
+}
+
+// WritePlots draws one case's satisfaction, energy and turnaround bars
+// into dir (used by `peer sim --out` and `peer demo`).
+func WritePlots(dir, title string, s *sim.Summary) error {
+	for _, p := range []struct {
+		file string
+		m    plot.Metric
+	}{
+		{"satisfaction.png", plot.Satisfaction},
+		{"energy.png", plot.Energy},
+		{"turnaround.png", plot.Turnaround},
+	} {
+		if err := plot.CaseBars(filepath.Join(dir, p.file), title, s, p.m); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"fmt"
@@ -67,10 +67,10 @@ var model1Types = [3]struct {
 // Bounds of the demo's flags. At least three peers: with two, killing the
 // leader leaves one of two Raft voters, no majority, and nothing fails over.
 const (
-	demoMinOrgs  = 3
-	demoMaxOrgs  = 16
-	demoMinScale = 0.01
-	demoMaxScale = 1
+	MinOrgs  = 3
+	MaxOrgs  = 16
+	MinScale = 0.01
+	MaxScale = 1
 )
 
 // scaled multiplies a count by s, rounding half away from zero, and keeps
