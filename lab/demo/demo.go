@@ -223,7 +223,7 @@ func (d *demoDriver) report(ctx context.Context, f Options, pred *sim.Result, ou
 		tasks []ledger.Task
 		orgs  []ledger.OrgInfo
 	)
-	obs.n.Consensus().View(func(l *ledger.Ledger) {
+	obs.n.ViewLedger(func(l *ledger.Ledger) {
 		tasks = l.Tasks(ledger.TaskFilter{})
 		orgs = l.Orgs()
 	})

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/node"
 )
@@ -153,7 +152,7 @@ func startDemoFederation(ctx context.Context, w *demoWorkload, dir string, tm de
 			Logger:            log.With("org", org.Name),
 			JoinTimeout:       30 * time.Second,
 			ReconcileInterval: tm.reconcileInterval,
-			Consensus: func(c *consensus.Config) {
+			Consensus: func(c *node.ReplicationConfig) {
 				// Every peer checks the ledger's invariants (PI ≤ Lim among
 				// them) after every entry it applies: the demo's proof that
 				// every committed state respected the limits.
@@ -185,7 +184,7 @@ func startDemoFederation(ctx context.Context, w *demoWorkload, dir string, tm de
 	err := waitUntil(ctx, 30*time.Second, "every peer to see every organisation and machine", func() bool {
 		for _, p := range f.peers {
 			up, orgs := 0, 0
-			p.n.Consensus().View(func(l *ledger.Ledger) {
+			p.n.ViewLedger(func(l *ledger.Ledger) {
 				orgs = len(l.Orgs())
 				for _, m := range l.Machines() {
 					if m.State == ledger.MachineUp {
@@ -252,7 +251,7 @@ func (f *demoFed) alive() []*demoPeer {
 // it: a peer that is Raft leader right now. "" while there is none.
 func (f *demoFed) leader() string {
 	for _, p := range f.alive() {
-		if p.n.Consensus().IsLeader() {
+		if p.n.IsLeader() {
 			return p.org
 		}
 	}
@@ -267,11 +266,8 @@ func (f *demoFed) leader() string {
 // files) continues in the background; wait for it with p.closed.
 func (f *demoFed) kill(p *demoPeer) {
 	p.dead = true
-	if err := p.n.Host().Close(); err != nil {
-		f.log.Info("demo: kill: host close", "org", p.org, "err", err)
-	}
-	if err := p.n.Consensus().Shutdown(); err != nil {
-		f.log.Info("demo: kill: raft shutdown", "org", p.org, "err", err)
+	if err := p.n.Halt(); err != nil {
+		f.log.Info("demo: kill: halt", "org", p.org, "err", err)
 	}
 	p.closed = make(chan error, 1)
 	go func() {

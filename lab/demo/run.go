@@ -155,7 +155,7 @@ func (d *demoDriver) snapshot() demoSnap {
 		return s
 	}
 	s.observer = obs.org
-	obs.n.Consensus().View(func(l *ledger.Ledger) { s.orgs = l.Orgs() })
+	obs.n.ViewLedger(func(l *ledger.Ledger) { s.orgs = l.Orgs() })
 	for _, o := range s.orgs {
 		s.done += o.Done
 	}
@@ -176,7 +176,7 @@ func (d *demoDriver) checkLimits(s demoSnap) {
 		}
 	}
 	for _, p := range d.fed.alive() {
-		if err := p.n.Consensus().InvariantError(); err != nil {
+		if err := p.n.InvariantError(); err != nil {
 			d.violate(fmt.Sprintf("%s's replica: %v", p.org, err))
 		}
 	}
@@ -198,7 +198,7 @@ func (d *demoDriver) killLeader(ctx context.Context, done int) error {
 	org := d.fed.leader()
 	p := d.fed.byOrg(org)
 	running := 0
-	p.n.Consensus().View(func(l *ledger.Ledger) {
+	p.n.ViewLedger(func(l *ledger.Ledger) {
 		for _, m := range l.Machines() {
 			if m.Org == org && m.Task != "" {
 				running++
@@ -232,7 +232,7 @@ func (d *demoDriver) watchLost() {
 	}
 	org := d.killed.org
 	all, lost, requeued := 0, 0, 0
-	obs.n.Consensus().View(func(l *ledger.Ledger) {
+	obs.n.ViewLedger(func(l *ledger.Ledger) {
 		for _, m := range l.Machines() {
 			if m.Org == org {
 				all++
@@ -353,7 +353,9 @@ func (d *demoDriver) converge(ctx context.Context) (string, uint64, error) {
 	err := waitUntil(ctx, 20*time.Second, "the surviving peers to hold the same state", func() bool {
 		hash, idx = "", 0
 		for i, p := range d.fed.alive() {
-			h, k := p.n.Consensus().Hash()
+			var h string
+			var k uint64
+			p.n.ViewLedger(func(l *ledger.Ledger) { h, k = l.Hash(), l.AppliedIndex() })
 			if i == 0 {
 				hash, idx = h, k
 			} else if h != hash || k != idx {
@@ -374,14 +376,14 @@ func (d *demoDriver) finalChecks() []string {
 		if p == nil || p.n == nil {
 			continue
 		}
-		if err := p.n.Consensus().InvariantError(); err != nil {
+		if err := p.n.InvariantError(); err != nil {
 			bad = append(bad, fmt.Sprintf("%s: %v", p.org, err))
 		}
 		if p.dead {
 			continue
 		}
 		var err error
-		p.n.Consensus().View(func(l *ledger.Ledger) { err = l.CheckInvariants() })
+		p.n.ViewLedger(func(l *ledger.Ledger) { err = l.CheckInvariants() })
 		if err != nil {
 			bad = append(bad, fmt.Sprintf("%s's final state: %v", p.org, err))
 		}
