@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/coopgrid/coopgrid/internal/yamlfile"
 )
 
-// FuzzParse: Parse never panics; every error is an *Error naming the file,
+// FuzzParse: Parse never panics; every error is an *yamlfile.Error naming the file,
 // on every line; whatever parses resolves into a valid Instance, with
 // nobody late and with each organisation late at 80 %.
 //
@@ -30,9 +32,9 @@ func FuzzParse(f *testing.F) {
 			if s != nil {
 				t.Fatal("scenario returned with an error")
 			}
-			var e *Error
+			var e *yamlfile.Error
 			if !errors.As(err, &e) || e.File != name {
-				t.Fatalf("error %q is not an *Error naming the file", err)
+				t.Fatalf("error %q is not an *yamlfile.Error naming the file", err)
 			}
 			for _, line := range strings.Split(err.Error(), "\n") {
 				if !strings.HasPrefix(line, name+":") {

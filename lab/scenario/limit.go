@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+
+	"github.com/coopgrid/coopgrid/internal/yamlfile"
 )
 
 // limitKind says how an organisation's power limit is given.
@@ -56,7 +58,7 @@ func parseLimit(s string) (limit, error) {
 	default:
 		return limit{}, fmt.Errorf("%q: %s", s, limitSyntax)
 	}
-	r, ok := parseDecimal(strings.TrimSpace(t))
+	r, ok := yamlfile.ParseDecimal(strings.TrimSpace(t))
 	if !ok {
 		return limit{}, fmt.Errorf("%q: %s", s, limitSyntax)
 	}

@@ -3,7 +3,6 @@ package scenario
 import (
 	"math"
 	"math/big"
-	"regexp"
 	"strings"
 	"time"
 
@@ -16,21 +15,6 @@ import (
 // the YAML text, not through float64: 133.47 GFLOPS must become exactly
 // 133470 MFLOPS and 113.5 W exactly 113500 mW, and a float64 round trip can
 // be off by one in the last unit. The text is parsed as an exact rational.
-
-// decimalRE is the only number syntax accepted: optional sign, digits with
-// an optional fraction, optional exponent of at most three digits (a bigger
-// exponent would make big.Rat compute a huge power of ten on hostile input).
-var decimalRE = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]{1,3})?$`)
-
-// parseDecimal parses s exactly. It accepts no NaN, no infinity, no
-// fractions like 1/3 and no hexadecimal.
-func parseDecimal(s string) (*big.Rat, bool) {
-	if len(s) > 64 || !decimalRE.MatchString(s) {
-		return nil, false
-	}
-	r, ok := new(big.Rat).SetString(strings.TrimPrefix(s, "+"))
-	return r, ok
-}
 
 var (
 	ratThousand = big.NewRat(1000, 1)
@@ -78,7 +62,7 @@ func nonFinite(n *yaml.Node) bool {
 // number reads a numeric scalar exactly. It reports and returns false for
 // anything else.
 func (d *decoder) number(n *yaml.Node, path string) (*big.Rat, bool) {
-	if !d.scalar(n, path, "a number") {
+	if !d.Scalar(n, path, "a number") {
 		return nil, false
 	}
 	if nonFinite(n) {
@@ -98,7 +82,7 @@ func (d *decoder) number(n *yaml.Node, path string) (*big.Rat, bool) {
 		}
 		return big.NewRat(v, 1), true
 	}
-	r, ok := parseDecimal(n.Value)
+	r, ok := yamlfile.ParseDecimal(n.Value)
 	if !ok {
 		d.At(n, path, "must be a decimal number like 133.47, got %q", n.Value)
 		return nil, false
@@ -173,7 +157,7 @@ const maxSeconds = 1e9
 // duration string such as "10m", "1h30m" or "90s"; with allowOff, "off"
 // means 0.
 func (d *decoder) seconds(n *yaml.Node, path string, allowOff bool) (float64, bool) {
-	if !d.scalar(n, path, "a duration") {
+	if !d.Scalar(n, path, "a duration") {
 		return 0, false
 	}
 	if allowOff && n.ShortTag() == "!!str" && strings.EqualFold(n.Value, "off") {

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/coopgrid/coopgrid/internal/yamlfile"
 )
 
 // one is a minimal valid scenario; tests replace parts of it.
@@ -411,9 +413,9 @@ func TestParseErrors(t *testing.T) {
 			if !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error\n  %v\nwant it to contain\n  %s\ninput:\n%s", err, c.want, c.src)
 			}
-			var e *Error
+			var e *yamlfile.Error
 			if !errors.As(err, &e) || e.File != "t.yaml" {
-				t.Errorf("error %v is not an *Error naming t.yaml", err)
+				t.Errorf("error %v is not an *yamlfile.Error naming t.yaml", err)
 			}
 		})
 	}
@@ -442,8 +444,8 @@ func TestSeveralErrors(t *testing.T) {
 	}
 	_, err = Parse("t.yaml", []byte(b.String()))
 	lines := strings.Split(err.Error(), "\n")
-	if len(lines) != maxErrors+1 || lines[maxErrors] != "t.yaml: 10 more errors not shown" {
-		t.Errorf("%d lines, last %q; want %d and the count of the rest", len(lines), lines[len(lines)-1], maxErrors+1)
+	if len(lines) != yamlfile.MaxErrors+1 || lines[yamlfile.MaxErrors] != "t.yaml: 10 more errors not shown" {
+		t.Errorf("%d lines, last %q; want %d and the count of the rest", len(lines), lines[len(lines)-1], yamlfile.MaxErrors+1)
 	}
 }
 

@@ -11,9 +11,7 @@
 package scenario
 
 import (
-	"bytes"
 	"cmp"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -131,27 +129,15 @@ func Load(path string) (*Scenario, error) {
 	return Parse(path, data)
 }
 
-var yamlLineRE = regexp.MustCompile(`^yaml: line ([0-9]+): (.*)$`)
-
-// yamlError turns yaml.v3's syntax errors into Errors with the file name.
-func yamlError(file string, err error) error {
-	msg := err.Error()
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return &Error{File: file, Line: line, Msg: yamlfile.OneLine("YAML syntax: " + m[2])}
-	}
-	return &Error{File: file, Msg: yamlfile.OneLine("YAML syntax: " + strings.TrimPrefix(msg, "yaml: "))}
-}
-
 // Parse parses a scenario from data; filename only labels errors (and gives
 // the default name). Every error names the file; a problem inside the file
 // also names line, column and field path. Several problems are reported
 // together (joined, one per line), up to a limit.
 func Parse(filename string, data []byte) (*Scenario, error) {
 	if len(data) > MaxFileBytes {
-		return nil, &Error{File: filename, Msg: fmt.Sprintf("file is larger than %d bytes", MaxFileBytes)}
+		return nil, &yamlfile.Error{File: filename, Msg: fmt.Sprintf("file is larger than %d bytes", MaxFileBytes)}
 	}
-	root, err := decodeYAML(filename, data)
+	root, err := yamlDocument.Decode(filename, data)
 	if err != nil {
 		return nil, err
 	}
@@ -167,38 +153,9 @@ func Parse(filename string, data []byte) (*Scenario, error) {
 	return s, nil
 }
 
-// decodeYAML parses data into a node tree: exactly one document.
-func decodeYAML(filename string, data []byte) (root *yaml.Node, err error) {
-	// yaml.v3 has panicked on crafted input in the past; a scenario file is
-	// user input, so a panic inside the YAML parser becomes an error, not a
-	// crash. (Only here: a panic in this package's own code stays a panic,
-	// so that fuzzing finds it.)
-	defer func() {
-		if r := recover(); r != nil {
-			root, err = nil, &Error{File: filename, Msg: yamlfile.OneLine(fmt.Sprintf("cannot parse YAML: %v", r))}
-		}
-	}()
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, &Error{File: filename, Msg: "empty file: a scenario needs at least `orgs`"}
-		}
-		return nil, yamlError(filename, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		if err != nil {
-			return nil, yamlError(filename, err)
-		}
-		return nil, &Error{File: filename, Line: extra.Line, Column: extra.Column, Msg: "only one YAML document is allowed (remove the second ---)"}
-	}
-	root = &doc
-	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
-		root = doc.Content[0]
-	}
-	return root, nil
-}
+// yamlDocument reads a scenario file. Without ParserLines: the line of a
+// libyaml parser error stays as yaml.v3 gives it, as the parse tests pin.
+var yamlDocument = yamlfile.Document{Empty: "empty file: a scenario needs at least `orgs`"}
 
 // decoder walks the YAML tree, collecting errors.
 type decoder struct {
@@ -229,78 +186,10 @@ func (d *decoder) check(n *yaml.Node, path string, depth int) {
 	}
 }
 
-func sub(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func idx(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
-
-// entry is one key: value pair of a mapping.
-type entry struct {
-	key  string
-	k, v *yaml.Node
-}
-
-// mapping reads a mapping node. With allowed non-nil every key must be one
-// of them; keys are unique. It returns the entries in file order and by key.
-func (d *decoder) mapping(n *yaml.Node, path string, allowed []string) ([]entry, map[string]entry, bool) {
-	if n.Kind != yaml.MappingNode {
-		d.At(n, path, "must be a mapping (key: value lines), got %s", yamlfile.Describe(n))
-		return nil, nil, false
-	}
-	list := make([]entry, 0, len(n.Content)/2)
-	byKey := make(map[string]entry, len(n.Content)/2)
-	ok := true
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode || k.Value == "" {
-			d.At(k, path, "keys must be plain names, got %s", yamlfile.Describe(k))
-			ok = false
-			continue
-		}
-		p := sub(path, k.Value)
-		if prev, dup := byKey[k.Value]; dup {
-			d.At(k, p, "duplicate key (first at line %d)", prev.k.Line)
-			ok = false
-			continue
-		}
-		if allowed != nil && !slices.Contains(allowed, k.Value) {
-			d.At(k, p, "unknown key (want one of: %s)", strings.Join(allowed, ", "))
-			ok = false
-			continue
-		}
-		e := entry{key: k.Value, k: k, v: v}
-		list = append(list, e)
-		byKey[k.Value] = e
-	}
-	return list, byKey, ok
-}
-
-// sequence reads a list node.
-func (d *decoder) sequence(n *yaml.Node, path string) ([]*yaml.Node, bool) {
-	if n.Kind != yaml.SequenceNode {
-		d.At(n, path, "must be a list, got %s", yamlfile.Describe(n))
-		return nil, false
-	}
-	return n.Content, true
-}
-
-// scalar checks that n is a non-null scalar.
-func (d *decoder) scalar(n *yaml.Node, path, want string) bool {
-	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
-		d.At(n, path, "must be %s, got %s", want, yamlfile.Describe(n))
-		return false
-	}
-	return true
-}
-
 // text reads a string scalar (numbers are accepted as their text, so that
 // `name: 2024` works).
 func (d *decoder) text(n *yaml.Node, path string) (string, bool) {
-	if !d.scalar(n, path, "a string") {
+	if !d.Scalar(n, path, "a string") {
 		return "", false
 	}
 	switch n.ShortTag() {
@@ -328,13 +217,13 @@ func (d *decoder) name(n *yaml.Node, path string) (string, bool) {
 }
 
 // required reports a missing key at the mapping.
-func (d *decoder) required(m map[string]entry, n *yaml.Node, path, key string) (*yaml.Node, bool) {
+func (d *decoder) required(m map[string]yamlfile.Entry, n *yaml.Node, path, key string) (*yaml.Node, bool) {
 	e, ok := m[key]
 	if !ok {
 		d.At(n, path, "missing required key %q", key)
 		return nil, false
 	}
-	return e.v, true
+	return e.V, true
 }
 
 var (
@@ -356,25 +245,25 @@ func (d *decoder) scenario(root *yaml.Node, filename string) *Scenario {
 		TickSeconds:       defaultTick,
 		LateDelaySeconds:  defaultLate,
 	}
-	_, top, ok := d.mapping(root, "", topKeys)
-	if !ok && top == nil {
+	_, top, ok := d.Mapping(root, "", topKeys)
+	if !ok {
 		return s
 	}
 	if e, ok := top["name"]; ok {
-		if v, ok := d.text(e.v, "name"); ok {
+		if v, ok := d.text(e.V, "name"); ok {
 			s.Name = v
 		}
 	}
 	if e, ok := top["description"]; ok {
-		if v, ok := d.text(e.v, "description"); ok {
+		if v, ok := d.text(e.V, "description"); ok {
 			if len(v) > maxDescription {
-				d.At(e.v, "description", "longer than %d bytes", maxDescription)
+				d.At(e.V, "description", "longer than %d bytes", maxDescription)
 			}
 			s.Description = v
 		}
 	}
 	if e, ok := top["sim"]; ok {
-		d.sim(e.v, s)
+		d.sim(e.V, s)
 	}
 
 	orgsNode, ok := d.required(top, root, "", "orgs")
@@ -386,34 +275,34 @@ func (d *decoder) scenario(root *yaml.Node, filename string) *Scenario {
 		d.checkLimits(s)
 	}
 	if e, ok := top["types"]; ok {
-		d.types(e.v, s, machinesOK)
+		d.types(e.V, s, machinesOK)
 	}
 	if ok && len(s.orgs) > 0 {
 		d.mixes(orgsNode, s)
 	}
 	if e, ok := top["tasks"]; ok {
-		d.tasks(e.v, s)
+		d.tasks(e.V, s)
 	}
 	if e, ok := top["late"]; ok {
-		d.late(e.v, s)
+		d.late(e.V, s)
 	}
 	return s
 }
 
 func (d *decoder) sim(n *yaml.Node, s *Scenario) {
-	_, m, _ := d.mapping(n, "sim", simKeys)
+	_, m, _ := d.Mapping(n, "sim", simKeys)
 	for _, key := range simKeys {
 		e, ok := m[key]
 		if !ok {
 			continue
 		}
-		p := sub("sim", key)
-		v, ok := d.seconds(e.v, p, true)
+		p := yamlfile.Join("sim", key)
+		v, ok := d.seconds(e.V, p, true)
 		if !ok {
 			continue
 		}
-		if v == 0 && !strings.EqualFold(e.v.Value, "off") {
-			d.At(e.v, p, `must be > 0, got %s (write "off" to disable)`, e.v.Value)
+		if v == 0 && !strings.EqualFold(e.V.Value, "off") {
+			d.At(e.V, p, `must be > 0, got %s (write "off" to disable)`, e.V.Value)
 			continue
 		}
 		if key == "checkpoint" {
@@ -425,18 +314,18 @@ func (d *decoder) sim(n *yaml.Node, s *Scenario) {
 }
 
 func (d *decoder) late(n *yaml.Node, s *Scenario) {
-	_, m, _ := d.mapping(n, "late", lateKeys)
+	_, m, _ := d.Mapping(n, "late", lateKeys)
 	if e, ok := m["org"]; ok {
-		if v, ok := d.name(e.v, "late.org"); ok {
+		if v, ok := d.name(e.V, "late.org"); ok {
 			if !slices.Contains(s.OrgNames(), v) {
-				d.At(e.v, "late.org", "unknown organisation %q (have %s)", v, strings.Join(s.OrgNames(), ", "))
+				d.At(e.V, "late.org", "unknown organisation %q (have %s)", v, strings.Join(s.OrgNames(), ", "))
 			} else {
 				s.LateOrg = v
 			}
 		}
 	}
 	if e, ok := m["delay"]; ok {
-		if v, ok := d.seconds(e.v, "late.delay", false); ok {
+		if v, ok := d.seconds(e.V, "late.delay", false); ok {
 			s.LateDelaySeconds = v
 		}
 	}
@@ -447,7 +336,7 @@ func (d *decoder) late(n *yaml.Node, s *Scenario) {
 // the mean or best machine need them).
 func (d *decoder) orgs(n *yaml.Node, s *Scenario) bool {
 	before := d.Count()
-	items, ok := d.sequence(n, "orgs")
+	items, ok := d.Sequence(n, "orgs")
 	if !ok {
 		return false
 	}
@@ -458,21 +347,21 @@ func (d *decoder) orgs(n *yaml.Node, s *Scenario) bool {
 	seen := map[string]int{}
 	total := 0
 	for i, it := range items {
-		p := idx("orgs", i)
+		p := yamlfile.Index("orgs", i)
 		o := orgSpec{}
-		_, m, _ := d.mapping(it, p, orgKeys)
+		_, m, _ := d.Mapping(it, p, orgKeys)
 		if m == nil {
 			// Keep indices aligned with the file for the later passes.
 			s.orgs = append(s.orgs, o)
 			continue
 		}
 		if v, ok := d.required(m, it, p, "name"); ok {
-			if name, ok := d.name(v, sub(p, "name")); ok {
+			if name, ok := d.name(v, yamlfile.Join(p, "name")); ok {
 				switch {
 				case strings.EqualFold(name, noneOrg):
-					d.At(v, sub(p, "name"), "%q is reserved (it means nobody for --late)", name)
+					d.At(v, yamlfile.Join(p, "name"), "%q is reserved (it means nobody for --late)", name)
 				case seen[name] > 0:
-					d.At(v, sub(p, "name"), "duplicate organisation %q (first at line %d)", name, seen[name])
+					d.At(v, yamlfile.Join(p, "name"), "duplicate organisation %q (first at line %d)", name, seen[name])
 				default:
 					seen[name] = v.Line
 				}
@@ -480,23 +369,23 @@ func (d *decoder) orgs(n *yaml.Node, s *Scenario) bool {
 			}
 		}
 		if e, ok := m["limit"]; ok {
-			if text, ok := d.text(e.v, sub(p, "limit")); ok {
-				if isNumberTag(e.v) {
-					d.At(e.v, sub(p, "limit"), "a bare number is ambiguous: %s", limitSyntax)
+			if text, ok := d.text(e.V, yamlfile.Join(p, "limit")); ok {
+				if isNumberTag(e.V) {
+					d.At(e.V, yamlfile.Join(p, "limit"), "a bare number is ambiguous: %s", limitSyntax)
 				} else if l, err := parseLimit(text); err != nil {
-					d.At(e.v, sub(p, "limit"), "%v", err)
+					d.At(e.V, yamlfile.Join(p, "limit"), "%v", err)
 				} else {
-					o.limit, o.limitNode = l, e.v
+					o.limit, o.limitNode = l, e.V
 				}
 			}
 		}
 		if e, ok := m["delay"]; ok {
-			if v, ok := d.seconds(e.v, sub(p, "delay"), false); ok {
+			if v, ok := d.seconds(e.V, yamlfile.Join(p, "delay"), false); ok {
 				o.delay = v
 			}
 		}
 		if v, ok := d.required(m, it, p, "machines"); ok {
-			o.groups = d.groups(v, sub(p, "machines"), o.name)
+			o.groups = d.groups(v, yamlfile.Join(p, "machines"), o.name)
 			for _, g := range o.groups {
 				total += g.count
 			}
@@ -526,13 +415,13 @@ func (d *decoder) checkLimits(s *Scenario) {
 			continue
 		}
 		if _, err := o.limit.resolve(pq[i], system); err != nil {
-			d.At(o.limitNode, sub(idx("orgs", i), "limit"), "%v", err)
+			d.At(o.limitNode, yamlfile.Join(yamlfile.Index("orgs", i), "limit"), "%v", err)
 		}
 	}
 }
 
 func (d *decoder) groups(n *yaml.Node, path, org string) []group {
-	items, ok := d.sequence(n, path)
+	items, ok := d.Sequence(n, path)
 	if !ok {
 		return nil
 	}
@@ -540,15 +429,15 @@ func (d *decoder) groups(n *yaml.Node, path, org string) []group {
 	machines := 0
 	bad := false
 	for i, it := range items {
-		p := idx(path, i)
-		_, m, _ := d.mapping(it, p, groupKeys)
+		p := yamlfile.Index(path, i)
+		_, m, _ := d.Mapping(it, p, groupKeys)
 		if m == nil {
 			bad = true
 			continue
 		}
 		g := group{count: 1}
 		if e, ok := m["count"]; ok {
-			if c, ok := d.integer(e.v, sub(p, "count"), 0, maxMachines); ok {
+			if c, ok := d.integer(e.V, yamlfile.Join(p, "count"), 0, maxMachines); ok {
 				g.count = int(c)
 			} else {
 				bad = true
@@ -558,16 +447,16 @@ func (d *decoder) groups(n *yaml.Node, path, org string) []group {
 		em, hasM := m["mflops"]
 		switch {
 		case hasG && hasM:
-			d.At(em.k, sub(p, "mflops"), "give gflops or mflops, not both")
+			d.At(em.K, yamlfile.Join(p, "mflops"), "give gflops or mflops, not both")
 			bad = true
 		case hasG:
-			if v, ok := d.milli(eg.v, sub(p, "gflops"), false, maxMFLOPS); ok {
+			if v, ok := d.milli(eg.V, yamlfile.Join(p, "gflops"), false, maxMFLOPS); ok {
 				g.mflops = v
 			} else {
 				bad = true
 			}
 		case hasM:
-			if v, ok := d.integer(em.v, sub(p, "mflops"), 1, maxMFLOPS); ok {
+			if v, ok := d.integer(em.V, yamlfile.Join(p, "mflops"), 1, maxMFLOPS); ok {
 				g.mflops = v
 			} else {
 				bad = true
@@ -577,7 +466,7 @@ func (d *decoder) groups(n *yaml.Node, path, org string) []group {
 			bad = true
 		}
 		if v, ok := d.required(m, it, p, "watts"); ok {
-			if w, ok := d.milli(v, sub(p, "watts"), false, maxMilliW); ok {
+			if w, ok := d.milli(v, yamlfile.Join(p, "watts"), false, maxMilliW); ok {
 				g.busyMilliW = w
 			} else {
 				bad = true
@@ -586,9 +475,9 @@ func (d *decoder) groups(n *yaml.Node, path, org string) []group {
 			bad = true
 		}
 		if e, ok := m["idle_watts"]; ok {
-			if w, ok := d.milli(e.v, sub(p, "idle_watts"), true, maxMilliW); ok {
+			if w, ok := d.milli(e.V, yamlfile.Join(p, "idle_watts"), true, maxMilliW); ok {
 				if g.busyMilliW > 0 && w > g.busyMilliW {
-					d.At(e.v, sub(p, "idle_watts"), "must be <= watts (%s), got %s", ratString(big.NewRat(g.busyMilliW, 1000)), e.v.Value)
+					d.At(e.V, yamlfile.Join(p, "idle_watts"), "must be <= watts (%s), got %s", ratString(big.NewRat(g.busyMilliW, 1000)), e.V.Value)
 					bad = true
 				}
 				g.idleMilliW = w
@@ -608,22 +497,22 @@ func (d *decoder) groups(n *yaml.Node, path, org string) []group {
 // types reads the task types. Sizes given in minutes are converted to MFlop
 // on the reference machine, which needs the machines (machinesOK).
 func (d *decoder) types(n *yaml.Node, s *Scenario, machinesOK bool) {
-	items, ok := d.sequence(n, "types")
+	items, ok := d.Sequence(n, "types")
 	if !ok {
 		return
 	}
 	seen := map[string]int{}
 	for i, it := range items {
-		p := idx("types", i)
-		_, m, _ := d.mapping(it, p, typeKeys)
+		p := yamlfile.Index("types", i)
+		_, m, _ := d.Mapping(it, p, typeKeys)
 		if m == nil {
 			continue
 		}
 		t := taskType{}
 		if v, ok := d.required(m, it, p, "name"); ok {
-			if name, ok := d.name(v, sub(p, "name")); ok {
+			if name, ok := d.name(v, yamlfile.Join(p, "name")); ok {
 				if seen[name] > 0 {
-					d.At(v, sub(p, "name"), "duplicate task type %q (first at line %d)", name, seen[name])
+					d.At(v, yamlfile.Join(p, "name"), "duplicate task type %q (first at line %d)", name, seen[name])
 				} else {
 					seen[name] = v.Line
 				}
@@ -635,30 +524,30 @@ func (d *decoder) types(n *yaml.Node, s *Scenario, machinesOK bool) {
 		eo, hasOn := m["on"]
 		switch {
 		case hasG && hasM:
-			d.At(em.k, sub(p, "minutes"), "give gflop or minutes, not both")
+			d.At(em.K, yamlfile.Join(p, "minutes"), "give gflop or minutes, not both")
 		case hasG:
 			if hasOn {
-				d.At(eo.k, sub(p, "on"), "only meaningful with minutes")
+				d.At(eo.K, yamlfile.Join(p, "on"), "only meaningful with minutes")
 			}
-			lo, hi, ok := d.pair(eg.v, sub(p, "gflop"))
+			lo, hi, ok := d.pair(eg.V, yamlfile.Join(p, "gflop"))
 			if !ok {
 				break
 			}
-			a, okA := d.milli(lo, idx(sub(p, "gflop"), 0), false, maxSizeMFlop)
-			b, okB := d.milli(hi, idx(sub(p, "gflop"), 1), false, maxSizeMFlop)
+			a, okA := d.milli(lo, yamlfile.Index(yamlfile.Join(p, "gflop"), 0), false, maxSizeMFlop)
+			b, okB := d.milli(hi, yamlfile.Index(yamlfile.Join(p, "gflop"), 1), false, maxSizeMFlop)
 			if okA && okB {
-				t.min, t.max = d.ordered(eg.v, sub(p, "gflop"), a, b)
+				t.min, t.max = d.ordered(eg.V, yamlfile.Join(p, "gflop"), a, b)
 			}
 		case hasM:
-			ref, refOK := d.reference(eo, hasOn, sub(p, "on"), s, machinesOK)
-			lo, hi, ok := d.pair(em.v, sub(p, "minutes"))
+			ref, refOK := d.reference(eo, hasOn, yamlfile.Join(p, "on"), s, machinesOK)
+			lo, hi, ok := d.pair(em.V, yamlfile.Join(p, "minutes"))
 			if !ok {
 				break
 			}
-			a, okA := d.minutes(lo, idx(sub(p, "minutes"), 0), ref, refOK)
-			b, okB := d.minutes(hi, idx(sub(p, "minutes"), 1), ref, refOK)
+			a, okA := d.minutes(lo, yamlfile.Index(yamlfile.Join(p, "minutes"), 0), ref, refOK)
+			b, okB := d.minutes(hi, yamlfile.Index(yamlfile.Join(p, "minutes"), 1), ref, refOK)
 			if okA && okB && refOK {
-				t.min, t.max = d.ordered(em.v, sub(p, "minutes"), a, b)
+				t.min, t.max = d.ordered(em.V, yamlfile.Join(p, "minutes"), a, b)
 			}
 		default:
 			d.At(it, p, `missing required key "gflop" (or "minutes")`)
@@ -684,22 +573,22 @@ func (d *decoder) ordered(n *yaml.Node, path string, a, b int64) (int64, int64) 
 }
 
 // reference resolves `on` to MFLOPS as an exact rational.
-func (d *decoder) reference(e entry, has bool, path string, s *Scenario, machinesOK bool) (*big.Rat, bool) {
+func (d *decoder) reference(e yamlfile.Entry, has bool, path string, s *Scenario, machinesOK bool) (*big.Rat, bool) {
 	which := "mean"
 	if has {
-		if isNumberTag(e.v) || nonFinite(e.v) {
-			v, ok := d.milli(e.v, path, false, maxMFLOPS)
+		if isNumberTag(e.V) || nonFinite(e.V) {
+			v, ok := d.milli(e.V, path, false, maxMFLOPS)
 			if !ok {
 				return nil, false
 			}
 			return big.NewRat(v, 1), true
 		}
-		t, ok := d.text(e.v, path)
+		t, ok := d.text(e.V, path)
 		if !ok {
 			return nil, false
 		}
 		if t != "mean" && t != "best" {
-			d.At(e.v, path, `must be "mean", "best" or a number of GFLOPS, got %q`, t)
+			d.At(e.V, path, `must be "mean", "best" or a number of GFLOPS, got %q`, t)
 			return nil, false
 		}
 		which = t
@@ -774,19 +663,19 @@ func (d *decoder) mixes(orgsNode *yaml.Node, s *Scenario) {
 		if mixNode == nil {
 			continue
 		}
-		p := sub(idx("orgs", i), "mix")
-		list, _, _ := d.mapping(mixNode, p, nil)
+		p := yamlfile.Join(yamlfile.Index("orgs", i), "mix")
+		list, _, _ := d.Mapping(mixNode, p, nil)
 		for _, e := range list {
-			ti := slices.Index(typeNames, e.key)
+			ti := slices.Index(typeNames, e.Key)
 			if ti < 0 {
 				if len(typeNames) == 0 {
-					d.At(e.k, sub(p, e.key), "unknown task type %q (the scenario declares no types)", e.key)
+					d.At(e.K, yamlfile.Join(p, e.Key), "unknown task type %q (the scenario declares no types)", e.Key)
 				} else {
-					d.At(e.k, sub(p, e.key), "unknown task type %q (have %s)", e.key, strings.Join(typeNames, ", "))
+					d.At(e.K, yamlfile.Join(p, e.Key), "unknown task type %q (have %s)", e.Key, strings.Join(typeNames, ", "))
 				}
 				continue
 			}
-			c, ok := d.integer(e.v, sub(p, e.key), 0, maxTasks)
+			c, ok := d.integer(e.V, yamlfile.Join(p, e.Key), 0, maxTasks)
 			if !ok {
 				continue
 			}
@@ -804,7 +693,7 @@ func (d *decoder) mixes(orgsNode *yaml.Node, s *Scenario) {
 func generatedID(org string, n int) string { return org + "-" + strconv.Itoa(n) }
 
 func (d *decoder) tasks(n *yaml.Node, s *Scenario) {
-	items, ok := d.sequence(n, "tasks")
+	items, ok := d.Sequence(n, "tasks")
 	if !ok {
 		return
 	}
@@ -823,19 +712,19 @@ func (d *decoder) tasks(n *yaml.Node, s *Scenario) {
 	}
 	seen := map[string]int{}
 	for i, it := range items {
-		p := idx("tasks", i)
-		_, m, _ := d.mapping(it, p, taskKeys)
+		p := yamlfile.Index("tasks", i)
+		_, m, _ := d.Mapping(it, p, taskKeys)
 		if m == nil {
 			continue
 		}
 		t := explicitTask{org: -1}
 		if v, ok := d.required(m, it, p, "id"); ok {
-			if id, ok := d.name(v, sub(p, "id")); ok {
+			if id, ok := d.name(v, yamlfile.Join(p, "id")); ok {
 				switch {
 				case seen[id] > 0:
-					d.At(v, sub(p, "id"), "duplicate task id %q (first at line %d)", id, seen[id])
+					d.At(v, yamlfile.Join(p, "id"), "duplicate task id %q (first at line %d)", id, seen[id])
 				case collidesWithGenerated(id, generated):
-					d.At(v, sub(p, "id"), "task id %q is also the id of a generated task (ORG-N); pick another", id)
+					d.At(v, yamlfile.Join(p, "id"), "task id %q is also the id of a generated task (ORG-N); pick another", id)
 				default:
 					seen[id] = v.Line
 				}
@@ -843,20 +732,20 @@ func (d *decoder) tasks(n *yaml.Node, s *Scenario) {
 			}
 		}
 		if v, ok := d.required(m, it, p, "org"); ok {
-			if org, ok := d.name(v, sub(p, "org")); ok {
+			if org, ok := d.name(v, yamlfile.Join(p, "org")); ok {
 				t.org = slices.Index(names, org)
 				if t.org < 0 {
-					d.At(v, sub(p, "org"), "unknown organisation %q (have %s)", org, strings.Join(names, ", "))
+					d.At(v, yamlfile.Join(p, "org"), "unknown organisation %q (have %s)", org, strings.Join(names, ", "))
 				}
 			}
 		}
 		if v, ok := d.required(m, it, p, "gflop"); ok {
-			if size, ok := d.milli(v, sub(p, "gflop"), false, maxSizeMFlop); ok {
+			if size, ok := d.milli(v, yamlfile.Join(p, "gflop"), false, maxSizeMFlop); ok {
 				t.size = size
 			}
 		}
 		if e, ok := m["submit"]; ok {
-			if v, ok := d.seconds(e.v, sub(p, "submit"), false); ok {
+			if v, ok := d.seconds(e.V, yamlfile.Join(p, "submit"), false); ok {
 				t.submit = v
 			}
 		}
