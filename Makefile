@@ -21,7 +21,7 @@ test:
 	$(GO) test -count=1 -race -timeout 20m ./consensus/
 
 test-race:
-	$(GO) test -count=1 -race -timeout 30m ./consensus/ ./p2p/ ./node/ ./api/... ./checkpoint/ ./executor/ ./policy/sim/
+	$(GO) test -count=1 -race -timeout 30m ./consensus/ ./p2p/ ./node/ ./api/... ./checkpoint/ ./executor/ ./lab/sim/
 
 # Short fuzz runs of every decoder (the seed corpora already run in
 # `make test`); FUZZTIME=5m for a longer campaign. docs/RELIABILITY.md.
@@ -30,7 +30,7 @@ test-race:
 # exceeded" when the time runs out while a worker is busy (golang/go#75804,
 # fixed in Go 1.27; seen on FuzzApply in CI).
 FUZZTIME ?= 20000x
-FUZZ_TARGETS := ./policy/scenario:FuzzParse ./jobfile:FuzzParse ./ledger:FuzzApply \
+FUZZ_TARGETS := ./lab/scenario:FuzzParse ./jobfile:FuzzParse ./ledger:FuzzApply \
 	./checkpoint:FuzzUnpack ./p2p:FuzzFrame ./node:FuzzHeartbeat
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

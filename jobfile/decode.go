@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/big"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,10 +48,10 @@ func (d *decoder) check(n *yaml.Node, path string, depth int) {
 		switch n.Kind {
 		case yaml.MappingNode:
 			if i%2 == 1 {
-				p = sub(path, n.Content[i-1].Value)
+				p = yamlfile.Join(path, n.Content[i-1].Value)
 			}
 		case yaml.SequenceNode:
-			p = idx(path, i)
+			p = yamlfile.Index(path, i)
 		}
 		d.check(c, p, depth+1)
 		if d.Count() > 0 {
@@ -61,83 +60,11 @@ func (d *decoder) check(n *yaml.Node, path string, depth int) {
 	}
 }
 
-func sub(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func idx(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
-
-// entry is one key: value pair of a mapping.
-type entry struct {
-	key  string
-	k, v *yaml.Node
-}
-
-// mapping reads a mapping node whose keys must all be in allowed. Keys are
-// unique. It returns the entries by key; ok is false if n is not a mapping.
-func (d *decoder) mapping(n *yaml.Node, path string, allowed []string) (map[string]entry, bool) {
-	if n.Kind != yaml.MappingNode {
-		d.At(n, path, "must be a mapping (key: value lines), got %s", yamlfile.Describe(n))
-		return nil, false
-	}
-	byKey := make(map[string]entry, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode || k.Value == "" {
-			d.At(k, path, "keys must be plain names, got %s", yamlfile.Describe(k))
-			continue
-		}
-		p := sub(path, k.Value)
-		if prev, dup := byKey[k.Value]; dup {
-			d.At(k, p, "duplicate key (first at line %d)", prev.k.Line)
-			continue
-		}
-		if allowed != nil && !slices.Contains(allowed, k.Value) {
-			d.At(k, p, "unknown key (want one of: %s)", strings.Join(allowed, ", "))
-			continue
-		}
-		byKey[k.Value] = entry{key: k.Value, k: k, v: v}
-	}
-	return byKey, true
-}
-
-// orderedKeys returns the keys of a mapping node in file order.
-func orderedKeys(n *yaml.Node, m map[string]entry) []entry {
-	var out []entry
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if e, ok := m[n.Content[i].Value]; ok && e.k == n.Content[i] {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// sequence reads a list node.
-func (d *decoder) sequence(n *yaml.Node, path string) ([]*yaml.Node, bool) {
-	if n.Kind != yaml.SequenceNode {
-		d.At(n, path, "must be a list, got %s", yamlfile.Describe(n))
-		return nil, false
-	}
-	return n.Content, true
-}
-
-// scalar checks that n is a non-null scalar.
-func (d *decoder) scalar(n *yaml.Node, path, want string) bool {
-	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
-		d.At(n, path, "must be %s, got %s", want, yamlfile.Describe(n))
-		return false
-	}
-	return true
-}
-
 // text reads a string. Numbers, booleans and dates are accepted as they
 // are written, so that `argv: [sleep, 5]`, `OMP_NUM_THREADS: 4` and
 // `day: [2024-01-31]` work and `alpha: [0.10]` stays "0.10".
 func (d *decoder) text(n *yaml.Node, path string) (string, bool) {
-	if !d.scalar(n, path, "a string") {
+	if !d.Scalar(n, path, "a string") {
 		return "", false
 	}
 	switch n.ShortTag() {
@@ -164,20 +91,6 @@ func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
 	return false, false
 }
 
-// decimalRE is the only decimal syntax accepted: optional sign, digits with
-// an optional fraction, an optional exponent of at most three digits (a
-// bigger one would make big.Rat compute a huge power of ten on hostile
-// input).
-var decimalRE = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]{1,3})?$`)
-
-// parseDecimal parses s exactly: no NaN, no infinity, no hexadecimal.
-func parseDecimal(s string) (*big.Rat, bool) {
-	if len(s) > 64 || !decimalRE.MatchString(s) {
-		return nil, false
-	}
-	return new(big.Rat).SetString(strings.TrimPrefix(s, "+"))
-}
-
 // ratString prints a rational for messages without float noise.
 func ratString(r *big.Rat) string {
 	if r.IsInt() {
@@ -196,7 +109,7 @@ func nonFinite(n *yaml.Node) bool {
 // number reads a numeric scalar exactly. Decimal values are read from the
 // text, never through float64: 0.1 GFlop must become exactly 100 MFlop.
 func (d *decoder) number(n *yaml.Node, path string) (*big.Rat, bool) {
-	if !d.scalar(n, path, "a number") {
+	if !d.Scalar(n, path, "a number") {
 		return nil, false
 	}
 	if nonFinite(n) {
@@ -206,7 +119,7 @@ func (d *decoder) number(n *yaml.Node, path string) (*big.Rat, bool) {
 	switch n.ShortTag() {
 	case "!!int":
 		// YAML integers may be written 0x1F or 0o17.
-		if r, ok := parseDecimal(n.Value); ok {
+		if r, ok := yamlfile.ParseDecimal(n.Value); ok {
 			return r, true
 		}
 		v, err := strconv.ParseInt(n.Value, 0, 64)
@@ -216,7 +129,7 @@ func (d *decoder) number(n *yaml.Node, path string) (*big.Rat, bool) {
 		}
 		return big.NewRat(v, 1), true
 	case "!!float":
-		r, ok := parseDecimal(n.Value)
+		r, ok := yamlfile.ParseDecimal(n.Value)
 		if !ok {
 			d.At(n, path, "must be a decimal number like 12.5, got %q", n.Value)
 			return nil, false
@@ -271,7 +184,7 @@ const durationSyntax = `a duration like "90s", "45m", "2h30m" or "1d12h"`
 
 // duration reads a positive duration no longer than max.
 func (d *decoder) duration(n *yaml.Node, path string, max time.Duration) (time.Duration, bool) {
-	if !d.scalar(n, path, durationSyntax) {
+	if !d.Scalar(n, path, durationSyntax) {
 		return 0, false
 	}
 	if n.ShortTag() != "!!str" {

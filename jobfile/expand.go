@@ -10,28 +10,30 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/coopgrid/coopgrid/internal/yamlfile"
 )
 
 // job reads the top level, checks every field, then expands the tasks.
 // Expansion only starts when the file has no error: it may repeat a
 // template many times, and its errors would only echo the earlier ones.
 func (d *decoder) job(root *yaml.Node, filename string) *Job {
-	top, ok := d.mapping(root, "", topKeys)
+	_, top, ok := d.Mapping(root, "", topKeys)
 	if !ok {
 		return nil
 	}
 	job := &Job{Name: defaultJobName(filename)}
 	if e, ok := top["version"]; ok {
-		if v, ok := d.integer(e.v, "version", 0, 1<<31); ok && v != 1 {
-			d.At(e.v, "version", "unsupported version %d: this peer reads job files of version 1", v)
+		if v, ok := d.integer(e.V, "version", 0, 1<<31); ok && v != 1 {
+			d.At(e.V, "version", "unsupported version %d: this peer reads job files of version 1", v)
 		}
 	}
 	if e, ok := top["name"]; ok {
-		if s, ok := d.text(e.v, "name"); ok {
+		if s, ok := d.text(e.V, "name"); ok {
 			if validName(s) {
 				job.Name = s
 			} else {
-				d.At(e.v, "name", "job name %q: want 1-%d letters, digits, '_', '.' or '-', starting with a letter or digit", s, maxNameLen)
+				d.At(e.V, "name", "job name %q: want 1-%d letters, digits, '_', '.' or '-', starting with a letter or digit", s, maxNameLen)
 			}
 		}
 	}
@@ -42,7 +44,7 @@ func (d *decoder) job(root *yaml.Node, filename string) *Job {
 		d.At(root, "", "missing tasks (a list of tasks) or template (one task repeated with {{index}})")
 		return nil
 	case hasTasks && hasTmpl:
-		d.At(tmplE.k, "template", "give either tasks or template, not both (tasks is at line %d)", tasksE.k.Line)
+		d.At(tmplE.K, "template", "give either tasks or template, not both (tasks is at line %d)", tasksE.K.Line)
 		return nil
 	}
 
@@ -50,13 +52,13 @@ func (d *decoder) job(root *yaml.Node, filename string) *Job {
 	listScope := &scope{}
 	sc := listScope
 	var sw *sweep
-	var tmplMap map[string]entry
+	var tmplMap map[string]yamlfile.Entry
 	if hasTmpl {
-		tmplMap, ok = d.mapping(tmplE.v, "template", templateKeys)
+		_, tmplMap, ok = d.Mapping(tmplE.V, "template", templateKeys)
 		if !ok {
 			return nil
 		}
-		sw = d.sweep(tmplE.v, tmplMap)
+		sw = d.sweep(tmplE.V, tmplMap)
 		sc = &scope{template: true, params: map[string]int{}}
 		if sw == nil || sw.total == 0 {
 			// params is broken (and reported): do not also report every
@@ -71,8 +73,8 @@ func (d *decoder) job(root *yaml.Node, filename string) *Job {
 	}
 	defs := &fields{invalid: map[string]bool{}}
 	if e, ok := top["defaults"]; ok {
-		if m, ok := d.mapping(e.v, "defaults", defaultsKeys); ok {
-			defs = d.taskFields(e.v, "defaults", m, sc)
+		if _, m, ok := d.Mapping(e.V, "defaults", defaultsKeys); ok {
+			defs = d.taskFields(e.V, "defaults", m, sc)
 		} else {
 			return nil
 		}
@@ -81,28 +83,28 @@ func (d *decoder) job(root *yaml.Node, filename string) *Job {
 	var plans []*plan
 	count := 0
 	if hasTmpl {
-		tf := d.taskFields(tmplE.v, "template", tmplMap, sc)
+		tf := d.taskFields(tmplE.V, "template", tmplMap, sc)
 		p, ok := d.plan(tf, defs, true)
 		if ok && sw != nil {
 			plans, count = []*plan{p}, sw.total
 		}
 	} else {
-		items, ok := d.sequence(tasksE.v, "tasks")
+		items, ok := d.Sequence(tasksE.V, "tasks")
 		if !ok {
 			return nil
 		}
 		switch {
 		case len(items) == 0:
-			d.At(tasksE.v, "tasks", "must not be empty")
+			d.At(tasksE.V, "tasks", "must not be empty")
 			return nil
 		case len(items) > d.opts.MaxTasks:
-			d.At(tasksE.v, "tasks", "%d tasks, more than the %d allowed in one job", len(items), d.opts.MaxTasks)
+			d.At(tasksE.V, "tasks", "%d tasks, more than the %d allowed in one job", len(items), d.opts.MaxTasks)
 			return nil
 		}
 		count = len(items)
 		for i, it := range items {
-			ip := idx("tasks", i)
-			m, ok := d.mapping(it, ip, taskKeys)
+			ip := yamlfile.Index("tasks", i)
+			_, m, ok := d.Mapping(it, ip, taskKeys)
 			if !ok {
 				continue
 			}
@@ -135,12 +137,12 @@ type sweep struct {
 // reports why and returns a sweep of no task (nil when params is not even a
 // mapping), still carrying the parameter names it could read so that the
 // placeholders using them are not reported as well.
-func (d *decoder) sweep(n *yaml.Node, m map[string]entry) *sweep {
+func (d *decoder) sweep(n *yaml.Node, m map[string]yamlfile.Entry) *sweep {
 	sw := &sweep{count: 1}
 	good := true
 	ce, hasCount := m["count"]
 	if hasCount {
-		v, ok := d.integer(ce.v, "template.count", 1, int64(d.opts.MaxTasks))
+		v, ok := d.integer(ce.V, "template.count", 1, int64(d.opts.MaxTasks))
 		if ok {
 			sw.count = int(v)
 		}
@@ -152,29 +154,29 @@ func (d *decoder) sweep(n *yaml.Node, m map[string]entry) *sweep {
 		return nil
 	}
 	if hasParams {
-		pm, ok := d.mapping(pe.v, "template.params", nil)
+		_, pm, ok := d.Mapping(pe.V, "template.params", nil)
 		if !ok {
 			return nil
 		}
-		keys := orderedKeys(pe.v, pm)
+		keys := yamlfile.InOrder(pe.V, pm)
 		if len(keys) == 0 {
-			d.At(pe.v, "template.params", "must name at least one parameter")
+			d.At(pe.V, "template.params", "must name at least one parameter")
 			good = false
 		}
 		if len(keys) > maxParams {
-			d.At(pe.v, "template.params", "%d parameters, more than %d", len(keys), maxParams)
+			d.At(pe.V, "template.params", "%d parameters, more than %d", len(keys), maxParams)
 			return nil
 		}
-		good = good && len(keys)*2 == len(pe.v.Content)
+		good = good && len(keys)*2 == len(pe.V.Content)
 		for _, kv := range keys {
-			kp := sub("template.params", kv.key)
-			if !validEnvKey(kv.key) || len(kv.key) > maxNameLen {
-				d.At(kv.k, kp, "parameter name %q: want a letter or '_' then letters, digits or '_', at most %d characters", kv.key, maxNameLen)
+			kp := yamlfile.Join("template.params", kv.Key)
+			if !validEnvKey(kv.Key) || len(kv.Key) > maxNameLen {
+				d.At(kv.K, kp, "parameter name %q: want a letter or '_' then letters, digits or '_', at most %d characters", kv.Key, maxNameLen)
 				good = false
 				continue
 			}
-			sw.names = append(sw.names, kv.key)
-			items, ok := d.sequence(kv.v, kp)
+			sw.names = append(sw.names, kv.Key)
+			items, ok := d.Sequence(kv.V, kp)
 			if !ok {
 				sw.values = append(sw.values, nil)
 				good = false
@@ -182,19 +184,19 @@ func (d *decoder) sweep(n *yaml.Node, m map[string]entry) *sweep {
 			}
 			switch {
 			case len(items) == 0:
-				d.At(kv.v, kp, "must list at least one value")
+				d.At(kv.V, kp, "must list at least one value")
 				good = false
 			case len(items) > d.opts.MaxTasks:
-				d.At(kv.v, kp, "%d values, more than the %d tasks allowed in one job", len(items), d.opts.MaxTasks)
+				d.At(kv.V, kp, "%d values, more than the %d tasks allowed in one job", len(items), d.opts.MaxTasks)
 				good = false
 				items = nil
 			}
 			vals := make([]string, 0, len(items))
 			for i, it := range items {
-				s, ok := d.text(it, idx(kp, i))
+				s, ok := d.text(it, yamlfile.Index(kp, i))
 				if ok {
 					if _, err := checkArg(s); err != nil {
-						d.At(it, idx(kp, i), "%v", err)
+						d.At(it, yamlfile.Index(kp, i), "%v", err)
 						ok = false
 					}
 				}
@@ -293,7 +295,7 @@ func (d *decoder) expandTask(p *plan, v *vars, in *inputReader) (Task, int64, bo
 		if p.template {
 			return "index " + strconv.Itoa(v.index) + ": "
 		}
-		return idx("tasks", v.index) + ": "
+		return yamlfile.Index("tasks", v.index) + ": "
 	}
 	str := func(t *tmpl, check func(string) (string, error)) (string, bool) {
 		if t.static() {

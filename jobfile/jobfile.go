@@ -27,6 +27,17 @@ import (
 	"github.com/coopgrid/coopgrid/internal/yamlfile"
 )
 
+// Error is one problem found in a job file: the file, the position (1-based
+// line and column; 0 when unknown) and the field path, e.g.
+//
+//	sweep.yaml:12:7: tasks[3].wall_clock_limit: must be > 0, got "-5m"
+//
+// Err is the underlying error when there is one (a missing input file:
+// errors.Is(err, fs.ErrNotExist) holds). It is the one positioned error
+// type of every strict reader (internal/yamlfile), named here for the
+// callers of this package.
+type Error = yamlfile.Error
+
 // Job is a parsed job file, every template expanded.
 type Job struct {
 	// Name is the `name` key, else the file's base name without its
@@ -210,7 +221,7 @@ func (d *decoder) decode(filename string, data []byte) (*yaml.Node, error) {
 	if strings.EqualFold(filepath.Ext(filename), ".json") {
 		return decodeJSON(filename, data, d.opts.MaxDepth)
 	}
-	return decodeYAML(filename, data)
+	return yamlDocument.Decode(filename, data)
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)

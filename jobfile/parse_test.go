@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"github.com/coopgrid/coopgrid/internal/yamlfile"
 )
 
 // testFS is the directory input files are read from in Parse tests.
@@ -500,11 +502,11 @@ func TestTooManyErrors(t *testing.T) {
 		t.Fatal("no error")
 	}
 	lines := strings.Split(err.Error(), "\n")
-	if len(lines) != maxErrors+1 {
-		t.Fatalf("%d lines, want %d:\n%s", len(lines), maxErrors+1, err)
+	if len(lines) != yamlfile.MaxErrors+1 {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), yamlfile.MaxErrors+1, err)
 	}
-	if lines[0] != "many.yaml:2:23: tasks[0].size: must be > 0, got -1" || lines[maxErrors] != "many.yaml: 10 more errors not shown" {
-		t.Errorf("first %q, last %q", lines[0], lines[maxErrors])
+	if lines[0] != "many.yaml:2:23: tasks[0].size: must be > 0, got -1" || lines[yamlfile.MaxErrors] != "many.yaml: 10 more errors not shown" {
+		t.Errorf("first %q, last %q", lines[0], lines[yamlfile.MaxErrors])
 	}
 }
 

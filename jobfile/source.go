@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -17,68 +15,10 @@ import (
 	"github.com/coopgrid/coopgrid/internal/yamlfile"
 )
 
-var yamlLineRE = regexp.MustCompile(`^yaml: line ([0-9]+): (.*)$`)
-
-// parserProblems are the messages of libyaml's parser (as opposed to its
-// scanner). yaml.v3 reports their line 0-based (it adds 1 only for scanner
-// errors), pointing at the start of the construct being parsed; they get
-// the missing 1 here.
-var parserProblems = []string{
-	"did not find expected <document start>",
-	"did not find expected node content",
-	"did not find expected key",
-	"did not find expected '-' indicator",
-	"did not find expected ',' or ']'",
-	"did not find expected ',' or '}'",
-}
-
-// yamlError turns yaml.v3's syntax errors into Errors with the file name.
-func yamlError(file string, err error) error {
-	msg := err.Error()
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		if slices.Contains(parserProblems, m[2]) {
-			line++
-		}
-		return &Error{File: file, Line: line, Msg: yamlfile.OneLine("YAML syntax: " + m[2])}
-	}
-	return &Error{File: file, Msg: yamlfile.OneLine("YAML syntax: " + strings.TrimPrefix(msg, "yaml: "))}
-}
-
 const emptyMsg = "empty file: a job needs `tasks` or `template`"
 
-// decodeYAML parses data into a node tree: exactly one document.
-func decodeYAML(filename string, data []byte) (root *yaml.Node, err error) {
-	// yaml.v3 has panicked on crafted input in the past; a job file is user
-	// input, so a panic inside the YAML parser becomes an error, not a
-	// crash. (Only here: a panic in this package's own code stays a panic,
-	// so that fuzzing finds it.)
-	defer func() {
-		if r := recover(); r != nil {
-			root, err = nil, &Error{File: filename, Msg: yamlfile.OneLine(fmt.Sprintf("cannot parse YAML: %v", r))}
-		}
-	}()
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, &Error{File: filename, Msg: emptyMsg}
-		}
-		return nil, yamlError(filename, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		if err != nil {
-			return nil, yamlError(filename, err)
-		}
-		return nil, &Error{File: filename, Line: extra.Line, Column: extra.Column, Msg: "only one YAML document is allowed (remove the second ---)"}
-	}
-	root = &doc
-	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
-		root = doc.Content[0]
-	}
-	return root, nil
-}
+// yamlDocument reads a YAML job file.
+var yamlDocument = yamlfile.Document{Empty: emptyMsg, ParserLines: true}
 
 // decodeJSON parses a .json job file with encoding/json, so that a JSON file
 // is held to JSON's rules (no comments, no YAML extensions) and its syntax

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/coopgrid/coopgrid/internal/yamlfile"
 )
 
 // Shape limits. They mirror the ledger's (ledger/command.go) and the
@@ -201,54 +203,54 @@ type inputList struct {
 
 // taskFields reads the task keys of mapping m (already checked against the
 // allowed keys by the caller).
-func (d *decoder) taskFields(n *yaml.Node, p string, m map[string]entry, sc *scope) *fields {
+func (d *decoder) taskFields(n *yaml.Node, p string, m map[string]yamlfile.Entry, sc *scope) *fields {
 	f := &fields{node: n, path: p, invalid: map[string]bool{}}
-	for _, e := range orderedKeys(n, m) {
+	for _, e := range yamlfile.InOrder(n, m) {
 		before := d.Count()
-		kp := sub(p, e.key)
-		switch e.key {
+		kp := yamlfile.Join(p, e.Key)
+		switch e.Key {
 		case "name":
-			f.name, _ = d.tmplChecked(e.v, kp, sc, checkTaskName)
+			f.name, _ = d.tmplChecked(e.V, kp, sc, checkTaskName)
 		case "argv":
-			f.argv = d.argv(e.v, kp, sc)
+			f.argv = d.argv(e.V, kp, sc)
 		case "env":
-			f.env = d.env(e.v, kp, sc)
+			f.env = d.env(e.V, kp, sc)
 		case "size":
-			if v, ok := d.milli(e.v, kp, "GFlop", maxSizeMFlop); ok {
-				f.work = &work{node: e.v, path: kp, sizeMFlop: v}
+			if v, ok := d.milli(e.V, kp, "GFlop", maxSizeMFlop); ok {
+				f.work = &work{node: e.V, path: kp, sizeMFlop: v}
 			}
 		case "runtime":
-			if v, ok := d.duration(e.v, kp, maxRuntime); ok {
-				f.work = &work{node: e.v, path: kp, runtime: v}
+			if v, ok := d.duration(e.V, kp, maxRuntime); ok {
+				f.work = &work{node: e.V, path: kp, runtime: v}
 			}
 		case "reference_gflops":
-			if v, ok := d.milli(e.v, kp, "GFLOPS", maxRefMFLOPS); ok {
-				f.ref = &ref{node: e.v, mflops: v}
+			if v, ok := d.milli(e.V, kp, "GFLOPS", maxRefMFLOPS); ok {
+				f.ref = &ref{node: e.V, mflops: v}
 			}
 		case "wall_clock_limit":
-			if v, ok := d.duration(e.v, kp, d.opts.MaxWallClock); ok {
-				f.wall = &wall{node: e.v, d: v}
+			if v, ok := d.duration(e.V, kp, d.opts.MaxWallClock); ok {
+				f.wall = &wall{node: e.V, d: v}
 			}
 		case "inputs":
-			f.inputs = d.inputs(e.v, kp, sc)
+			f.inputs = d.inputs(e.V, kp, sc)
 		case "outputs":
-			f.outputs = d.tmplList(e.v, kp, sc, "output patterns", checkOutput)
+			f.outputs = d.tmplList(e.V, kp, sc, "output patterns", checkOutput)
 		case "checkpointable":
-			if v, ok := d.boolean(e.v, kp); ok {
+			if v, ok := d.boolean(e.V, kp); ok {
 				f.ckpt = &v
 			}
 		}
 		if d.Count() > before {
-			f.invalid[e.key] = true
+			f.invalid[e.Key] = true
 		}
 	}
 	if s, ok := m["size"]; ok {
 		if r, ok := m["runtime"]; ok {
 			first, second := s, r
-			if r.k.Line < s.k.Line || (r.k.Line == s.k.Line && r.k.Column < s.k.Column) {
+			if r.K.Line < s.K.Line || (r.K.Line == s.K.Line && r.K.Column < s.K.Column) {
 				first, second = r, s
 			}
-			d.At(second.k, sub(p, second.key), "give either size or runtime, not both (%s is at line %d)", first.key, first.k.Line)
+			d.At(second.K, yamlfile.Join(p, second.Key), "give either size or runtime, not both (%s is at line %d)", first.Key, first.K.Line)
 			f.work = nil
 			f.invalid["size"], f.invalid["runtime"] = true, true
 		}
@@ -276,7 +278,7 @@ func (d *decoder) tmplChecked(n *yaml.Node, p string, sc *scope, check func(stri
 }
 
 func (d *decoder) tmplList(n *yaml.Node, p string, sc *scope, what string, check func(string) (string, error)) *tmplList {
-	items, ok := d.sequence(n, p)
+	items, ok := d.Sequence(n, p)
 	if !ok {
 		return nil
 	}
@@ -287,7 +289,7 @@ func (d *decoder) tmplList(n *yaml.Node, p string, sc *scope, what string, check
 	l := &tmplList{node: n}
 	good := true
 	for i, it := range items {
-		t, ok := d.tmplChecked(it, idx(p, i), sc, check)
+		t, ok := d.tmplChecked(it, yamlfile.Index(p, i), sc, check)
 		good = good && ok
 		l.items = append(l.items, t)
 	}
@@ -298,7 +300,7 @@ func (d *decoder) tmplList(n *yaml.Node, p string, sc *scope, what string, check
 }
 
 func (d *decoder) argv(n *yaml.Node, p string, sc *scope) *tmplList {
-	items, ok := d.sequence(n, p)
+	items, ok := d.Sequence(n, p)
 	if !ok {
 		return nil
 	}
@@ -317,7 +319,7 @@ func (d *decoder) argv(n *yaml.Node, p string, sc *scope) *tmplList {
 		if i == 0 {
 			check = checkCommand
 		}
-		t, ok := d.tmplChecked(it, idx(p, i), sc, check)
+		t, ok := d.tmplChecked(it, yamlfile.Index(p, i), sc, check)
 		good = good && ok
 		l.items = append(l.items, t)
 	}
@@ -328,7 +330,7 @@ func (d *decoder) argv(n *yaml.Node, p string, sc *scope) *tmplList {
 }
 
 func (d *decoder) env(n *yaml.Node, p string, sc *scope) *envSpec {
-	m, ok := d.mapping(n, p, nil)
+	_, m, ok := d.Mapping(n, p, nil)
 	if !ok {
 		return nil
 	}
@@ -338,24 +340,24 @@ func (d *decoder) env(n *yaml.Node, p string, sc *scope) *envSpec {
 	}
 	e := &envSpec{node: n, path: p}
 	good := len(m)*2 == len(n.Content) // no key was rejected by mapping
-	for _, kv := range orderedKeys(n, m) {
-		kp := sub(p, kv.key)
+	for _, kv := range yamlfile.InOrder(n, m) {
+		kp := yamlfile.Join(p, kv.Key)
 		switch {
-		case !validEnvKey(kv.key):
-			d.At(kv.k, kp, "variable name %q: want a letter or '_' then letters, digits or '_', at most %d characters", kv.key, maxEnvKeyLen)
+		case !validEnvKey(kv.Key):
+			d.At(kv.K, kp, "variable name %q: want a letter or '_' then letters, digits or '_', at most %d characters", kv.Key, maxEnvKeyLen)
 			good = false
 			continue
-		case reservedEnv(kv.key):
-			d.At(kv.k, kp, "%s is set by the executor; CHECKPOINT_DIR and COOPGRID_* are reserved", kv.key)
+		case reservedEnv(kv.Key):
+			d.At(kv.K, kp, "%s is set by the executor; CHECKPOINT_DIR and COOPGRID_* are reserved", kv.Key)
 			good = false
 			continue
 		}
-		t, ok := d.tmplChecked(kv.v, kp, sc, checkArg)
+		t, ok := d.tmplChecked(kv.V, kp, sc, checkArg)
 		if !ok {
 			good = false
 			continue
 		}
-		e.vars = append(e.vars, envVar{key: kv.key, val: t})
+		e.vars = append(e.vars, envVar{key: kv.Key, val: t})
 	}
 	if !good {
 		return nil
@@ -364,7 +366,7 @@ func (d *decoder) env(n *yaml.Node, p string, sc *scope) *envSpec {
 }
 
 func (d *decoder) inputs(n *yaml.Node, p string, sc *scope) *inputList {
-	items, ok := d.sequence(n, p)
+	items, ok := d.Sequence(n, p)
 	if !ok {
 		return nil
 	}
@@ -375,10 +377,10 @@ func (d *decoder) inputs(n *yaml.Node, p string, sc *scope) *inputList {
 	l := &inputList{node: n, path: p}
 	good := true
 	for i, it := range items {
-		ip := idx(p, i)
+		ip := yamlfile.Index(p, i)
 		in := inputSpec{node: it, path: ip}
 		if it.Kind == yaml.MappingNode {
-			m, _ := d.mapping(it, ip, inputKeys)
+			_, m, _ := d.Mapping(it, ip, inputKeys)
 			if len(m)*2 != len(it.Content) {
 				good = false
 				continue
@@ -389,16 +391,16 @@ func (d *decoder) inputs(n *yaml.Node, p string, sc *scope) *inputList {
 				good = false
 				continue
 			}
-			if in.src, ok = d.tmplChecked(e.v, sub(ip, "path"), sc, checkInputPath); !ok {
+			if in.src, ok = d.tmplChecked(e.V, yamlfile.Join(ip, "path"), sc, checkInputPath); !ok {
 				good = false
 			}
 			if e, ok := m["name"]; ok {
-				if in.name, ok = d.tmplChecked(e.v, sub(ip, "name"), sc, checkInputName); !ok {
+				if in.name, ok = d.tmplChecked(e.V, yamlfile.Join(ip, "name"), sc, checkInputName); !ok {
 					good = false
 				}
 			}
 		} else {
-			if !d.scalar(it, ip, `a path, or a mapping {path: ..., name: ...}`) {
+			if !d.Scalar(it, ip, `a path, or a mapping {path: ..., name: ...}`) {
 				good = false
 				continue
 			}

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/lab/scenario"
+	"github.com/coopgrid/coopgrid/lab/sim"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/policy"
-	"github.com/coopgrid/coopgrid/policy/scenario"
-	"github.com/coopgrid/coopgrid/policy/sim"
 )
 
 // counterScript counts to $TARGET, one step every $STEP seconds. It saves

@@ -156,9 +156,6 @@ func (tn *tnode) addr() string {
 
 func (tn *tnode) secret() string { return filepath.Join(tn.dir, "federation.key") }
 
-// InvariantError exposes the consensus node's invariant check to tests.
-func (n *Node) InvariantError() error { return n.cons.InvariantError() }
-
 // federation starts a first peer and joins the others through it.
 func federation(tb testing.TB, kind string, orgs []string, machines map[string]string, edit map[string]func(*Config)) []*tnode {
 	tb.Helper()

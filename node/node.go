@@ -355,6 +355,29 @@ func (n *Node) Host() *p2p.Host { return n.host }
 // Consensus is the Raft member (for metrics and diagnostics).
 func (n *Node) Consensus() *consensus.Node { return n.cons }
 
+// ReplicationConfig is what Options.Consensus edits (consensus.Config),
+// named here so that a tool starting peers (lab/demo) need not import
+// consensus.
+type ReplicationConfig = consensus.Config
+
+// ViewLedger runs fn on this peer's replica of the ledger, read-only and
+// possibly stale (consensus.Node.View's rules: keep nothing but copies).
+func (n *Node) ViewLedger(fn func(l *ledger.Ledger)) { n.cons.View(fn) }
+
+// IsLeader reports whether this peer is the Raft leader right now.
+func (n *Node) IsLeader() bool { return n.cons.IsLeader() }
+
+// InvariantError is the first ledger invariant violation this peer saw
+// after an applied entry (consensus.Config.CheckInvariants); nil otherwise.
+func (n *Node) InvariantError() error { return n.cons.InvariantError() }
+
+// Halt stops the peer as if its process died, for fault demonstrations:
+// the network first, then the Raft member, so that it proposes nothing on
+// its way out. Close must still be called to free the rest.
+func (n *Node) Halt() error {
+	return errors.Join(n.host.Close(), n.cons.Shutdown())
+}
+
 // SchedulerStats are the leader loop's counters (decisions per second for
 // /metrics).
 func (n *Node) SchedulerStats() consensus.SchedulerStats { return n.cons.SchedulerStats() }

@@ -1,8 +1,13 @@
 // Package yamlfile holds what every strict YAML reader of the project
 // shares: walking yaml.v3 nodes with positions, refusing aliases and
 // duplicate keys, typed scalars, and keeping error messages on one line.
-// Each package keeps its own error type and message format: a Parser builds
-// its errors through the package's MakeErr.
+//
+// The readers of user files that report every problem at once (job files,
+// scenarios) share one positioned error type (Error), one list (ErrorList,
+// with its walking methods Mapping, Sequence, Scalar) and one document
+// decoder (Document). The readers of configuration files that stop at the
+// first problem (a peer's config, a machines file) use a Parser, which
+// builds its errors through the package's MakeErr.
 package yamlfile
 
 import (
