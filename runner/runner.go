@@ -148,9 +148,10 @@ type Runner struct {
 	// (SetClosing).
 	closing atomic.Bool
 
-	mu      sync.Mutex
-	started bool
-	closed  bool
+	mu        sync.Mutex
+	started   bool
+	closed    bool
+	closeOnce sync.Once
 }
 
 // New opens the checkpoint store and serves the replication protocol on
@@ -243,15 +244,17 @@ func (r *Runner) SetClosing(closing bool) { r.closing.Store(closing) }
 // in flight, waits for every goroutine it started, then stops serving
 // checkpoints. The goroutine reading the executor's results ends when the
 // executor closes its Results channel, so the peer closes the executor
-// first.
+// first. A second Close does nothing.
 func (r *Runner) Close() {
-	r.SetClosing(true)
-	r.mu.Lock()
-	r.closed = true
-	r.mu.Unlock()
-	r.cancel()
-	r.wg.Wait()
-	r.ck.close()
+	r.closeOnce.Do(func() {
+		r.SetClosing(true)
+		r.mu.Lock()
+		r.closed = true
+		r.mu.Unlock()
+		r.cancel()
+		r.wg.Wait()
+		r.ck.close()
+	})
 }
 
 // RunningByMachine maps machine names to the task started there (the
