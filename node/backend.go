@@ -461,6 +461,7 @@ func (n *Node) Leave(ctx context.Context) error {
 		return api.Errorf(api.CodeConflict, "this peer is the federation's only member: there is nothing to leave")
 	}
 	n.closing.Store(true)
+	n.runner.SetClosing(true)
 	if n.exec != nil {
 		if err := n.exec.Close(ctx); err != nil {
 			n.log.Warn("leave: stop tasks", "err", err)
@@ -469,6 +470,7 @@ func (n *Node) Leave(ctx context.Context) error {
 	n.releaseMachines(ctx)
 	if err := n.cons.Leave(ctx); err != nil {
 		n.closing.Store(false)
+		n.runner.SetClosing(false)
 		return apiError(err)
 	}
 	n.left.Store(true)

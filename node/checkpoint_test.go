@@ -18,6 +18,7 @@ import (
 	"github.com/coopgrid/coopgrid/lab/sim"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/policy"
+	"github.com/coopgrid/coopgrid/runner"
 )
 
 // counterScript counts to $TARGET, one step every $STEP seconds. It saves
@@ -101,7 +102,7 @@ func stdoutOf(t *testing.T, tn *tnode, task string) map[string]int {
 
 // savedCount reads the counter the task last saved on tn's disk (-1: none).
 func savedCount(tn *tnode, task string) int {
-	b, err := os.ReadFile(filepath.Join(tn.dir, TasksDir, task, checkpointSubdir, "count"))
+	b, err := os.ReadFile(filepath.Join(tn.dir, TasksDir, task, runner.CheckpointSubdir, "count"))
 	if err != nil {
 		return -1
 	}
@@ -175,7 +176,7 @@ func TestPreemptedTaskResumesElsewhere(t *testing.T) {
 		t.Fatalf("checkpoint %+v: want two holders, ck-own first", ck)
 	}
 	for _, h := range ck.Holders {
-		if p := peerNode(peers, h); p == nil || !p.n.ck.store.Has(ck.Hash) {
+		if p := peerNode(peers, h); p == nil || !p.n.runner.CheckpointStore().Has(ck.Hash) {
 			t.Fatalf("holder %s does not hold %s", h, ck.Hash)
 		}
 	}
@@ -219,10 +220,10 @@ func TestPreemptedTaskResumesElsewhere(t *testing.T) {
 	waitFor(t, 20*time.Second, ownTask+" done", func() bool { return sub.task(ownTask).State == ledger.TaskDone })
 	waitFor(t, 10*time.Second, "archives collected on every peer", func() bool {
 		for _, p := range peers {
-			if len(p.n.ck.store.List()) != 0 {
+			if len(p.n.runner.CheckpointStore().List()) != 0 {
 				return false
 			}
-			if _, err := os.Stat(filepath.Join(p.dir, TasksDir, id, checkpointSubdir)); err == nil {
+			if _, err := os.Stat(filepath.Join(p.dir, TasksDir, id, runner.CheckpointSubdir)); err == nil {
 				return false
 			}
 		}
@@ -318,7 +319,7 @@ func TestResumeAfterHolderLossOrCorruption(t *testing.T) {
 				t.Fatalf("checkpoint %+v: want ck-own and a replica", ck)
 			}
 			replica := peerNode(peers, ck.Holders[1])
-			if replica == nil || !replica.n.ck.store.Has(ck.Hash) {
+			if replica == nil || !replica.n.runner.CheckpointStore().Has(ck.Hash) {
 				t.Fatalf("replica %s does not hold %s", ck.Holders[1], ck.Hash)
 			}
 			if tc.tooLarge && (replica != s || ck.SizeBytes <= 64) {
@@ -378,7 +379,7 @@ func TestResumeAfterHolderLossOrCorruption(t *testing.T) {
 				// peer, and the holders' copies are collected.
 				waitFor(t, 10*time.Second, "refused archives collected", func() bool {
 					for _, p := range peers {
-						if p.n != nil && p.n.ck.store.Has(ck.Hash) {
+						if p.n != nil && p.n.runner.CheckpointStore().Has(ck.Hash) {
 							return false
 						}
 					}
@@ -392,7 +393,7 @@ func TestResumeAfterHolderLossOrCorruption(t *testing.T) {
 // corruptArchive flips a byte in the middle of tn's stored copy of hash.
 func corruptArchive(t *testing.T, tn *tnode, hash string) {
 	t.Helper()
-	p, err := tn.n.ck.store.Path(hash)
+	p, err := tn.n.runner.CheckpointStore().Path(hash)
 	if err != nil {
 		t.Fatalf("%s: %v", tn.org, err)
 	}
@@ -478,7 +479,7 @@ func TestWasteAgreesWithSimulator(t *testing.T) {
 		Outputs:        []string{"result.txt"},
 		Checkpointable: true,
 	})[0]
-	progressFile := filepath.Join(own.dir, TasksDir, id, checkpointSubdir, "coopgrid-progress.json")
+	progressFile := filepath.Join(own.dir, TasksDir, id, runner.CheckpointSubdir, "coopgrid-progress.json")
 	waitFor(t, 20*time.Second, id+" completed its first block", func() bool {
 		_, err := os.Stat(progressFile)
 		return err == nil

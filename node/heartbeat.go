@@ -295,8 +295,8 @@ func (n *Node) publishHeartbeats() {
 
 func (n *Node) publishOnce() {
 	running := map[string]string{}
-	if n.br != nil {
-		running = n.br.runningByMachine()
+	if n.runner != nil {
+		running = n.runner.RunningByMachine()
 	}
 	hb := Heartbeat{V: heartbeatVersion, Org: n.org, AtMs: n.now().UnixMilli(), Boot: n.boot, Seq: n.hbSeq.Add(1), Load1: load1()}
 	if m, ok := n.exec.(interface{ MeasuredPowerMilliW() (int64, bool) }); ok {

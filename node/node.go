@@ -19,6 +19,7 @@ import (
 	"github.com/coopgrid/coopgrid/executor"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
+	"github.com/coopgrid/coopgrid/runner"
 	"github.com/coopgrid/coopgrid/transfer"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -69,14 +70,13 @@ type Node struct {
 	cons  *consensus.Node
 	exec  executor.Executor // nil when the peer offers no machines
 	files *transfer.Service
-	ck    *checkpoints
+	// runner runs what the ledger places on this peer's machines.
+	runner *runner.Runner
 
 	ps    *pubsub.PubSub
 	topic *pubsub.Topic
 	psSub *pubsub.Subscription
 	hb    *tracker
-	br    *bridge
-	rep   *reporter
 	// boot and hbSeq order this peer's heartbeats (the replay guard).
 	boot  int64
 	hbSeq atomic.Uint64
@@ -242,7 +242,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		return fail(err)
 	}
 
-	if n.ck, err = newCheckpoints(n); err != nil {
+	if n.runner, err = n.newRunner(); err != nil {
 		return fail(err)
 	}
 	if n.files, err = n.newTransfer(); err != nil {
@@ -259,10 +259,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		return fail(err)
 	}
 
-	n.br = newBridge(n)
-	n.rep = newReporter(n)
-	n.wg.Add(4)
-	go n.rep.loop(n.ctx)
+	n.wg.Add(3)
 	go n.setup()
 	go n.detectLost()
 	go n.consumeHeartbeats()
@@ -441,6 +438,9 @@ func (n *Node) Close(ctx context.Context) error {
 
 func (n *Node) shutdown(ctx context.Context) error {
 	n.closing.Store(true)
+	if n.runner != nil {
+		n.runner.SetClosing(true)
+	}
 	var errs []error
 	if n.exec != nil {
 		if err := n.exec.Close(ctx); err != nil {
@@ -455,6 +455,9 @@ func (n *Node) shutdown(ctx context.Context) error {
 	if n.cancel != nil {
 		n.cancel()
 	}
+	if n.runner != nil {
+		n.runner.Close()
+	}
 	n.wg.Wait()
 	if n.psSub != nil {
 		n.psSub.Cancel()
@@ -466,9 +469,6 @@ func (n *Node) shutdown(ctx context.Context) error {
 		if err := n.cons.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("consensus: %w", err))
 		}
-	}
-	if n.ck != nil {
-		n.ck.close()
 	}
 	if n.host != nil {
 		if n.files != nil {

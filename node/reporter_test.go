@@ -74,7 +74,7 @@ func TestReportsAreBatched(t *testing.T) {
 		req.Tasks = append(req.Tasks, api.SubmitTask{Name: fmt.Sprintf("t%d", i), Argv: []string{trueBin}, SizeMFlop: 1})
 	}
 	before := work.n.cons.AppliedIndex()
-	commandsBefore, sentBefore := work.n.rep.commands.Load(), work.n.rep.sent.Load()
+	commandsBefore, sentBefore := work.n.runner.ReportCounts()
 	resp, err := work.n.Submit(ctx, req)
 	if err != nil {
 		t.Fatalf("submit: %v", err)
@@ -89,8 +89,8 @@ func TestReportsAreBatched(t *testing.T) {
 		})
 	}
 	after := work.n.cons.AppliedIndex()
-	commands := work.n.rep.commands.Load() - commandsBefore
-	sent := work.n.rep.sent.Load() - sentBefore
+	commandsAfter, sentAfter := work.n.runner.ReportCounts()
+	commands, sent := commandsAfter-commandsBefore, sentAfter-sentBefore
 
 	for _, id := range resp.TaskIDs {
 		tk := work.task(id)

@@ -130,14 +130,9 @@ func (n *Node) setup() {
 			return
 		}
 	}
-	if n.exec != nil {
-		n.wg.Add(2)
-		go n.br.loop(n.ctx)
-		go n.br.consume(n.ctx)
-	}
-	n.wg.Add(2)
+	n.runner.Start()
+	n.wg.Add(1)
 	go n.publishHeartbeats()
-	go n.ck.gcLoop(n.ctx)
 	close(n.ready)
 	n.log.Info("ready", "machines", len(n.machines))
 }

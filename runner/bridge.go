@@ -1,14 +1,17 @@
-package node
+package runner
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/coopgrid/coopgrid/checkpoint"
 	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/executor"
@@ -60,7 +63,16 @@ import (
 // run's last report is committed (or refused): the ledger relies on this
 // order to book an end report on the right run (docs/LEDGER.md).
 type bridge struct {
-	n *Node
+	cfg     Config
+	log     *slog.Logger
+	exec    executor.Executor
+	rep     *reporter
+	ck      *checkpoints
+	offered map[string]bool // machine names
+	// wg is the runner's: Close waits for every goroutine of the bridge.
+	wg *sync.WaitGroup
+	// closing is the runner's (Runner.SetClosing).
+	closing *atomic.Bool
 
 	mu      sync.Mutex
 	runs    map[string]*run   // by task ID
@@ -102,8 +114,15 @@ type run struct {
 	ended chan struct{}
 }
 
-func newBridge(n *Node) *bridge {
-	return &bridge{n: n, runs: map[string]*run{}, settled: map[string]uint64{}, busy: map[string]bool{}, waiting: map[string]time.Time{}, wake: make(chan struct{}, 1)}
+func newBridge(cfg Config, wg *sync.WaitGroup, closing *atomic.Bool, rep *reporter, ck *checkpoints) *bridge {
+	offered := make(map[string]bool, len(cfg.Machines))
+	for _, m := range cfg.Machines {
+		offered[m] = true
+	}
+	return &bridge{
+		cfg: cfg, log: cfg.Logger, exec: cfg.Executor, rep: rep, ck: ck, offered: offered, wg: wg, closing: closing,
+		runs: map[string]*run{}, settled: map[string]uint64{}, busy: map[string]bool{}, waiting: map[string]time.Time{}, wake: make(chan struct{}, 1),
+	}
 }
 
 func (b *bridge) poke() {
@@ -116,15 +135,14 @@ func (b *bridge) poke() {
 // loop reconciles on every committed change to this organisation's
 // machines and on a tick.
 func (b *bridge) loop(ctx context.Context) {
-	defer b.n.wg.Done()
-	sub := b.n.cons.Subscribe(b.n.org)
+	sub := b.cfg.Ledger.Subscribe(b.cfg.Org)
 	defer func() { sub.Close() }()
 	events := sub.C()
-	t := time.NewTicker(b.n.opts.ReconcileInterval)
+	t := time.NewTicker(b.cfg.ReconcileInterval)
 	defer t.Stop()
 	for {
 		var soon <-chan time.Time
-		if !b.n.closing.Load() {
+		if !b.closing.Load() {
 			if b.reconcile(ctx) {
 				// A stop report that unblocks a waiting start comes as no
 				// event of this organisation's: look again shortly.
@@ -138,7 +156,7 @@ func (b *bridge) loop(ctx context.Context) {
 		case _, ok := <-events:
 			if !ok {
 				if errors.Is(sub.Err(), consensus.ErrSubscriberTooSlow) {
-					sub = b.n.cons.Subscribe(b.n.org)
+					sub = b.cfg.Ledger.Subscribe(b.cfg.Org)
 					events = sub.C()
 				} else {
 					events = nil
@@ -171,9 +189,9 @@ func (b *bridge) reconcile(ctx context.Context) bool {
 		stops   []ledger.PendingStop
 		applied uint64
 	)
-	b.n.cons.View(func(l *ledger.Ledger) {
-		allocs = l.Allocations(b.n.org)
-		stops = l.PendingStops(b.n.org)
+	b.cfg.Ledger.View(func(l *ledger.Ledger) {
+		allocs = l.Allocations(b.cfg.Org)
+		stops = l.PendingStops(b.cfg.Org)
 		applied = l.AppliedIndex()
 	})
 	b.mu.Lock()
@@ -211,7 +229,7 @@ func (b *bridge) reconcile(ctx context.Context) bool {
 			// it once that one is gone.
 			continue
 		}
-		if _, ok := b.n.machines[a.Machine.Name]; !ok {
+		if !b.offered[a.Machine.Name] {
 			continue
 		}
 		switch t.State {
@@ -253,7 +271,7 @@ func (b *bridge) reconcile(ctx context.Context) bool {
 		// report: the machine was declared lost, or the task was
 		// preempted or cancelled before it started.
 		if !r.discard {
-			b.n.log.Info("run no longer in the ledger: stopping it", "task", r.task.ID, "machine", r.machine)
+			b.log.Info("run no longer in the ledger: stopping it", "task", r.task.ID, "machine", r.machine)
 		}
 		r.discard = true
 		b.requestStop(ctx, r, "taken off the machine")
@@ -287,12 +305,12 @@ func (b *bridge) awaitStop(t ledger.Task) bool {
 	since, ok := b.waiting[t.ID]
 	if !ok {
 		b.waiting[t.ID] = time.Now()
-		b.n.log.Info("start waits for the stop report of the previous run (its checkpoint)", "task", t.ID)
+		b.log.Info("start waits for the stop report of the previous run (its checkpoint)", "task", t.ID)
 		return true
 	}
-	ck := b.n.cfg.Checkpoint
+	ck := b.cfg.Checkpoint
 	if time.Since(since) > ck.Grace+2*ck.TransferTimeout {
-		b.n.log.Warn("stop report of the previous run still missing: starting from the recorded checkpoint", "task", t.ID, "waited", time.Since(since).Round(time.Second))
+		b.log.Warn("stop report of the previous run still missing: starting from the recorded checkpoint", "task", t.ID, "waited", time.Since(since).Round(time.Second))
 		return false
 	}
 	return true
@@ -316,15 +334,13 @@ func (b *bridge) tracks(task string) bool {
 func (b *bridge) startRun(ctx context.Context, a ledger.Allocation) {
 	r := &run{task: a.Task, machine: a.Machine.ID, mname: a.Machine.Name, attempt: a.Task.Attempts + 1, startDone: make(chan struct{}), ended: make(chan struct{})}
 	b.runs[r.task.ID] = r
-	b.n.wg.Add(1)
-	go b.start(ctx, r)
+	b.wg.Go(func() { b.start(ctx, r) })
 }
 
 func (b *bridge) start(ctx context.Context, r *run) {
-	defer b.n.wg.Done()
 	defer close(r.startDone)
 	t := r.task
-	inputs, ferr := b.n.fetchInputs(ctx, t)
+	inputs, ferr := b.cfg.FetchInputs(ctx, t)
 	// What the run starts from. A checkpointable task gets its recorded
 	// checkpoint restored, or an empty directory; any task with a
 	// checkpoint the run does not restore starts from zero, and the start
@@ -336,8 +352,8 @@ func (b *bridge) start(ctx context.Context, r *run) {
 		prepErr  error
 	)
 	if ferr == nil && t.Spec.Checkpointable {
-		ckDir = b.n.ck.dir(t.ID)
-		restored, prepErr = b.n.ck.prepare(ctx, t, ckDir)
+		ckDir = b.ck.dir(t.ID)
+		restored, prepErr = b.ck.prepare(ctx, t, ckDir)
 	}
 	b.mu.Lock()
 	taken := r.stopReason != ""
@@ -345,26 +361,26 @@ func (b *bridge) start(ctx context.Context, r *run) {
 	if prepErr != nil && ctx.Err() == nil {
 		// The directory could not be emptied: do not start on a state
 		// the ledger does not describe. The next pass tries again.
-		b.n.log.Warn("checkpoint directory not ready; start postponed", "task", t.ID, "err", prepErr)
+		b.log.Warn("checkpoint directory not ready; start postponed", "task", t.ID, "err", prepErr)
 		b.forget(r, 0)
 		return
 	}
 	if ctx.Err() != nil || taken {
 		// Nothing started; the ledger already took the task back.
 		if taken {
-			b.n.log.Info("start abandoned: the ledger took the task off the machine", "task", t.ID, "machine", r.machine, "attempt", r.attempt, "reason", r.stopReason)
+			b.log.Info("start abandoned: the ledger took the task off the machine", "task", t.ID, "machine", r.machine, "attempt", r.attempt, "reason", r.stopReason)
 		}
 		b.forget(r, 0)
 		return
 	}
 	if ferr != nil {
-		b.n.log.Warn("task failed: inputs unavailable", "task", t.ID, "err", ferr)
+		b.log.Warn("task failed: inputs unavailable", "task", t.ID, "err", ferr)
 		res, err := b.proposeRetry(ctx, func(c *ledger.Command) {
 			c.TaskEnded = &ledger.TaskEnded{Task: t.ID, Machine: r.machine, Failed: true, ExitCode: -1,
 				Reason: clip("input_unavailable: " + ferr.Error()), Source: ledger.EnergyDeclared}
 		})
 		if err != nil {
-			b.n.log.Warn("report failed inputs", "task", t.ID, "err", err)
+			b.log.Warn("report failed inputs", "task", t.ID, "err", err)
 		}
 		b.forget(r, res.Index)
 		return
@@ -389,10 +405,10 @@ func (b *bridge) start(ctx context.Context, r *run) {
 		SizeMFlop:      t.SizeMFlop,
 		DoneMFlop:      r.doneMFlop,
 	}
-	if err := b.n.exec.Start(ctx, r.mname, spec); err != nil {
+	if err := b.exec.Start(ctx, r.mname, spec); err != nil {
 		// No Result will come: busy with a run still stopping, or closed.
 		// The next pass tries again.
-		b.n.log.Debug("executor start refused", "task", t.ID, "machine", r.machine, "err", err)
+		b.log.Debug("executor start refused", "task", t.ID, "machine", r.machine, "err", err)
 		b.mu.Lock()
 		if b.runs[t.ID] == r {
 			delete(b.runs, t.ID)
@@ -435,12 +451,11 @@ func (b *bridge) start(ctx context.Context, r *run) {
 	}
 	b.mu.Unlock()
 	if err != nil {
-		b.n.log.Info("start not recorded; stopping the run", "task", t.ID, "machine", r.machine, "err", err)
+		b.log.Info("start not recorded; stopping the run", "task", t.ID, "machine", r.machine, "err", err)
 	} else {
-		b.n.log.Info("task started", "task", t.ID, "machine", r.machine, "from_mflop", r.doneMFlop, "restored", restored)
-		if t.Spec.Checkpointable && b.n.cfg.Checkpoint.Interval > 0 && !needStop {
-			b.n.wg.Add(1)
-			go b.periodicCheckpoints(ctx, r, ckDir)
+		b.log.Info("task started", "task", t.ID, "machine", r.machine, "from_mflop", r.doneMFlop, "restored", restored)
+		if t.Spec.Checkpointable && b.cfg.Checkpoint.Interval > 0 && !needStop {
+			b.wg.Go(func() { b.periodicCheckpoints(ctx, r, ckDir) })
 		}
 	}
 	if needStop {
@@ -452,7 +467,7 @@ func (b *bridge) start(ctx context.Context, r *run) {
 // runsHere reads consistently whether task runs on machine.
 func (b *bridge) runsHere(ctx context.Context, task, machine string) bool {
 	var ok bool
-	err := b.n.cons.ReadConsistent(ctx, func(l *ledger.Ledger) {
+	err := b.cfg.Ledger.ReadConsistent(ctx, func(l *ledger.Ledger) {
 		t, found := l.Task(task)
 		ok = found && t.State == ledger.TaskRunning && t.Machine == machine
 	})
@@ -469,22 +484,18 @@ func (b *bridge) requestStop(ctx context.Context, r *run, reason string) {
 		return
 	}
 	r.stopSent = true
-	b.n.wg.Add(1)
-	go func() {
-		defer b.n.wg.Done()
-		b.stopExec(ctx, r)
-	}()
+	b.wg.Go(func() { b.stopExec(ctx, r) })
 }
 
 func (b *bridge) stopExec(ctx context.Context, r *run) {
-	grace := b.n.cfg.Executor.StopGrace
+	grace := b.cfg.StopGrace
 	if r.task.Spec.Checkpointable {
 		// Time to write the final checkpoint.
-		grace = b.n.cfg.Checkpoint.Grace
+		grace = b.cfg.Checkpoint.Grace
 	}
-	err := b.n.exec.Stop(ctx, r.task.ID, grace)
+	err := b.exec.Stop(ctx, r.task.ID, grace)
 	if err != nil && !errors.Is(err, executor.ErrUnknownTask) && ctx.Err() == nil {
-		b.n.log.Warn("stop task", "task", r.task.ID, "err", err)
+		b.log.Warn("stop task", "task", r.task.ID, "err", err)
 	}
 }
 
@@ -502,15 +513,17 @@ func (b *bridge) forget(r *run, idx uint64) {
 }
 
 // consume handles the executor's results.
+//
+// It reads until the executor closes Results, so that no run's result is
+// left undelivered, and drops every result once the runner is closing.
 func (b *bridge) consume(ctx context.Context) {
-	defer b.n.wg.Done()
-	for res := range b.n.exec.Results() {
-		if b.n.crashed.Load() || b.n.closing.Load() {
+	for res := range b.exec.Results() {
+		if b.closing.Load() {
 			continue
 		}
 		b.mu.Lock()
 		r := b.runs[res.ID]
-		if r != nil && r.machine == b.n.org+"/"+res.Machine {
+		if r != nil && r.machine == b.cfg.Org+"/"+res.Machine {
 			r.phase = phaseReporting
 			close(r.ended)
 		} else {
@@ -518,17 +531,15 @@ func (b *bridge) consume(ctx context.Context) {
 		}
 		b.mu.Unlock()
 		if r == nil {
-			b.n.log.Warn("result of an untracked run ignored", "task", res.ID, "machine", res.Machine, "reason", res.Reason)
+			b.log.Warn("result of an untracked run ignored", "task", res.ID, "machine", res.Machine, "reason", res.Reason)
 			continue
 		}
-		b.n.wg.Add(1)
-		go b.finish(ctx, r, res)
+		b.wg.Go(func() { b.finish(ctx, r, res) })
 	}
 }
 
 // finish reports a run's end: outputs first, then the ledger.
 func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
-	defer b.n.wg.Done()
 	<-r.startDone
 	b.mu.Lock()
 	discard := r.discard || !r.startCommitted
@@ -536,7 +547,7 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 	b.mu.Unlock()
 	t := r.task
 	if discard {
-		b.n.log.Debug("run ended, nothing to report", "task", t.ID, "reason", res.Reason)
+		b.log.Debug("run ended, nothing to report", "task", t.ID, "reason", res.Reason)
 		b.forget(r, 0)
 		return
 	}
@@ -552,7 +563,7 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 		if stopReason == string(ledger.OutcomePreempting) && res.CheckpointDir != "" && t.Spec.Checkpointable {
 			// A cancelled task needs no checkpoint: the ledger would
 			// ignore it.
-			ck = b.n.ck.take(ctx, t, res.CheckpointDir, r.doneMFlop)
+			ck = b.ck.take(ctx, t, res.CheckpointDir, r.doneMFlop)
 		}
 		body = func(c *ledger.Command) {
 			c.TaskStopped = &ledger.TaskStopped{Task: t.ID, Machine: r.machine, EnergyMilliJ: energy, Source: source, Checkpoint: ck}
@@ -570,8 +581,8 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 		note := ""
 		err := b.shipWithRetry(ctx, t, r.machine, res.Outputs)
 		if err != nil {
-			note = fmt.Sprintf("outputs not delivered (%v); kept on peer %s in %s", err, b.n.self, res.WorkDir)
-			b.n.log.Warn("outputs kept here: the submitting peer could not take them", "task", t.ID, "dir", res.WorkDir, "err", err)
+			note = fmt.Sprintf("outputs not delivered (%v); kept on peer %s in %s", err, b.cfg.Self, res.WorkDir)
+			b.log.Warn("outputs kept here: the submitting peer could not take them", "task", t.ID, "dir", res.WorkDir, "err", err)
 		}
 		body = func(c *ledger.Command) {
 			c.TaskEnded = &ledger.TaskEnded{Task: t.ID, Machine: r.machine, Failed: !res.OK(), ExitCode: res.ExitCode,
@@ -580,17 +591,17 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 	}
 	out, err := b.proposeRetry(ctx, body)
 	if err != nil && ctx.Err() == nil {
-		b.n.log.Warn("report of a run's end refused", "task", t.ID, "machine", r.machine, "reason", res.Reason, "err", err)
+		b.log.Warn("report of a run's end refused", "task", t.ID, "machine", r.machine, "reason", res.Reason, "err", err)
 	} else if err == nil {
-		b.n.log.Info("task run ended", "task", t.ID, "machine", r.machine, "reason", res.Reason, "energy_mj", energy, "source", source)
+		b.log.Info("task run ended", "task", t.ID, "machine", r.machine, "reason", res.Reason, "energy_mj", energy, "source", source)
 		for _, note := range out.Notes {
-			b.n.log.Info("ledger note", "task", t.ID, "note", note)
+			b.log.Info("ledger note", "task", t.ID, "note", note)
 		}
 	}
 	b.forget(r, out.Index)
 	// A task that ended, or a checkpoint that replaced another, may leave
 	// archives to collect.
-	b.n.ck.poke()
+	b.ck.poke()
 }
 
 // periodicCheckpoints checkpoints a running checkpointable task every
@@ -600,8 +611,7 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 // file reports more work than the last recorded checkpoint: without one,
 // a checkpoint taken mid-run would claim progress nobody can vouch for.
 func (b *bridge) periodicCheckpoints(ctx context.Context, r *run, dir string) {
-	defer b.n.wg.Done()
-	t := time.NewTicker(b.n.cfg.Checkpoint.Interval)
+	t := time.NewTicker(b.cfg.Checkpoint.Interval)
 	defer t.Stop()
 	last := r.doneMFlop
 	for {
@@ -616,7 +626,7 @@ func (b *bridge) periodicCheckpoints(ctx context.Context, r *run, dir string) {
 		if err != nil || progress <= last {
 			continue
 		}
-		ck := b.n.ck.take(ctx, r.task, dir, last)
+		ck := b.ck.take(ctx, r.task, dir, last)
 		if ck == nil || ck.ProgressMFlop <= last {
 			continue
 		}
@@ -630,33 +640,31 @@ func (b *bridge) periodicCheckpoints(ctx context.Context, r *run, dir string) {
 			c.Checkpoint = &ledger.CheckpointRecorded{Task: r.task.ID, Machine: r.machine, Checkpoint: *ck}
 		})
 		if err != nil {
-			b.n.log.Info("periodic checkpoint not recorded", "task", r.task.ID, "err", err)
+			b.log.Info("periodic checkpoint not recorded", "task", r.task.ID, "err", err)
 			if ledger.CodeOf(err) == ledger.CodeBadState {
 				return // no longer running here
 			}
 			continue
 		}
 		last = ck.ProgressMFlop
-		b.n.log.Info("periodic checkpoint recorded", "task", r.task.ID, "progress_mflop", last)
-		b.n.ck.poke()
+		b.log.Info("periodic checkpoint recorded", "task", r.task.ID, "progress_mflop", last)
+		b.ck.poke()
 	}
 }
 
 // shipWithRetry ships outputs, trying again a few times while the
-// submitting peer is unreachable (it may be restarting).
+// submitting peer is unreachable (it may be restarting): four attempts of
+// at most five minutes each, 0.5 s, 1 s and 2 s apart.
 func (b *bridge) shipWithRetry(ctx context.Context, t ledger.Task, machine string, outputs map[string]string) error {
-	var err error
-	backoff := 500 * time.Millisecond
-	for attempt := 1; attempt <= 4; attempt++ {
+	_, err := retry(ctx, pacing{initial: 500 * time.Millisecond, ceiling: 2 * time.Second, tries: 4}, func() (struct{}, error) {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-		err = b.n.shipOutputs(sctx, t, machine, outputs)
+		err := b.cfg.ShipOutputs(sctx, t, machine, outputs)
 		cancel()
-		if err == nil || !retryable(err) || attempt == 4 || !sleep(ctx, backoff) {
-			return err
+		if err != nil && !b.cfg.Retryable(err) {
+			return struct{}{}, backoff.Permanent(err)
 		}
-		b.n.log.Debug("ship outputs: retrying", "task", t.ID, "err", err)
-		backoff *= 2
-	}
+		return struct{}{}, err
+	}, func(err error, _ time.Duration) { b.log.Debug("ship outputs: retrying", "task", t.ID, "err", err) })
 	return err
 }
 
@@ -692,24 +700,20 @@ func clip(s string) string {
 // through the reporter, which commits those that arrive together as one
 // log entry (reporter.go); each retry queues the report again.
 func (b *bridge) proposeRetry(ctx context.Context, body func(*ledger.Command)) (ledger.Result, error) {
-	propose := b.n.propose
+	propose := b.cfg.Propose
 	var probe ledger.Command
 	body(&probe)
-	if _, ok := ledger.ReportOf(probe); ok && b.n.rep != nil {
-		propose = b.n.rep.report
+	if _, ok := ledger.ReportOf(probe); ok {
+		propose = b.rep.report
 	}
-	backoff := 100 * time.Millisecond
-	for {
+	// 0.1 s, doubling up to 3 s, until ctx ends.
+	return retry(ctx, pacing{initial: 100 * time.Millisecond, ceiling: 3 * time.Second}, func() (ledger.Result, error) {
 		res, err := propose(ctx, body)
-		if err == nil || ledger.CodeOf(err) != "" || !retryable(err) || ctx.Err() != nil {
-			return res, err
+		if err != nil && (ledger.CodeOf(err) != "" || !b.cfg.Retryable(err) || ctx.Err() != nil) {
+			return res, backoff.Permanent(err)
 		}
-		b.n.log.Debug("propose: retrying", "err", err)
-		if !sleep(ctx, backoff) {
-			return res, err
-		}
-		backoff = min(backoff*2, 3*time.Second)
-	}
+		return res, err
+	}, func(err error, _ time.Duration) { b.log.Debug("propose: retrying", "err", err) })
 }
 
 // orphan runs fn once at a time per key; b.mu is held.
@@ -718,14 +722,12 @@ func (b *bridge) orphan(ctx context.Context, key string, fn func(context.Context
 		return
 	}
 	b.busy[key] = true
-	b.n.wg.Add(1)
-	go func() {
-		defer b.n.wg.Done()
+	b.wg.Go(func() {
 		fn(ctx)
 		b.mu.Lock()
 		delete(b.busy, key)
 		b.mu.Unlock()
-	}()
+	})
 }
 
 // orphanRun handles a task the ledger says runs on machine while no run of
@@ -734,7 +736,7 @@ func (b *bridge) orphan(ctx context.Context, key string, fn func(context.Context
 // brought back up.
 func (b *bridge) orphanRun(ctx context.Context, machine, task string) {
 	var still bool
-	err := b.n.cons.ReadConsistent(ctx, func(l *ledger.Ledger) {
+	err := b.cfg.Ledger.ReadConsistent(ctx, func(l *ledger.Ledger) {
 		t, ok := l.Task(task)
 		still = ok && t.State == ledger.TaskRunning && t.Machine == machine
 	})
@@ -745,13 +747,13 @@ func (b *bridge) orphanRun(ctx context.Context, machine, task string) {
 	if err != nil || !still || tracked || settled {
 		return
 	}
-	b.n.log.Warn("the ledger says a task runs here that this daemon does not run (restart?): declaring the machine lost to queue it again", "task", task, "machine", machine)
-	if err := b.n.declareLost(ctx, machine); err != nil {
-		b.n.log.Warn("declare machine lost", "machine", machine, "err", err)
+	b.log.Warn("the ledger says a task runs here that this daemon does not run (restart?): declaring the machine lost to queue it again", "task", task, "machine", machine)
+	if err := b.cfg.DeclareLost(ctx, machine); err != nil {
+		b.log.Warn("declare machine lost", "machine", machine, "err", err)
 		return
 	}
 	if _, err := b.proposeRetry(ctx, func(c *ledger.Command) { c.Heartbeat = &ledger.Heartbeat{Machine: machine} }); err != nil {
-		b.n.log.Warn("bring machine up", "machine", machine, "err", err)
+		b.log.Warn("bring machine up", "machine", machine, "err", err)
 	}
 }
 
@@ -764,8 +766,8 @@ func (b *bridge) orphanStop(ctx context.Context, s ledger.PendingStop) {
 		still bool
 		busy  int64
 	)
-	err := b.n.cons.ReadConsistent(ctx, func(l *ledger.Ledger) {
-		for _, p := range l.PendingStops(b.n.org) {
+	err := b.cfg.Ledger.ReadConsistent(ctx, func(l *ledger.Ledger) {
+		for _, p := range l.PendingStops(b.cfg.Org) {
 			still = still || p == s
 		}
 		if m, ok := l.Machine(s.Machine); ok {
@@ -778,7 +780,7 @@ func (b *bridge) orphanStop(ctx context.Context, s ledger.PendingStop) {
 	if err != nil || !still || (r != nil && r.key() == runKey(s.Machine, s.Attempt)) {
 		return
 	}
-	now := b.n.now().UnixMilli()
+	now := b.cfg.Now().UnixMilli()
 	mj := int64(0)
 	if elapsed := now - s.StartMs; elapsed > 0 && busy > 0 {
 		// mW × ms = µJ, capped without overflowing.
@@ -788,12 +790,12 @@ func (b *bridge) orphanStop(ctx context.Context, s ledger.PendingStop) {
 			mj = busy * elapsed / 1000
 		}
 	}
-	b.n.log.Info("reporting a stop for a run this daemon does not carry (lost with a restart, or its report refused)", "task", s.Task, "machine", s.Machine, "attempt", s.Attempt, "energy_mj", mj)
+	b.log.Info("reporting a stop for a run this daemon does not carry (lost with a restart, or its report refused)", "task", s.Task, "machine", s.Machine, "attempt", s.Attempt, "energy_mj", mj)
 	res, err := b.proposeRetry(ctx, func(c *ledger.Command) {
 		c.TaskStopped = &ledger.TaskStopped{Task: s.Task, Machine: s.Machine, EnergyMilliJ: mj, Source: ledger.EnergyDeclared}
 	})
 	if err != nil {
-		b.n.log.Info("orphan stop report refused", "task", s.Task, "err", err)
+		b.log.Info("orphan stop report refused", "task", s.Task, "err", err)
 		return
 	}
 	b.mu.Lock()

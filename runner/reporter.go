@@ -1,11 +1,12 @@
-package node
+package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/coopgrid/coopgrid/ledger"
 )
@@ -26,7 +27,12 @@ import (
 // the bridge retries each, and a report that did commit is then refused as
 // bad_state, as a single report resent is.
 type reporter struct {
-	n    *Node
+	org     string
+	self    string
+	now     func() time.Time
+	propose ProposeFunc
+	log     *slog.Logger
+
 	mu   sync.Mutex
 	q    []*pendingReport
 	wake chan struct{}
@@ -50,16 +56,16 @@ const (
 	maxReportBatchSize = 1 << 20
 )
 
-func newReporter(n *Node) *reporter {
-	return &reporter{n: n, wake: make(chan struct{}, 1)}
+func newReporter(cfg Config) *reporter {
+	return &reporter{org: cfg.Org, self: cfg.Self.String(), now: cfg.Now, propose: cfg.Propose, log: cfg.Logger, wake: make(chan struct{}, 1)}
 }
 
 // report queues body's report and waits for its result. body must set one
-// of TaskStarted, TaskStopped, TaskEnded, Checkpoint. Like Node.propose, it
+// of TaskStarted, TaskStopped, TaskEnded, Checkpoint. Like Config.Propose, it
 // returns once the local ledger has applied the report's entry, and a
 // report the ledger refused returns its *ledger.Error with the result.
 func (r *reporter) report(ctx context.Context, body func(*ledger.Command)) (ledger.Result, error) {
-	c := ledger.Command{Org: r.n.org, Peer: r.n.self.String(), AtMs: r.n.now().UnixMilli()}
+	c := ledger.Command{Org: r.org, Peer: r.self, AtMs: r.now().UnixMilli()}
 	body(&c)
 	item, ok := ledger.ReportOf(c)
 	if !ok {
@@ -90,11 +96,10 @@ func (r *reporter) report(ctx context.Context, body func(*ledger.Command)) (ledg
 
 // loop sends the queued reports, one batch at a time, until ctx ends.
 func (r *reporter) loop(ctx context.Context) {
-	defer r.n.wg.Done()
 	for {
 		select {
 		case <-ctx.Done():
-			r.failAll(errors.New("node stopped"))
+			r.failAll(errClosed)
 			return
 		case <-r.wake:
 		}
@@ -143,7 +148,7 @@ func (r *reporter) send(ctx context.Context, batch []*pendingReport) {
 	r.sent.Add(uint64(len(batch)))
 	if len(batch) == 1 {
 		p := batch[0]
-		p.res, p.err = r.n.propose(ctx, func(c *ledger.Command) {
+		p.res, p.err = r.propose(ctx, func(c *ledger.Command) {
 			cmd := p.item.Command(*c)
 			*c = cmd
 		})
@@ -154,7 +159,7 @@ func (r *reporter) send(ctx context.Context, batch []*pendingReport) {
 	for i, p := range batch {
 		items[i] = p.item
 	}
-	res, err := r.n.propose(ctx, func(c *ledger.Command) { c.Reports = &ledger.Reports{Items: items} })
+	res, err := r.propose(ctx, func(c *ledger.Command) { c.Reports = &ledger.Reports{Items: items} })
 	for i, p := range batch {
 		switch {
 		case err != nil && res.Err == nil:
@@ -169,6 +174,6 @@ func (r *reporter) send(ctx context.Context, batch []*pendingReport) {
 		close(p.done)
 	}
 	if err == nil && len(batch) > 1 {
-		r.n.log.Debug("reports committed as one entry", "index", res.Index, "reports", len(batch), "accepted", res.AcceptedReports())
+		r.log.Debug("reports committed as one entry", "index", res.Index, "reports", len(batch), "accepted", res.AcceptedReports())
 	}
 }

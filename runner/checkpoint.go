@@ -1,4 +1,4 @@
-package node
+package runner
 
 import (
 	"context"
@@ -12,19 +12,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/coopgrid/coopgrid/checkpoint"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
-
-// CheckpointsDir holds this peer's checkpoint archives (checkpoint.Store).
-const CheckpointsDir = "checkpoints"
-
-// checkpointSubdir is a task's $CHECKPOINT_DIR below DATA/tasks/<id>/,
-// the process executor's default.
-const checkpointSubdir = "checkpoint"
 
 const (
 	// authReadTimeout bounds the consistent read the authorisation hook
@@ -32,20 +27,31 @@ const (
 	// follower a few entries behind the peer asking).
 	authReadTimeout = 3 * time.Second
 	// restoreAttempts is how many times a restore that found no holder able
-	// to deliver is tried before the task starts from zero.
+	// to deliver is tried before the task starts from zero; restoreBackoff
+	// is the wait between attempts.
 	restoreAttempts = 2
+	restoreBackoff  = 250 * time.Millisecond
 )
 
-// checkpoints ties the checkpoint package to the node: the store in
+// checkpoints ties the checkpoint package to the peer: the store in
 // DATA/checkpoints, the replication service on the libp2p host, the
 // authorisation rules (from the ledger), what is done after a stop and
 // before a start, and the garbage collection of archives.
 type checkpoints struct {
-	n     *Node
-	cfg   CheckpointConfig
-	log   *slog.Logger
-	store *checkpoint.Store
-	svc   *checkpoint.Service
+	cfg      CheckpointConfig
+	org      string
+	self     peer.ID
+	ledger   Ledger
+	host     host.Host
+	tasksDir string
+	log      *slog.Logger
+	store    *checkpoint.Store
+	svc      *checkpoint.Service
+	// ctx bounds the authorisation hook's reads: it ends with the runner.
+	ctx context.Context
+	// tracks says whether the bridge tracks a run of a task (nil without
+	// an executor): GC leaves that task's directory alone.
+	tracks func(task string) bool
 
 	// gcMu orders packing against collection: a pack holds it for reading
 	// until its hash is pending, GC holds it for writing, so GC never
@@ -59,23 +65,28 @@ type checkpoints struct {
 	wake    chan struct{}
 }
 
-func newCheckpoints(n *Node) (*checkpoints, error) {
-	cfg := n.cfg.Checkpoint
+// newCheckpoints opens the store and serves the replication protocol on
+// the host; ctx bounds the authorisation hook's reads.
+func newCheckpoints(ctx context.Context, rc Config) (*checkpoints, error) {
+	cfg := rc.Checkpoint
 	store, err := checkpoint.NewStore(checkpoint.StoreConfig{
-		Dir:          filepath.Join(n.dir, CheckpointsDir),
+		Dir:          rc.CheckpointsDir,
 		Limits:       checkpoint.Limits{MaxArchiveBytes: cfg.MaxArchiveBytes},
 		MaxPeerBytes: cfg.MaxPeerBytes,
 		MaxTaskBytes: cfg.MaxTaskBytes,
-		Logger:       n.log,
+		Logger:       rc.Logger,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("start: %w", err)
+		return nil, fmt.Errorf("open the checkpoint store: %w", err)
 	}
-	c := &checkpoints{n: n, cfg: cfg, log: n.log, store: store, pending: map[string]time.Time{}, wake: make(chan struct{}, 1)}
-	c.svc = checkpoint.NewService(n.host, store, checkpoint.ServiceConfig{
+	c := &checkpoints{
+		cfg: cfg, org: rc.Org, self: rc.Self, ledger: rc.Ledger, host: rc.Host, tasksDir: rc.TasksDir,
+		log: rc.Logger, store: store, ctx: ctx, pending: map[string]time.Time{}, wake: make(chan struct{}, 1),
+	}
+	c.svc = checkpoint.NewService(rc.Host, store, checkpoint.ServiceConfig{
 		Auth:            c.auth,
 		TransferTimeout: cfg.TransferTimeout,
-		Logger:          n.log,
+		Logger:          rc.Logger,
 	})
 	return c, nil
 }
@@ -114,9 +125,9 @@ func forbidden(format string, args ...any) error {
 // decides, so that a holder a few entries behind the fetching peer does
 // not refuse a legitimate restore.
 func (c *checkpoints) auth(remote peer.ID, op checkpoint.Op, hash, task string) error {
-	ctx, cancel := context.WithTimeout(c.n.ctx, authReadTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx, authReadTimeout)
 	defer cancel()
-	_, err := c.n.taskView(ctx, task, func(t ledger.Task, l *ledger.Ledger) error {
+	err := c.taskView(ctx, task, func(t ledger.Task, l *ledger.Ledger) error {
 		org, ok := l.OrgOfPeer(remote.String())
 		if !ok {
 			return forbidden("peer %s acts for no registered organisation", remote)
@@ -145,6 +156,30 @@ func (c *checkpoints) auth(remote peer.ID, op checkpoint.Op, hash, task string) 
 	})
 	if err == nil && op == checkpoint.OpPush {
 		c.keep(hash)
+	}
+	return err
+}
+
+// taskView runs check on task in the local view; if check refuses it (the
+// view may lag the peer asking), it reads again consistently before giving
+// up.
+func (c *checkpoints) taskView(ctx context.Context, task string, check func(ledger.Task, *ledger.Ledger) error) error {
+	var err error
+	look := func(l *ledger.Ledger) {
+		t, ok := l.Task(task)
+		if !ok {
+			err = p2p.Errorf(checkpoint.CodeNotFound, "task %q is not in the ledger", task)
+			return
+		}
+		err = check(t, l)
+	}
+	c.ledger.View(look)
+	if err == nil {
+		return nil
+	}
+	refused := err
+	if rerr := c.ledger.ReadConsistent(ctx, look); rerr != nil {
+		return refused
 	}
 	return err
 }
@@ -207,17 +242,17 @@ func (c *checkpoints) take(ctx context.Context, t ledger.Task, dir string, start
 // those this peer is connected to first, each group rotated by a hash of
 // the task ID so that the replicas of different tasks spread out.
 func (c *checkpoints) candidates(task string) []peer.ID {
-	members, err := c.n.cons.Members()
+	members, err := c.ledger.Members()
 	if err != nil {
 		c.log.Debug("checkpoint: members", "err", err)
 	}
 	var ids []peer.ID
-	c.n.cons.View(func(l *ledger.Ledger) {
+	c.ledger.View(func(l *ledger.Ledger) {
 		for _, m := range members {
-			if m.ID == c.n.self {
+			if m.ID == c.self {
 				continue
 			}
-			if org, ok := l.OrgOfPeer(m.ID.String()); ok && org != c.n.org {
+			if org, ok := l.OrgOfPeer(m.ID.String()); ok && org != c.org {
 				ids = append(ids, m.ID)
 			}
 		}
@@ -239,7 +274,7 @@ func (c *checkpoints) candidates(task string) []peer.ID {
 	}
 	var up, down []peer.ID
 	for _, id := range ids {
-		if c.n.host.Network().Connectedness(id) == network.Connected {
+		if c.host.Network().Connectedness(id) == network.Connected {
 			up = append(up, id)
 		} else {
 			down = append(down, id)
@@ -250,7 +285,7 @@ func (c *checkpoints) candidates(task string) []peer.ID {
 
 // dir is task's $CHECKPOINT_DIR on this peer.
 func (c *checkpoints) dir(task string) string {
-	return filepath.Join(c.n.dir, TasksDir, task, checkpointSubdir)
+	return filepath.Join(c.tasksDir, task, CheckpointSubdir)
 }
 
 // prepare gets the checkpoint directory of a run of t ready before the
@@ -273,31 +308,27 @@ func (c *checkpoints) prepare(ctx context.Context, t ledger.Task, dest string) (
 	}
 	ref := checkpoint.Ref{Task: t.ID, Hash: ck.Hash, Holders: ck.Holders}
 	c.keep(ck.Hash)
-	backoff := 250 * time.Millisecond
-	for attempt := 1; ; attempt++ {
+	// No holder delivered: they may be restarting, or a few entries
+	// behind this peer: try again. A refused archive is final.
+	_, err := retry(ctx, pacing{initial: restoreBackoff, ceiling: restoreBackoff, tries: restoreAttempts}, func() (struct{}, error) {
 		rctx, cancel := context.WithTimeout(ctx, time.Duration(len(ck.Holders)+1)*c.cfg.TransferTimeout)
 		err := checkpoint.Restore(rctx, c.store, c.svc, ref, dest)
 		cancel()
-		if err == nil {
-			c.log.Info("checkpoint restored", "task", t.ID, "hash", ck.Hash, "progress_mflop", ck.ProgressMFlop)
-			return true, nil
+		if err != nil && (ctx.Err() != nil || !errors.Is(err, checkpoint.ErrUnavailable)) {
+			return struct{}{}, backoff.Permanent(err)
 		}
-		if ctx.Err() != nil {
-			return false, ctx.Err()
-		}
-		// No holder delivered: they may be restarting, or a few entries
-		// behind this peer. A refused archive is final.
-		if errors.Is(err, checkpoint.ErrUnavailable) && attempt < restoreAttempts && sleep(ctx, backoff) {
-			backoff *= 2
-			continue
-		}
-		if ctx.Err() != nil {
-			return false, ctx.Err()
-		}
-		c.log.Warn("checkpoint not restored: the task starts from zero and the ledger drops the checkpoint",
-			"task", t.ID, "hash", ck.Hash, "bad_archive", errors.Is(err, checkpoint.ErrBadArchive), "err", err)
-		return fresh()
+		return struct{}{}, err
+	}, nil)
+	if err == nil {
+		c.log.Info("checkpoint restored", "task", t.ID, "hash", ck.Hash, "progress_mflop", ck.ProgressMFlop)
+		return true, nil
 	}
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	c.log.Warn("checkpoint not restored: the task starts from zero and the ledger drops the checkpoint",
+		"task", t.ID, "hash", ck.Hash, "bad_archive", errors.Is(err, checkpoint.ErrBadArchive), "err", err)
+	return fresh()
 }
 
 // poke asks the collector for a pass soon.
@@ -310,7 +341,6 @@ func (c *checkpoints) poke() {
 
 // gcLoop collects archives at start, every GCInterval and when poked.
 func (c *checkpoints) gcLoop(ctx context.Context) {
-	defer c.n.wg.Done()
 	t := time.NewTicker(c.cfg.GCInterval)
 	defer t.Stop()
 	// Every task end pokes the collector, and a pass reads every task
@@ -339,7 +369,7 @@ func (c *checkpoints) gcLoop(ctx context.Context) {
 // from a consistent read, so a peer whose log lags never deletes an
 // archive a newer entry names.
 func (c *checkpoints) gc(ctx context.Context) {
-	dirs, _ := os.ReadDir(filepath.Join(c.n.dir, TasksDir))
+	dirs, _ := os.ReadDir(c.tasksDir)
 	entries := c.store.List()
 	if len(entries) == 0 && len(dirs) == 0 {
 		return
@@ -352,7 +382,7 @@ func (c *checkpoints) gc(ctx context.Context) {
 		listed   = map[string]bool{} // archives whose tasks were looked at
 		finished []string
 	)
-	err := c.n.cons.ReadConsistent(rctx, func(l *ledger.Ledger) {
+	err := c.ledger.ReadConsistent(rctx, func(l *ledger.Ledger) {
 		live = l.LiveCheckpoints()
 		for _, e := range entries {
 			listed[e.Hash] = true
@@ -395,7 +425,7 @@ func (c *checkpoints) gc(ctx context.Context) {
 		c.log.Warn("checkpoint gc", "err", err)
 	}
 	for _, id := range finished {
-		if c.n.br != nil && c.n.br.tracks(id) {
+		if c.tracks != nil && c.tracks(id) {
 			continue // a run of it is still winding down here
 		}
 		d := c.dir(id)
