@@ -115,13 +115,13 @@ func (n *Node) Task(ctx context.Context, id string) (api.TaskDetail, error) {
 }
 
 // Submit queues the tasks in one SubmitTasks command. The request has
-// passed api.ValidateSubmit (the server's) and ResolveBlobs (every input's
-// Digest is checked); what is left is checked here: the daemon's own
-// bounds, then the ledger's rules, in the one pass that encodes the
-// command (apiconv.EncodeCommand). Those bytes are what is proposed, and
-// proposed again on a retry. The inputs are stored by content in
-// DATA/blobs (so that the executing peers can fetch them) once the command
-// is known to be valid, before it is proposed.
+// passed api.ValidateSubmit and ResolveBlobs in the server (every input's
+// Digest is checked); what is left is checked here: the ledger's rules, in
+// the one pass that encodes the command (apiconv.EncodeCommand), and this
+// peer's bounds. Those bytes are what is proposed, and proposed again on a
+// retry. The inputs are stored by content in DATA/blobs (so that the
+// executing peers can fetch them) once the command is known to be valid,
+// before it is proposed.
 func (n *Node) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
 	if err := n.requireReady(); err != nil {
 		return api.SubmitResponse{}, err
