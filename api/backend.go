@@ -208,11 +208,12 @@ type CheckpointView struct {
 }
 
 // SubmitRequest is POST /v1/tasks: a bag of tasks already validated by the
-// client (package jobfile) and validated again by the server.
+// client (package jobfile) and validated again by the server (ValidateSubmit,
+// then the backend as it encodes the ledger command).
 type SubmitRequest struct {
 	Job string `json:"job,omitempty"`
 	// RequestID is the optional idempotency key (1-128 characters of
-	// [A-Za-z0-9._:-], see ledger.ValidRequestID), scoped to this peer's
+	// [A-Za-z0-9._:-], see ValidRequestID), scoped to this peer's
 	// organisation: resending a submission with the same RequestID after
 	// an unanswered attempt never queues its tasks twice. Client.Submit
 	// sets a fresh one when it is empty and reuses it on its own resends.

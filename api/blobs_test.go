@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/node/apiconv"
 )
 
 func hexSum(b []byte) string {
@@ -63,7 +64,7 @@ func TestPackAndResolveBlobs(t *testing.T) {
 		}
 	}
 	// The digests reach the ledger's spec unchanged.
-	specs := api.TaskSpecsToLedger(packed)
+	specs := apiconv.SubmitTasks(packed, "").Tasks
 	if specs[3].Spec.InputDigests[1] != hexSum([]byte("3")) || specs[3].Spec.InputDigests[2] != hexSum(nil) {
 		t.Errorf("digests %v", specs[3].Spec.InputDigests)
 	}

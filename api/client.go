@@ -9,11 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cenkalti/backoff/v5"
 )
 
 // CodeUnreachable is set by Client, never sent by a server: the request
@@ -110,8 +113,11 @@ func (c *Client) BaseURL() string {
 	return c.base.String()
 }
 
+// encodedJSON is a request body already encoded as JSON.
+type encodedJSON []byte
+
 // do sends one request and reads the answer. in (if not nil) is sent as
-// JSON; a 2xx answer's body is decoded into out when out is a pointer, or
+// JSON (an encodedJSON as it is); a 2xx answer's body is decoded into out when out is a pointer, or
 // returned raw when out is nil. Any other answer becomes an *Error.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in any, out any, auth bool) ([]byte, error) {
 	if c.baseErr != nil {
@@ -121,7 +127,9 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	u.Path += path
 	u.RawQuery = query.Encode()
 	var body io.Reader
-	if in != nil {
+	if b, ok := in.(encodedJSON); ok {
+		body = bytes.NewReader(b)
+	} else if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s %s request: %w", method, path, err)
@@ -274,7 +282,11 @@ func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResponse,
 	if req.RequestID == "" {
 		req.RequestID = NewRequestID()
 	}
-	body := PackBlobs(req)
+	// Encoded once: every resend sends the same bytes.
+	body, err := json.Marshal(PackBlobs(req))
+	if err != nil {
+		return SubmitResponse{}, fmt.Errorf("encode POST /v1/tasks request: %w", err)
+	}
 	attempts := c.SubmitAttempts
 	if attempts <= 0 {
 		attempts = DefaultSubmitAttempts
@@ -283,26 +295,39 @@ func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResponse,
 	if pause <= 0 {
 		pause = DefaultSubmitBackoff
 	}
-	for attempt := 1; ; attempt++ {
+	var (
+		sent int
+		last error // the last attempt's error, which the caller gets
+	)
+	r, err := backoff.Retry(ctx, func() (SubmitResponse, error) {
+		sent++
 		var r SubmitResponse
-		_, err := c.do(ctx, http.MethodPost, "/v1/tasks", nil, body, &r, true)
-		if err == nil {
-			if r.RequestID == "" {
-				r.RequestID = req.RequestID
-			}
-			return r, nil
+		_, last = c.do(ctx, http.MethodPost, "/v1/tasks", nil, encodedJSON(body), &r, true)
+		if last != nil && ctx.Err() == nil && !OutcomeUnknown(last) {
+			return r, backoff.Permanent(last)
 		}
-		if ctx.Err() != nil {
-			// Given up mid-request: the outcome is unknown too.
-			return SubmitResponse{}, withRequestID(err, req.RequestID, attempt)
+		return r, last
+	}, backoff.WithBackOff(doubling(pause)), backoff.WithMaxTries(uint(attempts)), backoff.WithMaxElapsedTime(0))
+	switch {
+	case err == nil:
+		if r.RequestID == "" {
+			r.RequestID = req.RequestID
 		}
-		if !OutcomeUnknown(err) {
-			return SubmitResponse{}, err
-		}
-		if attempt >= attempts || !sleepCtx(ctx, pause) {
-			return SubmitResponse{}, withRequestID(err, req.RequestID, attempt)
-		}
-		pause *= 2
+		return r, nil
+	case ctx.Err() != nil || OutcomeUnknown(last):
+		// Unanswered, or given up mid-request: the outcome is unknown.
+		return SubmitResponse{}, withRequestID(last, req.RequestID, sent)
+	}
+	return SubmitResponse{}, last
+}
+
+// doubling waits first, then twice as long before each next attempt,
+// without bound or jitter.
+func doubling(first time.Duration) backoff.BackOff {
+	return &backoff.ExponentialBackOff{
+		InitialInterval: first,
+		Multiplier:      2,
+		MaxInterval:     time.Duration(math.MaxInt64),
 	}
 }
 
@@ -328,18 +353,6 @@ func withRequestID(err error, id string, attempts int) error {
 		return &c
 	}
 	return fmt.Errorf("%w%s", err, hint)
-}
-
-// sleepCtx waits d or until ctx ends; it reports whether ctx is alive.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // Cancel calls POST /v1/tasks/{id}/cancel.

@@ -5,8 +5,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-
-	"github.com/coopgrid/coopgrid/ledger"
 )
 
 // Defaults of the request limits (ServerOptions, SubmitLimits).
@@ -23,11 +21,26 @@ const (
 	DefaultMaxInputFileBytes = 1 << 20
 )
 
-// TaskStates are the task states a TaskQuery may name, in life-cycle order.
-var taskStates = []string{
-	string(ledger.TaskQueued), string(ledger.TaskAssigned), string(ledger.TaskRunning),
-	string(ledger.TaskDone), string(ledger.TaskFailed), string(ledger.TaskCancelled),
-}
+// Bounds of the contract. They are the ledger's (node/apiconv's tests keep
+// them equal), stated here so that the API refuses with its own message
+// what the ledger would refuse, without knowing the ledger.
+const (
+	// MaxRequestIDLen bounds SubmitRequest.RequestID.
+	MaxRequestIDLen = 128
+	// MaxTaskIDLen bounds a task ID: an organisation name (64 characters),
+	// "-" and a sequence number (20 digits).
+	MaxTaskIDLen = 64 + 21
+	// MaxLimitW is the largest power limit, in watts.
+	MaxLimitW = 1e12
+	// MaxTasksPerSubmit is the most tasks one submission queues at once
+	// (one ledger command on the daemon): a peer may refuse a larger one
+	// with too_large, so a client sends a larger job in batches of this
+	// size.
+	MaxTasksPerSubmit = 10_000
+)
+
+// taskStates are the task states a TaskQuery may name, in life-cycle order.
+var taskStates = []string{"queued", "assigned", "running", "done", "failed", "cancelled"}
 
 // TaskStates returns the task states a TaskQuery may name.
 func TaskStates() []string { return slices.Clone(taskStates) }
@@ -51,19 +64,36 @@ func (l SubmitLimits) withDefaults() SubmitLimits {
 	return l
 }
 
-// ValidateSubmit checks a submission completely: the server runs it before
-// calling Backend.Submit, and the CLI before sending anything. Each task
-// is held to the ledger's own rules (by encoding it as the command that
-// will carry it), plus what the API adds: a command to run, unique names,
-// input names matching the files sent. The error is a bad_request *Error
-// naming the first task at fault.
+// ValidRequestID reports whether id is a valid SubmitRequest.RequestID:
+// 1-MaxRequestIDLen characters of [A-Za-z0-9._:-].
+func ValidRequestID(id string) bool {
+	if id == "" || len(id) > MaxRequestIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || strings.IndexByte("._:-", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidateSubmit checks what the API adds to a submission: a valid job
+// name and request ID, a number of tasks, a command to run, a wall-clock
+// limit, unique task names, input files within the limit. The server runs
+// it before calling Backend.Submit. The ledger's own rules (sizes,
+// environment, file names, …) are checked where the request becomes a
+// ledger command (node/apiconv), in the one pass that encodes it, with
+// messages of the same form. The error is a bad_request *Error naming the
+// first task at fault.
 func ValidateSubmit(req SubmitRequest, lim SubmitLimits) error {
 	lim = lim.withDefaults()
 	if req.Job != "" && !nameRE.MatchString(req.Job) {
 		return Errorf(CodeBadRequest, "job name %q: want 1-64 characters of [A-Za-z0-9._-], starting with a letter or digit", req.Job)
 	}
-	if req.RequestID != "" && !ledger.ValidRequestID(req.RequestID) {
-		return Errorf(CodeBadRequest, "request_id %q: want 1-%d characters of [A-Za-z0-9._:-]", req.RequestID, ledger.MaxRequestIDLen)
+	if req.RequestID != "" && !ValidRequestID(req.RequestID) {
+		return Errorf(CodeBadRequest, "request_id %q: want 1-%d characters of [A-Za-z0-9._:-]", req.RequestID, MaxRequestIDLen)
 	}
 	if len(req.Tasks) == 0 {
 		return Errorf(CodeBadRequest, "no tasks")
@@ -72,7 +102,6 @@ func ValidateSubmit(req SubmitRequest, lim SubmitLimits) error {
 		return Errorf(CodeBadRequest, "%d tasks, more than %d", len(req.Tasks), lim.MaxTasks)
 	}
 	names := make(map[string]int, len(req.Tasks))
-	specs := TaskSpecsToLedger(req)
 	for i, t := range req.Tasks {
 		if t.Name != "" {
 			if !nameRE.MatchString(t.Name) {
@@ -94,22 +123,9 @@ func ValidateSubmit(req SubmitRequest, lim SubmitLimits) error {
 				return Errorf(CodeBadRequest, "tasks[%d]: inputs[%d] %q: %d bytes, more than %d", i, j, in.Name, len(in.Data), lim.MaxInputFileBytes)
 			}
 		}
-		// The ledger's shape check, through the command that will carry the
-		// task: the placeholder envelope is valid, so any error is the task's.
-		cmd := ledger.Command{Org: "validate", Peer: "validate", SubmitTasks: &ledger.SubmitTasks{Tasks: specs[i : i+1]}}
-		if _, err := ledger.EncodeCommand(cmd); err != nil {
-			msg := err.Error()
-			if le, ok := err.(*ledger.Error); ok {
-				msg = strings.TrimPrefix(le.Msg, "tasks[0]: ")
-			}
-			return Errorf(CodeBadRequest, "tasks[%d]: %s", i, msg)
-		}
 	}
 	return nil
 }
-
-// maxLimitW is the ledger's largest limit, in watts.
-const maxLimitW = float64(ledger.MaxLimitMilliW) / 1000
 
 // ValidateLimit checks a PUT /v1/limit body: exactly one of Percent and
 // Watts, finite and not negative. A percentage may exceed 100: an
@@ -126,8 +142,8 @@ func ValidateLimit(req LimitRequest) error {
 		}
 	default:
 		w := *req.Watts
-		if math.IsNaN(w) || math.IsInf(w, 0) || w < 0 || w > maxLimitW {
-			return Errorf(CodeBadRequest, "watts %v: want 0 to %g", w, maxLimitW)
+		if math.IsNaN(w) || math.IsInf(w, 0) || w < 0 || w > MaxLimitW {
+			return Errorf(CodeBadRequest, "watts %v: want 0 to %g", w, float64(MaxLimitW))
 		}
 	}
 	return nil
@@ -153,7 +169,7 @@ func ValidateTaskQuery(q TaskQuery) error {
 // ("<org>-<n>"); a malformed ID is a bad request, a well-formed unknown one
 // is not found.
 func ValidTaskID(id string) bool {
-	if id == "" || len(id) > ledger.MaxTaskIDLen {
+	if id == "" || len(id) > MaxTaskIDLen {
 		return false
 	}
 	for i := 0; i < len(id); i++ {

@@ -4,16 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"slices"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/coopgrid/coopgrid/api"
-	"github.com/coopgrid/coopgrid/config"
 	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/ledger"
+	"github.com/coopgrid/coopgrid/node/apiconv"
 	"github.com/coopgrid/coopgrid/p2p"
-	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // This file implements api.Backend. Reads are local (possibly a little
@@ -50,42 +50,9 @@ func (n *Node) Status(ctx context.Context) (api.Status, error) {
 			}
 			st.Peers = append(st.Peers, pv)
 		}
-		st.Orgs = orgViews(l.Orgs())
+		st.Orgs = apiconv.Orgs(l.Orgs())
 	})
 	return st, nil
-}
-
-func orgViews(os []ledger.OrgInfo) []api.OrgView {
-	out := make([]api.OrgView, 0, len(os))
-	for _, o := range os {
-		out = append(out, orgView(o))
-	}
-	return out
-}
-
-func orgView(o ledger.OrgInfo) api.OrgView {
-	v := api.OrgView{
-		Name:         o.Name,
-		Peer:         o.Peer,
-		Machines:     o.Machines,
-		QuotaGFLOPS:  float64(o.QuotaMFLOPS) / 1000,
-		PowerQuotaW:  float64(o.PowerQuotaMilliW) / 1000,
-		LimitW:       float64(o.LimitMilliW) / 1000,
-		PIW:          float64(o.PIMilliW) / 1000,
-		AllocGFLOPS:  float64(o.AllocatedMFLOPS) / 1000,
-		Queued:       o.Queued,
-		Running:      o.Assigned + o.Running,
-		Done:         o.Done,
-		Failed:       o.Failed,
-		Cancelled:    o.Cancelled,
-		EnergyJ:      float64(o.Energy.UserMilliJ) / 1000,
-		OwnerEnergyJ: float64(o.Energy.OwnerMilliJ()) / 1000,
-	}
-	if o.DP != nil {
-		dp := *o.DP
-		v.DP = &dp
-	}
-	return v
 }
 
 // Orgs lists the organisations in registration order.
@@ -94,7 +61,7 @@ func (n *Node) Orgs(ctx context.Context) ([]api.OrgView, error) {
 		return nil, err
 	}
 	var out []api.OrgView
-	n.cons.View(func(l *ledger.Ledger) { out = orgViews(l.Orgs()) })
+	n.cons.View(func(l *ledger.Ledger) { out = apiconv.Orgs(l.Orgs()) })
 	return out, nil
 }
 
@@ -106,70 +73,25 @@ func (n *Node) Machines(ctx context.Context) ([]api.MachineView, error) {
 	}
 	var ms []ledger.Machine
 	n.cons.View(func(l *ledger.Ledger) { ms = l.Machines() })
-	out := make([]api.MachineView, 0, len(ms))
-	for _, m := range ms {
-		out = append(out, api.MachineView{
-			ID:              m.ID,
-			Org:             m.Org,
-			GFLOPS:          float64(m.MFLOPS) / 1000,
-			BusyW:           float64(m.BusyMilliW) / 1000,
-			IdleW:           float64(m.IdleMilliW) / 1000,
-			State:           string(m.State),
-			Task:            m.Task,
-			LastHeartbeatMs: max(m.LastHeartbeatMs, n.hb.lastHeartbeatMs(m.ID)),
-		})
+	out := apiconv.Machines(ms)
+	for i := range out {
+		out[i].LastHeartbeatMs = max(out[i].LastHeartbeatMs, n.hb.lastHeartbeatMs(out[i].ID))
 	}
 	return out, nil
 }
 
-var taskStates = []ledger.TaskState{ledger.TaskQueued, ledger.TaskAssigned, ledger.TaskRunning, ledger.TaskDone, ledger.TaskFailed, ledger.TaskCancelled}
-
-// Tasks lists tasks by submit order; q.Limit keeps the first ones.
+// Tasks lists tasks by submit order; q (checked by api.ValidateTaskQuery)
+// filters them and its Limit keeps the first ones.
 func (n *Node) Tasks(ctx context.Context, q api.TaskQuery) ([]api.TaskView, error) {
 	if err := n.requireReady(); err != nil {
 		return nil, err
 	}
-	f := ledger.TaskFilter{Org: q.Org}
-	for _, s := range q.States {
-		st := ledger.TaskState(s)
-		if !slices.Contains(taskStates, st) {
-			return nil, api.Errorf(api.CodeBadRequest, "state %q: want one of queued, assigned, running, done, failed, cancelled", s)
-		}
-		f.States = append(f.States, st)
-	}
-	if q.Limit < 0 {
-		return nil, api.Errorf(api.CodeBadRequest, "limit %d: want 0 (all) or more", q.Limit)
-	}
 	var ts []ledger.Task
-	n.cons.View(func(l *ledger.Ledger) { ts = l.Tasks(f) })
+	n.cons.View(func(l *ledger.Ledger) { ts = l.Tasks(apiconv.TaskFilter(q)) })
 	if q.Limit > 0 && len(ts) > q.Limit {
 		ts = ts[:q.Limit]
 	}
-	out := make([]api.TaskView, 0, len(ts))
-	for i := range ts {
-		out = append(out, taskView(&ts[i]))
-	}
-	return out, nil
-}
-
-func taskView(t *ledger.Task) api.TaskView {
-	machine := t.Machine
-	if machine == "" && len(t.Segments) > 0 {
-		machine = t.Segments[len(t.Segments)-1].Machine
-	}
-	return api.TaskView{
-		ID:          t.ID,
-		Org:         t.Org,
-		Name:        t.Spec.Name,
-		State:       string(t.State),
-		Machine:     machine,
-		Attempts:    t.Attempts,
-		ExitCode:    t.ExitCode,
-		Reason:      t.Reason,
-		SizeGFlop:   float64(t.SizeMFlop) / 1000,
-		SubmittedMs: t.SubmittedMs,
-		EndedMs:     t.EndedMs,
-	}
+	return apiconv.Tasks(ts), nil
 }
 
 // Task returns one task in detail, with the outputs this peer holds for it.
@@ -185,71 +107,27 @@ func (n *Node) Task(ctx context.Context, id string) (api.TaskDetail, error) {
 	if !ok {
 		return api.TaskDetail{}, api.Errorf(api.CodeNotFound, "task %q is not in the ledger", id)
 	}
-	d := api.TaskDetail{
-		TaskView:       taskView(&t),
-		RemainingGFlop: float64(t.RemainingMFlop) / 1000,
-		Argv:           t.Spec.Argv,
-		Env:            t.Spec.Env,
-		WallLimitMs:    t.Spec.WallLimitMs,
-		Inputs:         t.Spec.Inputs,
-		Outputs:        t.Spec.Outputs,
-		Checkpointable: t.Spec.Checkpointable,
-	}
-	for _, s := range t.Segments {
-		d.Segments = append(d.Segments, api.SegmentView{
-			Machine: s.Machine, MachineOrg: s.MachineOrg, StartMs: s.StartMs, EndMs: s.EndMs,
-			EnergyJ: float64(s.EnergyMilliJ) / 1000, Source: string(s.Source), Outcome: string(s.Outcome),
-		})
-	}
-	if c := t.Checkpoint; c != nil {
-		d.Checkpoint = &api.CheckpointView{Hash: c.Hash, SizeBytes: c.SizeBytes, AtMs: c.AtMs,
-			ProgressGFlop: float64(c.ProgressMFlop) / 1000, Holders: c.Holders}
-	}
+	d := apiconv.TaskDetail(&t)
 	if t.Org == n.org {
 		d.OutputFiles = n.listOutputs(t.ID)
 	}
 	return d, nil
 }
 
-// Submit stores the inputs by content in DATA/blobs (so the executing
-// peers can fetch them), then queues the tasks in one SubmitTasks command.
+// Submit queues the tasks in one SubmitTasks command. The request has
+// passed api.ValidateSubmit and ResolveBlobs in the server (every input's
+// Digest is checked); what is left is checked here: the ledger's rules, in
+// the one pass that encodes the command (apiconv.EncodeCommand), and this
+// peer's bounds. Those bytes are what is proposed, and proposed again on a
+// retry. The inputs are stored by content in DATA/blobs (so that the
+// executing peers can fetch them) once the command is known to be valid,
+// before it is proposed.
 func (n *Node) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
 	if err := n.requireReady(); err != nil {
 		return api.SubmitResponse{}, err
 	}
-	if len(req.Tasks) == 0 {
-		return api.SubmitResponse{}, api.Errorf(api.CodeBadRequest, "no tasks")
-	}
 	if len(req.Tasks) > ledger.MaxTasksPerCommand {
 		return api.SubmitResponse{}, api.Errorf(api.CodeTooLarge, "%d tasks in one submission, at most %d", len(req.Tasks), ledger.MaxTasksPerCommand)
-	}
-	specs := make([]ledger.TaskSpec, len(req.Tasks))
-	for i, st := range req.Tasks {
-		if st.SizeMFlop <= 0 {
-			return api.SubmitResponse{}, api.Errorf(api.CodeBadRequest, "tasks[%d]: size %d MFlop: want a positive size", i, st.SizeMFlop)
-		}
-		name := st.Name
-		if name == "" {
-			name = req.Job
-		}
-		spec := ledger.Spec{
-			Argv: st.Argv, Env: st.Env, WallLimitMs: st.WallLimitMs, Outputs: st.Outputs,
-			Checkpointable: st.Checkpointable, Name: name,
-		}
-		var total int64
-		for _, in := range st.Inputs {
-			total += int64(len(in.Data))
-			d := digestOf(in.Data)
-			if in.Digest != "" && in.Digest != d {
-				return api.SubmitResponse{}, api.Errorf(api.CodeBadRequest, "tasks[%d]: input %q: digest %s does not match its content (%s)", i, in.Name, in.Digest, d)
-			}
-			spec.Inputs = append(spec.Inputs, in.Name)
-			spec.InputDigests = append(spec.InputDigests, d)
-		}
-		if total > n.cfg.Files.MaxInputBytes {
-			return api.SubmitResponse{}, api.Errorf(api.CodeTooLarge, "tasks[%d]: inputs take %d bytes, at most %d", i, total, n.cfg.Files.MaxInputBytes)
-		}
-		specs[i] = ledger.TaskSpec{SizeMFlop: st.SizeMFlop, Spec: spec}
 	}
 	// Every submission carries a request ID (the client's, or one made up
 	// here), so that resending it — the client after no answer, or this
@@ -259,17 +137,13 @@ func (n *Node) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitRes
 	if key == "" {
 		key = "peer:" + api.NewRequestID()
 	}
-	body := func(c *ledger.Command) { c.SubmitTasks = &ledger.SubmitTasks{RequestID: key, Tasks: specs} }
-	// Check the whole command before storing anything.
-	probe := ledger.Command{Org: n.org, Peer: n.self.String(), AtMs: n.now().UnixMilli()}
-	body(&probe)
-	encoded, err := ledger.EncodeCommand(probe)
+	cmd := ledger.Command{Org: n.org, Peer: n.self.String(), AtMs: n.now().UnixMilli(), SubmitTasks: apiconv.SubmitTasks(req, key)}
+	encoded, err := apiconv.EncodeCommand(cmd)
 	if err != nil {
-		return api.SubmitResponse{}, apiError(err)
+		return api.SubmitResponse{}, err
 	}
-	// A follower forwards the command to the leader in one stream frame.
-	if max := n.host.Config().MaxMessageSize; len(encoded) > max && !n.cons.IsLeader() {
-		return api.SubmitResponse{}, api.Errorf(api.CodeTooLarge, "the submission encodes to %d bytes; one forwarded to the leader may take at most %d: submit fewer tasks (or smaller inputs' names and commands) at once", len(encoded), max)
+	if err := n.checkSubmitSize(req, len(encoded)); err != nil {
+		return api.SubmitResponse{}, err
 	}
 	// Inputs are stored before the tasks exist: a peer fetching one finds
 	// it as soon as the task is placed.
@@ -280,17 +154,7 @@ func (n *Node) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitRes
 			}
 		}
 	}
-	var res ledger.Result
-	for attempt := 1; ; attempt++ {
-		res, err = n.propose(ctx, body)
-		if err == nil || !resendable(err) || attempt == submitAttempts {
-			break
-		}
-		n.log.Info("submit: outcome unknown, proposing again with the same request ID", "request_id", key, "attempt", attempt, "err", err)
-		if !sleep(ctx, time.Duration(attempt)*submitRetryPause) {
-			break
-		}
-	}
+	res, err := n.proposeSubmit(ctx, encoded, key)
 	if err != nil {
 		if resendable(err) || ctx.Err() != nil {
 			return api.SubmitResponse{}, api.Errorf(api.CodeUnavailable, "the submission may or may not have been queued (%v): resend it with request ID %s to be sure not to queue it twice", err, key)
@@ -300,13 +164,78 @@ func (n *Node) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitRes
 	return api.SubmitResponse{TaskIDs: res.TaskIDs, RequestID: key, Replayed: res.Replayed}, nil
 }
 
+// checkSubmitSize holds a submission to this peer's bounds: each task's
+// input files together, and a command a follower forwards to the leader
+// in one stream frame.
+func (n *Node) checkSubmitSize(req api.SubmitRequest, encodedLen int) error {
+	for i, st := range req.Tasks {
+		var total int64
+		for _, in := range st.Inputs {
+			total += int64(len(in.Data))
+		}
+		if total > n.cfg.Files.MaxInputBytes {
+			return api.Errorf(api.CodeTooLarge, "tasks[%d]: inputs take %d bytes, at most %d", i, total, n.cfg.Files.MaxInputBytes)
+		}
+	}
+	if max := n.host.Config().MaxMessageSize; encodedLen > max && !n.cons.IsLeader() {
+		return api.Errorf(api.CodeTooLarge, "the submission encodes to %d bytes; one forwarded to the leader may take at most %d: submit fewer tasks (or smaller inputs' names and commands) at once", encodedLen, max)
+	}
+	return nil
+}
+
 // A submission whose proposal ended with an unknown outcome (or found no
-// leader) is proposed again, same request ID, up to submitAttempts times
-// with a growing pause, while the caller waits.
+// leader) is proposed again, same bytes and so same request ID, up to
+// submitAttempts times in all, after submitRetryPause, 2×submitRetryPause,
+// …, while the caller waits.
 const (
 	submitAttempts   = 3
 	submitRetryPause = 250 * time.Millisecond
 )
+
+// proposeSubmit proposes an encoded submission, again while resendable,
+// and returns the last attempt's result and error.
+func (n *Node) proposeSubmit(ctx context.Context, encoded []byte, key string) (ledger.Result, error) {
+	var (
+		res     ledger.Result
+		last    error
+		attempt int
+	)
+	_, _ = backoff.Retry(ctx, func() (struct{}, error) {
+		attempt++
+		res, last = n.proposeEncoded(ctx, encoded)
+		if last != nil && !resendable(last) {
+			return struct{}{}, backoff.Permanent(last)
+		}
+		return struct{}{}, last
+	}, backoff.WithBackOff(&linearBackOff{step: submitRetryPause}), backoff.WithMaxTries(submitAttempts), backoff.WithMaxElapsedTime(0),
+		backoff.WithNotify(func(err error, _ time.Duration) {
+			n.log.Info("submit: outcome unknown, proposing again with the same request ID", "request_id", key, "attempt", attempt, "err", err)
+		}))
+	return res, last
+}
+
+// linearBackOff waits step, then 2×step, 3×step, …
+type linearBackOff struct{ step, next time.Duration }
+
+func (b *linearBackOff) Reset()                     { b.next = 0 }
+func (b *linearBackOff) NextBackOff() time.Duration { b.next += b.step; return b.next }
+
+// proposeEncoded proposes an encoded command (as propose does after
+// encoding it) and waits until this peer has applied it; a ledger refusal
+// is the error.
+func (n *Node) proposeEncoded(ctx context.Context, data []byte) (ledger.Result, error) {
+	res, err := n.cons.Propose(ctx, data)
+	if err != nil {
+		return res, err
+	}
+	if err := n.waitApplied(ctx, res.Index); err != nil {
+		return res, err
+	}
+	if res.Err != nil {
+		return res, res.Err
+	}
+	return res, nil
+}
 
 // resendable says whether a proposal's error leaves it worth proposing a
 // keyed submission again: the outcome is unknown, or no leader took it. A
@@ -388,36 +317,22 @@ func (n *Node) SetLimit(ctx context.Context, req api.LimitRequest) (api.OrgView,
 	if err := n.requireReady(); err != nil {
 		return api.OrgView{}, err
 	}
-	if (req.Percent == nil) == (req.Watts == nil) {
-		return api.OrgView{}, api.Errorf(api.CodeBadRequest, "give exactly one of percent and watts")
+	if err := api.ValidateLimit(req); err != nil {
+		return api.OrgView{}, err
 	}
-	var mw int64
-	switch {
-	case req.Percent != nil:
-		p := *req.Percent
-		if math.IsNaN(p) || math.IsInf(p, 0) || p < 0 || p > 1e6 {
-			return api.OrgView{}, api.Errorf(api.CodeBadRequest, "percent %v: want a finite number between 0 and 1000000", p)
+	var quota int64
+	n.cons.View(func(l *ledger.Ledger) {
+		if o, ok := l.Org(n.org); ok {
+			quota = o.PowerQuotaMilliW
 		}
-		var quota int64
-		n.cons.View(func(l *ledger.Ledger) {
-			if o, ok := l.Org(n.org); ok {
-				quota = o.PowerQuotaMilliW
-			}
-		})
-		mw = config.PercentLimit(p).MilliWatts(quota)
-	default:
-		w := *req.Watts
-		if math.IsNaN(w) || math.IsInf(w, 0) || w < 0 || w*1000 > ledger.MaxLimitMilliW {
-			return api.OrgView{}, api.Errorf(api.CodeBadRequest, "watts %v: want a finite number between 0 and %d", w, int64(ledger.MaxLimitMilliW/1000))
-		}
-		mw = int64(math.Round(w * 1000))
-	}
+	})
+	mw := apiconv.LimitMilliW(req, quota)
 	if _, err := n.propose(ctx, func(c *ledger.Command) { c.SetLimit = &ledger.SetLimit{LimitMilliW: mw} }); err != nil {
 		return api.OrgView{}, apiError(err)
 	}
 	var o ledger.OrgInfo
 	n.cons.View(func(l *ledger.Ledger) { o, _ = l.Org(n.org) })
-	return orgView(o), nil
+	return apiconv.Org(o), nil
 }
 
 // Ledger is every organisation's energy account and the state's hash.
@@ -426,22 +341,7 @@ func (n *Node) Ledger(ctx context.Context) (api.LedgerView, error) {
 		return api.LedgerView{}, err
 	}
 	var v api.LedgerView
-	n.cons.View(func(l *ledger.Ledger) {
-		v.AppliedIndex, v.StateHash = l.AppliedIndex(), l.Hash()
-		for _, o := range l.Orgs() {
-			v.Orgs = append(v.Orgs, api.LedgerAccount{
-				Org:          o.Name,
-				UserJ:        float64(o.Energy.UserMilliJ) / 1000,
-				OwnerSelfJ:   float64(o.Energy.OwnerSelfMilliJ) / 1000,
-				OwnerOthersJ: float64(o.Energy.OwnerOthersMilliJ) / 1000,
-				LimitW:       float64(o.LimitMilliW) / 1000,
-				PIW:          float64(o.PIMilliW) / 1000,
-			})
-		}
-	})
-	if v.Orgs == nil {
-		v.Orgs = []api.LedgerAccount{}
-	}
+	n.cons.View(func(l *ledger.Ledger) { v = apiconv.Ledger(l.AppliedIndex(), l.Hash(), l.Orgs()) })
 	return v, nil
 }
 
@@ -491,8 +391,9 @@ func (n *Node) requireReady() error {
 	return nil
 }
 
-// apiError maps errors of the ledger, the consensus layer and the file
-// protocols to the API's codes; nil stays nil.
+// apiError maps errors of the ledger (through apiconv.Error, the mapping
+// the test double shares), the consensus layer and the file protocols to
+// the API's codes; nil stays nil.
 func apiError(err error) error {
 	if err == nil {
 		return nil
@@ -503,18 +404,7 @@ func apiError(err error) error {
 	}
 	var le *ledger.Error
 	if errors.As(err, &le) {
-		switch le.Code {
-		case ledger.CodeMalformed, ledger.CodeBadVersion:
-			return api.Errorf(api.CodeBadRequest, "%s", le.Msg)
-		case ledger.CodeNotOwner:
-			return api.Errorf(api.CodeForbidden, "%s", le.Msg)
-		case ledger.CodeUnknownTask, ledger.CodeUnknownOrg, ledger.CodeUnknownMachine:
-			return api.Errorf(api.CodeNotFound, "%s", le.Msg)
-		case ledger.CodeLimitExceeded, ledger.CodeBadState, ledger.CodeExists, ledger.CodeMachineBusy,
-			ledger.CodeMachineDown, ledger.CodeStale, ledger.CodeOverflow:
-			return api.Errorf(api.CodeConflict, "%s", le.Msg)
-		}
-		return api.Errorf(api.CodeInternal, "%s", le.Error())
+		return apiconv.Error(err)
 	}
 	var pe *p2p.Error
 	if errors.As(err, &pe) || errors.Is(err, p2p.ErrUnreachable) {

@@ -2,18 +2,22 @@
 // tests of the API server, its client and the CLI, and for demos. It acts
 // as one organisation's peer in a federation of one Raft member: every
 // write is a real ledger command applied at the next log index, so the
-// answers (IDs, states, errors, PI, DP, energy) are the ledger's own.
+// answers (IDs, states, errors, PI, DP, energy) are the ledger's own,
+// converted as the daemon converts them (package node/apiconv).
 package apitest
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/coopgrid/coopgrid/api"
 	"github.com/coopgrid/coopgrid/ledger"
+	"github.com/coopgrid/coopgrid/node/apiconv"
 )
 
 // Backend is a ledger-backed api.Backend. Safe for concurrent use.
@@ -61,16 +65,26 @@ func (b *Backend) Apply(c ledger.Command) (ledger.Result, error) {
 }
 
 func (b *Backend) apply(c ledger.Command) (ledger.Result, error) {
+	data, err := ledger.EncodeCommand(b.stamp(c))
+	if err != nil {
+		return ledger.Result{}, err
+	}
+	return b.applyEncoded(data)
+}
+
+// stamp fills in c's acting organisation, peer and clock where empty.
+func (b *Backend) stamp(c ledger.Command) ledger.Command {
 	if c.Org == "" {
 		c.Org, c.Peer = b.org, b.peer
 	}
 	if c.AtMs == 0 {
 		c.AtMs = b.now()
 	}
-	data, err := ledger.EncodeCommand(c)
-	if err != nil {
-		return ledger.Result{}, err
-	}
+	return c
+}
+
+// applyEncoded applies an encoded command at the next log index.
+func (b *Backend) applyEncoded(data []byte) (ledger.Result, error) {
 	b.idx++
 	r := b.l.Apply(b.idx, data)
 	if err := b.l.CheckInvariants(); err != nil {
@@ -150,7 +164,7 @@ func (b *Backend) Status(context.Context) (api.Status, error) {
 	st := api.Status{
 		Self: b.peer, Org: b.org, Leader: b.peer,
 		Raft: api.RaftStatus{State: state, AppliedIndex: b.l.AppliedIndex(), StateHash: b.l.Hash()},
-		Orgs: api.OrgsFromLedger(b.l.Orgs()),
+		Orgs: apiconv.Orgs(b.l.Orgs()),
 	}
 	for _, o := range st.Orgs {
 		p := api.PeerView{ID: o.Peer, Org: o.Name, Voter: true, Leader: o.Peer == b.peer, Addrs: []string{}}
@@ -166,36 +180,25 @@ func (b *Backend) Status(context.Context) (api.Status, error) {
 func (b *Backend) Orgs(context.Context) ([]api.OrgView, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return api.OrgsFromLedger(b.l.Orgs()), nil
+	return apiconv.Orgs(b.l.Orgs()), nil
 }
 
 // Machines implements api.Backend.
 func (b *Backend) Machines(context.Context) ([]api.MachineView, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []api.MachineView
-	for _, m := range b.l.Machines() {
-		out = append(out, api.MachineFromLedger(m))
-	}
-	return out, nil
+	return apiconv.Machines(b.l.Machines()), nil
 }
 
 // Tasks implements api.Backend.
 func (b *Backend) Tasks(_ context.Context, q api.TaskQuery) ([]api.TaskView, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	f := ledger.TaskFilter{Org: q.Org}
-	for _, s := range q.States {
-		f.States = append(f.States, ledger.TaskState(s))
+	ts := b.l.Tasks(apiconv.TaskFilter(q))
+	if q.Limit > 0 && len(ts) > q.Limit {
+		ts = ts[:q.Limit]
 	}
-	var out []api.TaskView
-	for _, t := range b.l.Tasks(f) {
-		if q.Limit > 0 && len(out) == q.Limit {
-			break
-		}
-		out = append(out, api.TaskFromLedger(t))
-	}
-	return out, nil
+	return apiconv.Tasks(ts), nil
 }
 
 // Task implements api.Backend.
@@ -206,33 +209,45 @@ func (b *Backend) Task(_ context.Context, id string) (api.TaskDetail, error) {
 	if !ok {
 		return api.TaskDetail{}, api.Errorf(api.CodeNotFound, "no task %q", id)
 	}
-	return api.TaskDetailFromLedger(t), nil
+	return apiconv.TaskDetail(&t), nil
 }
 
 // Submit implements api.Backend with submit_tasks commands of at most
-// ledger.MaxTasksPerCommand tasks each. A request ID guards the first
-// command; batch i ≥ 1 of a larger request uses "<id>.<i>" (an ID too long
-// for the suffix leaves those batches unguarded). A request without one
-// is not guarded, so that seeded states stay the same.
+// ledger.MaxTasksPerCommand tasks each, converted and encoded as the
+// daemon does (apiconv). A request ID guards the first command; batch
+// i ≥ 1 of a larger request uses "<id>.<i>" (an ID too long for the suffix
+// leaves those batches unguarded). A request without one is not guarded,
+// so that seeded states stay the same. Every batch is encoded, and so
+// checked, before the first is applied: a refused request queues nothing.
 func (b *Backend) Submit(_ context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.writable(); err != nil {
 		return api.SubmitResponse{}, err
 	}
-	specs := api.TaskSpecsToLedger(req)
-	resp := api.SubmitResponse{RequestID: req.RequestID, Replayed: req.RequestID != ""}
-	for batch, start := 0, 0; start < len(specs); batch, start = batch+1, start+ledger.MaxTasksPerCommand {
-		end := min(start+ledger.MaxTasksPerCommand, len(specs))
+	var batches [][]byte
+	for batch, start := 0, 0; start < len(req.Tasks); batch, start = batch+1, start+ledger.MaxTasksPerCommand {
+		end := min(start+ledger.MaxTasksPerCommand, len(req.Tasks))
 		key := req.RequestID
 		if batch > 0 && key != "" {
 			if key = fmt.Sprintf("%s.%d", key, batch); !ledger.ValidRequestID(key) {
 				key = ""
 			}
 		}
-		r, err := b.apply(ledger.Command{SubmitTasks: &ledger.SubmitTasks{RequestID: key, Tasks: specs[start:end]}})
+		part := req
+		part.Tasks = req.Tasks[start:end]
+		data, err := ledger.EncodeCommand(b.stamp(ledger.Command{SubmitTasks: apiconv.SubmitTasks(part, key)}))
 		if err != nil {
-			return api.SubmitResponse{}, api.ErrorFromLedger(err)
+			return api.SubmitResponse{}, apiconv.Error(inRequest(err, start))
+		}
+		batches = append(batches, data)
+	}
+	resp := api.SubmitResponse{RequestID: req.RequestID, Replayed: req.RequestID != ""}
+	for batch, data := range batches {
+		start := batch * ledger.MaxTasksPerCommand
+		r, err := b.applyEncoded(data)
+		if err != nil {
+			return api.SubmitResponse{}, apiconv.Error(err)
 		}
 		for i, id := range r.TaskIDs {
 			b.inputs[id] = req.Tasks[start+i].Inputs
@@ -243,6 +258,21 @@ func (b *Backend) Submit(_ context.Context, req api.SubmitRequest) (api.SubmitRe
 	return resp, nil
 }
 
+// inRequest renumbers a refusal of "tasks[i]" of a batch that starts at
+// the request's task start, so that it names the request's task.
+func inRequest(err error, start int) error {
+	var le *ledger.Error
+	if start == 0 || !errors.As(err, &le) {
+		return err
+	}
+	head, rest, ok := strings.Cut(le.Msg, "]: ")
+	i, aerr := strconv.Atoi(strings.TrimPrefix(head, "tasks["))
+	if !ok || aerr != nil || !strings.HasPrefix(head, "tasks[") {
+		return err
+	}
+	return &ledger.Error{Code: le.Code, Msg: fmt.Sprintf("tasks[%d]: %s", start+i, rest)}
+}
+
 // Cancel implements api.Backend.
 func (b *Backend) Cancel(_ context.Context, id string) error {
 	b.mu.Lock()
@@ -251,7 +281,7 @@ func (b *Backend) Cancel(_ context.Context, id string) error {
 		return err
 	}
 	_, err := b.apply(ledger.Command{CancelTask: &ledger.CancelTask{Task: id}})
-	return api.ErrorFromLedger(err)
+	return apiconv.Error(err)
 }
 
 // Logs implements api.Backend.
@@ -276,27 +306,19 @@ func (b *Backend) SetLimit(_ context.Context, req api.LimitRequest) (api.OrgView
 	if !ok {
 		return api.OrgView{}, api.Errorf(api.CodeUnavailable, "organisation %q is not registered yet", b.org)
 	}
-	var mW float64
-	if req.Percent != nil {
-		mW = float64(o.PowerQuotaMilliW) * *req.Percent / 100
-	} else if req.Watts != nil {
-		mW = *req.Watts * 1000
-	}
-	if mW > ledger.MaxLimitMilliW {
-		return api.OrgView{}, api.Errorf(api.CodeBadRequest, "limit of %g W is above the ledger's maximum", mW/1000)
-	}
-	if _, err := b.apply(ledger.Command{SetLimit: &ledger.SetLimit{LimitMilliW: int64(math.Round(mW))}}); err != nil {
-		return api.OrgView{}, api.ErrorFromLedger(err)
+	mW := apiconv.LimitMilliW(req, o.PowerQuotaMilliW)
+	if _, err := b.apply(ledger.Command{SetLimit: &ledger.SetLimit{LimitMilliW: mW}}); err != nil {
+		return api.OrgView{}, apiconv.Error(err)
 	}
 	o, _ = b.l.Org(b.org)
-	return api.OrgFromLedger(o), nil
+	return apiconv.Org(o), nil
 }
 
 // Ledger implements api.Backend.
 func (b *Backend) Ledger(context.Context) (api.LedgerView, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return api.LedgerFromLedger(b.l.AppliedIndex(), b.l.Hash(), b.l.Orgs()), nil
+	return apiconv.Ledger(b.l.AppliedIndex(), b.l.Hash(), b.l.Orgs()), nil
 }
 
 // Leave implements api.Backend: later writes fail with unavailable.

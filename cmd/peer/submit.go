@@ -10,7 +10,7 @@ import (
 
 	"github.com/coopgrid/coopgrid/api"
 	"github.com/coopgrid/coopgrid/jobfile"
-	"github.com/coopgrid/coopgrid/ledger"
+	"github.com/coopgrid/coopgrid/node/apiconv"
 )
 
 // submitOutput is `peer submit --json`: the job and its task IDs in the
@@ -62,19 +62,19 @@ IDs are printed ("already submitted"). Batch i ≥ 1 of a large job uses
   peer submit --data /var/lib/coopgrid --request-id sweep-2026-11-22 examples/jobs/sweep.yaml`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// The one check on this side: jobfile holds the job to the
+			// API's and the ledger's limits (the peer checks again as it
+			// encodes the ledger command).
 			job, err := jobfile.Load(args[0], jobfile.Options{})
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			req := api.SubmitRequestFromJob(job)
-			if err := api.ValidateSubmit(req, api.SubmitLimits{}); err != nil {
-				return &exitError{code: 2, err: fmt.Errorf("%s: %w", args[0], err)}
-			}
+			req := apiconv.SubmitRequestFromJob(job)
 			if requestID != "" {
 				// The longest key of the job (its last batch's) must be valid.
-				if last := batchRequestID(requestID, (len(req.Tasks)-1)/submitBatch); !ledger.ValidRequestID(last) {
+				if last := batchRequestID(requestID, (len(req.Tasks)-1)/submitBatch); !api.ValidRequestID(last) {
 					return usageErr("--request-id %q: want 1-%d characters of [A-Za-z0-9._:-] (including the suffix %q of the job's last batch)",
-						requestID, ledger.MaxRequestIDLen, strings.TrimPrefix(last, requestID))
+						requestID, api.MaxRequestIDLen, strings.TrimPrefix(last, requestID))
 				}
 			}
 			out := submitOutput{Job: req.Job, TaskIDs: []string{}, DryRun: dryRun}
@@ -142,9 +142,9 @@ func printSubmitted(w io.Writer, out submitOutput) error {
 	return tw.Flush()
 }
 
-// submitBatch is the most tasks sent in one request: one ledger command
-// carries at most that many, and a daemon may refuse more at once.
-const submitBatch = ledger.MaxTasksPerCommand
+// submitBatch is the most tasks sent in one request: a peer queues at most
+// that many at once (one ledger command) and may refuse more.
+const submitBatch = api.MaxTasksPerSubmit
 
 // submitBatches submits req in batches of submitBatch tasks, in order,
 // batch i with request ID batchRequestID(requestID, i), and returns the IDs

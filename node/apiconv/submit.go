@@ -1,0 +1,114 @@
+package apiconv
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"math"
+
+	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/jobfile"
+	"github.com/coopgrid/coopgrid/ledger"
+)
+
+// SubmitRequestFromJob turns a parsed job file into the request that
+// submits it. jobfile holds a job to the ledger's own limits (its tests
+// keep them in step), so the request passes api.ValidateSubmit and the
+// ledger's encode check. Tasks that ship the same file share its bytes.
+func SubmitRequestFromJob(job *jobfile.Job) api.SubmitRequest {
+	req := api.SubmitRequest{Job: job.Name, Tasks: make([]api.SubmitTask, len(job.Tasks))}
+	for i, t := range job.Tasks {
+		st := api.SubmitTask{
+			Name:           t.Name,
+			Argv:           t.Argv,
+			Env:            t.Env,
+			SizeMFlop:      t.SizeMFlop,
+			WallLimitMs:    t.WallClockLimit.Milliseconds(),
+			Outputs:        t.Outputs,
+			Checkpointable: t.Checkpointable,
+		}
+		// A limit under a millisecond still limits.
+		if st.WallLimitMs == 0 && t.WallClockLimit > 0 {
+			st.WallLimitMs = 1
+		}
+		for _, in := range t.Inputs {
+			st.Inputs = append(st.Inputs, api.InputFile{Name: in.Name, Data: in.Data})
+		}
+		req.Tasks[i] = st
+	}
+	return req
+}
+
+// SubmitTasks converts a submission (checked by api.ValidateSubmit) to the
+// body of the command that queues it, keyed by requestID ("" for none). A
+// task without a name takes the job's. Input contents do not go into the
+// log, only their names and sha256 digests (Spec.InputDigests): the
+// submitting peer keeps the data and the machine that runs the task
+// fetches and verifies it. An input's Digest is used when set (the server
+// checked it in api.ResolveBlobs), else computed. The specs share no
+// memory with req.
+//
+// The ledger's own rules are not checked here but by EncodeCommand, in the
+// one pass that also encodes the command.
+func SubmitTasks(req api.SubmitRequest, requestID string) *ledger.SubmitTasks {
+	specs := make([]ledger.TaskSpec, len(req.Tasks))
+	for i, t := range req.Tasks {
+		s := ledger.Spec{
+			Name:           t.Name,
+			Argv:           append([]string(nil), t.Argv...),
+			WallLimitMs:    t.WallLimitMs,
+			Outputs:        append([]string(nil), t.Outputs...),
+			Checkpointable: t.Checkpointable,
+		}
+		if s.Name == "" {
+			s.Name = req.Job
+		}
+		if len(t.Env) > 0 {
+			s.Env = make(map[string]string, len(t.Env))
+			for k, v := range t.Env {
+				s.Env[k] = v
+			}
+		}
+		for _, in := range t.Inputs {
+			d := in.Digest
+			if d == "" {
+				d = digestOf(in.Data)
+			}
+			s.Inputs = append(s.Inputs, in.Name)
+			s.InputDigests = append(s.InputDigests, d)
+		}
+		specs[i] = ledger.TaskSpec{SizeMFlop: t.SizeMFlop, Spec: s}
+	}
+	return &ledger.SubmitTasks{RequestID: requestID, Tasks: specs}
+}
+
+// EncodeCommand validates c completely and encodes it, in one pass
+// (ledger.EncodeCommand); a refusal is the API's error (Error). For a
+// submission the message names the task at fault ("tasks[3]: size 0 MFlop
+// out of range …"), as the API's own checks do.
+func EncodeCommand(c ledger.Command) ([]byte, error) {
+	data, err := ledger.EncodeCommand(c)
+	if err != nil {
+		return nil, Error(err)
+	}
+	return data, nil
+}
+
+func digestOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// LimitMilliW converts a PUT /v1/limit body (checked by api.ValidateLimit)
+// to the ledger's limit: a percentage of powerQuotaMilliW (the
+// organisation's up machines' busy power), capped at the ledger's largest
+// limit, or watts.
+func LimitMilliW(req api.LimitRequest, powerQuotaMilliW int64) int64 {
+	if req.Percent != nil {
+		x := math.Round(float64(powerQuotaMilliW) * *req.Percent / 100)
+		return int64(min(x, float64(ledger.MaxLimitMilliW)))
+	}
+	if req.Watts != nil {
+		return int64(math.Round(*req.Watts * 1000))
+	}
+	return 0
+}
