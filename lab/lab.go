@@ -8,7 +8,15 @@
 // imports them but cmd/peer and other lab packages.
 package lab
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/coopgrid/coopgrid/policy"
+)
+
+// PolicyNames are the policies `peer sim` and `peer reproduce` accept (the
+// command line names them without importing the policy core).
+func PolicyNames() []string { return policy.Names() }
 
 // UsageError marks bad command-line input (a flag out of range, a scenario
 // file that does not parse): `peer` exits with code 2 instead of 1.

@@ -13,7 +13,6 @@ import (
 	"github.com/coopgrid/coopgrid/lab/demo"
 	"github.com/coopgrid/coopgrid/lab/reproduce"
 	"github.com/coopgrid/coopgrid/lab/simcase"
-	"github.com/coopgrid/coopgrid/policy"
 )
 
 // The research commands: flags here, bodies in lab/.
@@ -49,7 +48,7 @@ its 95 % confidence interval (Student t).`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.Scenario, "scenario", "", "scenario file (YAML, see docs/SCENARIOS.md)")
-	fl.StringVar(&f.Policy, "policy", "ehosep", "policy: "+strings.Join(policy.Names(), ", "))
+	fl.StringVar(&f.Policy, "policy", "ehosep", "policy: "+strings.Join(lab.PolicyNames(), ", "))
 	fl.StringVar(&f.Late, "late", "", "organisation that submits late (default: the scenario's; \"none\" for nobody)")
 	fl.StringVar(&f.Limit, "limit", "", "the late organisation's power limit: PCT% of its power quota, WATTS W, or system")
 	fl.StringVar(&f.LimitAll, "limit-all", "", "every organisation's power limit: PCT%, WATTS W, or system")
