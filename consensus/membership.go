@@ -83,7 +83,7 @@ func (n *Node) Join(ctx context.Context, bootstrap ...string) (JoinResult, error
 			continue
 		}
 		resp, err := n.host.Request(ctx, via, ProtoMembership, req)
-		if err != nil && retryable(err) {
+		if err != nil && certainlyNotApplied(err) {
 			// The member knew no leader yet (an election is running).
 			select {
 			case <-time.After(n.cfg.ElectionTimeout):
@@ -148,7 +148,7 @@ func (n *Node) Leave(ctx context.Context) error {
 		if err == nil || (attempt > 1 && p2p.Code(err) == CodeNotMember) {
 			break // on a retry, "not a member": the earlier attempt committed
 		}
-		if attempt == 3 || !(retryable(err) || p2p.Code(err) == CodeOutcomeUnknown) {
+		if attempt == 3 || !(certainlyNotApplied(err) || p2p.Code(err) == CodeOutcomeUnknown) {
 			return fmt.Errorf("leave: %w", err)
 		}
 		select {
@@ -232,7 +232,7 @@ func (n *Node) onLeader(ctx context.Context, req []byte) (memberResponse, error)
 			}
 		}
 		if err != nil {
-			if attempt == 0 && retryable(err) {
+			if attempt == 0 && certainlyNotApplied(err) {
 				if werr := n.waitLeaderChange(ctx, tried); werr == nil {
 					continue
 				}

@@ -544,7 +544,7 @@ func apiError(err error) error {
 // Metrics reports the leader loop's counters (api.MetricsSource): the
 // passes and decisions this peer made while it led.
 func (n *Node) Metrics(ctx context.Context) (api.NodeMetrics, error) {
-	s := n.cons.SchedulerStats()
+	s := n.SchedulerStats()
 	return api.NodeMetrics{
 		SchedulingPasses:  s.Passes,
 		PassErrors:        s.Errors,

@@ -84,13 +84,12 @@ type tracker struct {
 	tele   map[string]MachineTelemetry
 	last   map[peer.ID][2]int64 // author → last accepted (Boot, Seq)
 	loads  map[string]float64
-	upFrom map[string]time.Time // leader's view: when a machine was first seen up
 }
 
 func newTracker() *tracker {
 	return &tracker{
 		seen: map[string]time.Time{}, atMs: map[string]int64{}, lastAt: map[string]int64{}, tele: map[string]MachineTelemetry{},
-		last: map[peer.ID][2]int64{}, loads: map[string]float64{}, upFrom: map[string]time.Time{},
+		last: map[peer.ID][2]int64{}, loads: map[string]float64{},
 	}
 }
 
@@ -112,6 +111,22 @@ func (t *tracker) lastHeartbeatMs(id string) int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.atMs[id]
+}
+
+// LastSeen is the local time machine id was last heard of (leader.Liveness).
+func (t *tracker) LastSeen(id string) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := t.seen[id]
+	return at, ok
+}
+
+// OwnerClockMs estimates the wall clock of machine id's peer at local time
+// now (leader.Liveness).
+func (t *tracker) OwnerClockMs(id string, now time.Time) (int64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ownerClockMsLocked(id, now)
 }
 
 // ownerClockMsLocked estimates the wall clock of machine id's peer at
@@ -347,92 +362,4 @@ func load1() float64 {
 		return 0
 	}
 	return x
-}
-
-// detectLost runs on every peer and acts only on the leader: a machine that
-// is up in the ledger and has not been heard of for the heartbeat timeout
-// is declared lost, which queues its tasks again. The clock starts when
-// this peer became leader, or when the machine came (back) up, whichever is
-// later, so a new leader gives every machine a full timeout.
-func (n *Node) detectLost() {
-	defer n.wg.Done()
-	timeout := n.cfg.Heartbeat.Timeout
-	t := time.NewTicker(max(timeout/4, 10*time.Millisecond))
-	defer t.Stop()
-	var leaderSince time.Time
-	wasUp := map[string]bool{}
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if n.crashed.Load() || n.closing.Load() || !n.cons.IsLeader() || !n.isReady() {
-			leaderSince = time.Time{}
-			continue
-		}
-		now := time.Now()
-		if leaderSince.IsZero() {
-			leaderSince = now
-		}
-		var ups []string
-		n.cons.View(func(l *ledger.Ledger) {
-			for _, m := range l.Machines() {
-				if m.State == ledger.MachineUp {
-					ups = append(ups, m.ID)
-				}
-			}
-		})
-		n.hb.mu.Lock()
-		nowUp := map[string]bool{}
-		var silent []string
-		stamps := map[string]int64{}
-		for _, id := range ups {
-			nowUp[id] = true
-			if !wasUp[id] {
-				n.hb.upFrom[id] = now
-			}
-			ref := leaderSince
-			if s := n.hb.seen[id]; s.After(ref) {
-				ref = s
-			}
-			if u := n.hb.upFrom[id]; u.After(ref) {
-				ref = u
-			}
-			if now.Sub(ref) > timeout {
-				silent = append(silent, id)
-				// Stamp the loss on the owner's clock, as far as its
-				// heartbeats tell it: the ledger books the lost runs'
-				// energy as busy power × (loss − start), and the owner
-				// stamped the start. A leader whose clock is an hour
-				// ahead would otherwise credit an hour of energy per
-				// lost run (the chaos harness's clock-leader-loses-
-				// follower found it). Without a heartbeat, this peer's
-				// own clock.
-				if ms, ok := n.hb.ownerClockMsLocked(id, now); ok && ms > 0 && ms <= ledger.MaxTimeMs {
-					stamps[id] = ms
-				}
-			}
-		}
-		n.hb.mu.Unlock()
-		wasUp = nowUp
-		for _, id := range silent {
-			ctx, cancel := context.WithTimeout(n.ctx, timeout)
-			_, err := n.propose(ctx, func(c *ledger.Command) {
-				if at, ok := stamps[id]; ok {
-					if d := at - c.AtMs; d > time.Second.Milliseconds() || d < -time.Second.Milliseconds() {
-						n.log.Info("machine lost: stamped on its owner's clock, which differs from this peer's", "machine", id, "owner_ms", at, "skew_ms", d)
-					}
-					c.AtMs = at
-				}
-				c.MachineLost = &ledger.MachineLostCmd{Machine: id}
-			})
-			cancel()
-			if err != nil {
-				n.log.Warn("declare silent machine lost", "machine", id, "err", err)
-				continue
-			}
-			n.log.Warn("machine lost: no heartbeat", "machine", id, "timeout", timeout)
-		}
-	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/coopgrid/coopgrid/api"
 	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/executor"
+	"github.com/coopgrid/coopgrid/leader"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -40,6 +41,10 @@ type Options struct {
 	// Consensus, when set, edits the consensus configuration after the
 	// config file's settings (for tests and tools).
 	Consensus func(*consensus.Config)
+	// Leader, when set, edits the leader's configuration (scheduling,
+	// lost-machine detection) after the config file's settings (for tests
+	// and tools).
+	Leader func(*leader.Config)
 	// FaultInjection turns on the test-only fault surface (POST
 	// /v1/debug/faults: blocked peers, clock offset, slow Raft store;
 	// faultinject.go). Off by default; `peer run --fault-injection`.
@@ -65,6 +70,7 @@ type Node struct {
 
 	host  *p2p.Host
 	cons  *consensus.Node
+	lead  *leader.Leader
 	exec  executor.Executor // nil when the peer offers no machines
 	blobs *blobStore
 	ck    *checkpoints
@@ -232,17 +238,19 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if cfg.Consensus.Preset == "wan" {
 		ccfg = consensus.WANConfig(filepath.Join(dir, RaftDir))
 	}
-	ccfg.Policy = cfg.Consensus.Policy
-	ccfg.ScheduleInterval = cfg.Consensus.ScheduleInterval
-	ccfg.CheckpointBlockSeconds = cfg.Consensus.CheckpointBlock.Seconds()
 	ccfg.Logger = log
-	ccfg.Now = n.now
 	if n.faults != nil {
 		ccfg.StoreDelay = n.faults.diskDelay
 	}
 	if opts.Consensus != nil {
 		opts.Consensus(&ccfg)
 	}
+	if n.lead, err = n.newLeader(ccfg); err != nil {
+		return fail(err)
+	}
+	ccfg.Admit = n.lead.Admit
+	ccfg.OnApply = n.lead.Applied
+	ccfg.OnLeadership = func(ctx context.Context, c *consensus.Node) { n.lead.Establish(ctx, c) }
 	if n.cons, err = consensus.New(ccfg, n.host); err != nil {
 		return fail(err)
 	}
@@ -266,12 +274,30 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 
 	n.br = newBridge(n)
 	n.rep = newReporter(n)
-	n.wg.Add(4)
+	n.wg.Add(3)
 	go n.rep.loop(n.ctx)
 	go n.setup()
-	go n.detectLost()
 	go n.consumeHeartbeats()
 	return n, nil
+}
+
+// newLeader builds the leader's duties from config.yaml's consensus and
+// heartbeat sections; they run while this peer leads (ccfg.OnLeadership).
+func (n *Node) newLeader(ccfg consensus.Config) (*leader.Leader, error) {
+	lcfg := leader.DefaultConfig()
+	lcfg.Self, lcfg.Org = n.self, n.org
+	lcfg.Policy = n.cfg.Consensus.Policy
+	lcfg.ScheduleInterval = n.cfg.Consensus.ScheduleInterval
+	lcfg.CheckpointBlockSeconds = n.cfg.Consensus.CheckpointBlock.Seconds()
+	lcfg.BarrierRetry = ccfg.HeartbeatTimeout
+	lcfg.LostTimeout = n.cfg.Heartbeat.Timeout
+	lcfg.Serving = func() bool { return n.isReady() && !n.crashed.Load() && !n.closing.Load() }
+	lcfg.Now = n.now
+	lcfg.Logger = n.log
+	if n.opts.Leader != nil {
+		n.opts.Leader(&lcfg)
+	}
+	return leader.New(lcfg, n.hb)
 }
 
 func newExecutor(cfg Config, dir string, mf *executor.MachinesFile, log *slog.Logger) (executor.Executor, error) {
@@ -357,7 +383,7 @@ func (n *Node) Consensus() *consensus.Node { return n.cons }
 
 // SchedulerStats are the leader loop's counters (decisions per second for
 // /metrics).
-func (n *Node) SchedulerStats() consensus.SchedulerStats { return n.cons.SchedulerStats() }
+func (n *Node) SchedulerStats() leader.SchedulerStats { return n.lead.SchedulerStats() }
 
 // Ready is closed once the organisation is registered and the executor
 // bridge runs.

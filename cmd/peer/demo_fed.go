@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/coopgrid/coopgrid/consensus"
+	"github.com/coopgrid/coopgrid/leader"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/node"
 )
@@ -161,8 +162,8 @@ func startDemoFederation(ctx context.Context, w *demoWorkload, dir string, tm de
 				// A throwaway federation: bolt skips fsync.
 				c.NoSync = true
 				c.MaintenanceInterval = 500 * time.Millisecond
-				c.ScheduleDebounce = 5 * time.Millisecond
 			},
+			Leader: func(c *leader.Config) { c.ScheduleDebounce = 5 * time.Millisecond },
 		})
 		if err != nil {
 			return f, fmt.Errorf("demo: start %s: %w", org.Name, err)
