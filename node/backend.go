@@ -115,7 +115,7 @@ func (n *Node) Machines(ctx context.Context) ([]api.MachineView, error) {
 			IdleW:           float64(m.IdleMilliW) / 1000,
 			State:           string(m.State),
 			Task:            m.Task,
-			LastHeartbeatMs: max(m.LastHeartbeatMs, n.hb.lastHeartbeatMs(m.ID)),
+			LastHeartbeatMs: max(m.LastHeartbeatMs, n.gossip.LastHeartbeatMs(m.ID)),
 		})
 	}
 	return out, nil

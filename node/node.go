@@ -16,10 +16,10 @@ import (
 	"github.com/coopgrid/coopgrid/api"
 	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/executor"
+	"github.com/coopgrid/coopgrid/gossip"
 	"github.com/coopgrid/coopgrid/leader"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
-	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -75,15 +75,12 @@ type Node struct {
 	blobs *blobStore
 	ck    *checkpoints
 
-	ps    *pubsub.PubSub
-	topic *pubsub.Topic
-	psSub *pubsub.Subscription
-	hb    *tracker
-	br    *bridge
-	rep   *reporter
-	// boot and hbSeq order this peer's heartbeats (the replay guard).
-	boot  int64
-	hbSeq atomic.Uint64
+	gossip *gossip.Gossip
+	br     *bridge
+	rep    *reporter
+	// boot orders this peer's heartbeats across restarts (the replay
+	// guard).
+	boot int64
 
 	// outMu serialises writes of received outputs.
 	outMu sync.Mutex
@@ -184,7 +181,6 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		machines: map[string]executor.MachineConfig{},
 		ready:    make(chan struct{}),
 		done:     make(chan struct{}),
-		hb:       newTracker(),
 		faults:   faults,
 	}
 	n.boot = nextBoot(dir, n.now().UnixMilli(), n.log)
@@ -245,6 +241,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if opts.Consensus != nil {
 		opts.Consensus(&ccfg)
 	}
+	n.gossip = gossip.New(gossip.Config{Org: cfg.Org, Boot: n.boot, Interval: cfg.Heartbeat.Interval, Now: n.now, Logger: n.log})
 	if n.lead, err = n.newLeader(ccfg); err != nil {
 		return fail(err)
 	}
@@ -274,10 +271,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 
 	n.br = newBridge(n)
 	n.rep = newReporter(n)
-	n.wg.Add(3)
+	n.wg.Add(2)
 	go n.rep.loop(n.ctx)
 	go n.setup()
-	go n.consumeHeartbeats()
 	return n, nil
 }
 
@@ -297,7 +293,7 @@ func (n *Node) newLeader(ccfg consensus.Config) (*leader.Leader, error) {
 	if n.opts.Leader != nil {
 		n.opts.Leader(&lcfg)
 	}
-	return leader.New(lcfg, n.hb)
+	return leader.New(lcfg, n.gossip)
 }
 
 func newExecutor(cfg Config, dir string, mf *executor.MachinesFile, log *slog.Logger) (executor.Executor, error) {
@@ -459,11 +455,8 @@ func (n *Node) shutdown(ctx context.Context) error {
 		n.cancel()
 	}
 	n.wg.Wait()
-	if n.psSub != nil {
-		n.psSub.Cancel()
-	}
-	if n.topic != nil {
-		_ = n.topic.Close()
+	if n.gossip != nil {
+		n.gossip.Close()
 	}
 	if n.cons != nil {
 		if err := n.cons.Shutdown(); err != nil {

@@ -134,8 +134,8 @@ func (n *Node) setup() {
 		go n.br.loop(n.ctx)
 		go n.br.consume(n.ctx)
 	}
-	n.wg.Add(2)
-	go n.publishHeartbeats()
+	n.gossip.StartPublishing(heartbeatSource{n})
+	n.wg.Add(1)
 	go n.ck.gcLoop(n.ctx)
 	close(n.ready)
 	n.log.Info("ready", "machines", len(n.machines))
