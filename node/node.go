@@ -454,10 +454,10 @@ func (n *Node) shutdown(ctx context.Context) error {
 	if n.cancel != nil {
 		n.cancel()
 	}
-	n.wg.Wait()
 	if n.gossip != nil {
 		n.gossip.Close()
 	}
+	n.wg.Wait()
 	if n.cons != nil {
 		if err := n.cons.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("consensus: %w", err))
