@@ -13,15 +13,15 @@ build:
 
 # The full test suite: vet, every package's tests (multi-peer tests, real
 # peer processes, the demo at CI scale), and the race detector on the
-# consensus layer. `make test-race` runs the detector on every concurrent
-# package (several minutes more).
+# consensus layer and the leader's duties. `make test-race` runs the
+# detector on every concurrent package (several minutes more).
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 20m $(PKGS)
-	$(GO) test -count=1 -race -timeout 20m ./consensus/
+	$(GO) test -count=1 -race -timeout 20m ./consensus/ ./leader/
 
 test-race:
-	$(GO) test -count=1 -race -timeout 30m ./consensus/ ./p2p/ ./node/ ./api/... ./checkpoint/ ./executor/ ./lab/sim/
+	$(GO) test -count=1 -race -timeout 30m ./consensus/ ./leader/ ./gossip/ ./p2p/ ./node/ ./api/... ./checkpoint/ ./executor/ ./lab/sim/ ./runner/
 
 # Short fuzz runs of every decoder (the seed corpora already run in
 # `make test`); FUZZTIME=5m for a longer campaign. docs/RELIABILITY.md.
@@ -31,7 +31,7 @@ test-race:
 # fixed in Go 1.27; seen on FuzzApply in CI).
 FUZZTIME ?= 20000x
 FUZZ_TARGETS := ./lab/scenario:FuzzParse ./jobfile:FuzzParse ./ledger:FuzzApply \
-	./checkpoint:FuzzUnpack ./p2p:FuzzFrame ./node:FuzzHeartbeat
+	./checkpoint:FuzzUnpack ./p2p:FuzzFrame ./gossip:FuzzHeartbeat
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \

@@ -16,7 +16,7 @@ type MetricsSource interface {
 }
 
 // NodeMetrics are a daemon's scheduling counters since it started, as
-// consensus.SchedulerStats counts them. They only grow.
+// leader.SchedulerStats counts them. They only grow.
 type NodeMetrics struct {
 	// SchedulingPasses counts the policy passes this peer ran as leader;
 	// PassErrors those whose log entry failed to commit.

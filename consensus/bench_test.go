@@ -28,10 +28,7 @@ func BenchmarkCommitEntries(b *testing.B) {
 		{"follower/64-proposers", 64, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			c := newCluster(b, 3, 1, func(cfg *Config) {
-				cfg.DisableScheduler = true
-				cfg.CheckInvariants = false
-			})
+			c := newCluster(b, 3, 1, func(cfg *Config) { cfg.CheckInvariants = false })
 			p := c.waitLeader()
 			if bc.follower {
 				for _, q := range c.peers {
@@ -91,10 +88,7 @@ func BenchmarkCommitEntries(b *testing.B) {
 func BenchmarkDecisionBatches(b *testing.B) {
 	for _, n := range []int{1, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("batch-%d", n), func(b *testing.B) {
-			c := newCluster(b, 3, 1, func(cfg *Config) {
-				cfg.DisableScheduler = true
-				cfg.CheckInvariants = false
-			})
+			c := newCluster(b, 3, 1, func(cfg *Config) { cfg.CheckInvariants = false })
 			leader := c.waitLeader()
 			a, bb := prepareSwap(b, leader, n)
 			cmds := [2][]byte{
@@ -197,69 +191,4 @@ func decisionsCommand(b *testing.B, leader *tpeer, to, from swapSet) []byte {
 		b.Fatal(err)
 	}
 	return data
-}
-
-// BenchmarkFailover measures, with the default LAN timeouts, the time from
-// killing the leader of a 3-voter cluster (Shutdown and host close, as a
-// crash) to (1) the first entry a survivor commits through the new leader
-// and (2) the first decision the new leader's scheduling loop commits for a
-// task submitted after the kill. The cluster is rebuilt for every iteration
-// (not timed); run with -benchtime=10x or so.
-func BenchmarkFailover(b *testing.B) {
-	var commitTotal, decideTotal time.Duration
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		c := newCluster(b, 3, 4, func(cfg *Config) { cfg.CheckInvariants = false })
-		old := c.waitLeader()
-		var s *tpeer
-		for _, p := range c.peers {
-			if p != old {
-				s = p
-				break
-			}
-		}
-		cmd := command(s, ledger.Command{SubmitTasks: &ledger.SubmitTasks{Tasks: []ledger.TaskSpec{{SizeMFlop: 1000}}}})
-		b.StartTimer()
-		killed := time.Now()
-		old.stop()
-		var res ledger.Result
-		for {
-			var err error
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			res, err = s.node.Propose(ctx, cmd)
-			cancel()
-			if err == nil {
-				break
-			}
-			if time.Since(killed) > 20*time.Second {
-				b.Fatalf("no commit 20 s after the kill: %v", err)
-			}
-		}
-		committed := time.Since(killed)
-		task := res.TaskIDs[0]
-		for {
-			var placed bool
-			s.node.View(func(l *ledger.Ledger) {
-				t, ok := l.Task(task)
-				placed = ok && t.State == ledger.TaskAssigned
-			})
-			if placed {
-				break
-			}
-			if time.Since(killed) > 20*time.Second {
-				b.Fatal("no decision 20 s after the kill")
-			}
-			time.Sleep(time.Millisecond)
-		}
-		decided := time.Since(killed)
-		b.StopTimer()
-		commitTotal += committed
-		decideTotal += decided
-		for _, p := range c.peers {
-			p.stop()
-		}
-		b.StartTimer()
-	}
-	b.ReportMetric(float64(commitTotal.Milliseconds())/float64(b.N), "ms-to-first-commit")
-	b.ReportMetric(float64(decideTotal.Milliseconds())/float64(b.N), "ms-to-first-decision")
 }

@@ -1,12 +1,14 @@
 package consensus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/coopgrid/coopgrid/policy"
+	"github.com/coopgrid/coopgrid/ledger"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // Config configures a Node. Start from DefaultConfig (LAN timeouts) or
@@ -68,30 +70,11 @@ type Config struct {
 	// earlier deadline.
 	LeaderWaitTimeout time.Duration
 
-	// Policy is the scheduling policy the leader runs (policy.Names()).
-	Policy string
-	// ScheduleInterval is the leader's tick: a pass runs at least this often
-	// while tasks wait, besides the passes woken by state changes.
-	ScheduleInterval time.Duration
-	// ScheduleDebounce delays a woken pass a little so that a burst of
-	// changes (a job of many tasks, several completions) makes one pass and
-	// one log entry.
-	ScheduleDebounce time.Duration
-	// CheckpointBlockSeconds is policy.State.CheckpointBlockSeconds (the
-	// dissertation uses 5 minutes; 0 means no checkpointing).
-	CheckpointBlockSeconds float64
-	// DisableScheduler turns the leader's scheduling loop off (for tools
-	// and tests that propose decisions themselves).
-	DisableScheduler bool
-
 	// CheckInvariants runs ledger.CheckInvariants after every applied entry
 	// and records the first violation (see Node.InvariantError). It costs a
 	// full state scan per entry: for tests and debugging.
 	CheckInvariants bool
 
-	// Now is the clock used to stamp the leader's decisions (default
-	// time.Now).
-	Now func() time.Time
 	// StoreDelay, when set, is called before every write to the Raft log
 	// and stable store and the write waits that long: a slow disk, for
 	// fault injection only (nil in production).
@@ -102,32 +85,49 @@ type Config struct {
 	storeFail func() error
 	// Logger defaults to slog.Default(). Raft's own log lines go to it too.
 	Logger *slog.Logger
+
+	// Admit, when set, decides whether a command may be appended: it is
+	// called for every command proposed through this node (proposer is
+	// then this node) and, on the leader, for every command a follower
+	// forwards (proposer is the authenticated sender), after the command
+	// was decoded and found to act as its proposer, and before anything is
+	// appended. A refused command never reaches the log: Propose returns
+	// Admit's error (a *p2p.Error keeps its code; any other error becomes
+	// CodeForbidden). state is the local ledger under its read lock: Admit
+	// must not keep it, call View or propose.
+	Admit func(proposer peer.ID, c ledger.Command, state *ledger.Ledger) error
+	// OnLeadership, when set, runs in its own goroutine each time this node
+	// becomes leader. Its ctx is cancelled the moment leadership is lost
+	// (or the node shuts down), and the node waits for it to return before
+	// it handles the next change of leadership: the leader's duties never
+	// overlap themselves.
+	OnLeadership func(ctx context.Context, n *Node)
+	// OnApply, when set, is called on the state machine's goroutine after
+	// every applied command, in log order. It must not block (signal a
+	// channel, do not propose).
+	OnApply func(res *ledger.Result)
 }
 
 // DefaultConfig returns LAN defaults for a data directory.
 func DefaultConfig(dataDir string) Config {
 	return Config{
-		DataDir:                dataDir,
-		HeartbeatTimeout:       400 * time.Millisecond,
-		ElectionTimeout:        400 * time.Millisecond,
-		LeaderLeaseTimeout:     300 * time.Millisecond,
-		CommitTimeout:          20 * time.Millisecond,
-		TransportTimeout:       2 * time.Second,
-		MaxAppendEntries:       256,
-		SnapshotInterval:       2 * time.Minute,
-		SnapshotThreshold:      8192,
-		TrailingLogs:           10240,
-		SnapshotRetain:         2,
-		LogCacheSize:           1024,
-		MaxVoters:              5,
-		MaintenanceInterval:    2 * time.Second,
-		ApplyTimeout:           10 * time.Second,
-		LeaderWaitTimeout:      5 * time.Second,
-		MaxForwarding:          32,
-		Policy:                 "ehosep",
-		ScheduleInterval:       5 * time.Second,
-		ScheduleDebounce:       10 * time.Millisecond,
-		CheckpointBlockSeconds: 300,
+		DataDir:             dataDir,
+		HeartbeatTimeout:    400 * time.Millisecond,
+		ElectionTimeout:     400 * time.Millisecond,
+		LeaderLeaseTimeout:  300 * time.Millisecond,
+		CommitTimeout:       20 * time.Millisecond,
+		TransportTimeout:    2 * time.Second,
+		MaxAppendEntries:    256,
+		SnapshotInterval:    2 * time.Minute,
+		SnapshotThreshold:   8192,
+		TrailingLogs:        10240,
+		SnapshotRetain:      2,
+		LogCacheSize:        1024,
+		MaxVoters:           5,
+		MaintenanceInterval: 2 * time.Second,
+		ApplyTimeout:        10 * time.Second,
+		LeaderWaitTimeout:   5 * time.Second,
+		MaxForwarding:       32,
 	}
 }
 
@@ -162,10 +162,6 @@ func (c Config) withDefaults() Config {
 	setDur(&c.MaintenanceInterval, d.MaintenanceInterval)
 	setDur(&c.ApplyTimeout, d.ApplyTimeout)
 	setDur(&c.LeaderWaitTimeout, d.LeaderWaitTimeout)
-	setDur(&c.ScheduleInterval, d.ScheduleInterval)
-	if c.ScheduleDebounce < 0 {
-		c.ScheduleDebounce = 0
-	}
 	if c.MaxAppendEntries <= 0 {
 		c.MaxAppendEntries = d.MaxAppendEntries
 	}
@@ -187,15 +183,6 @@ func (c Config) withDefaults() Config {
 	if c.MaxVoters <= 0 {
 		c.MaxVoters = d.MaxVoters
 	}
-	if c.Policy == "" {
-		c.Policy = d.Policy
-	}
-	if c.CheckpointBlockSeconds < 0 {
-		c.CheckpointBlockSeconds = 0
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -214,9 +201,6 @@ func (c Config) validate() error {
 	}
 	if c.MaxAppendEntries > 1024 {
 		return fmt.Errorf("MaxAppendEntries %d exceeds raft's limit of 1024", c.MaxAppendEntries)
-	}
-	if _, err := policy.New(c.Policy); err != nil {
-		return err
 	}
 	return nil
 }

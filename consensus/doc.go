@@ -1,5 +1,8 @@
 // Package consensus replicates the federation's ledger with Raft over
-// libp2p and runs the scheduling policy on the leader.
+// libp2p. It is generic replication: the leader's duties (the scheduling
+// pass, lost-machine detection, the admission rules for commands) live in
+// package leader and run from the hooks of Config (Admit, OnLeadership,
+// OnApply).
 //
 // # Pieces
 //
@@ -15,7 +18,9 @@
 //     it in only if it restores cleanly.
 //   - Writes: Propose commits a ledger command on the leader, or forwards it
 //     over ProtoPropose to the leader, which checks that the command acts as
-//     the authenticated peer that sent it (Command.Peer) before appending it.
+//     the authenticated peer that sent it (Command.Peer) and asks
+//     Config.Admit before appending it. AppendAsLeader is the leader's own
+//     path, without admission, for the duties that run only while it leads.
 //   - Reads: View is local and possibly stale; ReadConsistent is linearizable
 //     (barrier and leadership check on the leader, read-index wait on a
 //     follower).
@@ -23,14 +28,10 @@
 //     follower forwards to the leader), voters up to MaxVoters then
 //     non-voters, promotion of a non-voter when a voter goes, Leave with
 //     leadership transfer, RemovePeer.
-//   - The leader's scheduling loop: woken by applied commands that may change
-//     what the policy decides and by a periodic tick; takes a view of the
-//     ledger (after a barrier at the start of its term), runs the configured
-//     policy and commits all decisions of a pass as one log entry. It is
-//     cancelled the moment Raft reports the loss of leadership. The ledger
-//     re-validates each decision, so a pass decided on a stale view loses
-//     decisions but never breaks an invariant, and a decision committed twice
-//     (an old leader's pass racing a new leader's) is rejected as stale.
+//   - Notifications: Config.OnLeadership runs while this node leads (its
+//     context is cancelled the moment Raft reports the loss of leadership,
+//     and the node waits for it to return); Config.OnApply sees every
+//     applied command in log order.
 //   - Subscriptions: the executor of a peer receives the committed starts and
 //     stops for its organisation's machines.
 //

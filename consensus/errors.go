@@ -44,9 +44,29 @@ func errorf(code, format string, args ...any) *p2p.Error {
 	return p2p.Errorf(code, format, args...)
 }
 
-// retryable says the operation certainly did not take effect and may be
-// sent again to a (new) leader.
-func retryable(err error) bool {
+// Retryable says a failed operation certainly or possibly did not take
+// effect for a reason that passes (no leader, a leader change, a timeout,
+// the network): trying again later may succeed. The outcome may be unknown
+// (CodeOutcomeUnknown, CodeTimeout), so only a command that is harmless to
+// commit twice (the ledger's replay guard, or a state check that rejects
+// the second) may be sent again blindly. A ledger rejection or a refusal
+// (CodeForbidden, CodeBadCommand, ...) is an answer: not retryable.
+func Retryable(err error) bool {
+	var pe *p2p.Error
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case CodeNoLeader, CodeNotLeader, CodeOutcomeUnknown, CodeTimeout, p2p.CodeUnavailable:
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, p2p.ErrUnreachable)
+}
+
+// certainlyNotApplied says the operation certainly did not take effect
+// (it never reached a leader's log) and may be sent again to a (new) leader
+// whatever it is.
+func certainlyNotApplied(err error) bool {
 	switch p2p.Code(err) {
 	case CodeNotLeader, CodeNoLeader:
 		return true

@@ -3,113 +3,12 @@ package consensus
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
 )
-
-// TestLeaderFailoverKeepsScheduling kills the leader in the middle of a
-// scheduling pass: the pass has taken its view and is about to commit when
-// the leader dies.
-func TestLeaderFailoverKeepsScheduling(t *testing.T) {
-	// The scheduling loop reads the clock once per pass, after deciding to
-	// plan; the hook holds the pass there while the test kills the leader.
-	var hook atomic.Pointer[func()]
-	c := newCluster(t, 3, 10, func(cfg *Config) {
-		cfg.Now = func() time.Time {
-			if h := hook.Swap(nil); h != nil {
-				(*h)()
-			}
-			return time.Now()
-		}
-	})
-	old := c.waitLeader()
-	var survivor *tpeer
-	for _, p := range c.peers {
-		if p != old {
-			survivor = p
-			break
-		}
-	}
-	// Tasks of one organisation only, fewer than the machines: the policy
-	// allocates and never preempts, so every task must end up on exactly
-	// one machine, once.
-	first := submit(t, survivor, 12)
-	eventually(t, 20*time.Second, func() error {
-		if n := len(placement(survivor)); n != len(first) {
-			return fmt.Errorf("%d of %d placed", n, len(first))
-		}
-		return nil
-	})
-	before := placement(survivor)
-
-	inPass := make(chan struct{})
-	resume := make(chan struct{})
-	h := func() {
-		close(inPass)
-		<-resume
-	}
-	hook.Store(&h)
-	second := submit(t, survivor, 12)
-	<-inPass // the leader's pass is running
-	go func() {
-		// Let the pass go on once the shutdown is under way.
-		time.Sleep(5 * time.Millisecond)
-		close(resume)
-	}()
-	old.stop()
-	killed := time.Now()
-
-	leader := c.waitLeader()
-	if leader == old {
-		t.Fatal("dead peer still leads")
-	}
-	// Proposals continue through the new leader.
-	third := submit(t, survivor, 3)
-	t.Logf("first submission committed %s after the leader was killed", time.Since(killed).Round(time.Millisecond))
-
-	all := append(append(append([]string{}, first...), second...), third...)
-	eventually(t, 20*time.Second, func() error {
-		if n := len(placement(survivor)); n != len(all) {
-			return fmt.Errorf("%d of %d placed", n, len(all))
-		}
-		return nil
-	})
-	c.converge()
-	after := placement(survivor)
-	// Nothing committed before the failover was lost or moved.
-	for task, m := range before {
-		if after[task] != m {
-			t.Fatalf("task %s was on %s before the failover, now on %q", task, m, after[task])
-		}
-	}
-	// No decision was applied twice: one machine per task, one task per
-	// machine.
-	byMachine := map[string]string{}
-	for task, m := range after {
-		if other, dup := byMachine[m]; dup {
-			t.Fatalf("machine %s holds %s and %s", m, other, task)
-		}
-		byMachine[m] = task
-	}
-	survivor.node.View(func(l *ledger.Ledger) {
-		for _, id := range all {
-			task, ok := l.Task(id)
-			if !ok {
-				t.Fatalf("task %s lost", id)
-			}
-			if task.State != ledger.TaskAssigned {
-				t.Fatalf("task %s is %s", id, task.State)
-			}
-		}
-	})
-	if st := leader.node.SchedulerStats(); st.Accepted == 0 {
-		t.Fatalf("the new leader scheduled nothing: %+v", st)
-	}
-}
 
 // TestRestartRecoversFromSnapshotAndLog restarts peers from their data
 // directories: a follower of a running cluster, and a whole one-peer
@@ -154,7 +53,7 @@ func TestRestartRecoversFromSnapshotAndLog(t *testing.T) {
 		c.converge()
 	})
 	t.Run("whole federation", func(t *testing.T) {
-		c := newCluster(t, 1, 2, func(cfg *Config) { cfg.DisableScheduler = true })
+		c := newCluster(t, 1, 2, nil)
 		p := c.peers[0]
 		submit(t, p, 3)
 		if err := p.node.Snapshot(); err != nil {
@@ -189,7 +88,6 @@ func TestLaggingPeerCatchesUpBySnapshot(t *testing.T) {
 	small := func(cfg *Config) {
 		cfg.SnapshotThreshold = 16
 		cfg.TrailingLogs = 4
-		cfg.DisableScheduler = true
 	}
 	c := newCluster(t, 3, 2, small)
 	leader := c.waitLeader()
@@ -270,7 +168,7 @@ func TestJoinThroughFollower(t *testing.T) {
 }
 
 func TestNonVotersAndPromotion(t *testing.T) {
-	c := newCluster(t, 5, 1, func(cfg *Config) { cfg.DisableScheduler = true })
+	c := newCluster(t, 5, 1, nil)
 	leader := c.waitLeader()
 	for i := 0; i < 2; i++ {
 		p := c.add()

@@ -321,3 +321,35 @@ func placement(p *tpeer) map[string]string {
 	})
 	return out
 }
+
+// allocate places tasks on free machines with one decisions entry appended
+// by the leader, as the leader's scheduling pass would (package leader runs
+// the real one).
+func allocate(tb testing.TB, leader *tpeer, tasks []string) ledger.Result {
+	tb.Helper()
+	var free []string
+	leader.node.View(func(l *ledger.Ledger) {
+		for _, m := range l.Machines() {
+			if m.State == ledger.MachineUp && m.Task == "" {
+				free = append(free, m.ID)
+			}
+		}
+	})
+	if len(free) < len(tasks) {
+		tb.Fatalf("%d free machines for %d tasks", len(free), len(tasks))
+	}
+	ds := make([]ledger.Decision, len(tasks))
+	for i, task := range tasks {
+		ds[i] = ledger.Decision{Kind: ledger.DecideAllocate, Task: task, Machine: free[i]}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := leader.node.AppendAsLeader(ctx, command(leader, ledger.Command{Decisions: &ledger.Decisions{Decisions: ds}}))
+	if err != nil {
+		tb.Fatalf("allocate on %s: %v", leader.name, err)
+	}
+	if got := res.AcceptedDecisions(); got != len(tasks) {
+		tb.Fatalf("%d of %d decisions accepted: %+v", got, len(tasks), res.Decisions)
+	}
+	return res
+}

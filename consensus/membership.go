@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/coopgrid/coopgrid/p2p"
 	"github.com/hashicorp/raft"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -83,7 +84,7 @@ func (n *Node) Join(ctx context.Context, bootstrap ...string) (JoinResult, error
 			continue
 		}
 		resp, err := n.host.Request(ctx, via, ProtoMembership, req)
-		if err != nil && retryable(err) {
+		if err != nil && certainlyNotApplied(err) {
 			// The member knew no leader yet (an election is running).
 			select {
 			case <-time.After(n.cfg.ElectionTimeout):
@@ -143,19 +144,26 @@ func (n *Node) Leave(ctx context.Context) error {
 	// A request whose outcome is unknown (the new leader lost leadership
 	// while committing it) or that met no leader is sent again, a few
 	// times; "not a member" on a retry means an earlier attempt committed.
-	for attempt := 1; ; attempt++ {
-		_, err := n.onLeader(ctx, req)
-		if err == nil || (attempt > 1 && p2p.Code(err) == CodeNotMember) {
-			break // on a retry, "not a member": the earlier attempt committed
+	attempt := 0
+	var last error
+	_, err = backoff.Retry(ctx, func() (struct{}, error) {
+		attempt++
+		_, last = n.onLeader(ctx, req)
+		switch {
+		case last == nil, attempt > 1 && p2p.Code(last) == CodeNotMember:
+			return struct{}{}, nil
+		case certainlyNotApplied(last) || p2p.Code(last) == CodeOutcomeUnknown:
+			return struct{}{}, last
 		}
-		if attempt == 3 || !(retryable(err) || p2p.Code(err) == CodeOutcomeUnknown) {
-			return fmt.Errorf("leave: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("leave: %w", err)
-		case <-time.After(200 * time.Millisecond):
-		}
+		return struct{}{}, backoff.Permanent(last)
+	},
+		backoff.WithBackOff(backoff.NewConstantBackOff(200*time.Millisecond)),
+		backoff.WithMaxTries(3),
+		backoff.WithMaxElapsedTime(0),
+	)
+	if err != nil {
+		// On ctx's end backoff reports ctx's error; the attempt's says more.
+		return fmt.Errorf("leave: %w", last)
 	}
 	if err := n.Shutdown(); err != nil {
 		return fmt.Errorf("leave: shutdown: %w", err)
@@ -232,7 +240,7 @@ func (n *Node) onLeader(ctx context.Context, req []byte) (memberResponse, error)
 			}
 		}
 		if err != nil {
-			if attempt == 0 && retryable(err) {
+			if attempt == 0 && certainlyNotApplied(err) {
 				if werr := n.waitLeaderChange(ctx, tried); werr == nil {
 					continue
 				}

@@ -8,12 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
-	"github.com/coopgrid/coopgrid/policy"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	libp2praft "github.com/libp2p/go-libp2p-raft"
@@ -38,13 +36,13 @@ const (
 
 // Node is one peer's member of the federation's Raft group: the replicated
 // ledger, the forwarding of writes and reads to the leader, membership, and
-// (while it leads) the scheduling loop.
+// the notifications (leadership, applied commands) the leader's duties run
+// from.
 type Node struct {
-	cfg    Config
-	host   *p2p.Host
-	self   peer.ID
-	log    *slog.Logger
-	policy policy.Policy
+	cfg  Config
+	host *p2p.Host
+	self peer.ID
+	log  *slog.Logger
 
 	fsm   *fsm
 	hub   *hub
@@ -57,7 +55,6 @@ type Node struct {
 	notifyCh chan bool
 	// forwardSlots is a semaphore bounding concurrent forwarded proposals.
 	forwardSlots chan struct{}
-	wakeCh       chan struct{}
 	kickCh       chan struct{}
 	obsCh        chan raft.Observation
 	observer     *raft.Observer
@@ -75,20 +72,6 @@ type Node struct {
 
 	shutdownOnce sync.Once
 	shutdownErr  error
-
-	sched schedCounters
-}
-
-type schedCounters struct {
-	passes, proposed, accepted, rejected, errors atomic.Uint64
-}
-
-// SchedulerStats counts the scheduling passes this node ran as leader.
-type SchedulerStats struct {
-	// Passes that ran the policy; Proposed decisions committed in entries;
-	// Accepted and Rejected by Apply (stale decisions are rejected);
-	// Errors counts passes whose entry failed to commit.
-	Passes, Proposed, Accepted, Rejected, Errors uint64
 }
 
 // New opens (or creates) the node's Raft state in cfg.DataDir and starts
@@ -103,10 +86,6 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("consensus: %w", err)
 	}
-	pol, err := policy.New(cfg.Policy)
-	if err != nil {
-		return nil, fmt.Errorf("consensus: %w", err)
-	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("consensus: data dir: %w", err)
 	}
@@ -115,12 +94,10 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 		host:     h,
 		self:     h.ID(),
 		log:      cfg.Logger.With("peer", shortID(h.ID())),
-		policy:   pol,
 		hub:      newHub(),
 		notifyCh: make(chan bool, 8),
 		// Sized after withDefaults, so MaxForwarding is positive.
 		forwardSlots: make(chan struct{}, cfg.MaxForwarding),
-		wakeCh:       make(chan struct{}, 1),
 		kickCh:       make(chan struct{}, 1),
 		obsCh:        make(chan raft.Observation, 64),
 		dialing:      map[peer.ID]bool{},
@@ -130,6 +107,7 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 	n.fsm.afterRestore = n.hub.restored
 
 	hlog := newRaftLogger(n.log)
+	var err error
 	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, RaftDBFile), NoSync: cfg.NoSync})
 	if err != nil {
 		return nil, fmt.Errorf("consensus: open %s: %w", RaftDBFile, err)
@@ -388,18 +366,6 @@ func (n *Node) Snapshot() error {
 	return nil
 }
 
-// SchedulerStats returns the counters of the scheduling passes this node ran
-// while it was leader.
-func (n *Node) SchedulerStats() SchedulerStats {
-	return SchedulerStats{
-		Passes:   n.sched.passes.Load(),
-		Proposed: n.sched.proposed.Load(),
-		Accepted: n.sched.accepted.Load(),
-		Rejected: n.sched.rejected.Load(),
-		Errors:   n.sched.errors.Load(),
-	}
-}
-
 // Subscribe delivers the committed changes to the machines of organisation
 // org (all machines when org is ""): allocations to start and preemptions,
 // cancellations and losses to stop. Subscribe first, then read the current
@@ -418,38 +384,12 @@ func (n *Node) Subscribe(org string) *Subscription {
 // afterApply runs on the FSM goroutine after each applied command.
 func (n *Node) afterApply(res *ledger.Result) {
 	n.hub.publish(res)
-	if wakesScheduler(res) {
-		select {
-		case n.wakeCh <- struct{}{}:
-		default:
-		}
+	if n.cfg.OnApply != nil {
+		n.cfg.OnApply(res)
 	}
 }
 
-// wakesScheduler says whether an applied entry may give the policy something
-// new to decide. Heartbeats and checkpoint records change the view only in
-// ways the periodic tick covers; the leader's own decisions were already
-// decided on.
-func wakesScheduler(res *ledger.Result) bool {
-	if !res.Applied() {
-		return false
-	}
-	switch res.Kind {
-	case ledger.KindHeartbeat, ledger.KindCheckpoint, ledger.KindDecisions:
-		return false
-	case ledger.KindReports:
-		// A batch of reports wakes it as its items would have, one by one.
-		for _, it := range res.Reports {
-			if it.Err == nil && it.Kind != ledger.KindCheckpoint {
-				return true
-			}
-		}
-		return false
-	}
-	return true
-}
-
-// watchLeadership starts the scheduling loop when this node becomes leader
+// watchLeadership runs Config.OnLeadership when this node becomes leader
 // and cancels it the moment leadership is lost.
 func (n *Node) watchLeadership() {
 	defer n.wg.Done()
@@ -468,21 +408,21 @@ func (n *Node) watchLeadership() {
 			}
 			n.log.Info("consensus: became leader")
 			n.kick()
-			if !n.cfg.DisableScheduler {
-				stop = n.startScheduler()
+			if n.cfg.OnLeadership != nil {
+				stop = n.startLeadership()
 			}
 		}
 	}
 }
 
-// startScheduler runs the scheduling loop in the background and returns
-// the function that stops it and waits until it has stopped.
-func (n *Node) startScheduler() (stop func()) {
+// startLeadership runs Config.OnLeadership in the background and returns
+// the function that cancels it and waits until it has returned.
+func (n *Node) startLeadership() (stop func()) {
 	ctx, cancel := context.WithCancel(n.ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		n.runScheduler(ctx)
+		n.cfg.OnLeadership(ctx, n)
 	}()
 	return func() {
 		cancel()

@@ -22,19 +22,19 @@ import (
 //
 // The command must act as this peer (Command.Peer == ID()): the leader
 // refuses a forwarded command whose Peer differs from the authenticated
-// peer that sent it. Decisions batches are refused: only the leader's
-// scheduling loop proposes them.
+// peer that sent it. Config.Admit is asked here first and again on the
+// leader; a command it refuses is never appended.
 //
 // A command the ledger rejected is not an error: the Result carries it in
 // Result.Err. Errors are *p2p.Error with the codes of this package.
 func (n *Node) Propose(ctx context.Context, data []byte) (ledger.Result, error) {
-	if _, err := n.checkCommand(n.self, data); err != nil {
+	if err := n.admit(n.self, data); err != nil {
 		return ledger.Result{}, err
 	}
 	ctx, cancel := n.withTimeout(ctx, n.cfg.ApplyTimeout)
 	defer cancel()
 	leader, res, err := n.proposeOnce(ctx, data)
-	if err != nil && retryable(err) {
+	if err != nil && certainlyNotApplied(err) {
 		n.log.Debug("consensus: propose retry after leader change", "leader", leader, "err", err)
 		if werr := n.waitLeaderChange(ctx, leader); werr != nil {
 			return ledger.Result{}, err
@@ -102,21 +102,29 @@ func (n *Node) waitLeaderChange(ctx context.Context, old peer.ID) error {
 	}
 }
 
-// checkCommand decodes data and enforces the consensus layer's rules on top
-// of the ledger's: the command acts as the peer that proposes it; decisions
-// only come from the leader's own loop.
-func (n *Node) checkCommand(proposer peer.ID, data []byte) (ledger.Command, error) {
+// admit decodes data and checks that the command acts as the peer that
+// proposes it (the authenticated sender of a forwarded command, this node
+// for its own), then asks Config.Admit.
+func (n *Node) admit(proposer peer.ID, data []byte) error {
 	c, err := ledger.DecodeCommand(data)
 	if err != nil {
-		return c, errorf(CodeBadCommand, "%v", err)
+		return errorf(CodeBadCommand, "%v", err)
 	}
 	if c.Peer != proposer.String() {
-		return c, errorf(CodeForbidden, "command acts as peer %q but was proposed by %s", c.Peer, proposer)
+		return errorf(CodeForbidden, "command acts as peer %q but was proposed by %s", c.Peer, proposer)
 	}
-	if c.Kind() == ledger.KindDecisions {
-		return c, errorf(CodeForbidden, "decisions are proposed only by the leader's scheduling loop")
+	if n.cfg.Admit == nil {
+		return nil
 	}
-	return c, nil
+	n.fsm.view(func(l *ledger.Ledger) { err = n.cfg.Admit(proposer, c, l) })
+	if err == nil {
+		return nil
+	}
+	var perr *p2p.Error
+	if errors.As(err, &perr) {
+		return err
+	}
+	return errorf(CodeForbidden, "%v", err)
 }
 
 // handlePropose serves a follower's forwarded command on the leader.
@@ -130,23 +138,8 @@ func (n *Node) handlePropose(ctx context.Context, remote peer.ID, data []byte) (
 	} else if !ok {
 		return nil, errorf(CodeNotMember, "peer %s is not a member of the cluster", remote)
 	}
-	c, err := n.checkCommand(remote, data)
-	if err != nil {
+	if err := n.admit(remote, data); err != nil {
 		return nil, err
-	}
-	// The ledger lets any registered peer declare a machine lost; only the
-	// leader (which watches heartbeats) may do so for another
-	// organisation's machine.
-	if c.MachineLost != nil {
-		var owner string
-		n.View(func(l *ledger.Ledger) {
-			if m, ok := l.Machine(c.MachineLost.Machine); ok {
-				owner = m.Org
-			}
-		})
-		if owner != "" && owner != c.Org {
-			return nil, errorf(CodeForbidden, "only the leader may declare another organisation's machine %q lost", c.MachineLost.Machine)
-		}
 	}
 	res, err := n.applyLocal(ctx, data)
 	if err != nil {
@@ -157,6 +150,31 @@ func (n *Node) handlePropose(ctx context.Context, remote peer.ID, data []byte) (
 		return nil, fmt.Errorf("encode result: %w", err)
 	}
 	return b, nil
+}
+
+// AppendAsLeader commits data on this node, which must be the leader, and
+// returns what Apply did with it. It skips Config.Admit and never forwards:
+// it is for the leader's own duties (its scheduling pass), which run only
+// while this node leads. Errors are those of Propose (CodeNotLeader when
+// this node does not lead).
+func (n *Node) AppendAsLeader(ctx context.Context, data []byte) (ledger.Result, error) {
+	return n.applyLocal(ctx, data)
+}
+
+// Barrier waits until every entry committed before the call is applied to
+// the local ledger. Only the leader can pass a barrier (CodeNotLeader
+// elsewhere); a new leader passes one before it trusts its view.
+func (n *Node) Barrier(ctx context.Context) error {
+	ctx, cancel := n.withTimeout(ctx, n.cfg.ApplyTimeout)
+	defer cancel()
+	timeout := n.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	if err := waitFuture(ctx, n.raft.Barrier(timeout)); err != nil {
+		return raftError(err, "barrier", CodeNotLeader)
+	}
+	return nil
 }
 
 // applyLocal appends data to the log on this node (which must lead) and

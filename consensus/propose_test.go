@@ -3,17 +3,43 @@ package consensus
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
+// refusedLimit is the limit the admission hook of TestProposeRules refuses:
+// a stand-in for the leader's rules (package leader tests the real ones).
+const refusedLimit = 13
+
 func TestProposeRules(t *testing.T) {
-	c := newCluster(t, 3, 2, func(cfg *Config) { cfg.DisableScheduler = true })
+	var admitted sync.Map // "proposer command-peer" → true, as Admit saw them
+	c := newCluster(t, 3, 2, func(cfg *Config) {
+		self := cfg.DataDir
+		cfg.Admit = func(proposer peer.ID, cmd ledger.Command, state *ledger.Ledger) error {
+			admitted.Store(self+" "+proposer.String()+" "+cmd.Peer, true)
+			if cmd.SetLimit == nil {
+				return nil
+			}
+			if _, ok := state.Org(cmd.Org); !ok {
+				return errors.New("admission saw no state")
+			}
+			switch cmd.SetLimit.LimitMilliW {
+			case refusedLimit:
+				return p2p.Errorf(CodeForbidden, "limit %d refused", refusedLimit)
+			case refusedLimit + 1:
+				return errors.New("an uncoded refusal")
+			}
+			return nil
+		}
+	})
 	leader := c.waitLeader()
 	var f, other *tpeer
 	for _, p := range c.peers {
@@ -36,7 +62,6 @@ func TestProposeRules(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	decisions := ledger.Command{Decisions: &ledger.Decisions{Decisions: []ledger.Decision{{Kind: ledger.DecideAllocate, Task: "org1-1", Machine: "org1/m0"}}}}
 	tests := []struct {
 		name string
 		// send returns the error of one attempt.
@@ -51,12 +76,20 @@ func TestProposeRules(t *testing.T) {
 			_, err := f.node.Propose(ctx, command(f, ledger.Command{Peer: other.node.ID().String(), Org: other.org, SetLimit: &ledger.SetLimit{LimitMilliW: 1}}))
 			return err
 		}, CodeForbidden},
-		{"decisions from a follower", func() error {
-			_, err := f.node.Propose(ctx, command(f, decisions))
+		{"refused by admission, on a follower", func() error {
+			_, err := f.node.Propose(ctx, command(f, ledger.Command{SetLimit: &ledger.SetLimit{LimitMilliW: refusedLimit}}))
 			return err
 		}, CodeForbidden},
-		{"decisions on the leader's API", func() error {
-			_, err := leader.node.Propose(ctx, command(leader, decisions))
+		{"refused by admission, on the leader", func() error {
+			_, err := leader.node.Propose(ctx, command(leader, ledger.Command{SetLimit: &ledger.SetLimit{LimitMilliW: refusedLimit}}))
+			return err
+		}, CodeForbidden},
+		{"refused by admission without a code", func() error {
+			_, err := leader.node.Propose(ctx, command(leader, ledger.Command{SetLimit: &ledger.SetLimit{LimitMilliW: refusedLimit + 1}}))
+			return err
+		}, CodeForbidden},
+		{"forwarded, refused by the leader's admission", func() error {
+			_, err := f.host.Request(ctx, leader.node.ID(), ProtoPropose, command(f, ledger.Command{SetLimit: &ledger.SetLimit{LimitMilliW: refusedLimit}}))
 			return err
 		}, CodeForbidden},
 		{"forwarded, acting as another member", func() error {
@@ -76,10 +109,6 @@ func TestProposeRules(t *testing.T) {
 			_, err = outsider.host.Request(ctx, leader.node.ID(), ProtoPropose, b)
 			return err
 		}, CodeNotMember},
-		{"another organisation's machine declared lost", func() error {
-			_, err := f.node.Propose(ctx, command(f, ledger.Command{MachineLost: &ledger.MachineLostCmd{Machine: other.org + "/m0"}}))
-			return err
-		}, CodeForbidden},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,13 +134,21 @@ func TestProposeRules(t *testing.T) {
 	if after, _ := leader.node.Hash(); after != before {
 		t.Fatal("a command the ledger rejected changed the state hash")
 	}
-	// A follower may declare its own machine lost; the result comes back
+	// A follower's own machine declared lost; the result comes back
 	// through the forwarding stream intact.
 	res = mustPropose(t, f, ledger.Command{MachineLost: &ledger.MachineLostCmd{Machine: f.org + "/m1"}})
 	if !res.Applied() || res.Kind != ledger.KindMachineLost {
 		t.Fatalf("own machine lost: %+v", res)
 	}
 	c.converge()
+	// Admission ran on the follower for its own command (proposer: itself)
+	// and on the leader for the forwarded one (proposer: the sender).
+	for _, on := range []*tpeer{f, leader} {
+		key := filepath.Join(on.dir, "raft") + " " + f.node.ID().String() + " " + f.node.ID().String()
+		if _, ok := admitted.Load(key); !ok {
+			t.Errorf("admission did not see %s's command on %s", f.name, on.name)
+		}
+	}
 }
 
 func TestSubscriptionDeliversOwnMachines(t *testing.T) {
@@ -124,6 +161,7 @@ func TestSubscriptionDeliversOwnMachines(t *testing.T) {
 	defer all.Close()
 
 	ids := submit(t, c.peers[0], 6) // as many tasks as machines
+	allocate(t, c.waitLeader(), ids)
 	eventually(t, 20*time.Second, func() error {
 		if n := len(allEvents.list()); n != len(ids) {
 			return fmt.Errorf("%d start events, want %d", n, len(ids))
@@ -214,7 +252,6 @@ func TestConfigValidation(t *testing.T) {
 			c.ElectionTimeout = 100 * time.Millisecond
 			c.HeartbeatTimeout = 500 * time.Millisecond
 		}},
-		{"unknown policy", func(c *Config) { c.Policy = "fifo" }},
 		{"too many entries per RPC", func(c *Config) { c.MaxAppendEntries = 5000 }},
 	}
 	for _, tc := range tests {

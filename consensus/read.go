@@ -20,7 +20,7 @@ func (n *Node) ReadConsistent(ctx context.Context, fn func(l *ledger.Ledger)) er
 	ctx, cancel := n.withTimeout(ctx, n.cfg.ApplyTimeout)
 	defer cancel()
 	idx, err := n.readIndexOnce(ctx)
-	if err != nil && retryable(err) {
+	if err != nil && certainlyNotApplied(err) {
 		leader, _ := n.Leader()
 		if werr := n.waitLeaderChange(ctx, leader); werr == nil {
 			idx, err = n.readIndexOnce(ctx)

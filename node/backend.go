@@ -75,7 +75,7 @@ func (n *Node) Machines(ctx context.Context) ([]api.MachineView, error) {
 	n.cons.View(func(l *ledger.Ledger) { ms = l.Machines() })
 	out := apiconv.Machines(ms)
 	for i := range out {
-		out[i].LastHeartbeatMs = max(out[i].LastHeartbeatMs, n.hb.lastHeartbeatMs(out[i].ID))
+		out[i].LastHeartbeatMs = max(out[i].LastHeartbeatMs, n.gossip.LastHeartbeatMs(out[i].ID))
 	}
 	return out, nil
 }
@@ -437,7 +437,7 @@ func apiError(err error) error {
 // Metrics reports the leader loop's counters (api.MetricsSource): the
 // passes and decisions this peer made while it led.
 func (n *Node) Metrics(ctx context.Context) (api.NodeMetrics, error) {
-	s := n.cons.SchedulerStats()
+	s := n.SchedulerStats()
 	return api.NodeMetrics{
 		SchedulingPasses:  s.Passes,
 		PassErrors:        s.Errors,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coopgrid/coopgrid/consensus"
+	"github.com/coopgrid/coopgrid/leader"
 	"github.com/coopgrid/coopgrid/ledger"
 	logging "github.com/ipfs/go-log/v2"
 )
@@ -94,11 +95,11 @@ func (tn *tnode) startWith(tweak func(*consensus.Config), bootstrap ...string) {
 			c.NoSync = true
 			c.CheckInvariants = true
 			c.MaintenanceInterval = 300 * time.Millisecond
-			c.ScheduleDebounce = 5 * time.Millisecond
 			if tweak != nil {
 				tweak(c)
 			}
 		},
+		Leader: func(c *leader.Config) { c.ScheduleDebounce = 5 * time.Millisecond },
 	})
 	if err != nil {
 		tn.tb.Fatalf("start %s: %v", tn.org, err)

@@ -17,11 +17,12 @@ import (
 	"github.com/coopgrid/coopgrid/config"
 	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/executor"
+	"github.com/coopgrid/coopgrid/gossip"
+	"github.com/coopgrid/coopgrid/leader"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
 	"github.com/coopgrid/coopgrid/runner"
 	"github.com/coopgrid/coopgrid/transfer"
-	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -43,6 +44,10 @@ type Options struct {
 	// Consensus, when set, edits the consensus configuration after the
 	// config file's settings (for tests and tools).
 	Consensus func(*consensus.Config)
+	// Leader, when set, edits the leader's configuration (scheduling,
+	// lost-machine detection) after the config file's settings (for tests
+	// and tools).
+	Leader func(*leader.Config)
 	// FaultInjection turns on the test-only fault surface (POST
 	// /v1/debug/faults: blocked peers, clock offset, slow Raft store;
 	// faultinject.go). Off by default; `peer run --fault-injection`.
@@ -68,18 +73,16 @@ type Node struct {
 
 	host  *p2p.Host
 	cons  *consensus.Node
+	lead  *leader.Leader
 	exec  executor.Executor // nil when the peer offers no machines
 	files *transfer.Service
 	// runner runs what the ledger places on this peer's machines.
 	runner *runner.Runner
 
-	ps    *pubsub.PubSub
-	topic *pubsub.Topic
-	psSub *pubsub.Subscription
-	hb    *tracker
-	// boot and hbSeq order this peer's heartbeats (the replay guard).
-	boot  int64
-	hbSeq atomic.Uint64
+	gossip *gossip.Gossip
+	// boot orders this peer's heartbeats across restarts (the replay
+	// guard).
+	boot int64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -177,7 +180,6 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		machines: map[string]executor.MachineConfig{},
 		ready:    make(chan struct{}),
 		done:     make(chan struct{}),
-		hb:       newTracker(),
 		faults:   faults,
 	}
 	n.boot = config.NextBoot(dir, n.now().UnixMilli(), n.log)
@@ -227,17 +229,20 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if cfg.Consensus.Preset == "wan" {
 		ccfg = consensus.WANConfig(filepath.Join(dir, config.RaftDir))
 	}
-	ccfg.Policy = cfg.Consensus.Policy
-	ccfg.ScheduleInterval = cfg.Consensus.ScheduleInterval
-	ccfg.CheckpointBlockSeconds = cfg.Consensus.CheckpointBlock.Seconds()
 	ccfg.Logger = log
-	ccfg.Now = n.now
 	if n.faults != nil {
 		ccfg.StoreDelay = n.faults.diskDelay
 	}
 	if opts.Consensus != nil {
 		opts.Consensus(&ccfg)
 	}
+	n.gossip = gossip.New(gossip.Config{Org: cfg.Org, Boot: n.boot, Interval: cfg.Heartbeat.Interval, Now: n.now, Logger: n.log})
+	if n.lead, err = n.newLeader(ccfg); err != nil {
+		return fail(err)
+	}
+	ccfg.Admit = n.lead.Admit
+	ccfg.OnApply = n.lead.Applied
+	ccfg.OnLeadership = func(ctx context.Context, c *consensus.Node) { n.lead.Establish(ctx, c) }
 	if n.cons, err = consensus.New(ccfg, n.host); err != nil {
 		return fail(err)
 	}
@@ -259,16 +264,33 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		return fail(err)
 	}
 
-	n.wg.Add(3)
+	n.wg.Add(1)
 	go n.setup()
-	go n.detectLost()
-	go n.consumeHeartbeats()
 	return n, nil
 }
 
 // badInput is Start's error for a bad option, as config.Init's are.
 func badInput(format string, args ...any) error {
 	return &config.InputError{Err: fmt.Errorf(format, args...)}
+}
+
+// newLeader builds the leader's duties from config.yaml's consensus and
+// heartbeat sections; they run while this peer leads (ccfg.OnLeadership).
+func (n *Node) newLeader(ccfg consensus.Config) (*leader.Leader, error) {
+	lcfg := leader.DefaultConfig()
+	lcfg.Self, lcfg.Org = n.self, n.org
+	lcfg.Policy = n.cfg.Consensus.Policy
+	lcfg.ScheduleInterval = n.cfg.Consensus.ScheduleInterval
+	lcfg.CheckpointBlockSeconds = n.cfg.Consensus.CheckpointBlock.Seconds()
+	lcfg.BarrierRetry = ccfg.HeartbeatTimeout
+	lcfg.LostTimeout = n.cfg.Heartbeat.Timeout
+	lcfg.Serving = func() bool { return n.isReady() && !n.crashed.Load() && !n.closing.Load() }
+	lcfg.Now = n.now
+	lcfg.Logger = n.log
+	if n.opts.Leader != nil {
+		n.opts.Leader(&lcfg)
+	}
+	return leader.New(lcfg, n.gossip)
 }
 
 func newExecutor(cfg config.Config, dir string, mf *executor.MachinesFile, log *slog.Logger) (executor.Executor, error) {
@@ -357,6 +379,10 @@ func (n *Node) Consensus() *consensus.Node { return n.cons }
 // consensus.
 type ReplicationConfig = consensus.Config
 
+// LeaderConfig is what Options.Leader edits (leader.Config): the
+// scheduling pass and lost-machine detection, for tools and tests.
+type LeaderConfig = leader.Config
+
 // ViewLedger runs fn on this peer's replica of the ledger, read-only and
 // possibly stale (consensus.Node.View's rules: keep nothing but copies).
 func (n *Node) ViewLedger(fn func(l *ledger.Ledger)) { n.cons.View(fn) }
@@ -377,7 +403,7 @@ func (n *Node) Halt() error {
 
 // SchedulerStats are the leader loop's counters (decisions per second for
 // /metrics).
-func (n *Node) SchedulerStats() consensus.SchedulerStats { return n.cons.SchedulerStats() }
+func (n *Node) SchedulerStats() leader.SchedulerStats { return n.lead.SchedulerStats() }
 
 // Ready is closed once the organisation is registered and the executor
 // bridge runs.
@@ -458,13 +484,10 @@ func (n *Node) shutdown(ctx context.Context) error {
 	if n.runner != nil {
 		n.runner.Close()
 	}
+	if n.gossip != nil {
+		n.gossip.Close()
+	}
 	n.wg.Wait()
-	if n.psSub != nil {
-		n.psSub.Cancel()
-	}
-	if n.topic != nil {
-		_ = n.topic.Close()
-	}
 	if n.cons != nil {
 		if err := n.cons.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("consensus: %w", err))

@@ -9,7 +9,6 @@ import (
 
 	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/ledger"
-	"github.com/coopgrid/coopgrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -131,8 +130,7 @@ func (n *Node) setup() {
 		}
 	}
 	n.runner.Start()
-	n.wg.Add(1)
-	go n.publishHeartbeats()
+	n.gossip.StartPublishing(heartbeatSource{n})
 	close(n.ready)
 	n.log.Info("ready", "machines", len(n.machines))
 }
@@ -374,15 +372,6 @@ func (n *Node) peerOfOrg(org string) (peer.ID, error) {
 }
 
 // retryable says a failed proposal certainly or possibly did not take
-// effect for reasons that pass (no leader, leader change, network).
-func retryable(err error) bool {
-	var pe *p2p.Error
-	if errors.As(err, &pe) {
-		switch pe.Code {
-		case consensus.CodeNoLeader, consensus.CodeNotLeader, consensus.CodeOutcomeUnknown, consensus.CodeTimeout, p2p.CodeUnavailable:
-			return true
-		}
-		return false
-	}
-	return errors.Is(err, p2p.ErrUnreachable)
-}
+// effect for reasons that pass (no leader, leader change, network): the one
+// rule, consensus.Retryable.
+func retryable(err error) bool { return consensus.Retryable(err) }

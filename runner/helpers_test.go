@@ -13,6 +13,7 @@ import (
 
 	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/executor"
+	"github.com/coopgrid/coopgrid/leader"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
 	logging "github.com/ipfs/go-log/v2"
@@ -78,9 +79,25 @@ func startLedger(tb testing.TB, machines []executor.MachineConfig, tweak func(*c
 	cfg := consensus.DefaultConfig(filepath.Join(l.dir, "raft"))
 	cfg.NoSync = true
 	cfg.CheckInvariants = true
-	cfg.ScheduleInterval = 300 * time.Millisecond
-	cfg.ScheduleDebounce = 5 * time.Millisecond
 	cfg.Logger = testLogger(l.org)
+	// The leader's duties, as node wires them: the scheduling pass runs the
+	// policy over this one-peer federation. Nothing gossips here, so lost
+	// detection is given machines that are always heard of and a timeout
+	// no test reaches.
+	lcfg := leader.DefaultConfig()
+	lcfg.Self, lcfg.Org = l.host.ID(), l.org
+	lcfg.ScheduleInterval = 300 * time.Millisecond
+	lcfg.ScheduleDebounce = 5 * time.Millisecond
+	lcfg.LostTimeout = time.Hour
+	lcfg.Logger = testLogger(l.org)
+	lead, err := leader.New(lcfg, alwaysHeard{})
+	if err != nil {
+		l.host.Close()
+		tb.Fatalf("leader: %v", err)
+	}
+	cfg.Admit = lead.Admit
+	cfg.OnApply = lead.Applied
+	cfg.OnLeadership = func(ctx context.Context, n *consensus.Node) { lead.Establish(ctx, n) }
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -251,4 +268,13 @@ func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// alwaysHeard stands for gossip in a federation of one: every machine was
+// heard of just now, so the leader never declares one lost.
+type alwaysHeard struct{}
+
+func (alwaysHeard) LastSeen(string) (time.Time, bool) { return time.Now(), true }
+func (alwaysHeard) OwnerClockMs(_ string, now time.Time) (int64, bool) {
+	return now.UnixMilli(), true
 }

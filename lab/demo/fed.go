@@ -161,8 +161,8 @@ func startDemoFederation(ctx context.Context, w *demoWorkload, dir string, tm de
 				// A throwaway federation: bolt skips fsync.
 				c.NoSync = true
 				c.MaintenanceInterval = 500 * time.Millisecond
-				c.ScheduleDebounce = 5 * time.Millisecond
 			},
+			Leader: func(c *node.LeaderConfig) { c.ScheduleDebounce = 5 * time.Millisecond },
 		})
 		if err != nil {
 			return f, fmt.Errorf("demo: start %s: %w", org.Name, err)

@@ -1,4 +1,4 @@
-package node
+package gossip
 
 import (
 	"bytes"
@@ -20,26 +20,15 @@ import (
 var fuzzNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // FuzzHeartbeat feeds arbitrary bytes, signed either by the peer registered
-// for the organisation or by a stranger, to the gossip validator of a real
-// single-peer federation. It must never panic; every refusal is one of the
+// for the organisation or by a stranger, to the heartbeat decoder and
+// validator, against a real ledger where the organisation is registered. It must never panic; every refusal is one of the
 // three classified errors; and every accepted message satisfies every bound
 // the rest of the node relies on, is signed by its organisation's peer, and
 // survives a re-encoding unchanged.
 func FuzzHeartbeat(f *testing.F) {
-	tn := newTNode(f, "fz", "", "machines:\n  - name: m1\n    gflops: 10\n    busy_watts: 100\n", testConfig("sim"))
-	tn.start()
-	n := tn.n
-	stranger, err := peer.Decode("12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo")
-	if err != nil {
-		f.Fatal(err)
-	}
-	enc := func(hb Heartbeat) []byte {
-		b, err := json.Marshal(hb)
-		if err != nil {
-			f.Fatal(err)
-		}
-		return b
-	}
+	self := newPeerID(f)
+	view := newLedgerView(f, map[string]peer.ID{"fz": self})
+	enc := func(hb Heartbeat) []byte { return encode(f, hb) }
 	good := Heartbeat{V: 1, Org: "fz", AtMs: 1_700_000_000_000, Boot: 1_700_000_000_000, Seq: 1, Load1: 0.5,
 		HostPowerMilliW: 42_000, Machines: []MachineTelemetry{{Name: "m1", Task: "fz-1", PowerMilliW: 100_000}},
 		Addrs: []string{"/ip4/127.0.0.1/tcp/4001"}}
@@ -60,14 +49,14 @@ func FuzzHeartbeat(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, bySelf bool) {
 		author := stranger
 		if bySelf {
-			author = n.self
+			author = self
 		}
-		hb, err := n.checkHeartbeat(author, data)
+		hb, err := Check(view, author, data)
 		if err != nil {
 			if hb != nil {
 				t.Fatal("a refused heartbeat came with a value")
 			}
-			if !errors.Is(err, errHeartbeatMalformed) && !errors.Is(err, errHeartbeatUnauthorised) && !errors.Is(err, errHeartbeatUnknown) {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrUnauthorised) && !errors.Is(err, ErrUnknownOrg) {
 				t.Fatalf("unclassified refusal: %v", err)
 			}
 			return
@@ -75,7 +64,7 @@ func FuzzHeartbeat(f *testing.F) {
 		if len(data) > MaxHeartbeatBytes {
 			t.Fatalf("accepted %d bytes", len(data))
 		}
-		if author != n.self || hb.Org != "fz" {
+		if author != self || hb.Org != "fz" {
 			t.Fatalf("accepted org %q signed by %s", hb.Org, author)
 		}
 		name := func(s string) bool { return len(s) <= ledger.MaxNameLen && fuzzNameRE.MatchString(s) }
@@ -118,7 +107,7 @@ func FuzzHeartbeat(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encode: %v", err)
 		}
-		again, err := n.checkHeartbeat(author, b)
+		again, err := Check(view, author, b)
 		if err != nil {
 			t.Fatalf("re-encoded heartbeat refused: %v", err)
 		}

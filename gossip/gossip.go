@@ -1,0 +1,239 @@
+package gossip
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coopgrid/coopgrid/p2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// Config configures a peer's gossip.
+type Config struct {
+	// Org is the organisation this peer's heartbeats speak for.
+	Org string
+	// Boot is this start's boot stamp (Heartbeat.Boot): never at or below
+	// the previous start's.
+	Boot int64
+	// Interval paces this peer's heartbeats (default 1s).
+	Interval time.Duration
+	// Now stamps the heartbeats (default time.Now).
+	Now func() time.Time
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Source is what this peer's heartbeats say, read at every publication.
+type Source interface {
+	// Telemetry returns this peer's machines, each with the task running
+	// there, and the host's measured draw (0 when not measured); ok false
+	// keeps the peer silent this time (it is stopping, or crashed).
+	Telemetry() (machines []MachineTelemetry, hostPowerMilliW int64, ok bool)
+	// Published runs after each heartbeat this peer published, on the
+	// publishing goroutine (the node brings its lost machines back up).
+	Published(ctx context.Context)
+}
+
+// Gossip is one peer's part of the heartbeat topic: once joined, it
+// validates and records the heartbeats it receives, and it publishes its
+// own once StartPublishing is called. It implements leader.Liveness from
+// New on (nothing is heard of before Join).
+type Gossip struct {
+	cfg   Config
+	log   *slog.Logger
+	host  *p2p.Host
+	state StateViewer
+
+	ps    *pubsub.PubSub
+	topic *pubsub.Topic
+	sub   *pubsub.Subscription
+	seen  *tracker
+	guard ReplayGuard
+	seq   atomic.Uint64
+
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// New returns a peer's gossip, not joined yet.
+func New(cfg Config) *Gossip {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	g := &Gossip{cfg: cfg, log: cfg.Logger, seen: newTracker()}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	return g
+}
+
+// Join joins the heartbeat topic on h, with the validator that checks
+// every message against state, and starts recording the heartbeats
+// received. Call it once.
+func (g *Gossip) Join(h *p2p.Host, state StateViewer) error {
+	g.host, g.state = h, state
+	if err := g.join(); err != nil {
+		return fmt.Errorf("start gossip: %w", err)
+	}
+	g.wg.Add(1)
+	go g.consume()
+	return nil
+}
+
+func (g *Gossip) join() error {
+	ps, err := pubsub.NewGossipSub(g.ctx, g.host, pubsub.WithMaxMessageSize(MaxHeartbeatBytes+4096))
+	if err != nil {
+		return err
+	}
+	g.ps = ps
+	if err := ps.RegisterTopicValidator(TopicHeartbeat, g.validate); err != nil {
+		return err
+	}
+	if g.topic, err = ps.Join(TopicHeartbeat); err != nil {
+		return err
+	}
+	if g.sub, err = g.topic.Subscribe(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Close stops publishing and consuming and leaves the topic. Safe to call
+// twice.
+func (g *Gossip) Close() {
+	g.closeOnce.Do(func() {
+		g.cancel()
+		g.wg.Wait()
+		if g.sub != nil {
+			g.sub.Cancel()
+		}
+		if g.topic != nil {
+			_ = g.topic.Close()
+		}
+	})
+}
+
+// LastSeen is the local time machine id was last heard of
+// (leader.Liveness).
+func (g *Gossip) LastSeen(id string) (time.Time, bool) { return g.seen.LastSeen(id) }
+
+// OwnerClockMs estimates the wall clock of machine id's peer at local time
+// now from its last heartbeat (leader.Liveness).
+func (g *Gossip) OwnerClockMs(id string, now time.Time) (int64, bool) {
+	return g.seen.OwnerClockMs(id, now)
+}
+
+// LastHeartbeatMs is the sender's time of machine id's latest heartbeat (0
+// when none was heard).
+func (g *Gossip) LastHeartbeatMs(id string) int64 { return g.seen.lastHeartbeatMs(id) }
+
+// validate is the topic validator: malformed, oversized and unauthorised
+// messages are rejected (and count against the forwarding peer in
+// gossipsub); messages from an organisation this peer does not know yet,
+// and replays, are ignored.
+func (g *Gossip) validate(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+	hb, err := Check(g.state, msg.GetFrom(), msg.GetData())
+	switch {
+	case errors.Is(err, ErrUnknownOrg):
+		return pubsub.ValidationIgnore
+	case err != nil:
+		g.log.Debug("heartbeat rejected", "from", msg.GetFrom(), "err", err)
+		return pubsub.ValidationReject
+	}
+	if !g.guard.Accept(msg.GetFrom(), hb.Boot, hb.Seq) {
+		return pubsub.ValidationIgnore
+	}
+	msg.ValidatorData = hb
+	return pubsub.ValidationAccept
+}
+
+// consume records every accepted heartbeat, and remembers the addresses
+// other peers announce in theirs.
+func (g *Gossip) consume() {
+	defer g.wg.Done()
+	for {
+		msg, err := g.sub.Next(g.ctx)
+		if err != nil {
+			return
+		}
+		hb, ok := msg.ValidatorData.(*Heartbeat)
+		if !ok {
+			continue
+		}
+		g.seen.observe(hb, time.Now())
+		if author := msg.GetFrom(); author != g.host.ID() && len(hb.Addrs) > 0 {
+			var addrs []ma.Multiaddr
+			for _, a := range hb.Addrs {
+				if m, err := ma.NewMultiaddr(a); err == nil {
+					addrs = append(addrs, m)
+				}
+			}
+			if err := g.host.Remember(peer.AddrInfo{ID: author, Addrs: addrs}); err != nil {
+				g.log.Debug("remember peer addresses", "peer", author, "err", err)
+			}
+		}
+	}
+}
+
+// StartPublishing publishes this peer's heartbeat from src now and every
+// Interval until Close. Call it once.
+func (g *Gossip) StartPublishing(src Source) {
+	g.wg.Add(1)
+	go g.publishLoop(src)
+}
+
+func (g *Gossip) publishLoop(src Source) {
+	defer g.wg.Done()
+	t := time.NewTicker(g.cfg.Interval)
+	defer t.Stop()
+	for {
+		// A peer without machines sends heartbeats too: they carry its
+		// addresses.
+		if machines, power, ok := src.Telemetry(); ok {
+			g.publish(machines, power)
+			src.Published(g.ctx)
+		}
+		select {
+		case <-g.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (g *Gossip) publish(machines []MachineTelemetry, hostPowerMilliW int64) {
+	hb := Heartbeat{V: heartbeatVersion, Org: g.cfg.Org, AtMs: g.cfg.Now().UnixMilli(), Boot: g.cfg.Boot, Seq: g.seq.Add(1), Load1: load1(),
+		HostPowerMilliW: hostPowerMilliW, Machines: machines}
+	for _, a := range g.host.Addrs() {
+		if len(hb.Addrs) < maxHeartbeatAddrs {
+			hb.Addrs = append(hb.Addrs, a.String())
+		}
+	}
+	data, err := json.Marshal(hb)
+	if err != nil {
+		g.log.Warn("heartbeat encode", "err", err)
+		return
+	}
+	// Recorded directly too: this peer's own machines must not look silent
+	// to itself if the mesh is slow to deliver its own messages.
+	g.seen.observe(&hb, time.Now())
+	ctx, cancel := context.WithTimeout(g.ctx, g.cfg.Interval)
+	defer cancel()
+	if err := g.topic.Publish(ctx, data); err != nil && g.ctx.Err() == nil {
+		g.log.Debug("heartbeat publish", "err", err)
+	}
+}

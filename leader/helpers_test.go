@@ -1,0 +1,423 @@
+package leader
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coopgrid/coopgrid/consensus"
+	"github.com/coopgrid/coopgrid/ledger"
+	"github.com/coopgrid/coopgrid/p2p"
+	"github.com/libp2p/go-libp2p/core/pnet"
+)
+
+// The leader's duties are tested on real clusters: libp2p hosts on
+// loopback, Raft with bolt stores, the ledger as state machine, and a
+// Leader wired into each peer's consensus hooks as node wires it.
+
+// testLogger is silent unless COOPGRID_TEST_LOG is set.
+func testLogger(name string) *slog.Logger {
+	if os.Getenv("COOPGRID_TEST_LOG") == "" {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name)
+}
+
+// tweak edits a peer's configurations before it starts.
+type tweak func(c *consensus.Config, l *Config)
+
+// tpeer is one real peer: a libp2p host, a consensus node on its own data
+// directory and the leader's duties, restartable from the directory.
+type tpeer struct {
+	tb   testing.TB
+	name string
+	org  string
+	dir  string
+	psk  pnet.PSK
+	mut  tweak
+	live *fakeLiveness
+
+	host    *p2p.Host
+	node    *consensus.Node
+	lead    *Leader
+	running bool
+
+	// terms counts the Establish calls running now (0 or 1); calls counts
+	// every call the duties made to the replica, appends and proposals the
+	// writes among them, over all terms.
+	terms     atomic.Int32
+	calls     atomic.Int64
+	appends   atomic.Int64
+	proposals atomic.Int64
+}
+
+func startPeer(tb testing.TB, name string, psk pnet.PSK, mut tweak) *tpeer {
+	tb.Helper()
+	p := &tpeer{tb: tb, name: name, org: name, dir: tb.TempDir(), psk: psk, mut: mut, live: newFakeLiveness()}
+	p.start()
+	tb.Cleanup(p.stop)
+	return p
+}
+
+func (p *tpeer) start() {
+	p.tb.Helper()
+	h, err := p2p.New(p2p.Config{
+		DataDir:     filepath.Join(p.dir, "p2p"),
+		ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
+		Secret:      p.psk,
+		Logger:      testLogger(p.name),
+	})
+	if err != nil {
+		p.tb.Fatalf("%s: host: %v", p.name, err)
+	}
+	cfg := consensus.DefaultConfig(filepath.Join(p.dir, "raft"))
+	cfg.CheckInvariants = true
+	cfg.Logger = testLogger(p.name)
+	cfg.MaintenanceInterval = 500 * time.Millisecond
+	lcfg := DefaultConfig()
+	lcfg.Self, lcfg.Org = h.ID(), p.org
+	lcfg.Logger = testLogger(p.name)
+	if p.mut != nil {
+		p.mut(&cfg, &lcfg)
+	}
+	lead, err := New(lcfg, p.live)
+	if err != nil {
+		h.Close()
+		p.tb.Fatalf("%s: leader: %v", p.name, err)
+	}
+	cfg.Admit = lead.Admit
+	cfg.OnApply = lead.Applied
+	cfg.OnLeadership = func(ctx context.Context, n *consensus.Node) {
+		p.terms.Add(1)
+		defer p.terms.Add(-1)
+		lead.Establish(ctx, countingReplica{Replica: n, p: p})
+	}
+	n, err := consensus.New(cfg, h)
+	if err != nil {
+		h.Close()
+		p.tb.Fatalf("%s: node: %v", p.name, err)
+	}
+	p.host, p.node, p.lead, p.running = h, n, lead, true
+}
+
+// countingReplica counts what the leader's duties ask of the replica: a
+// duty that stopped asks nothing.
+type countingReplica struct {
+	Replica
+	p *tpeer
+}
+
+func (r countingReplica) IsLeader() bool {
+	r.p.calls.Add(1)
+	return r.Replica.IsLeader()
+}
+
+func (r countingReplica) View(fn func(l *ledger.Ledger)) {
+	r.p.calls.Add(1)
+	r.Replica.View(fn)
+}
+
+func (r countingReplica) Barrier(ctx context.Context) error {
+	r.p.calls.Add(1)
+	return r.Replica.Barrier(ctx)
+}
+
+func (r countingReplica) WaitApplied(ctx context.Context, idx uint64) error {
+	r.p.calls.Add(1)
+	return r.Replica.WaitApplied(ctx, idx)
+}
+
+func (r countingReplica) AppendAsLeader(ctx context.Context, data []byte) (ledger.Result, error) {
+	r.p.calls.Add(1)
+	r.p.appends.Add(1)
+	return r.Replica.AppendAsLeader(ctx, data)
+}
+
+func (r countingReplica) Propose(ctx context.Context, data []byte) (ledger.Result, error) {
+	r.p.calls.Add(1)
+	r.p.proposals.Add(1)
+	return r.Replica.Propose(ctx, data)
+}
+
+// stop is an abrupt stop: Raft shuts down and the host closes, as when the
+// process dies (the data directory stays).
+func (p *tpeer) stop() {
+	if !p.running {
+		return
+	}
+	p.running = false
+	if err := p.node.Shutdown(); err != nil {
+		p.tb.Logf("%s: shutdown: %v", p.name, err)
+	}
+	p.host.Close()
+}
+
+func (p *tpeer) addr() string {
+	p.tb.Helper()
+	as := p.host.FullAddrs()
+	if len(as) == 0 {
+		p.tb.Fatalf("%s has no address", p.name)
+	}
+	return as[0].String()
+}
+
+// fakeLiveness stands for the gossip heartbeats: every machine is heard of
+// now, except the silent ones.
+type fakeLiveness struct {
+	mu     sync.Mutex
+	silent map[string]bool // machine ID → silent; "*" for all
+}
+
+func newFakeLiveness() *fakeLiveness { return &fakeLiveness{silent: map[string]bool{}} }
+
+func (f *fakeLiveness) setSilent(id string, silent bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.silent[id] = silent
+}
+
+func (f *fakeLiveness) isSilent(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.silent[id] || f.silent["*"]
+}
+
+func (f *fakeLiveness) LastSeen(id string) (time.Time, bool) {
+	if f.isSilent(id) {
+		return time.Time{}, false
+	}
+	return time.Now(), true
+}
+
+func (f *fakeLiveness) OwnerClockMs(id string, now time.Time) (int64, bool) {
+	if f.isSilent(id) {
+		return 0, false
+	}
+	return now.UnixMilli(), true
+}
+
+// cluster is a federation of tpeers in one process.
+type cluster struct {
+	tb    testing.TB
+	psk   pnet.PSK
+	mut   tweak
+	peers []*tpeer
+}
+
+// newCluster bootstraps the first peer and joins the others through it;
+// every peer registers its organisation with the given machines.
+func newCluster(tb testing.TB, size, machines int, mut tweak) *cluster {
+	tb.Helper()
+	psk, err := p2p.GenerateSecret()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c := &cluster{tb: tb, psk: psk, mut: mut}
+	first := c.add()
+	if err := first.node.Bootstrap(); err != nil {
+		tb.Fatal(err)
+	}
+	c.waitLeader()
+	c.register(first, machines)
+	for i := 1; i < size; i++ {
+		p := c.add()
+		c.join(p, first)
+		c.register(p, machines)
+	}
+	return c
+}
+
+func (c *cluster) add() *tpeer {
+	c.tb.Helper()
+	p := startPeer(c.tb, fmt.Sprintf("org%d", len(c.peers)), c.psk, c.mut)
+	c.peers = append(c.peers, p)
+	return p
+}
+
+func (c *cluster) join(p, via *tpeer) {
+	c.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := p.node.Join(ctx, via.addr()); err != nil {
+		c.tb.Fatalf("%s joins via %s: %v", p.name, via.name, err)
+	}
+}
+
+func (c *cluster) running() []*tpeer {
+	var out []*tpeer
+	for _, p := range c.peers {
+		if p.running {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// waitLeader waits until exactly one running peer leads.
+func (c *cluster) waitLeader() *tpeer {
+	c.tb.Helper()
+	var leader *tpeer
+	eventually(c.tb, 20*time.Second, func() error {
+		leader = nil
+		for _, p := range c.running() {
+			if p.node.IsLeader() {
+				if leader != nil {
+					return fmt.Errorf("two leaders: %s and %s", leader.name, p.name)
+				}
+				leader = p
+			}
+		}
+		if leader == nil {
+			return fmt.Errorf("no leader")
+		}
+		return nil
+	})
+	return leader
+}
+
+// other returns a running peer other than the ones given.
+func (c *cluster) other(not ...*tpeer) *tpeer {
+	c.tb.Helper()
+next:
+	for _, p := range c.running() {
+		for _, q := range not {
+			if p == q {
+				continue next
+			}
+		}
+		return p
+	}
+	c.tb.Fatal("no other running peer")
+	return nil
+}
+
+func (c *cluster) register(p *tpeer, machines int) {
+	c.tb.Helper()
+	var ms []ledger.MachineSpec
+	for i := 0; i < machines; i++ {
+		ms = append(ms, ledger.MachineSpec{Name: fmt.Sprintf("m%d", i), MFLOPS: 1000, BusyMilliW: 100_000})
+	}
+	res := mustPropose(c.tb, p, ledger.Command{RegisterOrg: &ledger.RegisterOrg{LimitMilliW: 1_000_000_000, Machines: ms}})
+	if !res.Applied() {
+		c.tb.Fatalf("register %s: %v", p.org, res.Err)
+	}
+}
+
+// converge waits until every running peer has applied the same index and
+// holds the same state hash, and checks the invariants held after every
+// entry on every peer. It returns the common hash.
+func (c *cluster) converge() string {
+	c.tb.Helper()
+	var hash string
+	eventually(c.tb, 30*time.Second, func() error {
+		hash = ""
+		var idx uint64
+		for i, p := range c.running() {
+			h, at := p.node.Hash()
+			if i == 0 {
+				hash, idx = h, at
+				continue
+			}
+			if at != idx || h != hash {
+				return fmt.Errorf("%s at %d %.12s, %s at %d %.12s", c.running()[0].name, idx, hash, p.name, at, h)
+			}
+		}
+		return nil
+	})
+	for _, p := range c.running() {
+		if err := p.node.InvariantError(); err != nil {
+			c.tb.Fatalf("%s: %v", p.name, err)
+		}
+	}
+	return hash
+}
+
+func command(p *tpeer, c ledger.Command) []byte {
+	p.tb.Helper()
+	c.V = ledger.CommandVersion
+	if c.Org == "" {
+		c.Org = p.org
+	}
+	if c.Peer == "" {
+		c.Peer = p.node.ID().String()
+	}
+	if c.AtMs == 0 {
+		c.AtMs = time.Now().UnixMilli()
+	}
+	b, err := ledger.EncodeCommand(c)
+	if err != nil {
+		p.tb.Fatalf("encode: %v", err)
+	}
+	return b
+}
+
+func mustPropose(tb testing.TB, p *tpeer, c ledger.Command) ledger.Result {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := p.node.Propose(ctx, command(p, c))
+	if err != nil {
+		tb.Fatalf("%s propose: %v", p.name, err)
+	}
+	return res
+}
+
+func submit(tb testing.TB, p *tpeer, count int) []string {
+	tb.Helper()
+	specs := make([]ledger.TaskSpec, count)
+	for i := range specs {
+		specs[i] = ledger.TaskSpec{SizeMFlop: 60_000}
+	}
+	res := mustPropose(tb, p, ledger.Command{SubmitTasks: &ledger.SubmitTasks{Tasks: specs}})
+	if !res.Applied() || len(res.TaskIDs) != count {
+		tb.Fatalf("submit on %s: %v (%d ids)", p.name, res.Err, len(res.TaskIDs))
+	}
+	return res.TaskIDs
+}
+
+// eventually retries f until it returns nil or the timeout passes. It is a
+// wait for a distributed state to settle, not a timing assertion: the
+// bound is generous.
+func eventually(tb testing.TB, timeout time.Duration, f func() error) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("not settled after %s: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// placement returns task → machine for the placed tasks, as p sees them.
+func placement(p *tpeer) map[string]string {
+	out := map[string]string{}
+	p.node.View(func(l *ledger.Ledger) {
+		for _, t := range l.Tasks(ledger.TaskFilter{States: []ledger.TaskState{ledger.TaskAssigned, ledger.TaskRunning}}) {
+			out[t.ID] = t.Machine
+		}
+	})
+	return out
+}
+
+// machineStates returns machine → state as p sees them.
+func machineStates(p *tpeer) map[string]ledger.MachineState {
+	out := map[string]ledger.MachineState{}
+	p.node.View(func(l *ledger.Ledger) {
+		for _, m := range l.Machines() {
+			out[m.ID] = m.State
+		}
+	})
+	return out
+}
