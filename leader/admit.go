@@ -23,8 +23,7 @@ import (
 //
 // Refusals are *p2p.Error with consensus.CodeForbidden.
 func (l *Leader) Admit(proposer peer.ID, c ledger.Command, state *ledger.Ledger) error {
-	// TODO(r13-ledger): use c.LeaderOnly()
-	if c.Kind() == ledger.KindDecisions {
+	if c.LeaderOnly() {
 		return p2p.Errorf(consensus.CodeForbidden, "decisions are proposed only by the leader's scheduling loop")
 	}
 	if c.MachineLost != nil && proposer != l.cfg.Self {

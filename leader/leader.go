@@ -96,7 +96,7 @@ func (l *Leader) Establish(ctx context.Context, r Replica) {
 // scheduling pass when an applied command may change what the policy
 // decides. It runs on the state machine's goroutine and never blocks.
 func (l *Leader) Applied(res *ledger.Result) {
-	if !wakesScheduler(res) {
+	if !ledger.WakesScheduler(res) {
 		return
 	}
 	select {

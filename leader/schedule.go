@@ -172,28 +172,3 @@ func (l *Leader) plan(r StateViewer) (data []byte, count int, ok bool) {
 	}
 	return data, len(ds), true
 }
-
-// wakesScheduler says whether an applied entry may give the policy something
-// new to decide. Heartbeats and checkpoint records change the view only in
-// ways the periodic tick covers; the leader's own decisions were already
-// decided on.
-//
-// TODO(r13-ledger): use ledger.WakesScheduler
-func wakesScheduler(res *ledger.Result) bool {
-	if !res.Applied() {
-		return false
-	}
-	switch res.Kind {
-	case ledger.KindHeartbeat, ledger.KindCheckpoint, ledger.KindDecisions:
-		return false
-	case ledger.KindReports:
-		// A batch of reports wakes it as its items would have, one by one.
-		for _, it := range res.Reports {
-			if it.Err == nil && it.Kind != ledger.KindCheckpoint {
-				return true
-			}
-		}
-		return false
-	}
-	return true
-}

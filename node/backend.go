@@ -14,6 +14,8 @@ import (
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/node/apiconv"
 	"github.com/coopgrid/coopgrid/p2p"
+	"github.com/coopgrid/coopgrid/transfer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
 // This file implements api.Backend. Reads are local (possibly a little
@@ -109,7 +111,7 @@ func (n *Node) Task(ctx context.Context, id string) (api.TaskDetail, error) {
 	}
 	d := apiconv.TaskDetail(&t)
 	if t.Org == n.org {
-		d.OutputFiles = n.listOutputs(t.ID)
+		d.OutputFiles = n.files.ListOutputs(t.ID)
 	}
 	return d, nil
 }
@@ -241,16 +243,10 @@ func (n *Node) proposeEncoded(ctx context.Context, data []byte) (ledger.Result, 
 // keyed submission again: the outcome is unknown, or no leader took it. A
 // ledger rejection is an answer, not resendable.
 func resendable(err error) bool {
-	var pe *p2p.Error
-	if !errors.As(err, &pe) && !errors.Is(err, p2p.ErrUnreachable) {
-		return false
-	}
-	switch p2p.Code(err) {
-	case consensus.CodeOutcomeUnknown, consensus.CodeNoLeader, consensus.CodeNotLeader, consensus.CodeTimeout,
-		p2p.CodeUnavailable, p2p.CodeTruncated:
-		return true
-	}
-	return false
+	// A submission carries its request ID, so resending it is safe even
+	// when a first answer was cut off (truncated): the ledger answers a
+	// resend with the original task IDs.
+	return consensus.Retryable(err) || p2p.Code(err) == p2p.CodeTruncated
 }
 
 // Cancel cancels one of this organisation's tasks.
@@ -258,7 +254,7 @@ func (n *Node) Cancel(ctx context.Context, id string) error {
 	if err := n.requireReady(); err != nil {
 		return err
 	}
-	if !validTaskID(id) {
+	if !transfer.ValidTaskID(id) {
 		return api.Errorf(api.CodeBadRequest, "task ID %q", id)
 	}
 	_, err := n.propose(ctx, func(c *ledger.Command) { c.CancelTask = &ledger.CancelTask{Task: id} })
@@ -293,7 +289,7 @@ func (n *Node) Logs(ctx context.Context, id, stream string) ([]byte, error) {
 		return nil, api.Errorf(api.CodeNotFound, "the organisation that ran task %s is no longer registered", id)
 	}
 	if owner == n.self.String() {
-		b, err := n.readLocalLog(id, stream)
+		b, err := n.files.ReadLocalLog(id, stream)
 		return b, apiError(err)
 	}
 	if t.Org != n.org {
@@ -304,7 +300,7 @@ func (n *Node) Logs(ctx context.Context, id, stream string) ([]byte, error) {
 		return nil, api.Errorf(api.CodeInternal, "peer %q: %v", owner, err)
 	}
 	req := []byte(fmt.Sprintf(`{"task":%q,"stream":%q}`, id, stream))
-	b, err := n.host.Request(ctx, pid, protocolID(ProtoLogs), req)
+	b, err := n.host.Request(ctx, pid, protocol.ID(transfer.ProtoLogs), req)
 	if err != nil {
 		return nil, apiError(err)
 	}
@@ -413,7 +409,7 @@ func apiError(err error) error {
 			return api.Errorf(api.CodeForbidden, "%v", err)
 		case consensus.CodeBadCommand, p2p.CodeBadRequest:
 			return api.Errorf(api.CodeBadRequest, "%v", err)
-		case CodeNotFound:
+		case transfer.CodeNotFound:
 			return api.Errorf(api.CodeNotFound, "%v", err)
 		case consensus.CodeLastMember:
 			return api.Errorf(api.CodeConflict, "%v", err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/coopgrid/coopgrid/config"
 	"math"
 	"os"
 	"path/filepath"
@@ -69,7 +70,7 @@ func sleepTask(seconds string, size int64) api.SubmitTask {
 
 // ckConfig makes checkpoints fast to observe: a short grace, frequent
 // garbage collection.
-func ckConfig(c *Config) {
+func ckConfig(c *config.Config) {
 	c.Checkpoint.Grace = 3 * time.Second
 	c.Checkpoint.GCInterval = 300 * time.Millisecond
 	c.Checkpoint.TransferTimeout = 10 * time.Second
@@ -80,7 +81,7 @@ func ckConfig(c *Config) {
 func stdoutOf(t *testing.T, tn *tnode, task string) map[string]int {
 	t.Helper()
 	out := map[string]int{}
-	paths, _ := filepath.Glob(filepath.Join(tn.dir, TasksDir, task, "attempt-*", "stdout"))
+	paths, _ := filepath.Glob(filepath.Join(tn.dir, config.TasksDir, task, "attempt-*", "stdout"))
 	sort.Strings(paths)
 	for _, p := range paths {
 		f, err := os.Open(p)
@@ -102,7 +103,7 @@ func stdoutOf(t *testing.T, tn *tnode, task string) map[string]int {
 
 // savedCount reads the counter the task last saved on tn's disk (-1: none).
 func savedCount(tn *tnode, task string) int {
-	b, err := os.ReadFile(filepath.Join(tn.dir, TasksDir, task, runner.CheckpointSubdir, "count"))
+	b, err := os.ReadFile(filepath.Join(tn.dir, config.TasksDir, task, runner.CheckpointSubdir, "count"))
 	if err != nil {
 		return -1
 	}
@@ -145,8 +146,8 @@ func TestPreemptedTaskResumesElsewhere(t *testing.T) {
 	peers := federation(t, "process", []string{"ck-sub", "ck-own", "ck-far"}, map[string]string{
 		"ck-own": processMachine("y1", 10, 100),
 		"ck-far": processMachine("z1", 5, 150),
-	}, map[string]func(*Config){
-		"ck-sub": func(c *Config) { ckConfig(c); c.Limit = "system" },
+	}, map[string]func(*config.Config){
+		"ck-sub": func(c *config.Config) { ckConfig(c); c.Limit = "system" },
 		"ck-own": ckConfig,
 		"ck-far": ckConfig,
 	})
@@ -210,7 +211,7 @@ func TestPreemptedTaskResumesElsewhere(t *testing.T) {
 	if second["count"] != counterTarget {
 		t.Fatalf("second run on ck-far: %v", second)
 	}
-	got, err := os.ReadFile(filepath.Join(sub.dir, OutputsDir, id, "result.txt"))
+	got, err := os.ReadFile(filepath.Join(sub.dir, config.OutputsDir, id, "result.txt"))
 	if err != nil || strings.TrimSpace(string(got)) != strconv.Itoa(counterTarget) {
 		t.Fatalf("result %q %v", got, err)
 	}
@@ -223,7 +224,7 @@ func TestPreemptedTaskResumesElsewhere(t *testing.T) {
 			if len(p.n.runner.CheckpointStore().List()) != 0 {
 				return false
 			}
-			if _, err := os.Stat(filepath.Join(p.dir, TasksDir, id, runner.CheckpointSubdir)); err == nil {
+			if _, err := os.Stat(filepath.Join(p.dir, config.TasksDir, id, runner.CheckpointSubdir)); err == nil {
 				return false
 			}
 		}
@@ -265,14 +266,14 @@ func TestResumeAfterHolderLossOrCorruption(t *testing.T) {
 			sub, own, far, alt := p+"sub", p+"own", p+"far", p+"alt"
 			small := ckConfig
 			if tc.tooLarge {
-				small = func(c *Config) { ckConfig(c); c.Checkpoint.MaxArchiveBytes = 64 }
+				small = func(c *config.Config) { ckConfig(c); c.Checkpoint.MaxArchiveBytes = 64 }
 			}
 			peers := federation(t, "process", []string{sub, own, far, alt}, map[string]string{
 				own: processMachine("y1", 10, 100),
 				far: processMachine("z1", 5, 150),
 				alt: processMachine("w1", 5, 150),
-			}, map[string]func(*Config){
-				sub: func(c *Config) { ckConfig(c); c.Limit = "system" },
+			}, map[string]func(*config.Config){
+				sub: func(c *config.Config) { ckConfig(c); c.Limit = "system" },
 				own: ckConfig, far: small, alt: small,
 			})
 			byOrg := map[string]*tnode{}
@@ -458,14 +459,14 @@ func TestWasteAgreesWithSimulator(t *testing.T) {
 		totalMs = 20_000
 		size    = totalMs * d / 1000 // MFlop
 	)
-	edit := func(c *Config) {
+	edit := func(c *config.Config) {
 		ckConfig(c)
 		c.Consensus.CheckpointBlock = blockMs * time.Millisecond
 	}
 	peers := federation(t, "process", []string{"w-sub", "w-own"}, map[string]string{
 		"w-own": processMachine("y1", gflops, 100),
-	}, map[string]func(*Config){
-		"w-sub": func(c *Config) { edit(c); c.Limit = "system" },
+	}, map[string]func(*config.Config){
+		"w-sub": func(c *config.Config) { edit(c); c.Limit = "system" },
 		"w-own": edit,
 	})
 	sub, own := peers[0], peers[1]
@@ -479,7 +480,7 @@ func TestWasteAgreesWithSimulator(t *testing.T) {
 		Outputs:        []string{"result.txt"},
 		Checkpointable: true,
 	})[0]
-	progressFile := filepath.Join(own.dir, TasksDir, id, runner.CheckpointSubdir, "coopgrid-progress.json")
+	progressFile := filepath.Join(own.dir, config.TasksDir, id, runner.CheckpointSubdir, "coopgrid-progress.json")
 	waitFor(t, 20*time.Second, id+" completed its first block", func() bool {
 		_, err := os.Stat(progressFile)
 		return err == nil
@@ -576,15 +577,15 @@ func simulatedWaste(t *testing.T, run float64, d int64, block float64, size int6
 // holder of every archive is gone, the task resumes elsewhere from the
 // last recorded checkpoint, fetched from a replica.
 func TestPeriodicCheckpointsSurviveACrash(t *testing.T) {
-	edit := func(c *Config) {
+	edit := func(c *config.Config) {
 		ckConfig(c)
 		c.Checkpoint.Interval = 300 * time.Millisecond
 	}
 	peers := federation(t, "process", []string{"pc-sub", "pc-own", "pc-far"}, map[string]string{
 		"pc-own": processMachine("y1", 10, 100),
 		"pc-far": processMachine("z1", 5, 150),
-	}, map[string]func(*Config){
-		"pc-sub": func(c *Config) { edit(c); c.Limit = "system" },
+	}, map[string]func(*config.Config){
+		"pc-sub": func(c *config.Config) { edit(c); c.Limit = "system" },
 		"pc-own": edit,
 		"pc-far": edit,
 	})
@@ -648,8 +649,8 @@ func TestSimulatedTaskResumesFromCheckpoint(t *testing.T) {
 	peers := federation(t, "sim", []string{"s-sub", "s-own", "s-far"}, map[string]string{
 		"s-own": simMachine("y1", 100, 100),
 		"s-far": simMachine("z1", 50, 150),
-	}, map[string]func(*Config){
-		"s-sub": func(c *Config) { ckConfig(c); c.Limit = "system" },
+	}, map[string]func(*config.Config){
+		"s-sub": func(c *config.Config) { ckConfig(c); c.Limit = "system" },
 		"s-own": ckConfig,
 		"s-far": ckConfig,
 	})

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"github.com/coopgrid/coopgrid/config"
 	"io"
 	"log/slog"
 	"net/http"
@@ -100,7 +101,7 @@ func TestFaultSurfaceOffByDefault(t *testing.T) {
 		t.Fatalf("state changed: %d %s → %d %s", before.AppliedIndex, before.StateHash, after.AppliedIndex, after.StateHash)
 	}
 	tn.close()
-	if _, err := Start(ctx, Options{DataDir: tn.dir, FaultClockOffset: time.Hour, Logger: testLogger(tn.org)}); !errors.As(err, new(*InputError)) {
+	if _, err := Start(ctx, Options{DataDir: tn.dir, FaultClockOffset: time.Hour, Logger: testLogger(tn.org)}); !errors.As(err, new(*config.InputError)) {
 		t.Fatalf("--fault-clock-offset without --fault-injection: %v, want an input error", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/coopgrid/coopgrid/config"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -221,7 +222,7 @@ func TestRestartReconcilesMachines(t *testing.T) {
 	tn := newTNode(t, "mc-a", "", "machines:\n  - {name: keep, gflops: 10, busy_watts: 100}\n  - {name: gone, gflops: 10, busy_watts: 100}\n  - {name: tuned, gflops: 10, busy_watts: 100}\n", testConfig("sim"))
 	tn.start()
 	tn.close()
-	if err := os.WriteFile(filepath.Join(tn.dir, MachinesFile), []byte("machines:\n  - {name: keep, gflops: 10, busy_watts: 100}\n  - {name: tuned, gflops: 20, busy_watts: 120, idle_watts: 30}\n  - {name: new, gflops: 5, busy_watts: 50}\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(tn.dir, config.MachinesFile), []byte("machines:\n  - {name: keep, gflops: 10, busy_watts: 100}\n  - {name: tuned, gflops: 20, busy_watts: 120, idle_watts: 30}\n  - {name: new, gflops: 5, busy_watts: 50}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tn.start()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/coopgrid/coopgrid/config"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,7 @@ func TestFederationRunsRealTasks(t *testing.T) {
 		"uni-a": processMachine("a1", 1, 200),
 		"uni-b": processMachine("b1", 10, 100),
 		"uni-c": processMachine("c1", 10, 90),
-	}, map[string]func(*Config){"uni-a": func(c *Config) { c.Limit = "system" }})
+	}, map[string]func(*config.Config){"uni-a": func(c *config.Config) { c.Limit = "system" }})
 	a, b, c := peers[0], peers[1], peers[2]
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -84,7 +85,7 @@ func TestFederationRunsRealTasks(t *testing.T) {
 		if seg.EnergyJ <= 0 || seg.Source == "" {
 			t.Fatalf("task %s: segment without energy: %+v", id, seg)
 		}
-		want := filepath.Join(a.dir, OutputsDir, id, "out", "result.txt")
+		want := filepath.Join(a.dir, config.OutputsDir, id, "out", "result.txt")
 		got, err := os.ReadFile(want)
 		if err != nil {
 			t.Fatalf("output of %s (ran on %s) not returned: %v", id, seg.Machine, err)

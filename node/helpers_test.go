@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"github.com/coopgrid/coopgrid/config"
 	"io"
 	"log/slog"
 	"os"
@@ -41,8 +42,8 @@ type tnode struct {
 }
 
 // testConfig shortens the timeouts so that a test federation reacts fast.
-func testConfig(executorKind string) func(*Config) {
-	return func(c *Config) {
+func testConfig(executorKind string) func(*config.Config) {
+	return func(c *config.Config) {
 		c.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
 		c.API = "127.0.0.1:0"
 		c.Executor.Kind = executorKind
@@ -58,10 +59,10 @@ func testConfig(executorKind string) func(*Config) {
 // newTNode initialises a data directory: a new federation when secret is
 // "", else joining with that secret file. machines is the machines file's
 // content ("" for none); edit changes the config further.
-func newTNode(tb testing.TB, org, secret, machines string, edit func(*Config)) *tnode {
+func newTNode(tb testing.TB, org, secret, machines string, edit func(*config.Config)) *tnode {
 	tb.Helper()
 	dir := filepath.Join(tb.TempDir(), org)
-	o := InitOptions{DataDir: dir, Org: org, NewFederation: secret == "", SecretFile: secret, Config: edit}
+	o := config.InitOptions{DataDir: dir, Org: org, NewFederation: secret == "", SecretFile: secret, Config: edit}
 	if machines != "" {
 		mf := filepath.Join(tb.TempDir(), "machines.yaml")
 		if err := os.WriteFile(mf, []byte(machines), 0o600); err != nil {
@@ -69,7 +70,7 @@ func newTNode(tb testing.TB, org, secret, machines string, edit func(*Config)) *
 		}
 		o.MachinesFile = mf
 	}
-	if _, err := Init(context.Background(), o); err != nil {
+	if _, err := config.Init(context.Background(), o); err != nil {
 		tb.Fatalf("init %s: %v", org, err)
 	}
 	return &tnode{tb: tb, org: org, dir: dir}
@@ -158,14 +159,14 @@ func (tn *tnode) addr() string {
 func (tn *tnode) secret() string { return filepath.Join(tn.dir, "federation.key") }
 
 // federation starts a first peer and joins the others through it.
-func federation(tb testing.TB, kind string, orgs []string, machines map[string]string, edit map[string]func(*Config)) []*tnode {
+func federation(tb testing.TB, kind string, orgs []string, machines map[string]string, edit map[string]func(*config.Config)) []*tnode {
 	tb.Helper()
 	var out []*tnode
 	for i, org := range orgs {
 		cfg := testConfig(kind)
 		if e := edit[org]; e != nil {
 			base := cfg
-			cfg = func(c *Config) { base(c); e(c) }
+			cfg = func(c *config.Config) { base(c); e(c) }
 		}
 		secret := ""
 		if i > 0 {

@@ -247,10 +247,10 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		return fail(err)
 	}
 
-	if n.runner, err = n.newRunner(); err != nil {
+	if n.files, err = n.newTransfer(); err != nil {
 		return fail(err)
 	}
-	if n.files, err = n.newTransfer(); err != nil {
+	if n.runner, err = n.newRunner(); err != nil {
 		return fail(err)
 	}
 	if err := n.startGossip(); err != nil {

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"github.com/coopgrid/coopgrid/config"
 	"os/exec"
 	"strings"
 	"testing"
@@ -48,7 +49,7 @@ func TestReportsAreBatched(t *testing.T) {
 	const machines, tasks = 16, 64
 	lead := newTNode(t, "rb-lead", "", "", testConfig("process"))
 	lead.startSlowLeader(20 * time.Millisecond)
-	work := newTNode(t, "rb-work", lead.secret(), manyMachines(machines, trueBin), func(c *Config) {
+	work := newTNode(t, "rb-work", lead.secret(), manyMachines(machines, trueBin), func(c *config.Config) {
 		testConfig("process")(c)
 		c.Limit = "system"
 	})

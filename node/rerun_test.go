@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"github.com/coopgrid/coopgrid/config"
+	"github.com/coopgrid/coopgrid/transfer"
 	"os"
 	"path/filepath"
 	"sync"
@@ -34,8 +36,8 @@ func TestStaleRunReportedAfterReplacement(t *testing.T) {
 	peers := federation(t, "process", []string{"rr-s", "rr-o"}, map[string]string{
 		"rr-s": processMachine("m1", 50, 150),
 		"rr-o": processMachine("m1", 100, 100),
-	}, map[string]func(*Config){
-		"rr-s": func(c *Config) { c.Limit = "120W" },
+	}, map[string]func(*config.Config){
+		"rr-s": func(c *config.Config) { c.Limit = "120W" },
 	})
 	s, o := peers[0], peers[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -44,14 +46,14 @@ func TestStaleRunReportedAfterReplacement(t *testing.T) {
 	entered := make(chan struct{})
 	release := make(chan struct{})
 	var once sync.Once
-	s.n.host.Handle(ProtoOutputs, func(ctx context.Context, remote peer.ID, req []byte) ([]byte, error) {
+	s.n.host.Handle(transfer.ProtoOutputs, func(ctx context.Context, remote peer.ID, req []byte) ([]byte, error) {
 		once.Do(func() { close(entered) })
 		select {
 		case <-release:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		return s.n.handleOutputs(ctx, remote, req)
+		return s.n.files.HandleOutputs(ctx, remote, req)
 	})
 	var releaseOnce sync.Once
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
@@ -132,7 +134,7 @@ func TestStaleRunReportedAfterReplacement(t *testing.T) {
 	if sAcc.UserMilliJ != runs || oAcc.OwnerOthersMilliJ != runs || oAcc.UserMilliJ != mine || oAcc.OwnerSelfMilliJ != mine {
 		t.Fatalf("energy: rr-s %+v, rr-o %+v; runs of %s %d mJ, %s %d mJ", sAcc, oAcc, id, runs, other, mine)
 	}
-	outs := s.n.listOutputs(id)
+	outs := s.n.files.ListOutputs(id)
 	if len(outs) != 1 || filepath.Base(outs[0]) != "out.txt" {
 		t.Fatalf("outputs of %s on rr-s: %v", id, outs)
 	}

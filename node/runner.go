@@ -2,6 +2,8 @@ package node
 
 import (
 	"fmt"
+	"github.com/coopgrid/coopgrid/config"
+	"github.com/coopgrid/coopgrid/consensus"
 	"path/filepath"
 
 	"github.com/coopgrid/coopgrid/runner"
@@ -25,12 +27,12 @@ func (n *Node) newRunner() (*runner.Runner, error) {
 		StopGrace:      n.cfg.Executor.StopGrace,
 		Ledger:         n.cons,
 		Propose:        n.propose,
-		Retryable:      retryable,
+		Retryable:      consensus.Retryable,
 		DeclareLost:    n.declareLost,
-		FetchInputs:    n.fetchInputs,
-		ShipOutputs:    n.shipOutputs,
+		FetchInputs:    n.files.FetchInputs,
+		ShipOutputs:    n.files.ShipOutputs,
 		Host:           n.host,
-		TasksDir:       filepath.Join(n.dir, TasksDir),
+		TasksDir:       filepath.Join(n.dir, config.TasksDir),
 		CheckpointsDir: filepath.Join(n.dir, CheckpointsDir),
 		Checkpoint: runner.CheckpointConfig{
 			Replication:     ck.Replication,

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -371,7 +370,3 @@ func (n *Node) peerOfOrg(org string) (peer.ID, error) {
 	return id, nil
 }
 
-// retryable says a failed proposal certainly or possibly did not take
-// effect for reasons that pass (no leader, leader change, network): the one
-// rule, consensus.Retryable.
-func retryable(err error) bool { return consensus.Retryable(err) }
