@@ -115,44 +115,59 @@ var _ api.Backend = (*Node)(nil)
 // and has no way to join, bootstraps a new federation. Start returns once
 // the peer is a member; registering the organisation and starting the
 // executor continue in the background (Ready).
+//
+// Start is a list of named steps (IPFS Cluster's pattern): each builds one
+// component from the configuration and the components before it, and
+// fails with its own context; a failed step shuts down what the earlier
+// ones started. The components own their goroutines and their Close.
 func Start(ctx context.Context, opts Options) (*Node, error) {
-	if opts.DataDir == "" {
-		return nil, errors.New("start: no data directory")
-	}
-	dir, err := filepath.Abs(opts.DataDir)
-	if err != nil {
-		return nil, fmt.Errorf("start: %w", err)
-	}
-	cfgPath := filepath.Join(dir, config.ConfigFile)
-	if _, err := os.Stat(cfgPath); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("start %s: %w", dir, config.ErrNotInitialised)
-	}
-	cfg, err := config.Load(cfgPath)
+	n, mf, err := prepare(opts)
 	if err != nil {
 		return nil, err
 	}
-	if len(opts.Listen) > 0 {
-		for _, a := range opts.Listen {
-			if err := config.CheckTCPAddr(a); err != nil {
-				return nil, badInput("--listen %v", err)
-			}
-		}
-		cfg.Listen = opts.Listen
+	steps := []struct {
+		name string
+		run  func() error
+	}{
+		{"libp2p host", n.startHost},
+		{"executor", func() error { return n.startExecutor(mf) }},
+		{"replication and leader duties", n.startReplication},
+		{"file transfer", n.startTransfer},
+		{"runner", n.startRunner},
+		{"gossip", n.startGossip},
+		{"membership", func() error { return n.join(ctx) }},
 	}
-	if opts.API != "" {
-		if err := config.CheckAPIAddr(opts.API); err != nil {
-			return nil, badInput("--api %v", err)
+	for _, s := range steps {
+		if err := s.run(); err != nil {
+			n.log.Debug("start: step failed", "step", s.name, "err", err)
+			n.shutdown(context.Background())
+			return nil, err
 		}
-		cfg.API = opts.API
 	}
-	for _, a := range opts.Bootstrap {
-		if err := config.CheckBootstrapAddr(a); err != nil {
-			return nil, badInput("--bootstrap %v", err)
-		}
+	n.wg.Add(1)
+	go n.setup()
+	return n, nil
+}
+
+// prepare checks the options against config.yaml and builds the node's
+// fixed parts: configuration with the flags applied, organisation and
+// limit, the machines file, the boot stamp and the data directory's
+// subdirectories. Nothing runs yet.
+func prepare(opts Options) (*Node, *executor.MachinesFile, error) {
+	if opts.DataDir == "" {
+		return nil, nil, errors.New("start: no data directory")
+	}
+	dir, err := filepath.Abs(opts.DataDir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("start: %w", err)
+	}
+	cfg, err := loadConfig(dir, opts)
+	if err != nil {
+		return nil, nil, err
 	}
 	limit, err := config.ParseLimit(cfg.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("%s: limit: %w", cfgPath, err)
+		return nil, nil, fmt.Errorf("%s: limit: %w", filepath.Join(dir, config.ConfigFile), err)
 	}
 	log := opts.Logger
 	if log == nil {
@@ -164,15 +179,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if opts.JoinTimeout <= 0 {
 		opts.JoinTimeout = 60 * time.Second
 	}
-	var faults *faultControl
-	if opts.FaultInjection {
-		if o := opts.FaultClockOffset.Milliseconds(); o > api.MaxClockOffsetMs || o < -api.MaxClockOffsetMs {
-			return nil, badInput("--fault-clock-offset %v: out of range (a year either way)", opts.FaultClockOffset)
-		}
-		faults = newFaultControl(opts.FaultClockOffset)
-		log.Warn("fault injection is ON: a test-only surface (POST /v1/debug/faults); never use it in production")
-	} else if opts.FaultClockOffset != 0 {
-		return nil, badInput("--fault-clock-offset needs --fault-injection")
+	faults, err := faultsFor(opts, log)
+	if err != nil {
+		return nil, nil, err
 	}
 	n := &Node{
 		dir: dir, cfg: cfg, org: cfg.Org, limit: limit, opts: opts,
@@ -183,90 +192,174 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		faults:   faults,
 	}
 	n.boot = config.NextBoot(dir, n.now().UnixMilli(), n.log)
-	var mf *executor.MachinesFile
-	if p := cfg.MachinesPath(dir); p != "" {
-		if mf, err = executor.LoadMachinesFile(p); err != nil {
-			return nil, err
-		}
-		for _, m := range mf.Machines {
-			if m.GFLOPS == 0 {
-				return nil, fmt.Errorf("machines file %s: machine %q has no gflops: declare it, or let peer init measure it", p, m.Name)
-			}
-			n.machines[m.Name] = m
-		}
+	mf, err := n.loadMachines()
+	if err != nil {
+		return nil, nil, err
 	}
 	for _, d := range []string{config.BlobsDir, config.OutputsDir, config.TasksDir} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
-			return nil, fmt.Errorf("start: %w", err)
+			return nil, nil, fmt.Errorf("start: %w", err)
 		}
 	}
+	return n, mf, nil
+}
 
-	n.host, err = p2p.New(p2p.Config{
-		DataDir:       dir,
-		ListenAddrs:   cfg.Listen,
-		AnnounceAddrs: cfg.Announce,
-		Logger:        log,
+// loadConfig reads config.yaml and applies the flags of `peer run`.
+func loadConfig(dir string, opts Options) (config.Config, error) {
+	cfgPath := filepath.Join(dir, config.ConfigFile)
+	if _, err := os.Stat(cfgPath); errors.Is(err, fs.ErrNotExist) {
+		return config.Config{}, fmt.Errorf("start %s: %w", dir, config.ErrNotInitialised)
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		return config.Config{}, err
+	}
+	if len(opts.Listen) > 0 {
+		for _, a := range opts.Listen {
+			if err := config.CheckTCPAddr(a); err != nil {
+				return config.Config{}, badInput("--listen %v", err)
+			}
+		}
+		cfg.Listen = opts.Listen
+	}
+	if opts.API != "" {
+		if err := config.CheckAPIAddr(opts.API); err != nil {
+			return config.Config{}, badInput("--api %v", err)
+		}
+		cfg.API = opts.API
+	}
+	for _, a := range opts.Bootstrap {
+		if err := config.CheckBootstrapAddr(a); err != nil {
+			return config.Config{}, badInput("--bootstrap %v", err)
+		}
+	}
+	return cfg, nil
+}
+
+// faultsFor builds the test-only fault surface when it is asked for.
+func faultsFor(opts Options, log *slog.Logger) (*faultControl, error) {
+	if !opts.FaultInjection {
+		if opts.FaultClockOffset != 0 {
+			return nil, badInput("--fault-clock-offset needs --fault-injection")
+		}
+		return nil, nil
+	}
+	if o := opts.FaultClockOffset.Milliseconds(); o > api.MaxClockOffsetMs || o < -api.MaxClockOffsetMs {
+		return nil, badInput("--fault-clock-offset %v: out of range (a year either way)", opts.FaultClockOffset)
+	}
+	log.Warn("fault injection is ON: a test-only surface (POST /v1/debug/faults); never use it in production")
+	return newFaultControl(opts.FaultClockOffset), nil
+}
+
+// loadMachines reads the machines file this peer offers, if any.
+func (n *Node) loadMachines() (*executor.MachinesFile, error) {
+	p := n.cfg.MachinesPath(n.dir)
+	if p == "" {
+		return nil, nil
+	}
+	mf, err := executor.LoadMachinesFile(p)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range mf.Machines {
+		if m.GFLOPS == 0 {
+			return nil, fmt.Errorf("machines file %s: machine %q has no gflops: declare it, or let peer init measure it", p, m.Name)
+		}
+		n.machines[m.Name] = m
+	}
+	return mf, nil
+}
+
+// startHost starts the libp2p host (identity, private network, gater).
+// From here on a failed start shuts the node down.
+func (n *Node) startHost() error {
+	h, err := p2p.New(p2p.Config{
+		DataDir:       n.dir,
+		ListenAddrs:   n.cfg.Listen,
+		AnnounceAddrs: n.cfg.Announce,
+		Logger:        n.baseLog(),
 		Gater:         n.gater(),
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	n.self = n.host.ID()
+	n.host = h
+	n.self = h.ID()
 	n.log = n.log.With("peer", shortID(n.self))
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	fail := func(err error) (*Node, error) {
-		n.shutdown(context.Background())
-		return nil, err
-	}
+	return nil
+}
 
-	if mf != nil {
-		if n.exec, err = newExecutor(cfg, dir, mf, log); err != nil {
-			return fail(err)
-		}
+// startExecutor builds the executor of the machines file's machines.
+func (n *Node) startExecutor(mf *executor.MachinesFile) error {
+	if mf == nil {
+		return nil
 	}
+	exec, err := newExecutor(n.cfg, n.dir, mf, n.baseLog())
+	if err != nil {
+		return err
+	}
+	n.exec = exec
+	return nil
+}
 
-	ccfg := consensus.DefaultConfig(filepath.Join(dir, config.RaftDir))
-	if cfg.Consensus.Preset == "wan" {
-		ccfg = consensus.WANConfig(filepath.Join(dir, config.RaftDir))
+// startReplication builds gossip's liveness (which the leader reads), the
+// leader's duties, and the Raft member whose hooks start and stop them.
+func (n *Node) startReplication() error {
+	ccfg := consensus.DefaultConfig(filepath.Join(n.dir, config.RaftDir))
+	if n.cfg.Consensus.Preset == "wan" {
+		ccfg = consensus.WANConfig(filepath.Join(n.dir, config.RaftDir))
 	}
-	ccfg.Logger = log
+	ccfg.Logger = n.baseLog()
 	if n.faults != nil {
 		ccfg.StoreDelay = n.faults.diskDelay
 	}
-	if opts.Consensus != nil {
-		opts.Consensus(&ccfg)
+	if n.opts.Consensus != nil {
+		n.opts.Consensus(&ccfg)
 	}
-	n.gossip = gossip.New(gossip.Config{Org: cfg.Org, Boot: n.boot, Interval: cfg.Heartbeat.Interval, Now: n.now, Logger: n.log})
-	if n.lead, err = n.newLeader(ccfg); err != nil {
-		return fail(err)
-	}
-	ccfg.Admit = n.lead.Admit
-	ccfg.OnApply = n.lead.Applied
-	ccfg.OnLeadership = func(ctx context.Context, c *consensus.Node) { n.lead.Establish(ctx, c) }
-	if n.cons, err = consensus.New(ccfg, n.host); err != nil {
-		return fail(err)
-	}
-
-	if n.files, err = n.newTransfer(); err != nil {
-		return fail(err)
-	}
-	if n.runner, err = n.newRunner(); err != nil {
-		return fail(err)
-	}
-	if err := n.startGossip(); err != nil {
-		return fail(err)
-	}
-
-	jctx, cancel := context.WithTimeout(ctx, opts.JoinTimeout)
-	err = n.becomeMember(jctx, opts.Bootstrap)
-	cancel()
+	n.gossip = gossip.New(gossip.Config{Org: n.org, Boot: n.boot, Interval: n.cfg.Heartbeat.Interval, Now: n.now, Logger: n.log})
+	lead, err := n.newLeader(ccfg)
 	if err != nil {
-		return fail(err)
+		return err
 	}
+	n.lead = lead
+	ccfg.Admit = lead.Admit
+	ccfg.OnApply = lead.Applied
+	ccfg.OnLeadership = func(ctx context.Context, c *consensus.Node) { lead.Establish(ctx, c) }
+	if n.cons, err = consensus.New(ccfg, n.host); err != nil {
+		return err
+	}
+	return nil
+}
 
-	n.wg.Add(1)
-	go n.setup()
-	return n, nil
+// startTransfer serves the blob, outputs and logs protocols.
+func (n *Node) startTransfer() (err error) {
+	n.files, err = n.newTransfer()
+	return err
+}
+
+// startRunner builds the runner of this peer's machines; it serves the
+// checkpoint protocol now and runs tasks once setup starts it.
+func (n *Node) startRunner() (err error) {
+	n.runner, err = n.newRunner()
+	return err
+}
+
+// join makes this peer a member of the federation (or bootstraps one),
+// within the join timeout.
+func (n *Node) join(ctx context.Context) error {
+	jctx, cancel := context.WithTimeout(ctx, n.opts.JoinTimeout)
+	defer cancel()
+	return n.becomeMember(jctx, n.opts.Bootstrap)
+}
+
+// baseLog is the logger the options gave, without the node's attributes
+// (the components add their own).
+func (n *Node) baseLog() *slog.Logger {
+	if n.opts.Logger != nil {
+		return n.opts.Logger
+	}
+	return slog.Default()
 }
 
 // badInput is Start's error for a bad option, as config.Init's are.
@@ -467,17 +560,52 @@ func (n *Node) shutdown(ctx context.Context) error {
 	if n.runner != nil {
 		n.runner.SetClosing(true)
 	}
+	// The reverse of Start's steps, each named by what it stops; a step
+	// whose component never started does nothing.
+	steps := []struct {
+		name string
+		stop func() error
+	}{
+		{"executor", func() error { return n.stopExecutor(ctx) }},
+		{"machines", func() error { n.releaseOwnMachines(ctx); return nil }},
+		{"background work", n.stopBackground},
+		{"consensus", n.stopReplication},
+		{"host", n.stopHost},
+	}
 	var errs []error
-	if n.exec != nil {
-		if err := n.exec.Close(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("executor: %w", err))
+	for _, s := range steps {
+		if err := s.stop(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
 		}
 	}
-	if n.cons != nil && n.isReady() && !n.crashed.Load() && !n.left.Load() {
-		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		n.releaseMachines(pctx)
-		cancel()
+	n.doneOnce.Do(func() { close(n.done) })
+	return errors.Join(errs...)
+}
+
+// stopExecutor stops the tasks running here (their ends are still
+// reported while the runner runs).
+func (n *Node) stopExecutor(ctx context.Context) error {
+	if n.exec == nil {
+		return nil
 	}
+	return n.exec.Close(ctx)
+}
+
+// releaseOwnMachines declares this peer's machines lost on a clean stop,
+// so that their tasks are queued again at once rather than after the
+// heartbeat timeout.
+func (n *Node) releaseOwnMachines(ctx context.Context) {
+	if n.cons == nil || !n.isReady() || n.crashed.Load() || n.left.Load() {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	n.releaseMachines(pctx)
+}
+
+// stopBackground ends the node's context and waits for the runner, gossip
+// and the node's own goroutines.
+func (n *Node) stopBackground() error {
 	if n.cancel != nil {
 		n.cancel()
 	}
@@ -488,21 +616,25 @@ func (n *Node) shutdown(ctx context.Context) error {
 		n.gossip.Close()
 	}
 	n.wg.Wait()
-	if n.cons != nil {
-		if err := n.cons.Shutdown(); err != nil {
-			errs = append(errs, fmt.Errorf("consensus: %w", err))
-		}
+	return nil
+}
+
+func (n *Node) stopReplication() error {
+	if n.cons == nil {
+		return nil
 	}
-	if n.host != nil {
-		if n.files != nil {
-			n.files.Close()
-		}
-		if err := n.host.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("host: %w", err))
-		}
+	return n.cons.Shutdown()
+}
+
+// stopHost withdraws the file protocols and closes the libp2p host.
+func (n *Node) stopHost() error {
+	if n.host == nil {
+		return nil
 	}
-	n.doneOnce.Do(func() { close(n.done) })
-	return errors.Join(errs...)
+	if n.files != nil {
+		n.files.Close()
+	}
+	return n.host.Close()
 }
 
 // crash stops the node abruptly, as if the process died: nothing is

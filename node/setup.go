@@ -369,4 +369,3 @@ func (n *Node) peerOfOrg(org string) (peer.ID, error) {
 	}
 	return id, nil
 }
-
