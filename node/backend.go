@@ -222,22 +222,6 @@ type linearBackOff struct{ step, next time.Duration }
 func (b *linearBackOff) Reset()                     { b.next = 0 }
 func (b *linearBackOff) NextBackOff() time.Duration { b.next += b.step; return b.next }
 
-// proposeEncoded proposes an encoded command (as propose does after
-// encoding it) and waits until this peer has applied it; a ledger refusal
-// is the error.
-func (n *Node) proposeEncoded(ctx context.Context, data []byte) (ledger.Result, error) {
-	res, err := n.cons.Propose(ctx, data)
-	if err != nil {
-		return res, err
-	}
-	if err := n.waitApplied(ctx, res.Index); err != nil {
-		return res, err
-	}
-	if res.Err != nil {
-		return res, res.Err
-	}
-	return res, nil
-}
 
 // resendable says whether a proposal's error leaves it worth proposing a
 // keyed submission again: the outcome is unknown, or no leader took it. A
