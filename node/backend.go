@@ -222,7 +222,6 @@ type linearBackOff struct{ step, next time.Duration }
 func (b *linearBackOff) Reset()                     { b.next = 0 }
 func (b *linearBackOff) NextBackOff() time.Duration { b.next += b.step; return b.next }
 
-
 // resendable says whether a proposal's error leaves it worth proposing a
 // keyed submission again: the outcome is unknown, or no leader took it. A
 // ledger rejection is an answer, not resendable.

@@ -677,8 +677,8 @@ func (n *Node) propose(ctx context.Context, body func(*ledger.Command)) (ledger.
 	return n.proposeEncoded(ctx, data)
 }
 
-// proposeEncoded proposes an encoded command and waits until this peer has applied it; a ledger refusal
-// is the error.
+// proposeEncoded proposes an encoded command and waits until this peer
+// has applied it; a ledger refusal is the error.
 func (n *Node) proposeEncoded(ctx context.Context, data []byte) (ledger.Result, error) {
 	res, err := n.cons.Propose(ctx, data)
 	if err != nil {
@@ -692,7 +692,6 @@ func (n *Node) proposeEncoded(ctx context.Context, data []byte) (ledger.Result, 
 	}
 	return res, nil
 }
-
 
 // waitApplied waits until the local ledger has applied index idx, so that
 // a read after a write sees the write. It is woken by the FSM's apply (no
