@@ -237,13 +237,21 @@ func (n *Node) Shutdown() error {
 		n.host.RemoveStreamHandler(ProtoMembership)
 		n.host.RemoveStreamHandler(ProtoReadIndex)
 		n.cancel()
+		// The transport closes first: hashicorp/raft runs a heartbeat on
+		// the connection's goroutine, outside what Shutdown waits for, and
+		// one that raises the term after the stores are closed panics
+		// ("failed to save current term: database not open",
+		// hashicorp/raft#717). Closed first, no new RPC arrives, and an
+		// RPC already in flight ends long before raft's own shutdown
+		// does. Raft sends nothing it needs to shut down.
+		terr := n.trans.Close()
 		err := n.raft.Shutdown().Error()
 		n.raft.DeregisterObserver(n.observer)
 		// Unblock watchLeadership, which reads notifyCh until cancelled.
 		n.wg.Wait()
 		n.hub.closeAll()
-		if cerr := n.trans.Close(); cerr != nil && err == nil {
-			err = cerr
+		if terr != nil && err == nil {
+			err = terr
 		}
 		if cerr := n.store.Close(); cerr != nil && err == nil {
 			err = cerr
