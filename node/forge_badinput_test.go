@@ -26,6 +26,15 @@ func TestForgedCommandsRefused(t *testing.T) {
 	leader, follower := leaderAndFollower(t, peers)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// Both organisations registered with signed commands: every peer
+	// refuses unsigned ones acting for them (ledger/sign.go).
+	leader.n.cons.View(func(l *ledger.Ledger) {
+		for _, o := range l.Orgs() {
+			if !o.Signing {
+				t.Errorf("organisation %q does not sign its commands", o.Name)
+			}
+		}
+	})
 
 	// forge builds a command as `from` would send it, signed by `from`,
 	// with the envelope edited to claim victim's organisation and/or peer.
