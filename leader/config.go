@@ -10,6 +10,12 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
+// Signer signs an encoded command as this peer (a libp2p crypto.PrivKey
+// is one; ledger.EncodeSigned uses it).
+type Signer interface {
+	Sign(data []byte) ([]byte, error)
+}
+
 // Config configures a Leader. Start from DefaultConfig; zero fields take
 // its defaults, except ScheduleDebounce and CheckpointBlockSeconds, where 0
 // means none.
@@ -21,6 +27,12 @@ type Config struct {
 	// Org is the organisation this peer acts for: lost-machine
 	// declarations act for it.
 	Org string
+	// Signer signs the commands the leader authors (decisions,
+	// machine_lost) as Self: node passes the host's identity key
+	// (p2p.Host.PrivateKey). Once Org signs, every peer refuses its
+	// unsigned commands (ledger/sign.go). nil leaves them unsigned, for
+	// tests and tools of a federation that does not sign.
+	Signer Signer
 
 	// Policy is the scheduling policy the leader runs (policy.Names()).
 	Policy string

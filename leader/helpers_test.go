@@ -56,6 +56,34 @@ type tpeer struct {
 	calls     atomic.Int64
 	appends   atomic.Int64
 	proposals atomic.Int64
+
+	// verdicts holds what this peer's ledger said of each applied log
+	// index: "" applied, else the refusal's code.
+	verdictMu sync.Mutex
+	verdicts  map[uint64]ledger.Code
+}
+
+// record keeps the verdict of an applied entry (consensus' OnApply).
+func (p *tpeer) record(res *ledger.Result) {
+	p.verdictMu.Lock()
+	defer p.verdictMu.Unlock()
+	if p.verdicts == nil {
+		p.verdicts = map[uint64]ledger.Code{}
+	}
+	var code ledger.Code
+	if res.Err != nil {
+		code = res.Err.Code
+	}
+	p.verdicts[res.Index] = code
+}
+
+// verdict is this peer's ledger's verdict on index (ok false before it
+// applied it).
+func (p *tpeer) verdict(index uint64) (ledger.Code, bool) {
+	p.verdictMu.Lock()
+	defer p.verdictMu.Unlock()
+	c, ok := p.verdicts[index]
+	return c, ok
 }
 
 func startPeer(tb testing.TB, name string, psk pnet.PSK, mut tweak) *tpeer {
@@ -82,7 +110,7 @@ func (p *tpeer) start() {
 	cfg.Logger = testLogger(p.name)
 	cfg.MaintenanceInterval = 500 * time.Millisecond
 	lcfg := DefaultConfig()
-	lcfg.Self, lcfg.Org = h.ID(), p.org
+	lcfg.Self, lcfg.Org, lcfg.Signer = h.ID(), p.org, h.PrivateKey()
 	lcfg.Logger = testLogger(p.name)
 	if p.mut != nil {
 		p.mut(&cfg, &lcfg)
@@ -93,7 +121,10 @@ func (p *tpeer) start() {
 		p.tb.Fatalf("%s: leader: %v", p.name, err)
 	}
 	cfg.Admit = lead.Admit
-	cfg.OnApply = lead.Applied
+	cfg.OnApply = func(res *ledger.Result) {
+		p.record(res)
+		lead.Applied(res)
+	}
 	cfg.OnLeadership = func(ctx context.Context, n *consensus.Node) {
 		p.terms.Add(1)
 		defer p.terms.Add(-1)
@@ -339,6 +370,7 @@ func (c *cluster) converge() string {
 	return hash
 }
 
+// command encodes c as p's own, signed by p's identity as node signs.
 func command(p *tpeer, c ledger.Command) []byte {
 	p.tb.Helper()
 	c.V = ledger.CommandVersion
@@ -351,7 +383,7 @@ func command(p *tpeer, c ledger.Command) []byte {
 	if c.AtMs == 0 {
 		c.AtMs = time.Now().UnixMilli()
 	}
-	b, err := ledger.EncodeCommand(c)
+	b, err := ledger.EncodeSigned(c, p.host.PrivateKey())
 	if err != nil {
 		p.tb.Fatalf("encode: %v", err)
 	}

@@ -104,3 +104,13 @@ func (l *Leader) Applied(res *ledger.Result) {
 	default:
 	}
 }
+
+// encode encodes a command the leader authors, signed by Config.Signer
+// when there is one: decisions and machine_lost act for the leader's
+// organisation, and every peer checks that its peer signed them.
+func (l *Leader) encode(c ledger.Command) ([]byte, error) {
+	if l.cfg.Signer == nil {
+		return ledger.EncodeCommand(c)
+	}
+	return ledger.EncodeSigned(c, l.cfg.Signer)
+}

@@ -116,7 +116,7 @@ func (l *Leader) declareLost(ctx context.Context, r Replica, id string, ownerMs 
 // propose commits c and waits until the local ledger has applied it; a
 // command the ledger rejected returns its *ledger.Error.
 func (l *Leader) propose(ctx context.Context, r Replica, c ledger.Command) error {
-	data, err := ledger.EncodeCommand(c)
+	data, err := l.encode(c)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", c.Kind(), err)
 	}

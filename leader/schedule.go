@@ -164,7 +164,7 @@ func (l *Leader) plan(r StateViewer) (data []byte, count int, ok bool) {
 		l.log.Error("leader: decisions do not fit the view", "err", err)
 		return nil, 0, false
 	}
-	data, err = ledger.EncodeCommand(cmd)
+	data, err = l.encode(cmd)
 	if err != nil {
 		l.stats.errors.Add(1)
 		l.log.Error("leader: encode decisions", "err", err)

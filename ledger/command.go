@@ -72,8 +72,9 @@ const (
 // Command is one log entry. Exactly one body pointer is set; each body
 // pointer field is one command kind (body.go). The envelope
 // names who acts: Org is the acting organisation and Peer the libp2p peer ID
-// that proposed the command; Apply checks that Peer is the peer registered
-// for Org. AtMs is the proposer's clock, the only notion of time Apply uses.
+// that authored the command; Apply checks that Peer is the peer registered
+// for Org and, when the command is signed (Sig), that Peer signed it. AtMs
+// is the proposer's clock, the only notion of time Apply uses.
 //
 // The encoding is JSON of this struct: fields come out in declaration order
 // and map keys sorted, so the same Command always encodes to the same bytes.
@@ -100,6 +101,12 @@ type Command struct {
 	// reports (batch.go). Last, and omitted when unset, so that every other
 	// command encodes as before it existed.
 	Reports *Reports `json:"reports,omitempty"`
+	// Sig is Peer's Ed25519 signature over SignaturePrefix and the
+	// command's encoding without Sig (sign.go; EncodeSigned). It covers
+	// the whole command, every item of a reports batch included. Last and
+	// omitted when empty, so that an unsigned command encodes as before
+	// signatures existed and an old log replays to the same hash.
+	Sig []byte `json:"sig,omitempty"`
 }
 
 // RegisterOrg registers the acting organisation, bound to the acting peer,
@@ -405,6 +412,9 @@ func (c *Command) validate() *Error {
 	}
 	if c.AtMs < 0 || c.AtMs > MaxTimeMs {
 		return errf(CodeMalformed, "at_ms %d out of range [0, %d]", c.AtMs, int64(MaxTimeMs))
+	}
+	if n := len(c.Sig); n != 0 && n != SignatureSize {
+		return errf(CodeMalformed, "signature is %d bytes: an Ed25519 signature has %d", n, SignatureSize)
 	}
 	b := c.Body()
 	if b == nil {
@@ -717,8 +727,8 @@ func validName(s string) bool {
 }
 
 // validPeer accepts the textual forms of libp2p peer IDs (base58btc or a
-// base32 CID), which are alphanumeric. The ledger does not import libp2p, so
-// it checks the shape only; identity is the consensus layer's job.
+// base32 CID), which are alphanumeric. It checks the shape only: a signed
+// command's peer must also embed an Ed25519 key (PeerKey, sign.go).
 func validPeer(s string) bool {
 	return s != "" && len(s) <= MaxPeerIDLen && isAlnumOr(s, "")
 }

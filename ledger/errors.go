@@ -23,6 +23,11 @@ const (
 	// CodeNotOwner: the acting peer is not the one registered for the acting
 	// organisation, or the organisation acts on another's task or machine.
 	CodeNotOwner Code = "not_owner"
+	// CodeBadSignature: the command's signature is not its peer's over its
+	// content, its peer ID embeds no Ed25519 key, or it is unsigned and
+	// acts for an organisation that signs (or registers a new one in a
+	// federation that signs). sign.go.
+	CodeBadSignature Code = "bad_signature"
 	// CodeExists: the organisation, peer or machine is already registered.
 	CodeExists Code = "exists"
 	// CodeMachineBusy: the machine holds a task (or an unreported run).

@@ -120,7 +120,10 @@ func (r *Result) AcceptedDecisions() int {
 // Apply applies the log entry data at index. An index at or below
 // AppliedIndex is a no-op (Result.Skipped). Otherwise the index is recorded
 // whatever happens next, and the command is decoded, validated against the
-// current state and, only if valid, applied. A rejected command leaves the
+// current state and, only if valid, applied. The signature rule
+// (sign.go) comes first: a signed command must verify against its peer's
+// key, and an organisation that signs has its unsigned commands refused
+// (CodeBadSignature). A rejected command leaves the
 // state (and Hash) unchanged and returns Result.Err with a stable Code.
 // Apply never panics on any input.
 func (l *Ledger) Apply(index uint64, data []byte) Result {
@@ -135,8 +138,14 @@ func (l *Ledger) Apply(index uint64, data []byte) Result {
 		return res
 	}
 	res.Kind = c.Kind()
+	if e := l.authenticate(&c); e != nil {
+		return Result{Index: index, Kind: res.Kind, Err: e}
+	}
 	if e := l.apply(index, &c, &res); e != nil {
 		return Result{Index: index, Kind: res.Kind, Err: e}
+	}
+	if !res.Replayed {
+		l.markSigning(&c)
 	}
 	return res
 }

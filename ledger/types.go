@@ -124,6 +124,11 @@ type Org struct {
 	// "<org>-<n>" with n = 1, 2, ...
 	Submitted uint64 `json:"submitted"`
 	Energy    Energy `json:"energy"`
+	// Signing: a correctly signed command of Peer acting for the
+	// organisation has applied, so its unsigned commands are refused from
+	// then on (sign.go). Last and omitted when false, so that a state from
+	// before signatures hashes, and its snapshot reads, as before.
+	Signing bool `json:"signing,omitempty"`
 }
 
 // Machine is one machine of an organisation.

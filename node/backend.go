@@ -119,9 +119,9 @@ func (n *Node) Task(ctx context.Context, id string) (api.TaskDetail, error) {
 // Submit queues the tasks in one SubmitTasks command. The request has
 // passed api.ValidateSubmit and ResolveBlobs in the server (every input's
 // Digest is checked); what is left is checked here: the ledger's rules, in
-// the one pass that encodes the command (apiconv.EncodeCommand), and this
+// the one pass that encodes and signs the command (encode), and this
 // peer's bounds. Those bytes are what is proposed, and proposed again on a
-// retry. The inputs are stored by content in DATA/blobs (so that the
+// retry (same signature: a resend is the same command). The inputs are stored by content in DATA/blobs (so that the
 // executing peers can fetch them) once the command is known to be valid,
 // before it is proposed.
 func (n *Node) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
@@ -140,9 +140,9 @@ func (n *Node) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitRes
 		key = "peer:" + api.NewRequestID()
 	}
 	cmd := ledger.Command{Org: n.org, Peer: n.self.String(), AtMs: n.now().UnixMilli(), SubmitTasks: apiconv.SubmitTasks(req, key)}
-	encoded, err := apiconv.EncodeCommand(cmd)
+	encoded, err := n.encode(cmd)
 	if err != nil {
-		return api.SubmitResponse{}, err
+		return api.SubmitResponse{}, apiconv.Error(err)
 	}
 	if err := n.checkSubmitSize(req, len(encoded)); err != nil {
 		return api.SubmitResponse{}, err

@@ -26,9 +26,18 @@ func TestForgedCommandsRefused(t *testing.T) {
 	leader, follower := leaderAndFollower(t, peers)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// Both organisations registered with signed commands: every peer
+	// refuses unsigned ones acting for them (ledger/sign.go).
+	leader.n.cons.View(func(l *ledger.Ledger) {
+		for _, o := range l.Orgs() {
+			if !o.Signing {
+				t.Errorf("organisation %q does not sign its commands", o.Name)
+			}
+		}
+	})
 
-	// forge builds a command as `from` would send it, with the envelope
-	// edited to claim victim's organisation and/or peer.
+	// forge builds a command as `from` would send it, signed by `from`,
+	// with the envelope edited to claim victim's organisation and/or peer.
 	forge := func(from, victim *tnode, claimOrg, claimPeer bool, body func(*ledger.Command)) []byte {
 		c := ledger.Command{V: ledger.CommandVersion, Org: from.org, Peer: from.n.self.String(), AtMs: time.Now().UnixMilli()}
 		if claimOrg {
@@ -37,6 +46,17 @@ func TestForgedCommandsRefused(t *testing.T) {
 		if claimPeer {
 			c.Peer = victim.n.self.String()
 		}
+		body(&c)
+		b, err := ledger.EncodeSigned(c, from.n.host.PrivateKey())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// unsigned is forge without the signature: what a peer that cannot
+	// sign as victim sends.
+	unsigned := func(from, victim *tnode, body func(*ledger.Command)) []byte {
+		c := ledger.Command{V: ledger.CommandVersion, Org: victim.org, Peer: victim.n.self.String(), AtMs: time.Now().UnixMilli()}
 		body(&c)
 		b, err := ledger.EncodeCommand(c)
 		if err != nil {
@@ -57,19 +77,28 @@ func TestForgedCommandsRefused(t *testing.T) {
 		// code (the entry is logged and changes nothing).
 		consCode   string
 		ledgerCode ledger.Code
+		// asLeader: appended by the leader without admission, as a
+		// leader running modified code would (issue 15).
+		asLeader bool
 	}{
-		{"follower claims the leader's organisation", follower, forge(follower, leader, true, false, setLimit), "", ledger.CodeNotOwner},
-		{"follower submits as the leader's organisation", follower, forge(follower, leader, true, false, submit), "", ledger.CodeNotOwner},
-		{"follower claims the leader's peer and organisation", follower, forge(follower, leader, true, true, setLimit), consensus.CodeForbidden, ""},
-		{"follower claims the leader's peer only", follower, forge(follower, leader, false, true, submit), consensus.CodeForbidden, ""},
-		{"follower declares the leader's machine lost", follower, forge(follower, leader, false, false, lost), consensus.CodeForbidden, ""},
-		{"leader claims the follower's organisation", leader, forge(leader, follower, true, false, setLimit), "", ledger.CodeNotOwner},
-		{"leader claims the follower's peer", leader, forge(leader, follower, true, true, submit), consensus.CodeForbidden, ""},
+		{"follower claims the leader's organisation", follower, forge(follower, leader, true, false, setLimit), "", ledger.CodeNotOwner, false},
+		{"follower submits as the leader's organisation", follower, forge(follower, leader, true, false, submit), "", ledger.CodeNotOwner, false},
+		{"follower claims the leader's peer and organisation", follower, forge(follower, leader, true, true, setLimit), consensus.CodeForbidden, "", false},
+		{"follower claims the leader's peer only", follower, forge(follower, leader, false, true, submit), consensus.CodeForbidden, "", false},
+		{"follower declares the leader's machine lost", follower, forge(follower, leader, false, false, lost), consensus.CodeForbidden, "", false},
+		{"leader claims the follower's organisation", leader, forge(leader, follower, true, false, setLimit), "", ledger.CodeNotOwner, false},
+		{"leader claims the follower's peer", leader, forge(leader, follower, true, true, submit), consensus.CodeForbidden, "", false},
+		{"leader appends as the follower, signed by itself", leader, forge(leader, follower, true, true, setLimit), "", ledger.CodeBadSignature, true},
+		{"leader appends as the follower, unsigned", leader, unsigned(leader, follower, submit), "", ledger.CodeBadSignature, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before, beforeIdx := leader.n.cons.Hash()
-			res, err := tc.from.n.cons.Propose(ctx, tc.data)
+			propose := tc.from.n.cons.Propose
+			if tc.asLeader {
+				propose = tc.from.n.cons.AppendAsLeader
+			}
+			res, err := propose(ctx, tc.data)
 			switch {
 			case tc.consCode != "":
 				if got := p2p.Code(err); got != tc.consCode {

@@ -71,11 +71,15 @@ type Node struct {
 	machines map[string]executor.MachineConfig // by name
 	opts     Options
 
-	host  *p2p.Host
-	cons  *consensus.Node
-	lead  *leader.Leader
-	exec  executor.Executor // nil when the peer offers no machines
-	files *transfer.Service
+	host *p2p.Host
+	// signer signs every command this peer authors (propose, Submit) with
+	// the host's identity key: the ledger checks it against the peer ID
+	// (ledger/sign.go).
+	signer ledger.Signer
+	cons   *consensus.Node
+	lead   *leader.Leader
+	exec   executor.Executor // nil when the peer offers no machines
+	files  *transfer.Service
 	// runner runs what the ledger places on this peer's machines.
 	runner *runner.Runner
 
@@ -285,6 +289,7 @@ func (n *Node) startHost() error {
 	}
 	n.host = h
 	n.self = h.ID()
+	n.signer = h.PrivateKey()
 	n.log = n.log.With("peer", shortID(n.self))
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	return nil
@@ -371,7 +376,7 @@ func badInput(format string, args ...any) error {
 // heartbeat sections; they run while this peer leads (ccfg.OnLeadership).
 func (n *Node) newLeader(ccfg consensus.Config) (*leader.Leader, error) {
 	lcfg := leader.DefaultConfig()
-	lcfg.Self, lcfg.Org = n.self, n.org
+	lcfg.Self, lcfg.Org, lcfg.Signer = n.self, n.org, n.signer
 	lcfg.Policy = n.cfg.Consensus.Policy
 	lcfg.ScheduleInterval = n.cfg.Consensus.ScheduleInterval
 	lcfg.CheckpointBlockSeconds = n.cfg.Consensus.CheckpointBlock.Seconds()
@@ -661,7 +666,7 @@ func (n *Node) releaseMachines(ctx context.Context) {
 	}
 }
 
-// propose builds a command acting for this peer's organisation, commits it
+// propose builds a command acting for this peer's organisation, signs it, commits it
 // and returns its result once the local ledger has applied it too, so that
 // whatever this peer reads next (an API call, the executor bridge) sees the
 // write: a follower's commit returns when the leader commits, before the
@@ -670,11 +675,19 @@ func (n *Node) releaseMachines(ctx context.Context) {
 func (n *Node) propose(ctx context.Context, body func(*ledger.Command)) (ledger.Result, error) {
 	c := ledger.Command{Org: n.org, Peer: n.self.String(), AtMs: n.now().UnixMilli()}
 	body(&c)
-	data, err := ledger.EncodeCommand(c)
+	data, err := n.encode(c)
 	if err != nil {
 		return ledger.Result{}, err
 	}
 	return n.proposeEncoded(ctx, data)
+}
+
+// encode validates, encodes and signs a command this peer authors: every
+// peer's ledger checks the signature against the peer ID (ledger/sign.go),
+// so that neither the leader it is forwarded to nor anyone else can alter
+// it or act for this organisation.
+func (n *Node) encode(c ledger.Command) ([]byte, error) {
+	return ledger.EncodeSigned(c, n.signer)
 }
 
 // proposeEncoded proposes an encoded command and waits until this peer

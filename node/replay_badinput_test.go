@@ -42,7 +42,7 @@ func TestReplayedProposeMessages(t *testing.T) {
 				{SizeMFlop: 1000, Spec: ledger.Spec{Argv: []string{"/bin/true"}}},
 				{SizeMFlop: 2000, Spec: ledger.Spec{Argv: []string{"/bin/true"}}},
 			}}}
-		b, err := ledger.EncodeCommand(c)
+		b, err := ledger.EncodeSigned(c, follower.n.host.PrivateKey())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -213,7 +213,26 @@ func (n *Node) register(ctx context.Context) error {
 		n.log.Info("organisation registered", "machines", len(specs), "limit_w", float64(lim)/1000)
 		return nil
 	}
+	if !org.Signing {
+		if err := n.adoptSigning(ctx, org.LimitMilliW); err != nil {
+			return err
+		}
+	}
 	return n.reconcileMachines(ctx)
+}
+
+// adoptSigning makes an organisation registered before signed commands
+// signing at once, on the first start of its upgraded peer, rather than
+// whenever it next proposes something: a signed set_limit to the limit it
+// already has changes nothing else, and from then on every peer refuses
+// an unsigned command acting for it (ledger/sign.go). Nothing of this
+// organisation is proposed concurrently: the API is not ready yet.
+func (n *Node) adoptSigning(ctx context.Context, limitMilliW int64) error {
+	if _, err := n.propose(ctx, func(c *ledger.Command) { c.SetLimit = &ledger.SetLimit{LimitMilliW: limitMilliW} }); err != nil {
+		return fmt.Errorf("sign for %s: %w", n.org, err)
+	}
+	n.log.Info("organisation now signs its commands: unsigned commands acting for it are refused")
+	return nil
 }
 
 func machineSpec(name string, mflops, busy, idle int64) ledger.MachineSpec {

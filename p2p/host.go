@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -121,6 +122,9 @@ type Host struct {
 	cfg   Config
 	log   *slog.Logger
 	known *knownPeers
+	// key is the identity's private key (LoadOrCreateIdentity), the one
+	// that signs this peer's ledger commands (PrivateKey).
+	key crypto.PrivKey
 
 	sub       event.Subscription
 	wg        sync.WaitGroup
@@ -201,7 +205,7 @@ func New(cfg Config) (*Host, error) {
 		lh.Close()
 		return nil, fmt.Errorf("p2p: subscribe to identify events: %w", err)
 	}
-	h := &Host{Host: lh, cfg: cfg, log: cfg.Logger, known: known, sub: sub}
+	h := &Host{Host: lh, cfg: cfg, log: cfg.Logger, known: known, sub: sub, key: priv}
 	if cfg.Gater != nil {
 		lh.Network().Notify(&gaterNotifee{g: cfg.Gater})
 	}

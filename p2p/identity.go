@@ -15,6 +15,13 @@ import (
 // Ed25519 key there (mode 0600) if the file does not exist. A file that exists
 // but does not hold a valid key is an error, never silently replaced: the peer
 // ID is the peer's name in the Raft configuration and must not change.
+//
+// The key must be Ed25519: its peer ID then embeds the public key (an
+// identity multihash), which is how every peer checks the signature of a
+// command this peer authored (ledger/sign.go) with nothing registered but
+// the peer ID. coopgrid has only ever created Ed25519 identities; a key of
+// another type (placed by hand) is refused rather than left to have every
+// command it signs refused.
 func LoadOrCreateIdentity(path string) (crypto.PrivKey, error) {
 	b, err := os.ReadFile(path)
 	switch {
@@ -22,6 +29,9 @@ func LoadOrCreateIdentity(path string) (crypto.PrivKey, error) {
 		k, err := crypto.UnmarshalPrivateKey(b)
 		if err != nil {
 			return nil, fmt.Errorf("identity %s: %w", path, err)
+		}
+		if k.Type() != crypto.Ed25519 {
+			return nil, fmt.Errorf("identity %s: a %s key; a coopgrid peer's identity is Ed25519 (its peer ID carries the key that checks its signed commands)", path, k.Type())
 		}
 		return k, nil
 	case !errors.Is(err, fs.ErrNotExist):
@@ -102,3 +112,8 @@ func writeFileAtomic(path string, b []byte) error {
 	}
 	return nil
 }
+
+// PrivateKey is the host's Ed25519 identity key: it signs the ledger
+// commands this peer authors (ledger.EncodeSigned), and its peer ID (ID)
+// embeds the public half that every peer verifies them with.
+func (h *Host) PrivateKey() crypto.PrivKey { return h.key }

@@ -13,7 +13,7 @@ import (
 //
 //	malformed, bad_version                                → 400 bad_request
 //	unknown_org, unknown_machine, unknown_task            → 404 not_found
-//	not_owner                                             → 403 forbidden
+//	not_owner, bad_signature                              → 403 forbidden
 //	exists, machine_busy, machine_down, limit_exceeded,
 //	bad_state, stale, overflow                            → 409 conflict
 //
@@ -27,6 +27,7 @@ var apiCodes = map[ledger.Code]string{
 	ledger.CodeUnknownMachine: api.CodeNotFound,
 	ledger.CodeUnknownTask:    api.CodeNotFound,
 	ledger.CodeNotOwner:       api.CodeForbidden,
+	ledger.CodeBadSignature:   api.CodeForbidden,
 	ledger.CodeExists:         api.CodeConflict,
 	ledger.CodeMachineBusy:    api.CodeConflict,
 	ledger.CodeMachineDown:    api.CodeConflict,

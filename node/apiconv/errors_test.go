@@ -79,6 +79,7 @@ func TestErrorCoversEveryLedgerCode(t *testing.T) {
 		ledger.CodeUnknownMachine: {api.CodeNotFound, http.StatusNotFound},
 		ledger.CodeUnknownTask:    {api.CodeNotFound, http.StatusNotFound},
 		ledger.CodeNotOwner:       {api.CodeForbidden, http.StatusForbidden},
+		ledger.CodeBadSignature:   {api.CodeForbidden, http.StatusForbidden},
 		ledger.CodeExists:         {api.CodeConflict, http.StatusConflict},
 		ledger.CodeMachineBusy:    {api.CodeConflict, http.StatusConflict},
 		ledger.CodeMachineDown:    {api.CodeConflict, http.StatusConflict},
