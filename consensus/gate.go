@@ -43,6 +43,8 @@ type gate struct {
 	log  *slog.Logger
 	// raft is set once Raft runs; until then only told and vouched count.
 	raft atomic.Pointer[raft.Raft]
+	// refusals counts the refused streams and RPCs.
+	refusals atomic.Uint64
 
 	mu sync.Mutex
 	// told holds the leader and members named at the last join.
@@ -163,6 +165,7 @@ func (g *gate) vouch(ids []peer.ID) {
 
 // refuse records and logs (rate-limited per sender) a refused RPC.
 func (g *gate) refuse(from peer.ID, what string) {
+	g.refusals.Add(1)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.refused) < maxGateEntries {
