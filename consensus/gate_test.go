@@ -72,7 +72,7 @@ func (f *forger) header(claimed peer.ID) raft.RPCHeader {
 	if claimed == "" {
 		claimed = f.id
 	}
-	return raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(claimed), Addr: []byte(claimed)}
+	return raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(claimed.String()), Addr: []byte(claimed.String())}
 }
 
 // raftState is what a forged RPC must not move on a peer.
