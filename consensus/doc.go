@@ -11,7 +11,11 @@
 //     (DataDir/snapshots). Raft RPCs travel over libp2p streams
 //     (go-libp2p-raft); the Raft server ID and address are the peer ID, and
 //     libp2p finds the peer from its peerstore (fed by the p2p package's
-//     known-peers file and by the membership exchange at join).
+//     known-peers file and by the membership exchange at join). Only
+//     members replicate: the transport accepts a Raft RPC only from a peer
+//     in the configuration (a joiner: from those its join named), checked
+//     against the libp2p-authenticated sender before Raft sees it
+//     (gate.go, transport.go; docs/SECURITY.md).
 //   - An FSM adapter over *ledger.Ledger, guarded by a sync.RWMutex: Apply
 //     and Restore write, View and the snapshot read. Snapshots serialise the
 //     ledger under the read lock; Restore builds a new ledger aside and swaps
@@ -19,7 +23,9 @@
 //   - Writes: Propose commits a ledger command on the leader, or forwards it
 //     over ProtoPropose to the leader, which checks that the command acts as
 //     the authenticated peer that sent it (Command.Peer) and asks
-//     Config.Admit before appending it. AppendAsLeader is the leader's own
+//     Config.Admit, then its ledger's dry run (ledger.Check), before
+//     appending it: a command the ledger would reject never reaches the
+//     log (dryrun.go). AppendAsLeader is the leader's own
 //     path, without admission, for the duties that run only while it leads.
 //   - Reads: View is local and possibly stale; ReadConsistent is linearizable
 //     (barrier and leadership check on the leader, read-index wait on a

@@ -27,6 +27,10 @@ type fsm struct {
 	// applied is closed and replaced after every batch and restore (guarded
 	// by mu): waitApplied sleeps on it.
 	applied chan struct{}
+	// seen is the last Raft index given to the FSM, of any type, or the
+	// restored ledger's index (guarded by mu): the leader's dry run waits
+	// on it.
+	seen uint64
 
 	// afterApply is called for each applied command entry, outside the lock,
 	// in log order. afterRestore is called after a snapshot replaced the
@@ -53,6 +57,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	results := make([]*ledger.Result, 0, len(logs))
 	f.mu.Lock()
 	for i, e := range logs {
+		f.seen = max(f.seen, e.Index)
 		if e.Type != raft.LogCommand {
 			continue
 		}
@@ -102,6 +107,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.l = nl
 	idx := nl.AppliedIndex()
+	f.seen = max(f.seen, idx)
 	if f.checkInvariants && f.invErr == nil {
 		if err := nl.CheckInvariants(); err != nil {
 			f.invErr = fmt.Errorf("after restore at %d: %w", idx, err)
@@ -143,6 +149,14 @@ func (f *fsm) waitApplied(ctx context.Context, idx uint64) error {
 			return errorf(CodeTimeout, "waiting for index %d (applied %d): %v", idx, at, ctx.Err())
 		}
 	}
+}
+
+// seenIndex is the last Raft index given to the FSM, and the channel closed
+// at the next batch or restore.
+func (f *fsm) seenIndex() (uint64, <-chan struct{}) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.seen, f.applied
 }
 
 func (f *fsm) view(fn func(*ledger.Ledger)) {

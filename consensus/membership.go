@@ -20,6 +20,11 @@ const (
 	opJoin   = "join"
 	opLeave  = "leave"
 	opRemove = "remove"
+	// opMembers asks a member for the configuration it knows and the
+	// leader, without changing anything: a joiner learns from whom Raft's
+	// first RPCs will come, a lagging member whom it does not know yet
+	// (gate.go).
+	opMembers = "members"
 )
 
 // maxAddrsInRequest bounds the addresses a membership message may carry.
@@ -83,6 +88,12 @@ func (n *Node) Join(ctx context.Context, bootstrap ...string) (JoinResult, error
 			errs = append(errs, fmt.Errorf("join %s: that is this peer", addr))
 			continue
 		}
+		// Raft's first AppendEntries arrives while the leader commits the
+		// join, before the answer: learn now whom to accept them from.
+		if _, err := n.askMembers(ctx, via, true); err != nil {
+			n.log.Debug("consensus: members before join", "via", via, "err", err)
+			n.gate.tell([]peer.ID{via})
+		}
 		resp, err := n.host.Request(ctx, via, ProtoMembership, req)
 		if err != nil && certainlyNotApplied(err) {
 			// The member knew no leader yet (an election is running).
@@ -103,6 +114,7 @@ func (n *Node) Join(ctx context.Context, bootstrap ...string) (JoinResult, error
 		}
 		res := JoinResult{Via: via, Voter: mr.Voter}
 		res.Leader, _ = peer.Decode(mr.Leader)
+		n.gate.tell(append(mr.ids(), res.Leader, via))
 		for _, m := range mr.Members {
 			id, err := peer.Decode(m.ID)
 			if err != nil {
@@ -274,6 +286,10 @@ func (n *Node) handleMembership(ctx context.Context, remote peer.ID, data []byte
 		subject = id
 	}
 	switch req.Op {
+	case opMembers:
+		// What any secret holder learns by joining anyway; answered
+		// locally (a follower's view may lag its leader's by a heartbeat).
+		return n.membersResponse(false)
 	case opJoin, opLeave, opRemove:
 	default:
 		return nil, errorf(p2p.CodeBadRequest, "membership request: unknown op %q", req.Op)
@@ -339,15 +355,100 @@ func (n *Node) handleMembership(ctx context.Context, remote peer.ID, data []byte
 			return nil, err
 		}
 	}
+	return n.membersResponse(voter)
+}
+
+// membersResponse describes the configuration this node knows and its
+// leader (empty when none is known).
+func (n *Node) membersResponse(voter bool) ([]byte, error) {
 	members, err := n.Members()
 	if err != nil {
 		return nil, err
 	}
-	resp := memberResponse{Leader: n.self.String(), Voter: voter}
+	resp := memberResponse{Voter: voter}
+	if leader, ok := n.Leader(); ok {
+		resp.Leader = leader.String()
+	}
 	for _, m := range members {
 		resp.Members = append(resp.Members, memberInfo{ID: m.ID.String(), Voter: m.Voter, Addrs: addrStrings(m.Addrs)})
 	}
 	return json.Marshal(resp)
+}
+
+// ids are the peers a membership response names: its leader and members.
+func (mr memberResponse) ids() []peer.ID {
+	var out []peer.ID
+	if id, err := peer.Decode(mr.Leader); err == nil {
+		out = append(out, id)
+	}
+	for _, m := range mr.Members {
+		if id, err := peer.Decode(m.ID); err == nil {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// askMembers asks member via for the configuration it knows. With tell,
+// the gate is told to accept Raft RPCs from via and the peers it names
+// until this node's own configuration names it (a joiner).
+func (n *Node) askMembers(ctx context.Context, via peer.ID, tell bool) ([]peer.ID, error) {
+	req, _ := json.Marshal(memberRequest{Op: opMembers})
+	resp, err := n.host.Request(ctx, via, ProtoMembership, req)
+	if err != nil {
+		return nil, err
+	}
+	var mr memberResponse
+	if err := json.Unmarshal(resp, &mr); err != nil {
+		return nil, fmt.Errorf("bad members response: %w", err)
+	}
+	ids := append(mr.ids(), via)
+	if tell {
+		n.gate.tell(ids)
+	}
+	return ids, nil
+}
+
+// vouchRound asks up to maxVouchers members this node knows about the
+// senders its gate refused since the last round: a member that joined
+// after this node's log was last updated (and may lead now) is admitted on
+// an authenticated member's word (gate.go). Only a member asks: a joiner
+// has been told whom to accept.
+func (n *Node) vouchRound(ctx context.Context) {
+	refused := n.gate.takeRefused()
+	if len(refused) == 0 {
+		return
+	}
+	cfg := n.gate.configuration()
+	if !inConfiguration(cfg, n.self) {
+		return
+	}
+	const maxVouchers = 3
+	asked := 0
+	for _, s := range cfg.Servers {
+		id, err := peer.Decode(string(s.ID))
+		if err != nil || id == n.self || n.host.Network().Connectedness(id) != network.Connected {
+			continue
+		}
+		if asked++; asked > maxVouchers {
+			return
+		}
+		rctx, cancel := context.WithTimeout(ctx, n.cfg.TransportTimeout)
+		named, err := n.askMembers(rctx, id, false)
+		cancel()
+		if err != nil {
+			continue
+		}
+		var vouched []peer.ID
+		for _, r := range refused {
+			for _, m := range named {
+				if m == r {
+					vouched = append(vouched, r)
+				}
+			}
+		}
+		n.gate.vouch(vouched)
+	}
 }
 
 // addPeer adds id to the configuration on the leader: a voter while fewer

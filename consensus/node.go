@@ -14,14 +14,14 @@ import (
 	"github.com/coopgrid/coopgrid/p2p"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	libp2praft "github.com/libp2p/go-libp2p-raft"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 )
 
 // Protocol IDs of the consensus layer's request/response streams. Raft's
-// own traffic uses go-libp2p-raft's protocol (/raft/1.0.0/rpc).
+// own traffic uses go-libp2p-raft's protocol (/raft/1.0.0/rpc), served by
+// a transport that admits only members (gate.go, transport.go).
 const (
 	ProtoPropose    = "/coopgrid/consensus/propose/1.0.0"
 	ProtoMembership = "/coopgrid/consensus/membership/1.0.0"
@@ -48,6 +48,8 @@ type Node struct {
 	hub   *hub
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
+	// gate admits the senders of Raft RPCs (gate.go).
+	gate  *gate
 	store *raftboltdb.BoltStore
 	logs  raft.LogStore
 	snaps *raft.FileSnapshotStore
@@ -58,6 +60,9 @@ type Node struct {
 	kickCh       chan struct{}
 	obsCh        chan raft.Observation
 	observer     *raft.Observer
+
+	// term says whether this leadership's barrier has passed (dryrun.go).
+	term leadTerm
 
 	// memberMu serialises the configuration changes this node makes as
 	// leader, so that the voter count it decides on is current.
@@ -131,7 +136,8 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 		n.store.Close()
 		return nil, fmt.Errorf("consensus: snapshot store: %w", err)
 	}
-	n.trans, err = libp2praft.NewLibp2pTransport(h, cfg.TransportTimeout)
+	n.gate = newGate(n.self, n.log)
+	n.trans, err = newTransport(h.Host, n.gate, cfg.TransportTimeout)
 	if err != nil {
 		n.store.Close()
 		return nil, fmt.Errorf("consensus: libp2p transport: %w", err)
@@ -168,6 +174,7 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 		return ok
 	})
 	n.raft.RegisterObserver(n.observer)
+	n.gate.raft.Store(n.raft)
 
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	h.Handle(ProtoPropose, n.handlePropose)
@@ -410,12 +417,18 @@ func (n *Node) watchLeadership() {
 		case leader := <-n.notifyCh:
 			stop()
 			stop = func() {}
+			gen := n.term.begin()
 			if !leader {
 				n.log.Info("consensus: lost leadership")
 				continue
 			}
 			n.log.Info("consensus: became leader")
 			n.kick()
+			n.wg.Add(1)
+			go func() {
+				defer n.wg.Done()
+				n.catchUp(n.ctx, gen)
+			}()
 			if n.cfg.OnLeadership != nil {
 				stop = n.startLeadership()
 			}
@@ -463,6 +476,7 @@ func (n *Node) maintain() {
 			}
 		}
 		n.reconnect()
+		n.vouchRound(n.ctx)
 		if n.IsLeader() {
 			if err := n.promote(n.ctx); err != nil {
 				n.log.Warn("consensus: promote non-voter", "err", err)

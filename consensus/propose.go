@@ -23,36 +23,41 @@ import (
 // The command must act as this peer (Command.Peer == ID()): the leader
 // refuses a forwarded command whose Peer differs from the authenticated
 // peer that sent it. Config.Admit is asked here first and again on the
-// leader; a command it refuses is never appended.
+// leader; a command it refuses is never appended. The leader then asks its
+// ledger whether Apply would reject the command (its dry run, dryrun.go):
+// such a command is answered with the ledger's verdict and not appended
+// either (Result.Index is then the applied index of the state that judged
+// it).
 //
 // A command the ledger rejected is not an error: the Result carries it in
 // Result.Err. Errors are *p2p.Error with the codes of this package.
 func (n *Node) Propose(ctx context.Context, data []byte) (ledger.Result, error) {
-	if err := n.admit(n.self, data); err != nil {
+	c, err := n.admit(n.self, data)
+	if err != nil {
 		return ledger.Result{}, err
 	}
 	ctx, cancel := n.withTimeout(ctx, n.cfg.ApplyTimeout)
 	defer cancel()
-	leader, res, err := n.proposeOnce(ctx, data)
+	leader, res, err := n.proposeOnce(ctx, &c, data)
 	if err != nil && certainlyNotApplied(err) {
 		n.log.Debug("consensus: propose retry after leader change", "leader", leader, "err", err)
 		if werr := n.waitLeaderChange(ctx, leader); werr != nil {
 			return ledger.Result{}, err
 		}
-		_, res, err = n.proposeOnce(ctx, data)
+		_, res, err = n.proposeOnce(ctx, &c, data)
 	}
 	return res, err
 }
 
-// proposeOnce sends data to the leader this node knows (itself or another)
-// and returns which leader it tried.
-func (n *Node) proposeOnce(ctx context.Context, data []byte) (peer.ID, ledger.Result, error) {
+// proposeOnce sends data (c, decoded) to the leader this node knows (itself
+// or another) and returns which leader it tried.
+func (n *Node) proposeOnce(ctx context.Context, c *ledger.Command, data []byte) (peer.ID, ledger.Result, error) {
 	leader, err := n.WaitLeader(ctx)
 	if err != nil {
 		return "", ledger.Result{}, err
 	}
 	if leader == n.self {
-		res, err := n.applyLocal(ctx, data)
+		res, err := n.appendChecked(ctx, c, data)
 		return leader, res, err
 	}
 	select {
@@ -104,27 +109,38 @@ func (n *Node) waitLeaderChange(ctx context.Context, old peer.ID) error {
 
 // admit decodes data and checks that the command acts as the peer that
 // proposes it (the authenticated sender of a forwarded command, this node
-// for its own), then asks Config.Admit.
-func (n *Node) admit(proposer peer.ID, data []byte) error {
+// for its own), then asks Config.Admit. It returns the decoded command.
+func (n *Node) admit(proposer peer.ID, data []byte) (ledger.Command, error) {
 	c, err := ledger.DecodeCommand(data)
 	if err != nil {
-		return errorf(CodeBadCommand, "%v", err)
+		return c, errorf(CodeBadCommand, "%v", err)
 	}
 	if c.Peer != proposer.String() {
-		return errorf(CodeForbidden, "command acts as peer %q but was proposed by %s", c.Peer, proposer)
+		return c, errorf(CodeForbidden, "command acts as peer %q but was proposed by %s", c.Peer, proposer)
 	}
 	if n.cfg.Admit == nil {
-		return nil
+		return c, nil
 	}
 	n.fsm.view(func(l *ledger.Ledger) { err = n.cfg.Admit(proposer, c, l) })
 	if err == nil {
-		return nil
+		return c, nil
 	}
 	var perr *p2p.Error
 	if errors.As(err, &perr) {
-		return err
+		return c, err
 	}
-	return errorf(CodeForbidden, "%v", err)
+	return c, errorf(CodeForbidden, "%v", err)
+}
+
+// appendChecked appends an admitted proposal on this node, the leader,
+// unless the ledger's dry run rejects it: then the verdict is the answer and
+// the log is unchanged.
+func (n *Node) appendChecked(ctx context.Context, c *ledger.Command, data []byte) (ledger.Result, error) {
+	if res, refused := n.dryRun(ctx, c); refused {
+		n.log.Debug("consensus: proposal refused before the log", "kind", res.Kind, "err", res.Err)
+		return res, nil
+	}
+	return n.applyLocal(ctx, data)
 }
 
 // handlePropose serves a follower's forwarded command on the leader.
@@ -138,10 +154,11 @@ func (n *Node) handlePropose(ctx context.Context, remote peer.ID, data []byte) (
 	} else if !ok {
 		return nil, errorf(CodeNotMember, "peer %s is not a member of the cluster", remote)
 	}
-	if err := n.admit(remote, data); err != nil {
+	c, err := n.admit(remote, data)
+	if err != nil {
 		return nil, err
 	}
-	res, err := n.applyLocal(ctx, data)
+	res, err := n.appendChecked(ctx, &c, data)
 	if err != nil {
 		return nil, err
 	}

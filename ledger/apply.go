@@ -7,9 +7,16 @@ import (
 	"strconv"
 )
 
-// Every handler below validates completely, then mutates. Nothing between
-// the first mutation and the return can fail, which is what makes a
-// rejected command leave the state untouched.
+// Every handler below is a Body's check: it validates completely against
+// the state, changing nothing, and returns the mutation (a change), which
+// cannot fail. Ledger.apply runs the change right after its check, which is
+// what makes a rejected command leave the state untouched; Ledger.Check runs
+// the check alone (the leader's dry run before appending). Each rule thus
+// has one copy, used by both.
+
+// change is the mutation a successful check returns: it applies the body at
+// index, results beyond the error going to res. It cannot fail.
+type change func(index uint64, res *Result)
 
 // actor returns the acting organisation, checking that the acting peer is
 // the one registered for it.
@@ -69,21 +76,22 @@ func newMachine(org string, s MachineSpec, atMs int64) *Machine {
 	}
 }
 
-func (b *RegisterOrg) apply(l *Ledger, index uint64, c *Command, _ *Result) *Error {
+func (b *RegisterOrg) check(l *Ledger, c *Command) (change, *Error) {
 	if _, ok := l.orgs[c.Org]; ok {
-		return errf(CodeExists, "organisation %q is already registered", c.Org)
+		return nil, errf(CodeExists, "organisation %q is already registered", c.Org)
 	}
 	if other, ok := l.peers[c.Peer]; ok {
-		return errf(CodeExists, "peer %s already acts for organisation %q", c.Peer, other)
+		return nil, errf(CodeExists, "peer %s already acts for organisation %q", c.Peer, other)
 	}
-	l.orgs[c.Org] = &Org{Name: c.Org, Peer: c.Peer, LimitMilliW: b.LimitMilliW, RegisteredAt: index}
-	l.order = append(l.order, c.Org)
-	l.peers[c.Peer] = c.Org
-	l.byOrgM[c.Org] = map[string]struct{}{}
-	for _, s := range b.Machines {
-		l.putMachine(newMachine(c.Org, s, c.AtMs))
-	}
-	return nil
+	return func(index uint64, _ *Result) {
+		l.orgs[c.Org] = &Org{Name: c.Org, Peer: c.Peer, LimitMilliW: b.LimitMilliW, RegisteredAt: index}
+		l.order = append(l.order, c.Org)
+		l.peers[c.Peer] = c.Org
+		l.byOrgM[c.Org] = map[string]struct{}{}
+		for _, s := range b.Machines {
+			l.putMachine(newMachine(c.Org, s, c.AtMs))
+		}
+	}, nil
 }
 
 func (l *Ledger) putMachine(m *Machine) {
@@ -91,60 +99,71 @@ func (l *Ledger) putMachine(m *Machine) {
 	l.byOrgM[m.Org][m.ID] = struct{}{}
 }
 
-func (b *AddMachine) apply(l *Ledger, _ uint64, c *Command, _ *Result) *Error {
+func (b *AddMachine) check(l *Ledger, c *Command) (change, *Error) {
 	if _, err := l.actor(c); err != nil {
-		return err
+		return nil, err
 	}
 	m := newMachine(c.Org, b.Machine, c.AtMs)
 	if _, ok := l.machines[m.ID]; ok {
-		return errf(CodeExists, "machine %q is already registered", m.ID)
+		return nil, errf(CodeExists, "machine %q is already registered", m.ID)
 	}
-	l.putMachine(m)
-	return nil
+	return func(uint64, *Result) { l.putMachine(m) }, nil
 }
 
-func (b *RemoveMachine) apply(l *Ledger, _ uint64, c *Command, _ *Result) *Error {
+func (b *RemoveMachine) check(l *Ledger, c *Command) (change, *Error) {
 	m, err := l.ownMachine(c, b.Machine)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if m.Task != "" {
-		return errf(CodeMachineBusy, "machine %q holds task %s", m.ID, m.Task)
+		return nil, errf(CodeMachineBusy, "machine %q holds task %s", m.ID, m.Task)
 	}
 	if n := len(l.stopping[m.ID]); n > 0 {
-		return errf(CodeMachineBusy, "machine %q has %d stopped runs whose energy is not reported yet (report them, or declare the machine lost)", m.ID, n)
+		return nil, errf(CodeMachineBusy, "machine %q has %d stopped runs whose energy is not reported yet (report them, or declare the machine lost)", m.ID, n)
 	}
-	delete(l.machines, m.ID)
-	delete(l.byOrgM[m.Org], m.ID)
-	return nil
+	return func(uint64, *Result) {
+		delete(l.machines, m.ID)
+		delete(l.byOrgM[m.Org], m.ID)
+	}, nil
 }
 
-func (b *SetLimit) apply(l *Ledger, _ uint64, c *Command, _ *Result) *Error {
+func (b *SetLimit) check(l *Ledger, c *Command) (change, *Error) {
 	o, err := l.actor(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	lim := b.LimitMilliW
 	if pi := l.pi[o.Name]; lim < pi {
-		return errf(CodeLimitExceeded, "limit %d mW is below the %d mW now serving %q's tasks; lower it after they finish", lim, pi, o.Name)
+		return nil, errf(CodeLimitExceeded, "limit %d mW is below the %d mW now serving %q's tasks; lower it after they finish", lim, pi, o.Name)
 	}
-	o.LimitMilliW = lim
-	return nil
+	return func(uint64, *Result) { o.LimitMilliW = lim }, nil
 }
 
-func (b *SubmitTasks) apply(l *Ledger, index uint64, c *Command, res *Result) *Error {
+func (b *SubmitTasks) check(l *Ledger, c *Command) (change, *Error) {
 	o, err := l.actor(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	digest := ""
+	if b.RequestID != "" {
+		// A resend of a remembered submit changes nothing (requests.go);
+		// one with another submission under the same ID is refused.
+		digest = submitDigest(b.Tasks)
+		if r := l.requests[o.Name][b.RequestID]; r != nil {
+			if err := l.replay(r, digest, &Result{}); err != nil {
+				return nil, err
+			}
+			return func(_ uint64, res *Result) { l.replay(r, digest, res) }, nil
+		}
+	}
+	return func(index uint64, res *Result) { l.submit(o, b, index, c.AtMs, digest, res) }, nil
+}
+
+// submit queues b's tasks for o; a keyed submit (digest set) is remembered.
+func (l *Ledger) submit(o *Org, b *SubmitTasks, index uint64, atMs int64, digest string, res *Result) {
 	var rec *SubmitRecord
 	if b.RequestID != "" {
-		// A resend of a remembered submit changes nothing (requests.go).
-		digest := submitDigest(b.Tasks)
-		if r := l.requests[o.Name][b.RequestID]; r != nil {
-			return l.replay(r, digest, res)
-		}
-		rec = &SubmitRecord{Org: o.Name, RequestID: b.RequestID, Index: index, AtMs: c.AtMs,
+		rec = &SubmitRecord{Org: o.Name, RequestID: b.RequestID, Index: index, AtMs: atMs,
 			First: o.Submitted + 1, Count: len(b.Tasks), Digest: digest}
 	}
 	res.TaskIDs = make([]string, 0, len(b.Tasks))
@@ -154,7 +173,7 @@ func (b *SubmitTasks) apply(l *Ledger, index uint64, c *Command, res *Result) *E
 		t := &Task{
 			ID:  o.Name + "-" + strconv.FormatUint(o.Submitted, 10),
 			Org: o.Name, SizeMFlop: ts.SizeMFlop, RemainingMFlop: ts.SizeMFlop,
-			Spec: ts.Spec.clone(), Seq: l.seq, SubmittedMs: c.AtMs, State: TaskQueued,
+			Spec: ts.Spec.clone(), Seq: l.seq, SubmittedMs: atMs, State: TaskQueued,
 		}
 		l.tasks[t.ID] = t
 		l.bySeq = append(l.bySeq, t)
@@ -163,47 +182,51 @@ func (b *SubmitTasks) apply(l *Ledger, index uint64, c *Command, res *Result) *E
 	if rec != nil {
 		l.remember(rec)
 	}
-	return nil
 }
 
-func (b *CancelTask) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
+func (b *CancelTask) check(l *Ledger, c *Command) (change, *Error) {
 	if _, err := l.actor(c); err != nil {
-		return err
+		return nil, err
 	}
 	t, err := l.task(b.Task)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if t.Org != c.Org {
-		return errf(CodeNotOwner, "task %s belongs to %q, not %q", t.ID, t.Org, c.Org)
+		return nil, errf(CodeNotOwner, "task %s belongs to %q, not %q", t.ID, t.Org, c.Org)
 	}
 	if t.State.Terminal() {
-		return errf(CodeBadState, "task %s is already %s", t.ID, t.State)
+		return nil, errf(CodeBadState, "task %s is already %s", t.ID, t.State)
 	}
-	if t.State.Placed() {
-		m := l.machines[t.Machine]
-		if t.State == TaskRunning {
-			l.markStopping(t, m.ID, OutcomeCancelling)
+	return func(_ uint64, res *Result) {
+		if t.State.Placed() {
+			m := l.machines[t.Machine]
+			if t.State == TaskRunning {
+				l.markStopping(t, m.ID, OutcomeCancelling)
+			}
+			l.unplace(t, m)
+			res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStop, Task: t.ID, Reason: "cancelled"})
 		}
-		l.unplace(t, m)
-		res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStop, Task: t.ID, Reason: "cancelled"})
-	}
-	t.State = TaskCancelled
-	t.EndedMs = c.AtMs
-	t.Reason = "cancelled by " + c.Org
-	return nil
+		t.State = TaskCancelled
+		t.EndedMs = c.AtMs
+		t.Reason = "cancelled by " + c.Org
+	}, nil
 }
 
-func (b *Decisions) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
+// check of a decisions batch is its envelope only: each decision is judged
+// on its own when the batch applies, against the state the previous ones
+// left (the documented rule of batches).
+func (b *Decisions) check(l *Ledger, c *Command) (change, *Error) {
 	if _, err := l.actor(c); err != nil {
-		return err
+		return nil, err
 	}
-	ds := b.Decisions
-	res.Decisions = make([]DecisionResult, len(ds))
-	for i, d := range ds {
-		res.Decisions[i] = DecisionResult{Decision: d, Err: l.decide(d, res)}
-	}
-	return nil
+	return func(_ uint64, res *Result) {
+		ds := b.Decisions
+		res.Decisions = make([]DecisionResult, len(ds))
+		for i, d := range ds {
+			res.Decisions[i] = DecisionResult{Decision: d, Err: l.decide(d, res)}
+		}
+	}, nil
 }
 
 // decide validates one decision against the current state and, if valid,
@@ -302,36 +325,38 @@ func (l *Ledger) markStopping(t *Task, machine string, o Outcome) {
 	s[t.ID]++
 }
 
-func (b *TaskStarted) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
+func (b *TaskStarted) check(l *Ledger, c *Command) (change, *Error) {
 	t, m, err := l.reportedRun(c, b.Task, b.Machine)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if t.State != TaskAssigned || t.Machine != m.ID {
-		return errf(CodeBadState, "task %s is %s%s, not assigned to %q", t.ID, t.State, onMachine(t), m.ID)
+		return nil, errf(CodeBadState, "task %s is %s%s, not assigned to %q", t.ID, t.State, onMachine(t), m.ID)
 	}
 	if b.FromCheckpoint != "" {
 		ck := t.Checkpoint
 		if ck == nil {
-			return errf(CodeBadState, "task %s has no recorded checkpoint; the run restored %s", t.ID, b.FromCheckpoint)
+			return nil, errf(CodeBadState, "task %s has no recorded checkpoint; the run restored %s", t.ID, b.FromCheckpoint)
 		}
 		if ck.Hash != b.FromCheckpoint || ck.ProgressMFlop != b.RestoredProgressMFlop {
-			return errf(CodeBadState, "task %s's recorded checkpoint is %s (%d MFlop); the run restored %s (%d MFlop)",
+			return nil, errf(CodeBadState, "task %s's recorded checkpoint is %s (%d MFlop); the run restored %s (%d MFlop)",
 				t.ID, ck.Hash, ck.ProgressMFlop, b.FromCheckpoint, b.RestoredProgressMFlop)
 		}
 	}
-	if b.FromZero && t.Checkpoint != nil {
-		// The checkpoint could not be restored: the run redoes everything,
-		// and the ledger must not count the lost progress as saved.
-		res.Notes = append(res.Notes, fmt.Sprintf("task %s starts from zero on %q: checkpoint %s (%d MFlop) was not restored and is dropped",
-			t.ID, m.ID, t.Checkpoint.Hash, t.Checkpoint.ProgressMFlop))
-		t.Checkpoint = nil
-		t.RemainingMFlop = t.SizeMFlop
-	}
-	t.State = TaskRunning
-	t.Attempts++
-	t.Segments = append(t.Segments, Segment{Machine: m.ID, MachineOrg: m.Org, StartMs: c.AtMs, Outcome: OutcomeRunning})
-	return nil
+	return func(_ uint64, res *Result) {
+		if b.FromZero && t.Checkpoint != nil {
+			// The checkpoint could not be restored: the run redoes
+			// everything, and the ledger must not count the lost progress
+			// as saved.
+			res.Notes = append(res.Notes, fmt.Sprintf("task %s starts from zero on %q: checkpoint %s (%d MFlop) was not restored and is dropped",
+				t.ID, m.ID, t.Checkpoint.Hash, t.Checkpoint.ProgressMFlop))
+			t.Checkpoint = nil
+			t.RemainingMFlop = t.SizeMFlop
+		}
+		t.State = TaskRunning
+		t.Attempts++
+		t.Segments = append(t.Segments, Segment{Machine: m.ID, MachineOrg: m.Org, StartMs: c.AtMs, Outcome: OutcomeRunning})
+	}, nil
 }
 
 func onMachine(t *Task) string {
@@ -389,21 +414,22 @@ type closing struct {
 	out Outcome
 }
 
-// closeSegments closes every segment of cs at endMs and books its energy,
-// once it has checked that no account would overflow (CodeOverflow, and
-// nothing changed).
-func (l *Ledger) closeSegments(endMs int64, cs ...closing) *Error {
+// checkClosing checks that closing every segment of cs would overflow no
+// energy account (CodeOverflow).
+func (l *Ledger) checkClosing(cs ...closing) *Error {
 	credits := make([]credit, len(cs))
 	for k, s := range cs {
 		credits[k] = credit{s.t.Org, s.t.Segments[s.i].MachineOrg, s.mj}
 	}
-	if err := l.checkCredits(credits...); err != nil {
-		return err
-	}
+	return l.checkCredits(credits...)
+}
+
+// closeSegments closes every segment of cs at endMs and books its energy;
+// checkClosing(cs...) must have passed.
+func (l *Ledger) closeSegments(endMs int64, cs ...closing) {
 	for _, s := range cs {
 		l.closeSegment(s.t, s.i, endMs, s.mj, s.src, s.out)
 	}
-	return nil
 }
 
 // closeSegment closes t.Segments[i] and books its energy.
@@ -442,36 +468,43 @@ func closedOutcome(o Outcome) Outcome {
 	return OutcomePreempted
 }
 
-func (b *TaskStopped) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
+func (b *TaskStopped) check(l *Ledger, c *Command) (change, *Error) {
 	t, m, err := l.reportedRun(c, b.Task, b.Machine)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	i := t.openSegment(m.ID, OutcomePreempting, OutcomeCancelling)
 	if i < 0 {
-		return errf(CodeBadState, "task %s has no preempted or cancelled run on %q waiting for its report", t.ID, m.ID)
+		return nil, errf(CodeBadState, "task %s has no preempted or cancelled run on %q waiting for its report", t.ID, m.ID)
 	}
 	applyCk := false
+	var note string
 	if ck := b.Checkpoint; ck != nil {
 		if ck.ProgressMFlop > t.SizeMFlop {
-			return errf(CodeMalformed, "checkpoint progress %d MFlop exceeds the task's size %d MFlop", ck.ProgressMFlop, t.SizeMFlop)
+			return nil, errf(CodeMalformed, "checkpoint progress %d MFlop exceeds the task's size %d MFlop", ck.ProgressMFlop, t.SizeMFlop)
 		}
 		switch {
 		case t.State != TaskQueued && t.State != TaskAssigned:
-			res.Notes = append(res.Notes, fmt.Sprintf("checkpoint %s ignored: task %s is %s, no longer waiting to resume", ck.Hash, t.ID, t.State))
+			note = fmt.Sprintf("checkpoint %s ignored: task %s is %s, no longer waiting to resume", ck.Hash, t.ID, t.State)
 		case ck.ProgressMFlop < t.progress():
-			res.Notes = append(res.Notes, fmt.Sprintf("checkpoint %s ignored: it saves %d MFlop, the task's checkpoint already %d", ck.Hash, ck.ProgressMFlop, t.progress()))
+			note = fmt.Sprintf("checkpoint %s ignored: it saves %d MFlop, the task's checkpoint already %d", ck.Hash, ck.ProgressMFlop, t.progress())
 		default:
 			applyCk = true
 		}
 	}
-	if err := l.closeSegments(c.AtMs, closing{t, i, b.EnergyMilliJ, b.Source, closedOutcome(t.Segments[i].Outcome)}); err != nil {
-		return err
+	run := closing{t, i, b.EnergyMilliJ, b.Source, closedOutcome(t.Segments[i].Outcome)}
+	if err := l.checkClosing(run); err != nil {
+		return nil, err
 	}
-	if applyCk {
-		t.setCheckpoint(b.Checkpoint, c.AtMs)
-	}
-	return nil
+	return func(_ uint64, res *Result) {
+		if note != "" {
+			res.Notes = append(res.Notes, note)
+		}
+		l.closeSegments(c.AtMs, run)
+		if applyCk {
+			t.setCheckpoint(b.Checkpoint, c.AtMs)
+		}
+	}, nil
 }
 
 // progress is the work saved in the task's checkpoint.
@@ -490,10 +523,10 @@ func (t *Task) setCheckpoint(d *CheckpointData, atMs int64) {
 	t.RemainingMFlop = t.SizeMFlop - d.ProgressMFlop
 }
 
-func (b *TaskEnded) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
+func (b *TaskEnded) check(l *Ledger, c *Command) (change, *Error) {
 	t, m, err := l.reportedRun(c, b.Task, b.Machine)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	end := func() {
 		t.ExitCode = b.ExitCode
@@ -521,11 +554,14 @@ func (b *TaskEnded) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
 		// stale report cannot follow a start; a run lost with a restart
 		// is reported as stopped, never as ended.
 		run := closing{t, t.openSegment(m.ID, OutcomeRunning), b.EnergyMilliJ, b.Source, outcome}
-		if err := l.closeSegments(c.AtMs, run); err != nil {
-			return err
+		if err := l.checkClosing(run); err != nil {
+			return nil, err
 		}
-		l.unplace(t, m)
-		end()
+		return func(uint64, *Result) {
+			l.closeSegments(c.AtMs, run)
+			l.unplace(t, m)
+			end()
+		}, nil
 	case stale >= 0:
 		// The ledger already took the task off this machine (preempted or
 		// cancelled) before the report arrived: the report closes that run.
@@ -540,51 +576,56 @@ func (b *TaskEnded) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
 		if done {
 			run.out = OutcomeDone
 		}
-		if err := l.closeSegments(c.AtMs, run); err != nil {
-			return err
+		if err := l.checkClosing(run); err != nil {
+			return nil, err
 		}
-		if done {
-			end()
-			return nil
-		}
-		res.Notes = append(res.Notes, fmt.Sprintf("task %s: exit on %q booked as the end of its %s run; the task is %s%s", t.ID, m.ID, t.Segments[stale].Outcome, t.State, onMachine(t)))
+		return func(_ uint64, res *Result) {
+			l.closeSegments(c.AtMs, run)
+			if done {
+				end()
+				return
+			}
+			res.Notes = append(res.Notes, fmt.Sprintf("task %s: exit on %q booked as the end of its %s run; the task is %s%s", t.ID, m.ID, t.Segments[stale].Outcome, t.State, onMachine(t)))
+		}, nil
 	case t.State == TaskAssigned && t.Machine == m.ID:
 		// It failed before it ever started: there is no segment to book
 		// energy on.
 		if !b.Failed || b.EnergyMilliJ != 0 {
-			return errf(CodeBadState, "task %s never started on %q: only a failure with no energy can be reported", t.ID, m.ID)
+			return nil, errf(CodeBadState, "task %s never started on %q: only a failure with no energy can be reported", t.ID, m.ID)
 		}
-		l.unplace(t, m)
-		end()
+		return func(uint64, *Result) {
+			l.unplace(t, m)
+			end()
+		}, nil
 	default:
-		return errf(CodeBadState, "task %s is %s%s, not running on %q", t.ID, t.State, onMachine(t), m.ID)
+		return nil, errf(CodeBadState, "task %s is %s%s, not running on %q", t.ID, t.State, onMachine(t), m.ID)
 	}
-	return nil
 }
 
-func (b *Heartbeat) apply(l *Ledger, _ uint64, c *Command, _ *Result) *Error {
+func (b *Heartbeat) check(l *Ledger, c *Command) (change, *Error) {
 	m, err := l.ownMachine(c, b.Machine)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	m.LastHeartbeatMs = max(m.LastHeartbeatMs, c.AtMs)
-	m.State = MachineUp
-	return nil
+	return func(uint64, *Result) {
+		m.LastHeartbeatMs = max(m.LastHeartbeatMs, c.AtMs)
+		m.State = MachineUp
+	}, nil
 }
 
-func (b *MachineLostCmd) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
+func (b *MachineLostCmd) check(l *Ledger, c *Command) (change, *Error) {
 	// Any registered peer may declare a machine lost (the leader does it for
 	// machines whose heartbeats stopped); the peer must still be the one
 	// registered for the organisation it claims to act for.
 	if _, err := l.actor(c); err != nil {
-		return err
+		return nil, err
 	}
 	m := l.machines[b.Machine]
 	if m == nil {
-		return errf(CodeUnknownMachine, "machine %q is not registered", b.Machine)
+		return nil, errf(CodeUnknownMachine, "machine %q is not registered", b.Machine)
 	}
 	if m.State == MachineLost {
-		return errf(CodeBadState, "machine %q is already lost", m.ID)
+		return nil, errf(CodeBadState, "machine %q is already lost", m.ID)
 	}
 	// Every open segment on m: the running one of m's task, and the runs
 	// stopped there whose energy was never reported.
@@ -608,16 +649,18 @@ func (b *MachineLostCmd) apply(l *Ledger, _ uint64, c *Command, res *Result) *Er
 			}
 		}
 	}
-	if err := l.closeSegments(c.AtMs, opens...); err != nil {
-		return err
+	if err := l.checkClosing(opens...); err != nil {
+		return nil, err
 	}
-	if held != nil {
-		l.unplace(held, m)
-		held.State = TaskQueued
-		res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStop, Task: held.ID, Reason: "lost"})
-	}
-	m.State = MachineLost
-	return nil
+	return func(_ uint64, res *Result) {
+		l.closeSegments(c.AtMs, opens...)
+		if held != nil {
+			l.unplace(held, m)
+			held.State = TaskQueued
+			res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStop, Task: held.ID, Reason: "lost"})
+		}
+		m.State = MachineLost
+	}, nil
 }
 
 // declaredMilliJ is busy power × duration, in mJ, capped at
@@ -637,19 +680,18 @@ func declaredMilliJ(busyMilliW, startMs, endMs int64) int64 {
 	return int64(q)
 }
 
-func (b *CheckpointRecorded) apply(l *Ledger, _ uint64, c *Command, _ *Result) *Error {
+func (b *CheckpointRecorded) check(l *Ledger, c *Command) (change, *Error) {
 	t, m, err := l.reportedRun(c, b.Task, b.Machine)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if t.State != TaskRunning || t.Machine != m.ID {
-		return errf(CodeBadState, "task %s is %s%s, not running on %q", t.ID, t.State, onMachine(t), m.ID)
+		return nil, errf(CodeBadState, "task %s is %s%s, not running on %q", t.ID, t.State, onMachine(t), m.ID)
 	}
 	if p := b.Checkpoint.ProgressMFlop; p > t.SizeMFlop {
-		return errf(CodeMalformed, "checkpoint progress %d MFlop exceeds the task's size %d MFlop", p, t.SizeMFlop)
+		return nil, errf(CodeMalformed, "checkpoint progress %d MFlop exceeds the task's size %d MFlop", p, t.SizeMFlop)
 	} else if p < t.progress() {
-		return errf(CodeBadState, "checkpoint progress %d MFlop is behind the recorded %d MFlop", p, t.progress())
+		return nil, errf(CodeBadState, "checkpoint progress %d MFlop is behind the recorded %d MFlop", p, t.progress())
 	}
-	t.setCheckpoint(&b.Checkpoint, c.AtMs)
-	return nil
+	return func(uint64, *Result) { t.setCheckpoint(&b.Checkpoint, c.AtMs) }, nil
 }

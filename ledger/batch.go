@@ -115,19 +115,21 @@ func (*Reports) wakesScheduler(res *Result) bool {
 	return false
 }
 
-// apply applies a batch item by item. Each item goes through the same
-// shape check and handler as the single command it stands for, on an
-// item-local Result: handlers validate completely before they mutate, so a
-// rejected item leaves the state as the previous items left it.
-func (b *Reports) apply(l *Ledger, index uint64, c *Command, res *Result) *Error {
+// check of a batch is its envelope only; its change applies the batch
+// item by item. Each item goes through the same shape check and handler as
+// the single command it stands for, on an item-local Result: handlers
+// validate completely before they mutate, so a rejected item leaves the
+// state as the previous items left it.
+func (b *Reports) check(l *Ledger, c *Command) (change, *Error) {
 	if _, err := l.actor(c); err != nil {
-		return err
+		return nil, err
 	}
-	res.Reports = make([]ReportResult, len(b.Items))
-	for i, it := range b.Items {
-		res.Reports[i] = l.applyReport(index, it.Command(*c), res)
-	}
-	return nil
+	return func(index uint64, res *Result) {
+		res.Reports = make([]ReportResult, len(b.Items))
+		for i, it := range b.Items {
+			res.Reports[i] = l.applyReport(index, it.Command(*c), res)
+		}
+	}, nil
 }
 
 // applyReport applies one item of a batch, sub being the command it stands

@@ -7,7 +7,7 @@ import (
 )
 
 // A command kind is defined once: a body type with its methods (Kind,
-// validate, apply and optional traits) and its pointer field in Command,
+// validate, check and optional traits) and its pointer field in Command,
 // whose JSON name is the kind. Everything that depends on the kind (Kind,
 // validation, Apply, the reports batch, WakesScheduler, LeaderOnly) looks
 // the body up through the table below, derived from the Command struct, in
@@ -20,10 +20,11 @@ type Body interface {
 	Kind() Kind
 	// validate checks the body's shape, independent of any state.
 	validate() *Error
-	// apply validates the body against l's state and, only if valid,
-	// applies it. c is the command carrying it (its envelope), index its
-	// log index; results beyond the error go to res.
-	apply(l *Ledger, index uint64, c *Command, res *Result) *Error
+	// check validates the body against l's state (every precondition of
+	// applying it) without changing anything, and returns the change that
+	// applies it, which cannot fail. c is the command carrying it (its
+	// envelope). Apply runs the change at once; Ledger.Check discards it.
+	check(l *Ledger, c *Command) (change, *Error)
 }
 
 // Optional traits of a body; a body without the method has the default.

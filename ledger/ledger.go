@@ -83,6 +83,9 @@ type DecisionResult struct {
 // decisions batch: the batch was well-formed and authorised; each decision
 // has its own fate in Decisions).
 type Result struct {
+	// Index is the command's log index. A command the leader's dry run
+	// (Ledger.Check) refused never reached the log: Index is then the
+	// applied index of the state that refused it.
 	Index uint64 `json:"index"`
 	Kind  Kind   `json:"kind,omitempty"`
 	// Skipped: the index was not above the applied index; nothing was done.
@@ -150,12 +153,49 @@ func (l *Ledger) Apply(index uint64, data []byte) Result {
 	return res
 }
 
-// apply applies c's body (Body.apply) at index, results beyond the error
-// going to res.
+// apply applies c's body at index (its check, then the change the check
+// returned), results beyond the error going to res.
 func (l *Ledger) apply(index uint64, c *Command, res *Result) *Error {
+	do, err := l.check(c)
+	if err != nil {
+		return err
+	}
+	do(index, res)
+	return nil
+}
+
+func (l *Ledger) check(c *Command) (change, *Error) {
 	b := c.Body()
 	if b == nil {
-		return errf(CodeMalformed, "a command carries exactly one body")
+		return nil, errf(CodeMalformed, "a command carries exactly one body")
 	}
-	return b.apply(l, index, c, res)
+	return b.check(l, c)
+}
+
+// Check is Apply's dry run: it says whether Apply would reject c in the
+// current state, with the same error (code and message), and changes
+// nothing. It runs every check Apply runs before it mutates (the version,
+// the command's shape, the acting peer registered for the acting
+// organisation, the body's preconditions against the state), through the
+// same code. The items of a batch (decisions, reports) are judged one by
+// one when the batch applies; Check judges a batch's envelope and shape.
+//
+// The leader calls it before appending a proposal, so that a command the
+// ledger would reject never reaches the log. The state may change between
+// Check and Apply (the entries ahead of it in the log): Apply checks again,
+// and a command Check passed may still be rejected there.
+func (l *Ledger) Check(c *Command) *Error {
+	if c.V != CommandVersion {
+		return errf(CodeBadVersion, "command version %d: this ledger applies version %d", c.V, CommandVersion)
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	// The signature as Apply judges it, so a forged or unsigned command
+	// of a signing organisation never reaches the log either.
+	if err := l.authenticate(c); err != nil {
+		return err
+	}
+	_, err := l.check(c)
+	return err
 }
