@@ -76,6 +76,12 @@ func (b *RegisterOrg) apply(l *Ledger, index uint64, c *Command, _ *Result) *Err
 	if other, ok := l.peers[c.Peer]; ok {
 		return errf(CodeExists, "peer %s already acts for organisation %q", c.Peer, other)
 	}
+	if err := l.checkRegistration(b); err != nil {
+		return err
+	}
+	if len(l.orgs) == 0 && b.Rules != nil {
+		l.rules = b.Rules.normalized()
+	}
 	l.orgs[c.Org] = &Org{Name: c.Org, Peer: c.Peer, LimitMilliW: b.LimitMilliW, RegisteredAt: index}
 	l.order = append(l.order, c.Org)
 	l.peers[c.Peer] = c.Org
@@ -98,6 +104,11 @@ func (b *AddMachine) apply(l *Ledger, _ uint64, c *Command, _ *Result) *Error {
 	m := newMachine(c.Org, b.Machine, c.AtMs)
 	if _, ok := l.machines[m.ID]; ok {
 		return errf(CodeExists, "machine %q is already registered", m.ID)
+	}
+	if l.rules != nil {
+		if err := checkEfficiency(b.Machine); err != nil {
+			return err
+		}
 	}
 	l.putMachine(m)
 	return nil
@@ -147,6 +158,10 @@ func (b *SubmitTasks) apply(l *Ledger, index uint64, c *Command, res *Result) *E
 		rec = &SubmitRecord{Org: o.Name, RequestID: b.RequestID, Index: index, AtMs: c.AtMs,
 			First: o.Submitted + 1, Count: len(b.Tasks), Digest: digest}
 	}
+	if err := l.checkQueue(o, len(b.Tasks)); err != nil {
+		return err
+	}
+	l.unfinished[o.Name] += int64(len(b.Tasks))
 	res.TaskIDs = make([]string, 0, len(b.Tasks))
 	for _, ts := range b.Tasks {
 		o.Submitted++
@@ -189,6 +204,7 @@ func (b *CancelTask) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error 
 		res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStop, Task: t.ID, Reason: "cancelled"})
 	}
 	t.State = TaskCancelled
+	l.unfinished[t.Org]--
 	t.EndedMs = c.AtMs
 	t.Reason = "cancelled by " + c.Org
 	return nil
@@ -330,7 +346,11 @@ func (b *TaskStarted) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error
 	}
 	t.State = TaskRunning
 	t.Attempts++
-	t.Segments = append(t.Segments, Segment{Machine: m.ID, MachineOrg: m.Org, StartMs: c.AtMs, Outcome: OutcomeRunning})
+	seg := Segment{Machine: m.ID, MachineOrg: m.Org, StartMs: c.AtMs, Outcome: OutcomeRunning}
+	if l.rules != nil {
+		seg.FromMFlop = t.SizeMFlop - t.RemainingMFlop
+	}
+	t.Segments = append(t.Segments, seg)
 	return nil
 }
 
@@ -462,8 +482,15 @@ func (b *TaskStopped) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error
 		case ck.ProgressMFlop < t.progress():
 			res.Notes = append(res.Notes, fmt.Sprintf("checkpoint %s ignored: it saves %d MFlop, the task's checkpoint already %d", ck.Hash, ck.ProgressMFlop, t.progress()))
 		default:
+			if err := l.checkProgress(t, &t.Segments[i], m, c.AtMs, ck.ProgressMFlop); err != nil {
+				res.Notes = append(res.Notes, fmt.Sprintf("checkpoint %s ignored: %s", ck.Hash, err.Msg))
+				break
+			}
 			applyCk = true
 		}
+	}
+	if err := l.checkRun(t, &t.Segments[i], m, c.AtMs, b.EnergyMilliJ, b.Source, false); err != nil {
+		return err
 	}
 	if err := l.closeSegments(c.AtMs, closing{t, i, b.EnergyMilliJ, b.Source, closedOutcome(t.Segments[i].Outcome)}); err != nil {
 		return err
@@ -499,6 +526,7 @@ func (b *TaskEnded) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
 		t.ExitCode = b.ExitCode
 		t.Reason = b.Reason
 		t.EndedMs = c.AtMs
+		l.unfinished[t.Org]--
 		if b.Failed {
 			t.State = TaskFailed
 		} else {
@@ -521,8 +549,14 @@ func (b *TaskEnded) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
 		// stale report cannot follow a start; a run lost with a restart
 		// is reported as stopped, never as ended.
 		run := closing{t, t.openSegment(m.ID, OutcomeRunning), b.EnergyMilliJ, b.Source, outcome}
+		if err := l.checkRun(t, &t.Segments[run.i], m, c.AtMs, b.EnergyMilliJ, b.Source, !b.Failed); err != nil {
+			return err
+		}
 		if err := l.closeSegments(c.AtMs, run); err != nil {
 			return err
+		}
+		if !b.Failed {
+			l.observeDone(t, run.i, m)
 		}
 		l.unplace(t, m)
 		end()
@@ -540,10 +574,14 @@ func (b *TaskEnded) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error {
 		if done {
 			run.out = OutcomeDone
 		}
+		if err := l.checkRun(t, &t.Segments[stale], m, c.AtMs, b.EnergyMilliJ, b.Source, done); err != nil {
+			return err
+		}
 		if err := l.closeSegments(c.AtMs, run); err != nil {
 			return err
 		}
 		if done {
+			l.observeDone(t, stale, m)
 			end()
 			return nil
 		}
@@ -649,6 +687,10 @@ func (b *CheckpointRecorded) apply(l *Ledger, _ uint64, c *Command, _ *Result) *
 		return errf(CodeMalformed, "checkpoint progress %d MFlop exceeds the task's size %d MFlop", p, t.SizeMFlop)
 	} else if p < t.progress() {
 		return errf(CodeBadState, "checkpoint progress %d MFlop is behind the recorded %d MFlop", p, t.progress())
+	} else if i := t.openSegment(m.ID, OutcomeRunning); i >= 0 {
+		if err := l.checkProgress(t, &t.Segments[i], m, c.AtMs, p); err != nil {
+			return err
+		}
 	}
 	t.setCheckpoint(&b.Checkpoint, c.AtMs)
 	return nil
