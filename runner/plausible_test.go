@@ -169,3 +169,30 @@ func TestSlowMachineIsCorrected(t *testing.T) {
 		t.Fatalf("after the correction the task went to %q", got)
 	}
 }
+
+// TestQueueCap: on a federation whose rules cap an organisation's
+// unfinished tasks at 3, a submit over the cap is refused with queue_full
+// and changes nothing; a task that ends makes room.
+func TestQueueCap(t *testing.T) {
+	l := startLedgerWith(t, simMachines(1), func(r *ledger.RegisterOrg) {
+		r.Rules = &ledger.Rules{Executors: ledger.ExecutorsSimulated, MaxQueuedPerOrg: 3}
+	}, nil)
+	ids := l.submit(10_000, 10_000, 10_000)
+	waitFor(t, 20*time.Second, ids[0]+" assigned", func() bool { return l.task(ids[0]).State == ledger.TaskAssigned })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	before, _ := l.cons.Hash()
+	_, err := l.propose(ctx, func(c *ledger.Command) {
+		c.SubmitTasks = &ledger.SubmitTasks{Tasks: []ledger.TaskSpec{{SizeMFlop: 1}}}
+	})
+	if ledger.CodeOf(err) != ledger.CodeQueueFull {
+		t.Fatalf("submit over the cap: %v, want queue_full", err)
+	}
+	if after, _ := l.cons.Hash(); after != before {
+		t.Fatalf("the refused submit changed the state: %s → %s", before, after)
+	}
+	if _, err := l.propose(ctx, func(c *ledger.Command) { c.CancelTask = &ledger.CancelTask{Task: ids[2]} }); err != nil {
+		t.Fatal(err)
+	}
+	l.submit(1)
+}
