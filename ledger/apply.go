@@ -471,6 +471,9 @@ func (b *TaskStopped) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error
 	if i < 0 {
 		return errf(CodeBadState, "task %s has no preempted or cancelled run on %q waiting for its report", t.ID, m.ID)
 	}
+	if err := l.checkRun(t, &t.Segments[i], m, c.AtMs, b.EnergyMilliJ, b.Source, false); err != nil {
+		return err
+	}
 	applyCk := false
 	if ck := b.Checkpoint; ck != nil {
 		if ck.ProgressMFlop > t.SizeMFlop {
@@ -488,9 +491,6 @@ func (b *TaskStopped) apply(l *Ledger, _ uint64, c *Command, res *Result) *Error
 			}
 			applyCk = true
 		}
-	}
-	if err := l.checkRun(t, &t.Segments[i], m, c.AtMs, b.EnergyMilliJ, b.Source, false); err != nil {
-		return err
 	}
 	if err := l.closeSegments(c.AtMs, closing{t, i, b.EnergyMilliJ, b.Source, closedOutcome(t.Segments[i].Outcome)}); err != nil {
 		return err
