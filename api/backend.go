@@ -146,6 +146,12 @@ type MachineView struct {
 	State           string  `json:"state"` // up, lost
 	Task            string  `json:"task,omitempty"`
 	LastHeartbeatMs int64   `json:"last_heartbeat_ms"`
+	// EffectiveGFLOPS is set when the ledger corrected the declared speed
+	// from observed runs (docs/SECURITY.md, "Executors"): the speed the
+	// scheduler uses. SpeedMismatch flags observed runs at less than half
+	// the declared speed.
+	EffectiveGFLOPS float64 `json:"effective_gflops,omitempty"`
+	SpeedMismatch   bool    `json:"speed_mismatch,omitempty"`
 }
 
 // TaskQuery filters GET /v1/tasks (?org=&state=&limit=).

@@ -83,7 +83,13 @@ func (b *RegisterOrg) check(l *Ledger, c *Command) (change, *Error) {
 	if other, ok := l.peers[c.Peer]; ok {
 		return nil, errf(CodeExists, "peer %s already acts for organisation %q", c.Peer, other)
 	}
+	if err := l.checkRegistration(b); err != nil {
+		return nil, err
+	}
 	return func(index uint64, _ *Result) {
+		if len(l.orgs) == 0 && b.Rules != nil {
+			l.rules = b.Rules.normalized()
+		}
 		l.orgs[c.Org] = &Org{Name: c.Org, Peer: c.Peer, LimitMilliW: b.LimitMilliW, RegisteredAt: index}
 		l.order = append(l.order, c.Org)
 		l.peers[c.Peer] = c.Org
@@ -106,6 +112,11 @@ func (b *AddMachine) check(l *Ledger, c *Command) (change, *Error) {
 	m := newMachine(c.Org, b.Machine, c.AtMs)
 	if _, ok := l.machines[m.ID]; ok {
 		return nil, errf(CodeExists, "machine %q is already registered", m.ID)
+	}
+	if l.rules != nil {
+		if err := checkEfficiency(b.Machine); err != nil {
+			return nil, err
+		}
 	}
 	return func(uint64, *Result) { l.putMachine(m) }, nil
 }
@@ -156,6 +167,9 @@ func (b *SubmitTasks) check(l *Ledger, c *Command) (change, *Error) {
 			return func(_ uint64, res *Result) { l.replay(r, digest, res) }, nil
 		}
 	}
+	if err := l.checkQueue(o, len(b.Tasks)); err != nil {
+		return nil, err
+	}
 	return func(index uint64, res *Result) { l.submit(o, b, index, c.AtMs, digest, res) }, nil
 }
 
@@ -166,6 +180,7 @@ func (l *Ledger) submit(o *Org, b *SubmitTasks, index uint64, atMs int64, digest
 		rec = &SubmitRecord{Org: o.Name, RequestID: b.RequestID, Index: index, AtMs: atMs,
 			First: o.Submitted + 1, Count: len(b.Tasks), Digest: digest}
 	}
+	l.unfinished[o.Name] += int64(len(b.Tasks))
 	res.TaskIDs = make([]string, 0, len(b.Tasks))
 	for _, ts := range b.Tasks {
 		o.Submitted++
@@ -208,6 +223,7 @@ func (b *CancelTask) check(l *Ledger, c *Command) (change, *Error) {
 			res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStop, Task: t.ID, Reason: "cancelled"})
 		}
 		t.State = TaskCancelled
+		l.unfinished[t.Org]--
 		t.EndedMs = c.AtMs
 		t.Reason = "cancelled by " + c.Org
 	}, nil
@@ -355,7 +371,13 @@ func (b *TaskStarted) check(l *Ledger, c *Command) (change, *Error) {
 		}
 		t.State = TaskRunning
 		t.Attempts++
-		t.Segments = append(t.Segments, Segment{Machine: m.ID, MachineOrg: m.Org, StartMs: c.AtMs, Outcome: OutcomeRunning})
+		seg := Segment{Machine: m.ID, MachineOrg: m.Org, StartMs: c.AtMs, Outcome: OutcomeRunning}
+		if l.rules != nil {
+			// What the run starts from, for the plausibility of its end
+			// (plausible.go).
+			seg.FromMFlop = t.SizeMFlop - t.RemainingMFlop
+		}
+		t.Segments = append(t.Segments, seg)
 	}, nil
 }
 
@@ -477,6 +499,9 @@ func (b *TaskStopped) check(l *Ledger, c *Command) (change, *Error) {
 	if i < 0 {
 		return nil, errf(CodeBadState, "task %s has no preempted or cancelled run on %q waiting for its report", t.ID, m.ID)
 	}
+	if err := l.checkRun(t, &t.Segments[i], m, c.AtMs, b.EnergyMilliJ, b.Source, false); err != nil {
+		return nil, err
+	}
 	applyCk := false
 	var note string
 	if ck := b.Checkpoint; ck != nil {
@@ -489,6 +514,10 @@ func (b *TaskStopped) check(l *Ledger, c *Command) (change, *Error) {
 		case ck.ProgressMFlop < t.progress():
 			note = fmt.Sprintf("checkpoint %s ignored: it saves %d MFlop, the task's checkpoint already %d", ck.Hash, ck.ProgressMFlop, t.progress())
 		default:
+			if err := l.checkProgress(t, &t.Segments[i], m, c.AtMs, ck.ProgressMFlop); err != nil {
+				note = fmt.Sprintf("checkpoint %s ignored: %s", ck.Hash, err.Msg)
+				break
+			}
 			applyCk = true
 		}
 	}
@@ -532,6 +561,7 @@ func (b *TaskEnded) check(l *Ledger, c *Command) (change, *Error) {
 		t.ExitCode = b.ExitCode
 		t.Reason = b.Reason
 		t.EndedMs = c.AtMs
+		l.unfinished[t.Org]--
 		if b.Failed {
 			t.State = TaskFailed
 		} else {
@@ -554,11 +584,17 @@ func (b *TaskEnded) check(l *Ledger, c *Command) (change, *Error) {
 		// stale report cannot follow a start; a run lost with a restart
 		// is reported as stopped, never as ended.
 		run := closing{t, t.openSegment(m.ID, OutcomeRunning), b.EnergyMilliJ, b.Source, outcome}
+		if err := l.checkRun(t, &t.Segments[run.i], m, c.AtMs, b.EnergyMilliJ, b.Source, !b.Failed); err != nil {
+			return nil, err
+		}
 		if err := l.checkClosing(run); err != nil {
 			return nil, err
 		}
 		return func(uint64, *Result) {
 			l.closeSegments(c.AtMs, run)
+			if !b.Failed {
+				l.observeDone(t, run.i, m)
+			}
 			l.unplace(t, m)
 			end()
 		}, nil
@@ -576,12 +612,16 @@ func (b *TaskEnded) check(l *Ledger, c *Command) (change, *Error) {
 		if done {
 			run.out = OutcomeDone
 		}
+		if err := l.checkRun(t, &t.Segments[stale], m, c.AtMs, b.EnergyMilliJ, b.Source, done); err != nil {
+			return nil, err
+		}
 		if err := l.checkClosing(run); err != nil {
 			return nil, err
 		}
 		return func(_ uint64, res *Result) {
 			l.closeSegments(c.AtMs, run)
 			if done {
+				l.observeDone(t, stale, m)
 				end()
 				return
 			}
@@ -692,6 +732,10 @@ func (b *CheckpointRecorded) check(l *Ledger, c *Command) (change, *Error) {
 		return nil, errf(CodeMalformed, "checkpoint progress %d MFlop exceeds the task's size %d MFlop", p, t.SizeMFlop)
 	} else if p < t.progress() {
 		return nil, errf(CodeBadState, "checkpoint progress %d MFlop is behind the recorded %d MFlop", p, t.progress())
+	} else if i := t.openSegment(m.ID, OutcomeRunning); i >= 0 {
+		if err := l.checkProgress(t, &t.Segments[i], m, c.AtMs, p); err != nil {
+			return nil, err
+		}
 	}
 	return func(uint64, *Result) { t.setCheckpoint(&b.Checkpoint, c.AtMs) }, nil
 }

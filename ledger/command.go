@@ -111,9 +111,17 @@ type Command struct {
 
 // RegisterOrg registers the acting organisation, bound to the acting peer,
 // with its power limit and its machines. Machine IDs become "<org>/<name>".
+//
+// Rules, optional, declare the organisation's executors (live or
+// simulated) and, on the federation's first registration, fix the
+// federation's rules (plausible.go). A later registration whose executors
+// differ from the federation's is refused (CodeExecutorMode); its other
+// rule fields are ignored. Omitted when unset, so that registrations
+// encoded before it existed stay valid and encode to the same bytes.
 type RegisterOrg struct {
 	LimitMilliW int64         `json:"limit_mw"`
 	Machines    []MachineSpec `json:"machines"`
+	Rules       *Rules        `json:"rules,omitempty"`
 }
 
 func (*RegisterOrg) Kind() Kind { return KindRegisterOrg }
@@ -439,6 +447,9 @@ func (b *RegisterOrg) validate() *Error {
 			return errf(CodeMalformed, "machines[%d]: duplicate name %q", i, m.Name)
 		}
 		seen[m.Name] = struct{}{}
+	}
+	if b.Rules != nil {
+		return b.Rules.validate()
 	}
 	return nil
 }

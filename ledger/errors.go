@@ -44,6 +44,18 @@ const (
 	CodeStale Code = "stale"
 	// CodeOverflow: an energy account would overflow int64.
 	CodeOverflow Code = "overflow"
+	// CodeImplausible: a report the reporting machine's own declarations
+	// make impossible (more energy than its busy power allows, done sooner
+	// than its speed allows, a checkpoint saving more work than that,
+	// simulated energy on a live federation), or a machine declared more
+	// efficient than any hardware (plausible.go).
+	CodeImplausible Code = "implausible"
+	// CodeQueueFull: the submit would take the organisation's unfinished
+	// tasks over the federation's cap (Rules.MaxQueuedPerOrg).
+	CodeQueueFull Code = "queue_full"
+	// CodeExecutorMode: a registration declares simulated executors on a
+	// live federation, or live ones on a simulated federation.
+	CodeExecutorMode Code = "executor_mode"
 )
 
 // Error is a rejected command or decision.

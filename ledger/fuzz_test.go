@@ -95,7 +95,11 @@ func FuzzApply(f *testing.F) {
 	for _, s := range fuzzSeeds(f) {
 		f.Add(s)
 	}
-	snap := snapshotOf(f, fuzzBase(f).l)
+	fuzzApply(f, snapshotOf(f, fuzzBase(f).l))
+}
+
+// fuzzApply is FuzzApply's property on the ledger restored from snap.
+func fuzzApply(f *testing.F, snap []byte) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		l := New()
 		if err := l.Restore(bytes.NewReader(snap)); err != nil {

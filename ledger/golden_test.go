@@ -64,6 +64,13 @@ func goldenCommands() []goldenCmd {
 			result: `{"index":0,"kind":"register_org","err":{"code":"exists","msg":"organisation \"uni-a\" is already registered"}}`,
 			hash:   "d2e510987a1bb58e5d4d9ae6c705ea6a27fdb4ee916616b1b49a2922c2a384a9",
 			cmd:    with(func(c *Command) { c.RegisterOrg = &RegisterOrg{} })},
+		{name: "register_org with rules", kind: KindRegisterOrg,
+			json:   `{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"register_org":{"limit_mw":0,"machines":null,"rules":{"executors":"live","max_queued_per_org":50}}}`,
+			result: `{"index":0,"kind":"register_org","err":{"code":"exists","msg":"organisation \"uni-a\" is already registered"}}`,
+			hash:   "d2e510987a1bb58e5d4d9ae6c705ea6a27fdb4ee916616b1b49a2922c2a384a9",
+			cmd: with(func(c *Command) {
+				c.RegisterOrg = &RegisterOrg{Rules: &Rules{Executors: ExecutorsLive, MaxQueuedPerOrg: 50}}
+			})},
 		{name: "add_machine", kind: KindAddMachine,
 			json:   `{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"add_machine":{"machine":{"name":"m3","mflops":10,"busy_mw":10,"idle_mw":1}}}`,
 			result: `{"index":0,"kind":"add_machine"}`,
@@ -235,6 +242,8 @@ func goldenRejectInputs() []string {
 		e(`,"reports":{"items":[{"heartbeat":{"machine":"uni-a/m1"}}]}`),
 		e(`,"decisions":{"view_index":0,"decisions":[` + strings.TrimSuffix(strings.Repeat(`{"kind":"allocate","task":"t","machine":"o/m"},`, MaxDecisionsPerCommand+1), ",") + `]}`),
 		e(`,"reports":{"items":[` + strings.TrimSuffix(strings.Repeat(`{},`, MaxReportsPerCommand+1), ",") + `]}`),
+		e(`,"register_org":{"limit_mw":1,"machines":[],"rules":{"executors":"fake"}}`),
+		e(`,"register_org":{"limit_mw":1,"machines":[],"rules":{"executors":"live","max_queued_per_org":-1}}`),
 	}
 }
 
@@ -300,6 +309,8 @@ var goldenRejections = []struct{ code, msg string }{
 	{"malformed", "decode command: json: unknown field \"heartbeat\""},
 	{"malformed", "100001 decisions, more than 100000"},
 	{"malformed", "10001 reports: want 1 to 10000"},
+	{"malformed", "rules: executors \"fake\": want live or simulated"},
+	{"malformed", "rules: max_queued_per_org -1 out of range [0, 10000000]"},
 }
 
 // goldenItemsResult is what applying goldenItemsBatch to assignedFixture
@@ -445,4 +456,24 @@ func commandKinds(t *testing.T) []Kind {
 		kinds = append(kinds, k)
 	}
 	return kinds
+}
+
+// TestGoldenLiveRun pins the state a short run under rules leaves (issue
+// 15): the rules, a segment's starting work and a machine's observed run
+// in the canonical encoding, and the refusal of an implausible report.
+func TestGoldenLiveRun(t *testing.T) {
+	f := runningFed(t, &Rules{Executors: ExecutorsLive, MaxQueuedPerOrg: 50})
+	f.must(endedFrom("uni-a", "uni-a-1", "uni-a/m1", startMs+10_000_000, runBusy*10_000, EnergyRAPL, false))
+	r := f.apply(endedFrom("uni-b", "uni-a-2", "uni-b/x1", startMs+60_000, MaxSegmentMilliJ, EnergyRAPL, false))
+	r.Index = 0
+	const (
+		result = `{"index":0,"kind":"task_ended","err":{"code":"implausible","msg":"task uni-a-2 on \"uni-b/x1\": 10000000000000 mJ over 60000 ms is more than 21600000 mJ (150 % of the declared 120000 mW, with 60 s of slack)"}}`
+		hash   = "0bfed59d78b03b0c715752c9932688b9321603a6b7928577a2fbd07d75ab83f2"
+	)
+	if got := string(mustJSON(r)); got != result {
+		t.Errorf("result changed:\n got %s\nwant %s", got, result)
+	}
+	if got := f.l.Hash(); got != hash {
+		t.Errorf("hash %s, want %s", got, hash)
+	}
 }

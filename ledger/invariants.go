@@ -261,6 +261,7 @@ func (l *Ledger) CheckInvariants() error {
 		fail("index of stopped runs awaiting reports disagrees with the segments")
 	}
 	l.checkRequests(fail)
+	l.checkRulesState(fail)
 	return errors.Join(errs...)
 }
 

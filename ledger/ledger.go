@@ -27,6 +27,13 @@ type Ledger struct {
 	// organisation's request IDs oldest first.
 	requests map[string]map[string]*SubmitRecord
 	reqOrder map[string][]string
+
+	// rules are the federation's executor and queue rules (plausible.go),
+	// fixed by the first registration; nil on a federation from before
+	// them. unfinished (derived) counts each organisation's tasks that are
+	// not done, failed or cancelled.
+	rules      *Rules
+	unfinished map[string]int64
 }
 
 // New returns an empty ledger at applied index 0.
@@ -42,6 +49,8 @@ func New() *Ledger {
 		byOrgM:   map[string]map[string]struct{}{},
 		requests: map[string]map[string]*SubmitRecord{},
 		reqOrder: map[string][]string{},
+
+		unfinished: map[string]int64{},
 	}
 }
 

@@ -14,6 +14,12 @@ import (
 //   - 1: organisations, machines, tasks;
 //   - 2: adds the replay guard's remembered submits (state.requests),
 //     absent from a version 1 snapshot, which restores with none.
+//
+// The federation's rules (state.rules) and, under them, the machines'
+// observed runs and the segments' starting work (issue 15) are optional
+// fields of version 2, omitted when unset: a snapshot of a federation
+// without rules is byte for byte what the code before them wrote, and one
+// with rules is refused by that code as an unknown field.
 const (
 	SnapshotVersion    = 2
 	MinSnapshotVersion = 1
@@ -37,6 +43,9 @@ type canonical struct {
 	Machines []*Machine      `json:"machines"`
 	Tasks    []*Task         `json:"tasks"`
 	Requests []*SubmitRecord `json:"requests,omitempty"`
+	// Rules are omitted on a federation without them, which encodes and
+	// hashes as before they existed.
+	Rules *Rules `json:"rules,omitempty"`
 }
 
 type snapshotFile struct {
@@ -57,6 +66,7 @@ func (l *Ledger) canonical() canonical {
 		Machines: make([]*Machine, 0, len(l.machines)),
 		Tasks:    l.bySeq,
 		Requests: l.canonicalRequests(),
+		Rules:    l.rules,
 	}
 	for _, n := range l.order {
 		c.Orgs = append(c.Orgs, l.orgs[n])
@@ -139,6 +149,9 @@ func (l *Ledger) Restore(r io.Reader) error {
 	if s.V == 1 && s.State.Requests != nil {
 		return fmt.Errorf("restore ledger snapshot: version 1 has no request records")
 	}
+	if s.V == 1 && s.State.Rules != nil {
+		return fmt.Errorf("restore ledger snapshot: version 1 has no rules")
+	}
 	h, err := hashOf(&s.State)
 	if err != nil {
 		return fmt.Errorf("restore ledger snapshot: %w", err)
@@ -210,6 +223,10 @@ func fromCanonical(applied uint64, c *canonical) (*Ledger, error) {
 	if err := l.restoreRequests(c.Requests); err != nil {
 		return nil, err
 	}
+	if c.Rules != nil {
+		r := *c.Rules
+		l.rules = &r
+	}
 	l.rebuildDerived()
 	return l, nil
 }
@@ -220,7 +237,11 @@ func (l *Ledger) rebuildDerived() {
 	l.pi = map[string]int64{}
 	l.alloc = map[string]int64{}
 	l.stopping = map[string]map[string]int{}
+	l.unfinished = map[string]int64{}
 	for _, t := range l.tasks {
+		if !t.State.Terminal() {
+			l.unfinished[t.Org]++
+		}
 		if t.State.Placed() {
 			if m := l.machines[t.Machine]; m != nil {
 				l.pi[t.Org] += m.BusyMilliW

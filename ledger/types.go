@@ -149,6 +149,14 @@ type Machine struct {
 	LastHeartbeatMs int64 `json:"last_heartbeat_ms"`
 	// Task is the task allocated to the machine (assigned or running), or "".
 	Task string `json:"task,omitempty"`
+	// ObservedRuns, ObservedMFlop and ObservedMs sum the machine's
+	// completed runs of at least ObserveMinRunMs (work done, run time),
+	// from which EffectiveMFLOPS corrects the declared speed
+	// (plausible.go). Kept only on a federation with Rules; omitted while
+	// zero, so that older states encode and hash as before.
+	ObservedRuns  int64 `json:"observed_runs,omitempty"`
+	ObservedMFlop int64 `json:"observed_mflop,omitempty"`
+	ObservedMs    int64 `json:"observed_ms,omitempty"`
 }
 
 // Spec is what a task runs. The ledger validates its shape and size and
@@ -187,6 +195,11 @@ type Segment struct {
 	EnergyMilliJ int64        `json:"energy_mj,omitempty"`
 	Source       EnergySource `json:"source,omitempty"`
 	Outcome      Outcome      `json:"outcome"`
+	// FromMFlop is the task's work already saved when the run started
+	// (size − remaining): what the run had left to do is size − FromMFlop.
+	// Set on a federation with Rules (the time and progress rules need
+	// it); omitted while zero.
+	FromMFlop int64 `json:"from_mflop,omitempty"`
 }
 
 // CheckpointRef points at a checkpoint archive held by peers.

@@ -21,7 +21,9 @@ type ViewMap struct {
 // PolicyView builds the state a policy decides on, at time nowMs (the
 // leader's clock):
 //   - Orgs: every organisation, in registration order, with its limit;
-//   - Machines: the machines that are up, sorted by ID;
+//   - Machines: the machines that are up, sorted by ID, each with its
+//     effective speed (Machine.EffectiveMFLOPS: the declared one, corrected
+//     down when enough observed runs show the machine slower);
 //   - Queued: the queued tasks by submit sequence, each with its remaining
 //     work (what is left after its last checkpoint) as SizeMFlop;
 //   - Running: the assigned and running tasks, in machine order. RunSeconds
@@ -51,7 +53,7 @@ func (l *Ledger) PolicyView(nowMs int64, checkpointBlockSeconds float64) (*polic
 		}
 		machIdx[id] = len(s.Machines)
 		vm.Machines = append(vm.Machines, id)
-		s.Machines = append(s.Machines, policy.Machine{ID: id, Owner: orgIdx[m.Org], MFLOPS: m.MFLOPS, BusyMilliW: m.BusyMilliW})
+		s.Machines = append(s.Machines, policy.Machine{ID: id, Owner: orgIdx[m.Org], MFLOPS: m.EffectiveMFLOPS(), BusyMilliW: m.BusyMilliW})
 	}
 	for _, t := range l.bySeq {
 		if t.State == TaskQueued {

@@ -176,11 +176,13 @@ func (n *Node) register(ctx context.Context) error {
 		exists  bool
 		peerOrg string
 		hasOrg  bool
+		first   bool
 	)
 	read := func() error {
 		return n.cons.ReadConsistent(ctx, func(l *ledger.Ledger) {
 			org, exists = l.Org(n.org)
 			peerOrg, hasOrg = l.OrgOfPeer(n.self.String())
+			first = len(l.Orgs()) == 0
 		})
 	}
 	if err := read(); err != nil {
@@ -201,9 +203,13 @@ func (n *Node) register(ctx context.Context) error {
 			power += m.BusyMilliW()
 		}
 		lim := n.limit.MilliWatts(power)
+		rules := n.executorRules(first, len(specs) > 0)
 		_, err := n.propose(ctx, func(c *ledger.Command) {
-			c.RegisterOrg = &ledger.RegisterOrg{LimitMilliW: lim, Machines: specs}
+			c.RegisterOrg = &ledger.RegisterOrg{LimitMilliW: lim, Machines: specs, Rules: rules}
 		})
+		if ledger.CodeOf(err) == ledger.CodeExecutorMode {
+			return &fatalError{fmt.Sprintf("register %s: %v (executor.kind in config.yaml must match the federation's executors)", n.org, err)}
+		}
 		if err != nil {
 			// On CodeExists (registered meanwhile: a retry after an
 			// unknown outcome, or someone else) the next attempt reads
@@ -233,6 +239,22 @@ func (n *Node) adoptSigning(ctx context.Context, limitMilliW int64) error {
 	}
 	n.log.Info("organisation now signs its commands: unsigned commands acting for it are refused")
 	return nil
+}
+
+// executorRules is what this peer's registration declares (docs/SECURITY.md,
+// "Executors"): its executors, live or simulated (executor.kind: sim), which
+// on the federation's first registration fix the federation's rules with
+// the default queue cap. A peer offering no machines runs no executor: it
+// declares nothing unless it is the first.
+func (n *Node) executorRules(first, hasMachines bool) *ledger.Rules {
+	if !first && !hasMachines {
+		return nil
+	}
+	mode := ledger.ExecutorsLive
+	if n.cfg.Executor.Kind == "sim" {
+		mode = ledger.ExecutorsSimulated
+	}
+	return &ledger.Rules{Executors: mode}
 }
 
 func machineSpec(name string, mflops, busy, idle int64) ledger.MachineSpec {

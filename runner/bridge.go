@@ -590,6 +590,9 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 		}
 	}
 	out, err := b.proposeRetry(ctx, body)
+	if ledger.CodeOf(err) == ledger.CodeImplausible && ctx.Err() == nil {
+		out, err = b.resendPlausible(ctx, r, body, err)
+	}
 	if err != nil && ctx.Err() == nil {
 		b.log.Warn("report of a run's end refused", "task", t.ID, "machine", r.machine, "reason", res.Reason, "err", err)
 	} else if err == nil {
@@ -602,6 +605,89 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 	// A task that ended, or a checkpoint that replaced another, may leave
 	// archives to collect.
 	b.ck.poke()
+}
+
+// resendPlausible follows a report of r's end that the ledger refused as
+// implausible (docs/SECURITY.md, "Executors": more energy than the
+// machine's declared busy power allows, simulated energy on a live
+// federation, done sooner than its declared speed allows). Left alone, the
+// task would stay running in the ledger with nobody to report it, and be
+// run again once the machine is declared lost. So the report is resent
+// with the declared estimate — the machine's busy power over the run as
+// the ledger recorded it, from its start until now — which the energy
+// rule always accepts; an end still refused claimed the work done too
+// soon, and is then reported as a failure that says why.
+func (b *bridge) resendPlausible(ctx context.Context, r *run, body func(*ledger.Command), refused error) (ledger.Result, error) {
+	mj := b.declaredEstimate(ctx, r)
+	b.log.Warn("report refused as implausible: resending it with the declared estimate", "task", r.task.ID, "machine", r.machine, "energy_mj", mj, "err", refused)
+	declared := func(c *ledger.Command) {
+		body(c)
+		switch {
+		case c.TaskEnded != nil:
+			c.TaskEnded.EnergyMilliJ, c.TaskEnded.Source = mj, ledger.EnergyDeclared
+		case c.TaskStopped != nil:
+			c.TaskStopped.EnergyMilliJ, c.TaskStopped.Source = mj, ledger.EnergyDeclared
+		}
+	}
+	out, err := b.proposeRetry(ctx, declared)
+	if ledger.CodeOf(err) != ledger.CodeImplausible || ctx.Err() != nil {
+		return out, err
+	}
+	b.log.Warn("end refused as implausible: reporting the task failed", "task", r.task.ID, "machine", r.machine, "err", err)
+	return b.proposeRetry(ctx, func(c *ledger.Command) {
+		declared(c)
+		if e := c.TaskEnded; e != nil && !e.Failed {
+			e.Failed = true
+			e.Reason = clip("implausible: the ledger refused this run's end (" + refusal(err) + "); " + e.Reason)
+		}
+	})
+}
+
+// refusal is the ledger's message in err.
+func refusal(err error) string {
+	var le *ledger.Error
+	if errors.As(err, &le) {
+		return le.Msg
+	}
+	return err.Error()
+}
+
+// declaredEstimate is the declared-power estimate of r's run: the
+// machine's busy power from the start of r's open segment in the ledger
+// until now (0 when the ledger shows none).
+func (b *bridge) declaredEstimate(ctx context.Context, r *run) int64 {
+	var (
+		start, busy int64
+		open        bool
+	)
+	err := b.cfg.Ledger.ReadConsistent(ctx, func(l *ledger.Ledger) {
+		if m, ok := l.Machine(r.machine); ok {
+			busy = m.BusyMilliW
+		}
+		if t, ok := l.Task(r.task.ID); ok {
+			for _, s := range t.Segments {
+				if s.Machine == r.machine && s.Outcome.Open() {
+					start, open = s.StartMs, true
+				}
+			}
+		}
+	})
+	if err != nil || !open {
+		return 0
+	}
+	return busyMilliJ(busy, b.cfg.Now().UnixMilli()-start)
+}
+
+// busyMilliJ is busy mW over elapsed ms, in mJ (mW × ms = µJ), capped at
+// the ledger's bound without overflowing.
+func busyMilliJ(busy, elapsed int64) int64 {
+	if elapsed <= 0 || busy <= 0 {
+		return 0
+	}
+	if elapsed > ledger.MaxSegmentMilliJ*1000/busy {
+		return ledger.MaxSegmentMilliJ
+	}
+	return busy * elapsed / 1000
 }
 
 // periodicCheckpoints checkpoints a running checkpointable task every
@@ -780,16 +866,7 @@ func (b *bridge) orphanStop(ctx context.Context, s ledger.PendingStop) {
 	if err != nil || !still || (r != nil && r.key() == runKey(s.Machine, s.Attempt)) {
 		return
 	}
-	now := b.cfg.Now().UnixMilli()
-	mj := int64(0)
-	if elapsed := now - s.StartMs; elapsed > 0 && busy > 0 {
-		// mW × ms = µJ, capped without overflowing.
-		if elapsed > ledger.MaxSegmentMilliJ*1000/busy {
-			mj = ledger.MaxSegmentMilliJ
-		} else {
-			mj = busy * elapsed / 1000
-		}
-	}
+	mj := busyMilliJ(busy, b.cfg.Now().UnixMilli()-s.StartMs)
 	b.log.Info("reporting a stop for a run this daemon does not carry (lost with a restart, or its report refused)", "task", s.Task, "machine", s.Machine, "attempt", s.Attempt, "energy_mj", mj)
 	res, err := b.proposeRetry(ctx, func(c *ledger.Command) {
 		c.TaskStopped = &ledger.TaskStopped{Task: s.Task, Machine: s.Machine, EnergyMilliJ: mj, Source: ledger.EnergyDeclared}

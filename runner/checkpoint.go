@@ -114,12 +114,15 @@ func forbidden(format string, args ...any) error {
 }
 
 // auth is the replication service's authorisation hook, decided on the
-// ledger:
-//   - push: remote is the registered peer of an organisation, and task
-//     exists and is not done, failed or cancelled;
-//   - fetch: hash is task's recorded checkpoint, and remote acts for the
-//     task's organisation or for the owner of the machine the task is
-//     assigned to or running on.
+// ledger. Only those the task gives a part may push or hold its
+// checkpoints (issue 15): its organisation, its executing peer (the owner
+// of a machine it is placed on or has a run there still open, which is
+// where a final checkpoint is packed after a preemption) and the holders
+// of its recorded checkpoint.
+//   - push: remote is one of those, and task exists and is not done,
+//     failed or cancelled;
+//   - fetch: hash is task's recorded checkpoint, and remote is one of
+//     those (the peer that restores it runs the task).
 //
 // The local view is read first; when it refuses, a consistent read
 // decides, so that a holder a few entries behind the fetching peer does
@@ -137,18 +140,16 @@ func (c *checkpoints) auth(remote peer.ID, op checkpoint.Op, hash, task string) 
 			if t.State.Terminal() {
 				return forbidden("task %s is %s: its checkpoints are not kept", t.ID, t.State)
 			}
+			if !takesPart(t, l, remote.String(), org) {
+				return forbidden("%s (%s) is neither task %s's organisation, nor its executing peer, nor a holder of its checkpoint", remote, org, t.ID)
+			}
 			return nil
 		case checkpoint.OpFetch:
 			if t.Checkpoint == nil || t.Checkpoint.Hash != hash {
 				return forbidden("%s is not the recorded checkpoint of task %s", hash, t.ID)
 			}
-			if t.Org == org {
+			if takesPart(t, l, remote.String(), org) {
 				return nil
-			}
-			if t.State.Placed() {
-				if m, ok := l.Machine(t.Machine); ok && m.Org == org {
-					return nil
-				}
 			}
 			return forbidden("task %s is %s%s, not on a machine of %s", t.ID, t.State, onMachineOf(t), org)
 		}
@@ -158,6 +159,27 @@ func (c *checkpoints) auth(remote peer.ID, op checkpoint.Op, hash, task string) 
 		c.keep(hash)
 	}
 	return err
+}
+
+// takesPart says whether peer, acting for org, is task t's organisation,
+// its executing peer (the owner of the machine t is placed on, or of a
+// machine where a run of t is still open: running, or stopped and not yet
+// reported) or a holder of its recorded checkpoint.
+func takesPart(t ledger.Task, l *ledger.Ledger, peer, org string) bool {
+	if t.Org == org {
+		return true
+	}
+	if t.State.Placed() {
+		if m, ok := l.Machine(t.Machine); ok && m.Org == org {
+			return true
+		}
+	}
+	for _, s := range t.Segments {
+		if s.Outcome.Open() && s.MachineOrg == org {
+			return true
+		}
+	}
+	return t.Checkpoint != nil && slices.Contains(t.Checkpoint.Holders, peer)
 }
 
 // taskView runs check on task in the local view; if check refuses it (the

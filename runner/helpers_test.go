@@ -62,6 +62,14 @@ func simMachines(n int) []executor.MachineConfig {
 // configuration last.
 func startLedger(tb testing.TB, machines []executor.MachineConfig, tweak func(*consensus.Config)) *testLedger {
 	tb.Helper()
+	return startLedgerWith(tb, machines, nil, tweak)
+}
+
+// startLedgerWith is startLedger with reg (nil: none) editing alpha's
+// registration: its rules, or machines declared otherwise than the
+// executor runs them.
+func startLedgerWith(tb testing.TB, machines []executor.MachineConfig, reg func(*ledger.RegisterOrg), tweak func(*consensus.Config)) *testLedger {
+	tb.Helper()
 	l := &testLedger{tb: tb, org: "alpha", dir: tb.TempDir(), machines: machines}
 	psk, err := p2p.GenerateSecret()
 	if err != nil {
@@ -127,6 +135,9 @@ func startLedger(tb testing.TB, machines []executor.MachineConfig, tweak func(*c
 	}
 	if _, err := l.propose(ctx, func(c *ledger.Command) {
 		c.RegisterOrg = &ledger.RegisterOrg{LimitMilliW: 1_000_000_000, Machines: specs}
+		if reg != nil {
+			reg(c.RegisterOrg)
+		}
 	}); err != nil {
 		tb.Fatalf("register %s: %v", l.org, err)
 	}

@@ -269,6 +269,10 @@ func (r *Runner) RunningByMachine() map[string]string {
 // CheckpointStore is this peer's archive store (for diagnostics and tests).
 func (r *Runner) CheckpointStore() *checkpoint.Store { return r.ck.store }
 
+// CheckpointService is this peer's replication service (for tests: pushing
+// and fetching as this peer).
+func (r *Runner) CheckpointService() *checkpoint.Service { return r.ck.svc }
+
 // ReportCounts are the reporter's counters since New: the commands it
 // proposed and the reports they carried. Fewer commands than reports means
 // reports were batched.

@@ -170,7 +170,7 @@ func newMachinesCmd() *cobra.Command {
 				if m.IdleW > 0 {
 					idle = num(m.IdleW)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Org, num(m.GFLOPS), num(m.BusyW), idle, m.State, orDash(m.Task), when(m.LastHeartbeatMs))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Org, machineSpeed(m), num(m.BusyW), idle, m.State, orDash(m.Task), when(m.LastHeartbeatMs))
 			}
 			return tw.Flush()
 		},
@@ -319,4 +319,18 @@ ledger keeps the organisation's history.`,
 	}
 	addClientFlags(cmd, &f, true)
 	return cmd
+}
+
+// machineSpeed is the declared GFLOPS, followed by the speed the ledger
+// corrected it to from observed runs, and "(slow!)" when those runs show
+// less than half the declared speed (docs/SECURITY.md, "Executors").
+func machineSpeed(m api.MachineView) string {
+	s := num(m.GFLOPS)
+	if m.EffectiveGFLOPS > 0 {
+		s += " → " + num(m.EffectiveGFLOPS)
+	}
+	if m.SpeedMismatch {
+		s += " (slow!)"
+	}
+	return s
 }

@@ -15,7 +15,8 @@ import (
 //	unknown_org, unknown_machine, unknown_task            → 404 not_found
 //	not_owner, bad_signature                              → 403 forbidden
 //	exists, machine_busy, machine_down, limit_exceeded,
-//	bad_state, stale, overflow                            → 409 conflict
+//	bad_state, stale, overflow, implausible, queue_full,
+//	executor_mode                                         → 409 conflict
 //
 // overflow is 409, not 500: the command is well formed and the peer works;
 // it is the state (an energy account near the int64 bound) that does not
@@ -35,6 +36,9 @@ var apiCodes = map[ledger.Code]string{
 	ledger.CodeBadState:       api.CodeConflict,
 	ledger.CodeStale:          api.CodeConflict,
 	ledger.CodeOverflow:       api.CodeConflict,
+	ledger.CodeImplausible:    api.CodeConflict,
+	ledger.CodeQueueFull:      api.CodeConflict,
+	ledger.CodeExecutorMode:   api.CodeConflict,
 }
 
 // Error maps a ledger refusal (*ledger.Error, possibly wrapped) to the API

@@ -89,6 +89,10 @@ func TestErrorCoversEveryLedgerCode(t *testing.T) {
 		// The state does not allow it; the peer is fine (was 500 in the
 		// test double, 409 in the daemon).
 		ledger.CodeOverflow: {api.CodeConflict, http.StatusConflict},
+		// Refused by the federation's executor rules (issue 15).
+		ledger.CodeImplausible:  {api.CodeConflict, http.StatusConflict},
+		ledger.CodeQueueFull:    {api.CodeConflict, http.StatusConflict},
+		ledger.CodeExecutorMode: {api.CodeConflict, http.StatusConflict},
 	}
 	codes := ledgerCodes(t)
 	for name, code := range codes {

@@ -61,7 +61,17 @@ func Machine(m ledger.Machine) api.MachineView {
 		State:           string(m.State),
 		Task:            m.Task,
 		LastHeartbeatMs: m.LastHeartbeatMs,
+		EffectiveGFLOPS: effectiveGFLOPS(m),
+		SpeedMismatch:   m.SpeedMismatch(),
 	}
+}
+
+// effectiveGFLOPS is the corrected speed, or 0 while it is the declared one.
+func effectiveGFLOPS(m ledger.Machine) float64 {
+	if e := m.EffectiveMFLOPS(); e != m.MFLOPS {
+		return gflops(e)
+	}
+	return 0
 }
 
 // Machines converts a list of machines, keeping the order; never nil.
