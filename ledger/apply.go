@@ -21,6 +21,9 @@ func (l *Ledger) actor(c *Command) (*Org, *Error) {
 	if o.Peer != c.Peer {
 		return nil, errf(CodeNotOwner, "peer %s does not act for organisation %q", c.Peer, c.Org)
 	}
+	if err := l.checkNotRemoved(c.Org); err != nil {
+		return nil, err
+	}
 	return o, nil
 }
 
@@ -75,6 +78,9 @@ func (b *RegisterOrg) apply(l *Ledger, index uint64, c *Command, _ *Result) *Err
 	}
 	if other, ok := l.peers[c.Peer]; ok {
 		return errf(CodeExists, "peer %s already acts for organisation %q", c.Peer, other)
+	}
+	if err := l.checkBinding(c); err != nil {
+		return err
 	}
 	l.orgs[c.Org] = &Org{Name: c.Org, Peer: c.Peer, LimitMilliW: b.LimitMilliW, RegisteredAt: index}
 	l.order = append(l.order, c.Org)

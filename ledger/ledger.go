@@ -27,6 +27,9 @@ type Ledger struct {
 	// organisation's request IDs oldest first.
 	requests map[string]map[string]*SubmitRecord
 	reqOrder map[string][]string
+
+	// members holds the federation's membership decisions (membership.go).
+	members membership
 }
 
 // New returns an empty ledger at applied index 0.

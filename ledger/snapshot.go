@@ -37,6 +37,10 @@ type canonical struct {
 	Machines []*Machine      `json:"machines"`
 	Tasks    []*Task         `json:"tasks"`
 	Requests []*SubmitRecord `json:"requests,omitempty"`
+	// Membership (admissions, removal votes, removed organisations) is
+	// omitted when empty, like Requests: a state without it hashes as
+	// before it existed.
+	Membership *canonicalMembers `json:"membership,omitempty"`
 }
 
 type snapshotFile struct {
@@ -57,6 +61,8 @@ func (l *Ledger) canonical() canonical {
 		Machines: make([]*Machine, 0, len(l.machines)),
 		Tasks:    l.bySeq,
 		Requests: l.canonicalRequests(),
+
+		Membership: l.canonicalMembership(),
 	}
 	for _, n := range l.order {
 		c.Orgs = append(c.Orgs, l.orgs[n])
@@ -208,6 +214,9 @@ func fromCanonical(applied uint64, c *canonical) (*Ledger, error) {
 		l.bySeq = append(l.bySeq, t)
 	}
 	if err := l.restoreRequests(c.Requests); err != nil {
+		return nil, err
+	}
+	if err := l.restoreMembership(c.Membership); err != nil {
 		return nil, err
 	}
 	l.rebuildDerived()
