@@ -33,6 +33,10 @@ type Options struct {
 	Listen    []string
 	API       string
 	Bootstrap []string
+	// Invitation is the invitation token a member organisation issued for
+	// this peer's organisation (`peer run --invitation`): needed to join,
+	// not to restart as a member.
+	Invitation string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// JoinTimeout bounds the first join of a peer that is not a member yet

@@ -47,7 +47,7 @@ func (n *Node) becomeMember(ctx context.Context, flagBootstrap []string) error {
 		bootstrap = n.knownAddrs()
 	}
 	if len(bootstrap) > 0 {
-		res, err := n.cons.Join(ctx, bootstrap...)
+		res, err := n.cons.Join(ctx, n.opts.Invitation, bootstrap...)
 		if err != nil {
 			return fmt.Errorf("join the federation: %w", err)
 		}
@@ -158,7 +158,7 @@ func (n *Node) rejoinIfRemoved() {
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 	defer cancel()
-	if _, err := n.cons.Join(ctx, addrs...); err != nil {
+	if _, err := n.cons.Join(ctx, n.opts.Invitation, addrs...); err != nil {
 		n.log.Debug("rejoin", "err", err)
 	}
 }
