@@ -245,7 +245,11 @@ func (c *cluster) join(p, via *tpeer) {
 	c.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := p.node.Join(ctx, via.addr()); err != nil {
+	inv, err := via.node.Invite(consensus.InviteRequest{Org: p.org, Peer: p.node.ID()})
+	if err != nil {
+		c.tb.Fatalf("%s invites %s: %v", via.name, p.name, err)
+	}
+	if _, err := p.node.Join(ctx, inv.Token(), via.addr()); err != nil {
 		c.tb.Fatalf("%s joins via %s: %v", p.name, via.name, err)
 	}
 }
