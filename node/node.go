@@ -321,7 +321,7 @@ func (n *Node) startReplication() error {
 	if n.opts.Consensus != nil {
 		n.opts.Consensus(&ccfg)
 	}
-	n.gossip = gossip.New(gossip.Config{Org: n.org, Boot: n.boot, Interval: n.cfg.Heartbeat.Interval, Now: n.now, Logger: n.log})
+	n.gossip = gossip.New(gossip.Config{Org: n.org, Boot: n.boot, Interval: n.cfg.Heartbeat.Interval, Now: n.now, Logger: n.log, IsMember: n.gossipMember})
 	lead, err := n.newLeader(ccfg)
 	if err != nil {
 		return err

@@ -338,6 +338,10 @@ func (n *Node) bringUp(ctx context.Context) {
 	}
 }
 
+// gossipMember is gossip's membership check (gossip.Config.IsMember): its
+// validator runs only once gossip joined, after consensus started.
+func (n *Node) gossipMember(p peer.ID) bool { return n.cons != nil && n.cons.IsMember(p) }
+
 // isMember reports whether p is in the Raft configuration.
 func (n *Node) isMember(p peer.ID) bool {
 	members, err := n.cons.Members()
