@@ -187,6 +187,9 @@ func prepare(opts Options) (*Node, *executor.MachinesFile, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkInvitation(opts.Invitation, cfg.Org); err != nil {
+		return nil, nil, err
+	}
 	n := &Node{
 		dir: dir, cfg: cfg, org: cfg.Org, limit: limit, opts: opts,
 		log:      log.With("org", cfg.Org),

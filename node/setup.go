@@ -14,7 +14,7 @@ import (
 // ErrNoWayToJoin is returned by Start for a peer that is not a member, has
 // no bootstrap address and no known peers, and was not initialised to
 // start a new federation.
-var ErrNoWayToJoin = errors.New("not a member of a federation and no way to join one: pass --bootstrap MULTIADDR (the /p2p/ address another peer prints)")
+var ErrNoWayToJoin = errors.New("not a member of a federation and no way to join one: pass --bootstrap MULTIADDR (the /p2p/ address another peer prints) and --invitation FILE|TOKEN (from a member: peer invite ORG)")
 
 // becomeMember makes this peer a member of the federation, following the
 // rule of docs/CONFIG.md ("Start-up"):
