@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/coopgrid/coopgrid/api"
-	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/spf13/cobra"
 )
 
@@ -102,15 +101,22 @@ peer leave.`,
 	return cmd
 }
 
-// readInvitation resolves --invitation: a token as is, or the file that
-// holds one.
+// readInvitation resolves --invitation: the file that holds a token, or
+// the token itself (cmd/peer does not import consensus, which checks it).
 func readInvitation(v string) (string, error) {
-	if v == "" || strings.HasPrefix(strings.TrimSpace(v), consensus.InvitationPrefix) {
-		return strings.TrimSpace(v), nil
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return "", nil
 	}
-	b, err := os.ReadFile(v)
-	if err != nil {
-		return "", usageErr("--invitation: neither a token (%s…) nor a readable file: %v", consensus.InvitationPrefix, err)
+	if st, err := os.Stat(v); err == nil && st.Mode().IsRegular() {
+		b, err := os.ReadFile(v)
+		if err != nil {
+			return "", usageErr("--invitation: %v", err)
+		}
+		return strings.TrimSpace(string(b)), nil
 	}
-	return strings.TrimSpace(string(b)), nil
+	if strings.ContainsAny(v, "/\\") {
+		return "", usageErr("--invitation %s: no such file (and not a token)", v)
+	}
+	return v, nil
 }
