@@ -49,7 +49,7 @@ type Leader struct {
 	live   Liveness
 	// wake is signalled (never blocking) by Applied when a command may give
 	// the policy something new to decide.
-	wake  chan struct{}
+	wake chan struct{}
 	// expel is signalled by Applied after a membership decision.
 	expel chan struct{}
 	stats counters
