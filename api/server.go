@@ -106,6 +106,8 @@ func (s *Server) routes() {
 	s.handle("/v1/leave", map[string]handlerFunc{http.MethodPost: s.leave})
 	s.handle("/v1/limit", map[string]handlerFunc{http.MethodPut: s.setLimit})
 	s.handle("/v1/ledger", map[string]handlerFunc{http.MethodGet: s.ledger})
+	s.handle("/v1/invitations", map[string]handlerFunc{http.MethodPost: s.invite})
+	s.handle("/v1/removals", map[string]handlerFunc{http.MethodPost: s.voteRemoval})
 	// Test-only fault injection (api/debug.go): refused unless the peer
 	// runs with --fault-injection.
 	s.handle("/v1/debug/faults", map[string]handlerFunc{http.MethodGet: s.getFaults, http.MethodPost: s.setFaults})

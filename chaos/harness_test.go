@@ -141,7 +141,14 @@ func newCluster(t *testing.T, n int) *cluster {
 			c.start(p)
 			boot = bootstrap(t, p.proc)
 		} else {
-			c.start(p, "--bootstrap", boot)
+			// The first organisation invites each of the others.
+			ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+			inv, err := c.peers[0].client.Invite(ctx, api.InviteRequest{Org: name})
+			cancel()
+			if err != nil {
+				t.Fatalf("invite %s: %v", name, err)
+			}
+			c.start(p, "--bootstrap", boot, "--invitation", inv.Token)
 		}
 	}
 	c.waitFormed()

@@ -14,6 +14,12 @@ import (
 // Config configures a Node. Start from DefaultConfig (LAN timeouts) or
 // WANConfig and override fields; zero fields take the defaults.
 type Config struct {
+	// Signer signs the commands this node authors itself (the leader's
+	// admission records, a member's removal votes) as this peer, like every
+	// command the node proposes (ledger/sign.go). Nil: they go unsigned,
+	// which only a federation whose organisations do not sign accepts.
+	Signer ledger.Signer
+
 	// DataDir holds raft.db (the bolt log and stable store) and
 	// snapshots/. Required.
 	DataDir string
@@ -54,8 +60,14 @@ type Config struct {
 	// a voter goes. Odd values avoid split votes; 5 tolerates 2 failures.
 	MaxVoters int
 	// MaintenanceInterval paces the background upkeep: reconnecting to
-	// members and promoting non-voters.
+	// members, promoting non-voters, taking out the peers the ledger
+	// removed, and the leader's autopilot rounds (voters.go).
 	MaintenanceInterval time.Duration
+	// DeadServerTimeout: a voter the leader has not reached for this long
+	// is demoted to non-voter, while the voters left still form a quorum
+	// of at least three (raft-autopilot's dead-server rule). It stays a
+	// member and is promoted again once it answers.
+	DeadServerTimeout time.Duration
 
 	// ApplyTimeout bounds a proposal or membership change whose context has
 	// no deadline.
@@ -125,6 +137,7 @@ func DefaultConfig(dataDir string) Config {
 		LogCacheSize:        1024,
 		MaxVoters:           5,
 		MaintenanceInterval: 2 * time.Second,
+		DeadServerTimeout:   30 * time.Second,
 		ApplyTimeout:        10 * time.Second,
 		LeaderWaitTimeout:   5 * time.Second,
 		MaxForwarding:       32,
@@ -143,6 +156,7 @@ func WANConfig(dataDir string) Config {
 	c.TransportTimeout = 10 * time.Second
 	c.LeaderWaitTimeout = 20 * time.Second
 	c.ApplyTimeout = 30 * time.Second
+	c.DeadServerTimeout = 2 * time.Minute
 	return c
 }
 
@@ -160,6 +174,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.TransportTimeout, d.TransportTimeout)
 	setDur(&c.SnapshotInterval, d.SnapshotInterval)
 	setDur(&c.MaintenanceInterval, d.MaintenanceInterval)
+	setDur(&c.DeadServerTimeout, d.DeadServerTimeout)
 	setDur(&c.ApplyTimeout, d.ApplyTimeout)
 	setDur(&c.LeaderWaitTimeout, d.LeaderWaitTimeout)
 	if c.MaxAppendEntries <= 0 {

@@ -139,11 +139,31 @@ func (c *cluster) add() *tpeer {
 	return p
 }
 
+// invite returns an invitation for p's organisation, issued by the first
+// running member whose organisation is registered.
+func (c *cluster) invite(p *tpeer) string {
+	c.tb.Helper()
+	var errs []error
+	for _, m := range c.running() {
+		if m == p {
+			continue
+		}
+		inv, err := m.node.Invite(InviteRequest{Org: p.org, Peer: p.node.ID()})
+		if err == nil {
+			return inv.Token()
+		}
+		errs = append(errs, err)
+	}
+	c.tb.Fatalf("no member could invite %s: %v", p.name, errs)
+	return ""
+}
+
 func (c *cluster) join(p, via *tpeer) JoinResult {
 	c.tb.Helper()
+	token := c.invite(p)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := p.node.Join(ctx, via.addr())
+	res, err := p.node.Join(ctx, token, via.addr())
 	if err != nil {
 		c.tb.Fatalf("%s joins via %s: %v", p.name, via.name, err)
 	}

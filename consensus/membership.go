@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
 	"github.com/hashicorp/raft"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -36,6 +38,9 @@ type memberRequest struct {
 	// sender: a join or leave forwarded by a member, or a removal.
 	Peer  string   `json:"peer,omitempty"`
 	Addrs []string `json:"addrs,omitempty"`
+	// Invitation is the joiner's invitation token (join only): required
+	// unless the joiner is a member already.
+	Invitation string `json:"invitation,omitempty"`
 }
 
 type memberInfo struct {
@@ -63,20 +68,23 @@ type JoinResult struct {
 
 // Join asks an existing member to admit this node. It dials the bootstrap
 // addresses (multiaddrs ending in /p2p/<id>) in order until one answers;
-// the member forwards the request to the leader if it does not lead. The
-// leader adds this node as a voter while the cluster has fewer than
-// MaxVoters voters, else as a non-voter. Joining again after a restart is
-// harmless: the leader answers with the current membership.
+// the member forwards the request to the leader if it does not lead.
+// invitation is the token a member organisation issued (Invite); the
+// leader refuses a peer that is not a member yet without a good one
+// (CodeInvitationRequired, CodeInvitation). The leader adds this node as a
+// voter while that keeps the configuration safe (voters.go), else as a
+// non-voter, promoted later. Joining again while a member is harmless and
+// needs no invitation: the leader answers with the current membership.
 //
 // The returned membership's addresses are remembered, so that this node can
 // reach every member (and restart) without a bootstrap address.
-func (n *Node) Join(ctx context.Context, bootstrap ...string) (JoinResult, error) {
+func (n *Node) Join(ctx context.Context, invitation string, bootstrap ...string) (JoinResult, error) {
 	if len(bootstrap) == 0 {
 		return JoinResult{}, errors.New("join: no bootstrap address")
 	}
 	ctx, cancel := n.withTimeout(ctx, n.cfg.ApplyTimeout)
 	defer cancel()
-	req, _ := json.Marshal(memberRequest{Op: opJoin, Addrs: addrStrings(n.host.Addrs())})
+	req, _ := json.Marshal(memberRequest{Op: opJoin, Addrs: addrStrings(n.host.Addrs()), Invitation: strings.TrimSpace(invitation)})
 	var errs []error
 	for _, addr := range bootstrap {
 		via, err := n.host.ConnectAddr(ctx, addr)
@@ -220,20 +228,80 @@ func (n *Node) handOver(ctx context.Context, members []Member) error {
 	}
 }
 
-// RemovePeer removes another member from the cluster (for a peer that is
-// gone for good). A non-voter is promoted if a voter was removed. To remove
-// this node, use Leave.
-func (n *Node) RemovePeer(ctx context.Context, id peer.ID) error {
+// RemovalResult is the outcome of a vote to remove a member.
+type RemovalResult struct {
+	// Org is the organisation whose peer the vote is about.
+	Org string
+	// Removed: the vote completed a majority; the organisation is removed
+	// and its peer taken out of the configuration.
+	Removed bool
+	// Note says how many organisations voted and how many must.
+	Note string
+}
+
+// RemovePeer casts this peer's organisation's vote to remove the member id
+// (for a peer gone for good or misbehaving). No member removes another on
+// its own: the ledger removes an organisation once more than half of the
+// organisations not removed voted for it (ledger.Membership); the leader
+// then takes its peer out of the configuration and declares its machines
+// lost. A peer not bound to any organisation (it joined but never
+// registered) is removed at once. To remove this node, use Leave.
+func (n *Node) RemovePeer(ctx context.Context, id peer.ID) (RemovalResult, error) {
 	if id == n.self {
-		return errors.New("remove peer: use Leave to remove this peer")
+		return RemovalResult{}, errors.New("remove peer: use Leave to remove this peer")
 	}
 	ctx, cancel := n.withTimeout(ctx, n.cfg.ApplyTimeout)
 	defer cancel()
-	req, _ := json.Marshal(memberRequest{Op: opRemove, Peer: id.String()})
-	if _, err := n.onLeader(ctx, req); err != nil {
-		return fmt.Errorf("remove peer %s: %w", id, err)
+	var self, target string
+	var okSelf, okTarget, removed bool
+	n.fsm.view(func(l *ledger.Ledger) {
+		self, okSelf = l.OrgOfPeer(n.self.String())
+		target, okTarget = l.OrgOfPeer(id.String())
+		removed = okTarget && l.IsRemoved(target)
+	})
+	member, err := n.isMember(id)
+	if err != nil {
+		return RemovalResult{}, err
 	}
-	return nil
+	switch {
+	case !okSelf:
+		return RemovalResult{}, errorf(CodeNotMember, "remove peer %s: this peer's organisation is not registered", id)
+	case !okTarget && !member, removed && !member:
+		return RemovalResult{}, errorf(CodeNotMember, "remove peer %s: not a member", id)
+	}
+	res := RemovalResult{Org: target, Removed: removed}
+	if okTarget && !removed {
+		data, err := n.encode(ledger.Command{Org: self, Peer: n.self.String(), AtMs: time.Now().UnixMilli(),
+			Membership: &ledger.Membership{Remove: &ledger.RemovalVote{Org: target}}})
+		if err != nil {
+			return RemovalResult{}, fmt.Errorf("remove peer %s: %w", id, err)
+		}
+		lres, err := n.Propose(ctx, data)
+		if err != nil {
+			return RemovalResult{}, fmt.Errorf("remove peer %s: %w", id, err)
+		}
+		if lres.Err != nil {
+			return RemovalResult{}, errorf(CodeForbidden, "remove peer %s: %v", id, lres.Err)
+		}
+		if len(lres.Notes) > 0 {
+			res.Note = lres.Notes[0]
+		}
+		if err := n.WaitApplied(ctx, lres.Index); err != nil {
+			return res, fmt.Errorf("remove peer %s: %w", id, err)
+		}
+		n.fsm.view(func(l *ledger.Ledger) { res.Removed = l.IsRemoved(target) })
+	}
+	if !res.Removed && okTarget {
+		return res, nil
+	}
+	// Decided (or a peer bound to no organisation): have the leader act
+	// now rather than at its next maintenance tick.
+	req, _ := json.Marshal(memberRequest{Op: opRemove, Peer: id.String()})
+	if _, err := n.onLeader(ctx, req); err != nil && p2p.Code(err) != CodeNotMember {
+		return res, fmt.Errorf("remove peer %s: %w", id, err)
+	}
+	res.Removed = true
+	return res, nil
 }
 
 // onLeader runs a membership request on the leader, locally or over a
@@ -297,13 +365,17 @@ func (n *Node) handleMembership(ctx context.Context, remote peer.ID, data []byte
 	if req.Op == opRemove && req.Peer == "" {
 		return nil, errorf(p2p.CodeBadRequest, "remove: no peer named")
 	}
-	// Acting for another peer is for members only; joining for oneself is
-	// what the federation secret allows.
+	// Acting for another peer is for members only (a member forwarding a
+	// join); a peer leaves only for itself; joining for oneself needs an
+	// invitation, checked by the leader.
 	if subject != remote && remote != n.self {
 		if ok, err := n.isMember(remote); err != nil {
 			return nil, err
 		} else if !ok {
 			return nil, errorf(CodeNotMember, "peer %s is not a member and cannot act for %s", remote, subject)
+		}
+		if req.Op == opLeave {
+			return nil, errorf(CodeForbidden, "peer %s cannot make %s leave: a member leaves by itself, or is removed by a vote of the organisations", remote, subject)
 		}
 	}
 	if req.Op == opLeave || req.Op == opRemove {
@@ -315,6 +387,12 @@ func (n *Node) handleMembership(ctx context.Context, remote peer.ID, data []byte
 	}
 
 	if !n.IsLeader() {
+		if req.Op == opLeave {
+			// Forwarded, a leave would name its subject for another peer;
+			// the leaver asks the leader itself.
+			leader, _ := n.Leader()
+			return nil, errorf(CodeNotLeader, "this peer is not the leader (leader: %s)", leader)
+		}
 		leader, err := n.WaitLeader(ctx)
 		if err != nil {
 			return nil, err
@@ -322,7 +400,7 @@ func (n *Node) handleMembership(ctx context.Context, remote peer.ID, data []byte
 		if leader == n.self {
 			return nil, errorf(CodeNotLeader, "leadership is changing")
 		}
-		fwd := memberRequest{Op: req.Op, Peer: subject.String(), Addrs: req.Addrs}
+		fwd := memberRequest{Op: req.Op, Peer: subject.String(), Addrs: req.Addrs, Invitation: req.Invitation}
 		if req.Op == opJoin {
 			// The leader may not know how to reach the joiner: pass on
 			// what it announced and what this member sees.
@@ -342,7 +420,7 @@ func (n *Node) handleMembership(ctx context.Context, remote peer.ID, data []byte
 		if err := n.host.Remember(peer.AddrInfo{ID: subject, Addrs: addrs}); err != nil {
 			n.log.Warn("consensus: remember joiner", "peer", subject, "err", err)
 		}
-		v, err := n.addPeer(ctx, subject)
+		v, err := n.admitPeer(ctx, subject, req.Invitation)
 		if err != nil {
 			return nil, err
 		}
@@ -350,6 +428,11 @@ func (n *Node) handleMembership(ctx context.Context, remote peer.ID, data []byte
 	case opLeave, opRemove:
 		if subject == n.self {
 			return nil, errorf(CodeNotLeader, "the leader hands over leadership before it leaves")
+		}
+		if req.Op == opRemove {
+			if err := n.removalDecided(subject); err != nil {
+				return nil, err
+			}
 		}
 		if err := n.removePeer(ctx, subject); err != nil {
 			return nil, err
@@ -451,40 +534,6 @@ func (n *Node) vouchRound(ctx context.Context) {
 	}
 }
 
-// addPeer adds id to the configuration on the leader: a voter while fewer
-// than MaxVoters voters exist, a non-voter after. A peer already in the
-// configuration keeps its place.
-func (n *Node) addPeer(ctx context.Context, id peer.ID) (voter bool, err error) {
-	n.memberMu.Lock()
-	defer n.memberMu.Unlock()
-	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return false, raftError(err, "configuration", CodeMembership)
-	}
-	voters := 0
-	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == id.String() {
-			return s.Suffrage == raft.Voter, nil
-		}
-		if s.Suffrage == raft.Voter {
-			voters++
-		}
-	}
-	sid, addr := raft.ServerID(id.String()), raft.ServerAddress(id.String())
-	var fut raft.IndexFuture
-	if voters < n.cfg.MaxVoters {
-		fut = n.raft.AddVoter(sid, addr, f.Index(), n.cfg.ApplyTimeout)
-		voter = true
-	} else {
-		fut = n.raft.AddNonvoter(sid, addr, f.Index(), n.cfg.ApplyTimeout)
-	}
-	if err := waitFuture(ctx, fut); err != nil {
-		return false, raftError(err, "add "+id.String(), CodeMembership)
-	}
-	n.log.Info("consensus: peer admitted", "joiner", id, "voter", voter)
-	return voter, nil
-}
-
 // removePeer removes id on the leader, then promotes a non-voter if a voter
 // went.
 func (n *Node) removePeer(ctx context.Context, id peer.ID) error {
@@ -513,13 +562,15 @@ func (n *Node) removePeer(ctx context.Context, id peer.ID) error {
 	return n.promote(ctx)
 }
 
-// promote makes non-voters voters while fewer than MaxVoters voters exist,
-// preferring non-voters this leader is connected to, in configuration
-// order (the longest-standing first).
+// promote takes out the peers the ledger removed (expelRemoved), then
+// makes non-voters voters while fewer than MaxVoters voters exist and the
+// configuration stays safe (safeToAddVoter), choosing non-voters this
+// leader reaches, in configuration order (the longest-standing first).
 func (n *Node) promote(ctx context.Context) error {
 	if !n.IsLeader() {
 		return nil
 	}
+	n.expelRemoved(ctx)
 	n.memberMu.Lock()
 	defer n.memberMu.Unlock()
 	for {
@@ -538,11 +589,11 @@ func (n *Node) promote(ctx context.Context) error {
 				continue
 			}
 			id, err := peer.Decode(string(s.ID))
-			if err == nil && n.host.Network().Connectedness(id) == network.Connected {
+			if err == nil && n.pilot.reachable(id) {
 				candidate = s.ID
 			}
 		}
-		if voters >= n.cfg.MaxVoters || candidate == "" {
+		if voters >= n.cfg.MaxVoters || candidate == "" || !n.safeToAddVoter(f.Configuration()) {
 			return nil
 		}
 		err := waitFuture(ctx, n.raft.AddVoter(candidate, raft.ServerAddress(candidate), f.Index(), n.cfg.ApplyTimeout))

@@ -70,6 +70,8 @@ type Node struct {
 	// dialing holds the peers a background reconnect is in flight for.
 	dialMu  sync.Mutex
 	dialing map[peer.ID]bool
+	// pilot runs raft-autopilot while this node leads (voters.go).
+	pilot *pilot
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -184,6 +186,7 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 	n.wg.Add(2)
 	go n.watchLeadership()
 	go n.maintain()
+	n.startAutopilot()
 	// A restarted peer dials the members it knows right away rather than
 	// at the first maintenance tick.
 	n.kick()

@@ -32,8 +32,8 @@ func TestLeaderKilled(t *testing.T) {
 		cfgC[k] = v
 	}
 	c := newOrg(t, root, "uni-c", initOptions{machines: machinesFile("c", 2, 10, 100), secret: a.secret(), config: cfgC})
-	b.start(t, "--bootstrap", boot)
-	c.start(t)
+	b.start(t, "--bootstrap", boot, "--invitation", a.invite(t, "uni-b"))
+	c.start(t, "--invitation", a.invite(t, "uni-c"))
 	orgs := []*org{a, b, c}
 	for _, g := range orgs {
 		waitFor(t, waitTimeout, g.name+" sees the federation formed", func() (bool, string) {

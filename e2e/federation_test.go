@@ -40,8 +40,8 @@ func TestFederation(t *testing.T) {
 	copyFile(t, a.secret(), handed)
 	b := newOrg(t, root, "uni-b", initOptions{machines: machinesFile("b", 2, 10, 60), secret: handed, config: fastConfig})
 	c := newOrg(t, root, "uni-c", initOptions{machines: machinesFile("c", 2, 10, 50), secret: handed, config: fastConfig})
-	b.start(t, "--bootstrap", boot)
-	c.start(t, "--bootstrap", boot)
+	b.start(t, "--bootstrap", boot, "--invitation", a.invite(t, "uni-b"))
+	c.start(t, "--bootstrap", boot, "--invitation", a.invite(t, "uni-c"))
 	orgs := []*org{a, b, c}
 
 	t.Run("formed", func(t *testing.T) {

@@ -344,6 +344,17 @@ func (g *org) status(t *testing.T) statusJSON {
 	return s
 }
 
+// invite has g's organisation invite org (peer invite) and returns the
+// token, for the joiner's peer run --invitation.
+func (g *org) invite(t *testing.T, org string) string {
+	t.Helper()
+	var inv struct {
+		Token string `json:"token"`
+	}
+	cliJSON(t, &inv, "invite", org, "--data", g.data)
+	return inv.Token
+}
+
 func (g *org) tasks(t *testing.T, extra ...string) []taskJSON {
 	t.Helper()
 	var ts []taskJSON

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A three-organisation federation on one host, with only the commands the
-# README documents: peer init, peer run (in the background), peer submit,
-# peer tasks, peer status, peer limit set, peer ledger and peer leave.
+# README documents: peer init, peer run (in the background), peer invite,
+# peer submit, peer tasks, peer status, peer limit set, peer ledger and
+# peer leave.
 #
 #   make build && bash examples/federation.sh [WORKDIR]
 #
@@ -161,11 +162,13 @@ run cp "$WORK/uni-a/federation.key" "$WORK/federation.key"
 
 for idx in 1 2; do
 	org=${ORGS[$idx]}
-	say "$org joins through uni-a's address"
+	say "uni-a invites $org: a signed, single-use invitation, valid 24 h (handed over out of band)"
+	run "$PEER" invite "$org" --data "$WORK/uni-a" -o "$WORK/$org.invitation"
+	say "$org joins through uni-a's address with its invitation"
 	run "$PEER" init --org "$org" --data "$WORK/$org" --machines "$WORK/$org-machines.yaml" \
 		--secret "$WORK/federation.key" \
 		--listen "/ip4/127.0.0.1/tcp/$(listen_port "$idx")" --api "127.0.0.1:$(api_port "$idx")"
-	start "$org" --bootstrap "$BOOT"
+	start "$org" --bootstrap "$BOOT" --invitation "$WORK/$org.invitation"
 done
 
 say "the federation as uni-c sees it"

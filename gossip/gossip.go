@@ -27,6 +27,10 @@ type Config struct {
 	Interval time.Duration
 	// Now stamps the heartbeats (default time.Now).
 	Now func() time.Time
+	// IsMember, when set, says whether a peer is in the federation's Raft
+	// configuration: a heartbeat signed by any other peer is dropped, so
+	// that a removed or departed peer's heartbeats keep nothing up.
+	IsMember func(peer.ID) bool
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -147,8 +151,14 @@ func (g *Gossip) LastHeartbeatMs(id string) int64 { return g.seen.lastHeartbeatM
 // and replays, are ignored.
 func (g *Gossip) validate(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 	hb, err := Check(g.state, msg.GetFrom(), msg.GetData())
+	if err == nil && g.cfg.IsMember != nil && !g.cfg.IsMember(msg.GetFrom()) {
+		err = fmt.Errorf("%w: %s is not in the configuration", ErrNotMember, msg.GetFrom())
+	}
 	switch {
-	case errors.Is(err, ErrUnknownOrg):
+	case errors.Is(err, ErrUnknownOrg), errors.Is(err, ErrNotMember):
+		// Views lag: a peer that has not applied a join or a removal yet
+		// must not be penalised for forwarding; the message just stops.
+		g.log.Debug("heartbeat dropped", "from", msg.GetFrom(), "err", err)
 		return pubsub.ValidationIgnore
 	case err != nil:
 		g.log.Debug("heartbeat rejected", "from", msg.GetFrom(), "err", err)

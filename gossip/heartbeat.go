@@ -77,6 +77,9 @@ var (
 	ErrMalformed    = errors.New("malformed heartbeat")
 	ErrUnauthorised = errors.New("unauthorised heartbeat")
 	ErrUnknownOrg   = errors.New("heartbeat from an organisation not (yet) in this peer's view")
+	// ErrNotMember: the author was removed by a vote of the organisations,
+	// or is not in the Raft configuration.
+	ErrNotMember = errors.New("heartbeat from a peer that is not a member")
 )
 
 // Check decodes and checks a heartbeat signed by author against the local
@@ -123,12 +126,16 @@ func Check(state StateViewer, author peer.ID, data []byte) (*Heartbeat, error) {
 		names[m.Name] = true
 	}
 	var registered string
+	var removed bool
 	state.View(func(l *ledger.Ledger) {
 		if o, ok := l.Org(hb.Org); ok {
 			registered = o.Peer
+			removed = l.IsRemoved(hb.Org)
 		}
 	})
 	switch {
+	case removed && registered == author.String():
+		return nil, fmt.Errorf("%w: %q was removed from the federation", ErrNotMember, hb.Org)
 	case registered == "":
 		return nil, fmt.Errorf("%w: %q", ErrUnknownOrg, hb.Org)
 	case registered != author.String():

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coopgrid/coopgrid/ledger"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -59,5 +60,57 @@ func TestGossipValidatorVerdicts(t *testing.T) {
 				t.Fatalf("verdict %v, heartbeat carried on: %v", got, carried)
 			}
 		})
+	}
+}
+
+// TestRemovedPeerHeartbeatsDropped: once the organisations voted a member
+// out, or once its peer left the Raft configuration, its heartbeats are
+// dropped (ignored: a peer whose view lags is not penalised for forwarding
+// them), so they keep none of its machines up. Before, they were accepted.
+func TestRemovedPeerHeartbeatsDropped(t *testing.T) {
+	a, b, c := newPeerID(t), newPeerID(t), newPeerID(t)
+	view := newLedgerView(t, map[string]peer.ID{"ga": a, "gb": b, "gc": c})
+	members := map[peer.ID]bool{a: true, b: true, c: true}
+	g := New(Config{Org: "ga", Boot: time.Now().UnixMilli(), Logger: testLogger(), IsMember: func(id peer.ID) bool { return members[id] }})
+	defer g.Close()
+	g.state = view
+	seq := uint64(1 << 40)
+	verdict := func(author peer.ID, org string) pubsub.ValidationResult {
+		seq++
+		data := encode(t, Heartbeat{V: 1, Org: org, AtMs: time.Now().UnixMilli(), Boot: g.cfg.Boot, Seq: seq, Machines: []MachineTelemetry{{Name: "m1", PowerMilliW: 5}}})
+		return g.validate(context.Background(), a, &pubsub.Message{Message: &pb.Message{From: []byte(author), Data: data}})
+	}
+	if v := verdict(c, "gc"); v != pubsub.ValidationAccept {
+		t.Fatalf("member's heartbeat: %v", v)
+	}
+	// Two of three organisations vote gc out.
+	for _, voter := range []struct {
+		org string
+		id  peer.ID
+	}{{"ga", a}, {"gb", b}} {
+		data, err := ledger.EncodeCommand(ledger.Command{Org: voter.org, Peer: voter.id.String(), AtMs: time.Now().UnixMilli(),
+			Membership: &ledger.Membership{Remove: &ledger.RemovalVote{Org: "gc"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		view.mu.Lock()
+		view.at++
+		res := view.l.Apply(view.at, data)
+		view.mu.Unlock()
+		if !res.Applied() {
+			t.Fatalf("vote of %s: %v", voter.org, res.Err)
+		}
+	}
+	if v := verdict(c, "gc"); v != pubsub.ValidationIgnore {
+		t.Fatalf("removed organisation's heartbeat: %v, want ignore", v)
+	}
+	// A peer out of the configuration (it left; or the leader took it out
+	// before this peer applied the vote).
+	members[b] = false
+	if v := verdict(b, "gb"); v != pubsub.ValidationIgnore {
+		t.Fatalf("non-member's heartbeat: %v, want ignore", v)
+	}
+	if v := verdict(a, "ga"); v != pubsub.ValidationAccept {
+		t.Fatalf("member's heartbeat after the removal: %v", v)
 	}
 }

@@ -109,6 +109,8 @@ func (p *tpeer) start() {
 	cfg.CheckInvariants = true
 	cfg.Logger = testLogger(p.name)
 	cfg.MaintenanceInterval = 500 * time.Millisecond
+	// Every command this peer authors is signed, as node wires it.
+	cfg.Signer = h.PrivateKey()
 	lcfg := DefaultConfig()
 	lcfg.Self, lcfg.Org, lcfg.Signer = h.ID(), p.org, h.PrivateKey()
 	lcfg.Logger = testLogger(p.name)
@@ -276,7 +278,11 @@ func (c *cluster) join(p, via *tpeer) {
 	c.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := p.node.Join(ctx, via.addr()); err != nil {
+	inv, err := via.node.Invite(consensus.InviteRequest{Org: p.org, Peer: p.node.ID()})
+	if err != nil {
+		c.tb.Fatalf("%s invites %s: %v", via.name, p.name, err)
+	}
+	if _, err := p.node.Join(ctx, inv.Token(), via.addr()); err != nil {
 		c.tb.Fatalf("%s joins via %s: %v", p.name, via.name, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/policy"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // StateViewer reads the local replica of the ledger.
@@ -34,6 +35,8 @@ type Replica interface {
 	Propose(ctx context.Context, data []byte) (ledger.Result, error)
 	// WaitApplied waits until the local ledger has applied index idx.
 	WaitApplied(ctx context.Context, idx uint64) error
+	// IsMember reports whether id is in the Raft configuration.
+	IsMember(id peer.ID) bool
 }
 
 // Leader holds the leader's duties of one peer. It exists on every peer
@@ -46,7 +49,9 @@ type Leader struct {
 	live   Liveness
 	// wake is signalled (never blocking) by Applied when a command may give
 	// the policy something new to decide.
-	wake  chan struct{}
+	wake chan struct{}
+	// expel is signalled by Applied after a membership decision.
+	expel chan struct{}
 	stats counters
 }
 
@@ -67,6 +72,7 @@ func New(cfg Config, live Liveness) (*Leader, error) {
 		policy: pol,
 		live:   live,
 		wake:   make(chan struct{}, 1),
+		expel:  make(chan struct{}, 1),
 	}, nil
 }
 
@@ -89,6 +95,7 @@ func (l *Leader) Establish(ctx context.Context, r Replica) {
 	if l.live != nil && l.cfg.LostTimeout > 0 {
 		run(l.detectLost)
 	}
+	run(l.expelMachines)
 	wg.Wait()
 }
 
@@ -96,6 +103,12 @@ func (l *Leader) Establish(ctx context.Context, r Replica) {
 // scheduling pass when an applied command may change what the policy
 // decides. It runs on the state machine's goroutine and never blocks.
 func (l *Leader) Applied(res *ledger.Result) {
+	if res.Kind == ledger.KindMembership && res.Applied() {
+		select {
+		case l.expel <- struct{}{}:
+		default:
+		}
+	}
 	if !ledger.WakesScheduler(res) {
 		return
 	}

@@ -28,6 +28,9 @@ func (l *Ledger) actor(c *Command) (*Org, *Error) {
 	if o.Peer != c.Peer {
 		return nil, errf(CodeNotOwner, "peer %s does not act for organisation %q", c.Peer, c.Org)
 	}
+	if err := l.checkNotRemoved(c.Org); err != nil {
+		return nil, err
+	}
 	return o, nil
 }
 
@@ -82,6 +85,9 @@ func (b *RegisterOrg) check(l *Ledger, c *Command) (change, *Error) {
 	}
 	if other, ok := l.peers[c.Peer]; ok {
 		return nil, errf(CodeExists, "peer %s already acts for organisation %q", c.Peer, other)
+	}
+	if err := l.checkBinding(c); err != nil {
+		return nil, err
 	}
 	if err := l.checkRegistration(b); err != nil {
 		return nil, err

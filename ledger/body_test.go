@@ -27,6 +27,9 @@ var kindTraits = map[Kind]struct{ report, wakes, leaderOnly bool }{
 	// A batch wakes as its accepted items would (TestWakesScheduler); with
 	// an accepted start it does.
 	KindReports: {wakes: true},
+	// A zero membership body is a removal vote; an admission is
+	// leader-only (TestMembershipLeaderOnly).
+	KindMembership: {wakes: true},
 }
 
 // TestEveryKindHasABody: every pointer field of Command is a body in the

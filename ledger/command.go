@@ -97,6 +97,10 @@ type Command struct {
 	Heartbeat     *Heartbeat          `json:"heartbeat,omitempty"`
 	MachineLost   *MachineLostCmd     `json:"machine_lost,omitempty"`
 	Checkpoint    *CheckpointRecorded `json:"checkpoint,omitempty"`
+	// Membership is a federation decision about who belongs to it
+	// (membership.go); omitted when unset, so that every other command
+	// encodes as before it existed.
+	Membership *Membership `json:"membership,omitempty"`
 	// Reports is a batch of task_started/task_stopped/task_ended/checkpoint
 	// reports (batch.go). Last, and omitted when unset, so that every other
 	// command encodes as before it existed.

@@ -34,6 +34,9 @@ type Ledger struct {
 	// not done, failed or cancelled.
 	rules      *Rules
 	unfinished map[string]int64
+
+	// members holds the federation's membership decisions (membership.go).
+	members membership
 }
 
 // New returns an empty ledger at applied index 0.

@@ -46,6 +46,10 @@ type canonical struct {
 	// Rules are omitted on a federation without them, which encodes and
 	// hashes as before they existed.
 	Rules *Rules `json:"rules,omitempty"`
+	// Membership (admissions, removal votes, removed organisations) is
+	// omitted when empty, like Requests: a state without it hashes as
+	// before it existed.
+	Membership *canonicalMembers `json:"membership,omitempty"`
 }
 
 type snapshotFile struct {
@@ -67,6 +71,7 @@ func (l *Ledger) canonical() canonical {
 		Tasks:    l.bySeq,
 		Requests: l.canonicalRequests(),
 		Rules:    l.rules,
+		Membership: l.canonicalMembership(),
 	}
 	for _, n := range l.order {
 		c.Orgs = append(c.Orgs, l.orgs[n])
@@ -226,6 +231,9 @@ func fromCanonical(applied uint64, c *canonical) (*Ledger, error) {
 	if c.Rules != nil {
 		r := *c.Rules
 		l.rules = &r
+	}
+	if err := l.restoreMembership(c.Membership); err != nil {
+		return nil, err
 	}
 	l.rebuildDerived()
 	return l, nil

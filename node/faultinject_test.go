@@ -26,7 +26,7 @@ func startFaulty(t *testing.T, tn *tnode, offset time.Duration, bootstrap ...str
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n, err := Start(ctx, Options{
-		DataDir: tn.dir, Bootstrap: bootstrap, Logger: testLogger(tn.org), ReconcileInterval: 200 * time.Millisecond,
+		DataDir: tn.dir, Bootstrap: bootstrap, Invitation: tn.invitationFor(bootstrap), Logger: testLogger(tn.org), ReconcileInterval: 200 * time.Millisecond,
 		FaultInjection: true, FaultClockOffset: offset,
 		Consensus: func(c *consensus.Config) { c.NoSync = true; c.CheckInvariants = true },
 	})

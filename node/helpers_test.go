@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/coopgrid/coopgrid/api"
 	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/leader"
 	"github.com/coopgrid/coopgrid/ledger"
@@ -35,10 +38,39 @@ func testLogger(name string) *slog.Logger {
 
 // tnode is a real peer on its own data directory, restartable from it.
 type tnode struct {
-	tb  testing.TB
-	org string
-	dir string
-	n   *Node
+	tb     testing.TB
+	org    string
+	dir    string
+	peerID string
+	n      *Node
+}
+
+// running maps the peer ID of every started tnode to it, so that a joiner
+// asks the member it bootstraps through for an invitation (invitationFor).
+var running sync.Map
+
+// invitationFor returns an invitation for tn issued by the running tnode
+// that bootstrap names (its /p2p/ component), or "" when none is running.
+func (tn *tnode) invitationFor(bootstrap []string) string {
+	tn.tb.Helper()
+	for _, a := range bootstrap {
+		_, id, ok := strings.Cut(a, "/p2p/")
+		if !ok {
+			continue
+		}
+		v, ok := running.Load(id)
+		if !ok || v.(*tnode).n == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		inv, err := v.(*tnode).n.Invite(ctx, api.InviteRequest{Org: tn.org, Peer: tn.peerID})
+		cancel()
+		if err != nil {
+			tn.tb.Fatalf("%s invites %s: %v", v.(*tnode).org, tn.org, err)
+		}
+		return inv.Token
+	}
+	return ""
 }
 
 // testConfig shortens the timeouts so that a test federation reacts fast.
@@ -70,10 +102,14 @@ func newTNode(tb testing.TB, org, secret, machines string, edit func(*config.Con
 		}
 		o.MachinesFile = mf
 	}
-	if _, err := config.Init(context.Background(), o); err != nil {
+	res, err := config.Init(context.Background(), o)
+	if err != nil {
 		tb.Fatalf("init %s: %v", org, err)
 	}
-	return &tnode{tb: tb, org: org, dir: dir}
+	tn := &tnode{tb: tb, org: org, dir: dir, peerID: res.PeerID}
+	running.Store(res.PeerID, tn)
+	tb.Cleanup(func() { running.Delete(res.PeerID) })
+	return tn
 }
 
 func (tn *tnode) start(bootstrap ...string) {
@@ -90,6 +126,7 @@ func (tn *tnode) startWith(tweak func(*consensus.Config), bootstrap ...string) {
 	n, err := Start(ctx, Options{
 		DataDir:           tn.dir,
 		Bootstrap:         bootstrap,
+		Invitation:        tn.invitationFor(bootstrap),
 		Logger:            testLogger(tn.org),
 		ReconcileInterval: 200 * time.Millisecond,
 		Consensus: func(c *consensus.Config) {

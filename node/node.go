@@ -33,6 +33,10 @@ type Options struct {
 	Listen    []string
 	API       string
 	Bootstrap []string
+	// Invitation is the invitation token a member organisation issued for
+	// this peer's organisation (`peer run --invitation`): needed to join,
+	// not to restart as a member.
+	Invitation string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// JoinTimeout bounds the first join of a peer that is not a member yet
@@ -187,6 +191,9 @@ func prepare(opts Options) (*Node, *executor.MachinesFile, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkInvitation(opts.Invitation, cfg.Org); err != nil {
+		return nil, nil, err
+	}
 	n := &Node{
 		dir: dir, cfg: cfg, org: cfg.Org, limit: limit, opts: opts,
 		log:      log.With("org", cfg.Org),
@@ -316,13 +323,14 @@ func (n *Node) startReplication() error {
 		ccfg = consensus.WANConfig(filepath.Join(n.dir, config.RaftDir))
 	}
 	ccfg.Logger = n.baseLog()
+	ccfg.Signer = n.signer
 	if n.faults != nil {
 		ccfg.StoreDelay = n.faults.diskDelay
 	}
 	if n.opts.Consensus != nil {
 		n.opts.Consensus(&ccfg)
 	}
-	n.gossip = gossip.New(gossip.Config{Org: n.org, Boot: n.boot, Interval: n.cfg.Heartbeat.Interval, Now: n.now, Logger: n.log})
+	n.gossip = gossip.New(gossip.Config{Org: n.org, Boot: n.boot, Interval: n.cfg.Heartbeat.Interval, Now: n.now, Logger: n.log, IsMember: n.gossipMember})
 	lead, err := n.newLeader(ccfg)
 	if err != nil {
 		return err

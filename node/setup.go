@@ -14,7 +14,7 @@ import (
 // ErrNoWayToJoin is returned by Start for a peer that is not a member, has
 // no bootstrap address and no known peers, and was not initialised to
 // start a new federation.
-var ErrNoWayToJoin = errors.New("not a member of a federation and no way to join one: pass --bootstrap MULTIADDR (the /p2p/ address another peer prints)")
+var ErrNoWayToJoin = errors.New("not a member of a federation and no way to join one: pass --bootstrap MULTIADDR (the /p2p/ address another peer prints) and --invitation FILE|TOKEN (from a member: peer invite ORG)")
 
 // becomeMember makes this peer a member of the federation, following the
 // rule of docs/CONFIG.md ("Start-up"):
@@ -47,7 +47,7 @@ func (n *Node) becomeMember(ctx context.Context, flagBootstrap []string) error {
 		bootstrap = n.knownAddrs()
 	}
 	if len(bootstrap) > 0 {
-		res, err := n.cons.Join(ctx, bootstrap...)
+		res, err := n.cons.Join(ctx, n.opts.Invitation, bootstrap...)
 		if err != nil {
 			return fmt.Errorf("join the federation: %w", err)
 		}
@@ -158,7 +158,7 @@ func (n *Node) rejoinIfRemoved() {
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 	defer cancel()
-	if _, err := n.cons.Join(ctx, addrs...); err != nil {
+	if _, err := n.cons.Join(ctx, n.opts.Invitation, addrs...); err != nil {
 		n.log.Debug("rejoin", "err", err)
 	}
 }
@@ -378,6 +378,10 @@ func (n *Node) bringUp(ctx context.Context) {
 		n.log.Info("machine up again", "machine", id)
 	}
 }
+
+// gossipMember is gossip's membership check (gossip.Config.IsMember): its
+// validator runs only once gossip joined, after consensus started.
+func (n *Node) gossipMember(p peer.ID) bool { return n.cons != nil && n.cons.IsMember(p) }
 
 // isMember reports whether p is in the Raft configuration.
 func (n *Node) isMember(p peer.ID) bool {

@@ -30,6 +30,7 @@ func newClientCmds() []*cobra.Command {
 	return []*cobra.Command{
 		newSubmitCmd(), newTasksCmd(), newTaskCmd(), newLogsCmd(), newCancelCmd(),
 		newMachinesCmd(), newOrgsCmd(), newLedgerCmd(), newLimitCmd(), newStatusCmd(), newLeaveCmd(),
+		newInviteCmd(), newRemoveCmd(),
 	}
 }
 

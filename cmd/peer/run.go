@@ -21,14 +21,16 @@ const shutdownTimeout = 30 * time.Second
 func newRunCmd() *cobra.Command {
 	var o node.Options
 	cmd := &cobra.Command{
-		Use:   "run --data DIR [--listen MULTIADDR…] [--api HOST:PORT] [--bootstrap MULTIADDR…]",
+		Use:   "run --data DIR [--listen MULTIADDR…] [--api HOST:PORT] [--bootstrap MULTIADDR… --invitation FILE|TOKEN]",
 		Short: "Run the peer: join the federation, run the tasks placed on this peer's machines, serve the API",
 		Long: `Run the peer of the data directory made by peer init, until SIGINT or
 SIGTERM (or peer leave).
 
 The first start of a peer that joins needs --bootstrap with the address of
-any member (printed by that member's peer run, ending in /p2p/<peer id>);
-later starts find the members from the data directory. Only the peer
+any member (printed by that member's peer run, ending in /p2p/<peer id>)
+and --invitation with the invitation a member organisation issued for this
+peer's organisation (peer invite ORG, on that member); later starts find
+the members from the data directory and need no invitation. Only the peer
 initialised with --new-federation starts a federation, and only when it has
 no state, no bootstrap address and no known peers.
 
@@ -38,11 +40,15 @@ localhost with the token of DATA/api.token. Flags override the keys of
 DATA/config.yaml (docs/CONFIG.md). Use --log-level info to follow what it
 does.`,
 		Example: `  peer run --data /var/lib/coopgrid
-  peer run --data ./b --bootstrap /ip4/192.0.2.10/tcp/9440/p2p/12D3KooW… --log-level info`,
+  peer run --data ./b --bootstrap /ip4/192.0.2.10/tcp/9440/p2p/12D3KooW… --invitation uni-b.invitation --log-level info`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.DataDir == "" {
 				return usageErr("--data is required")
+			}
+			var err error
+			if o.Invitation, err = readInvitation(o.Invitation); err != nil {
+				return err
 			}
 			return runPeer(cmd, o)
 		},
@@ -53,6 +59,7 @@ does.`,
 	fl.StringArrayVar(&o.Listen, "listen", nil, "TCP multiaddr to listen on, repeatable (default: config.yaml's listen)")
 	fl.StringVar(&o.API, "api", "", "the HTTP API's HOST:PORT (default: config.yaml's api)")
 	fl.StringArrayVar(&o.Bootstrap, "bootstrap", nil, "address of a member to join through, repeatable (/ip4/…/tcp/…/p2p/<peer id>)")
+	fl.StringVar(&o.Invitation, "invitation", "", "the invitation (a file, or the token itself) a member issued with peer invite; needed to join, not to restart")
 	// Test-only (the chaos harness, docs/RELIABILITY.md): hidden from help.
 	fl.BoolVar(&o.FaultInjection, "fault-injection", false, "TEST ONLY: serve POST /v1/debug/faults (partitions, clock steps, slow disk)")
 	fl.DurationVar(&o.FaultClockOffset, "fault-clock-offset", 0, "TEST ONLY: start with the wall clock stepped by this much (needs --fault-injection)")

@@ -123,7 +123,15 @@ func TestRunCommand(t *testing.T) {
 	apiA := da.wait(t, `API on http://(127\.0\.0\.1:\d+)`)[1]
 	da.wait(t, `ready: organisation uni-a registered, 1 machine`)
 
-	db := startDaemon(t, "--data", b, "--bootstrap", addr)
+	// Joining needs an invitation: without one the leader refuses.
+	if code, _, errs := runCLI(t, "run", "--data", b, "--bootstrap", addr); code == 0 || !strings.Contains(errs, "invitation") {
+		t.Fatalf("run without an invitation: exit %d, stderr %q", code, errs)
+	}
+	invFile := filepath.Join(tmp, "uni-b.invitation")
+	if code, out, errs := runCLI(t, "invite", "uni-b", "--data", a, "--api", apiA, "-o", invFile); code != 0 {
+		t.Fatalf("peer invite: exit %d: %s %s", code, out, errs)
+	}
+	db := startDaemon(t, "--data", b, "--bootstrap", addr, "--invitation", invFile)
 	apiB := db.wait(t, `API on http://(127\.0\.0\.1:\d+)`)[1]
 	db.wait(t, `ready: organisation uni-b registered`)
 

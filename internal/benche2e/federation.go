@@ -120,7 +120,13 @@ func (f *federation) start(ctx context.Context) error {
 		f.peers = append(f.peers, p)
 		run := []string{"run", "--data", p.data, "--log-level", cfg.LogLevel}
 		if i > 1 {
-			run = append(run, "--bootstrap", boot)
+			ictx, cancel := context.WithTimeout(ctx, callTimeout)
+			inv, err := f.peers[0].client.Invite(ictx, api.InviteRequest{Org: org})
+			cancel()
+			if err != nil {
+				return fmt.Errorf("invite %s: %w", org, err)
+			}
+			run = append(run, "--bootstrap", boot, "--invitation", inv.Token)
 		}
 		pr, err := peerproc.Start(org, cfg.PeerBin, filepath.Join(logs, org), run...)
 		if err != nil {

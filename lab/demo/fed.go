@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coopgrid/coopgrid/api"
 	"github.com/coopgrid/coopgrid/config"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/node"
@@ -143,13 +144,23 @@ func startDemoFederation(ctx context.Context, w *demoWorkload, dir string, tm de
 		if err != nil {
 			return f, fmt.Errorf("demo: init %s: %w", org.Name, err)
 		}
-		var boots []string
+		var (
+			boots      []string
+			invitation string
+		)
 		if bootstrap != "" {
 			boots = []string{bootstrap}
+			// The federation's first organisation invites each of the others.
+			inv, err := f.peers[first].n.Invite(ctx, api.InviteRequest{Org: org.Name})
+			if err != nil {
+				return f, fmt.Errorf("demo: invite %s: %w", org.Name, err)
+			}
+			invitation = inv.Token
 		}
 		n, err := node.Start(ctx, node.Options{
 			DataDir:           p.dir,
 			Bootstrap:         boots,
+			Invitation:        invitation,
 			Logger:            log.With("org", org.Name),
 			JoinTimeout:       30 * time.Second,
 			ReconcileInterval: tm.reconcileInterval,

@@ -1,0 +1,301 @@
+package consensus
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	autopilot "github.com/hashicorp/raft-autopilot"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Voters are added only while the configuration stays safe, and dead
+// voters are demoted so that the others keep a quorum:
+//
+//   - A joining peer becomes a voter only while fewer than MaxVoters voters
+//     exist and every current voter is reachable: connected to the leader
+//     and, as far as the leader's autopilot knows, answering its stats
+//     requests. Otherwise it joins as a non-voter; promote makes it a voter
+//     later, under the same rule.
+//   - On the leader, hashicorp/raft-autopilot tracks every server's health
+//     (stats fetched over ProtoStats: last contact with the leader, term,
+//     last index) and applies its dead-server rule: a voter not heard of
+//     for DeadServerTimeout is "failed", and failed voters are dealt with
+//     while at most (voters−1)/2 of them at a time and never below three
+//     voters (autopilot's MinQuorum). Where Consul removes them, this
+//     federation demotes them to non-voters: they stay members (a peer down
+//     for maintenance comes back without a new invitation) but no longer
+//     count towards the quorum. Five voters with two dead become three, so
+//     a third pausing leaves two of three: the federation goes on.
+
+// ProtoStats serves a member's Raft stats to the leader's autopilot.
+const ProtoStats = "/coopgrid/consensus/stats/1.0.0"
+
+// minQuorum is the fewest voters autopilot demotes down to.
+const minQuorum = 3
+
+type serverStats struct {
+	LastContactNs int64  `json:"last_contact_ns"`
+	LastTerm      uint64 `json:"last_term"`
+	LastIndex     uint64 `json:"last_index"`
+}
+
+// localStats reads this node's stats as autopilot wants them.
+func (n *Node) localStats() serverStats {
+	st := n.raft.Stats()
+	var s serverStats
+	s.LastTerm, _ = strconv.ParseUint(st["last_log_term"], 10, 64)
+	s.LastIndex, _ = strconv.ParseUint(st["last_log_index"], 10, 64)
+	switch lc := st["last_contact"]; lc {
+	case "0", "":
+	case "never":
+		s.LastContactNs = -1
+	default:
+		if d, err := time.ParseDuration(lc); err == nil {
+			s.LastContactNs = int64(d)
+		}
+	}
+	if n.IsLeader() {
+		s.LastContactNs = 0
+	}
+	return s
+}
+
+// handleStats answers the leader's autopilot; members only.
+func (n *Node) handleStats(_ context.Context, remote peer.ID, _ []byte) ([]byte, error) {
+	if ok, err := n.isMember(remote); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, errorf(CodeNotMember, "peer %s is not a member", remote)
+	}
+	return json.Marshal(n.localStats())
+}
+
+// pilot is the application side of raft-autopilot (its
+// ApplicationIntegration) and the promoter it runs with.
+type pilot struct {
+	n  *Node
+	ap *autopilot.Autopilot
+
+	mu sync.Mutex
+	// lastOK is when each server last answered a stats request; seen when
+	// it was first seen in the configuration by this leader.
+	lastOK map[raft.ServerID]time.Time
+	seen   map[raft.ServerID]time.Time
+}
+
+// startAutopilot registers the stats protocol and runs autopilot while
+// this node leads (one line of wiring in New).
+func (n *Node) startAutopilot() {
+	n.host.Handle(ProtoStats, n.handleStats)
+	p := &pilot{n: n, lastOK: map[raft.ServerID]time.Time{}, seen: map[raft.ServerID]time.Time{}}
+	p.ap = autopilot.New(n.raft, p,
+		autopilot.WithLogger(newRaftLogger(n.log).Named("autopilot")),
+		autopilot.WithPromoter(p),
+		autopilot.WithUpdateInterval(n.cfg.MaintenanceInterval),
+		autopilot.WithReconcileInterval(n.cfg.MaintenanceInterval))
+	n.pilot = p
+	n.wg.Add(1)
+	go p.run()
+}
+
+// run starts autopilot when this node becomes leader and stops it when
+// leadership is lost.
+func (p *pilot) run() {
+	defer p.n.wg.Done()
+	t := time.NewTicker(max(p.n.cfg.MaintenanceInterval/4, 10*time.Millisecond))
+	defer t.Stop()
+	running := false
+	for {
+		select {
+		case <-p.n.ctx.Done():
+			if running {
+				<-p.ap.Stop()
+			}
+			return
+		case <-t.C:
+		}
+		switch lead := p.n.IsLeader(); {
+		case lead && !running:
+			p.mu.Lock()
+			p.lastOK, p.seen = map[raft.ServerID]time.Time{}, map[raft.ServerID]time.Time{}
+			p.mu.Unlock()
+			p.ap.Start(p.n.ctx)
+			running = true
+		case !lead && running:
+			<-p.ap.Stop()
+			running = false
+		}
+	}
+}
+
+// reachable says whether the leader reaches id: connected, and answering
+// stats requests lately when autopilot has asked.
+func (p *pilot) reachable(id peer.ID) bool {
+	if p.n.host.Network().Connectedness(id) != network.Connected {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sid := raft.ServerID(id.String())
+	ok, asked := p.lastOK[sid]
+	return !asked || time.Since(ok) <= 3*p.n.cfg.MaintenanceInterval
+}
+
+// safeToAddVoter says whether a joiner may become a voter in cfg now.
+func (n *Node) safeToAddVoter(cfg raft.Configuration) bool {
+	voters := 0
+	for _, s := range cfg.Servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		voters++
+		id, err := peer.Decode(string(s.ID))
+		if err != nil {
+			return false
+		}
+		if id != n.self && !n.pilot.reachable(id) {
+			return false
+		}
+	}
+	return voters < n.cfg.MaxVoters
+}
+
+// AutopilotConfig is autopilot's configuration.
+func (p *pilot) AutopilotConfig() *autopilot.Config {
+	c := p.n.cfg
+	return &autopilot.Config{
+		CleanupDeadServers:      true,
+		LastContactThreshold:    4 * c.HeartbeatTimeout,
+		MaxTrailingLogs:         c.TrailingLogs,
+		MinQuorum:               minQuorum,
+		ServerStabilizationTime: 2 * c.MaintenanceInterval,
+	}
+}
+
+// NotifyState receives autopilot's view; promote reads health from
+// reachable instead.
+func (p *pilot) NotifyState(*autopilot.State) {}
+
+// FetchServerStats asks every server for its stats, in parallel.
+func (p *pilot) FetchServerStats(ctx context.Context, servers map[raft.ServerID]*autopilot.Server) map[raft.ServerID]*autopilot.ServerStats {
+	var mu sync.Mutex
+	out := map[raft.ServerID]*autopilot.ServerStats{}
+	var wg sync.WaitGroup
+	for sid := range servers {
+		id, err := peer.Decode(string(sid))
+		if err != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var st serverStats
+			if id == p.n.self {
+				st = p.n.localStats()
+			} else {
+				b, err := p.n.host.Request(ctx, id, ProtoStats, nil)
+				if err != nil || json.Unmarshal(b, &st) != nil {
+					return
+				}
+			}
+			mu.Lock()
+			out[sid] = &autopilot.ServerStats{LastContact: time.Duration(st.LastContactNs), LastTerm: st.LastTerm, LastIndex: st.LastIndex}
+			mu.Unlock()
+			p.mu.Lock()
+			p.lastOK[sid] = time.Now()
+			p.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// KnownServers is every server of the configuration: alive while it
+// answered within DeadServerTimeout (or was first seen by this leader less
+// than that ago), failed after.
+func (p *pilot) KnownServers() map[raft.ServerID]*autopilot.Server {
+	f := p.n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	leader, _ := p.n.Leader()
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[raft.ServerID]*autopilot.Server{}
+	for _, s := range f.Configuration().Servers {
+		if _, ok := p.seen[s.ID]; !ok {
+			p.seen[s.ID] = now
+		}
+		last := p.seen[s.ID]
+		if ok, asked := p.lastOK[s.ID]; asked && ok.After(last) {
+			last = ok
+		}
+		status := autopilot.NodeAlive
+		if string(s.ID) != p.n.self.String() && now.Sub(last) > p.n.cfg.DeadServerTimeout {
+			status = autopilot.NodeFailed
+		}
+		// Only voters are potential voters: autopilot's removal bound,
+		// (voters−1)/2 at a time, counts them.
+		typ := autopilot.NodeType("nonvoter")
+		if s.Suffrage == raft.Voter {
+			typ = autopilot.NodeVoter
+		}
+		out[s.ID] = &autopilot.Server{ID: s.ID, Name: string(s.ID), Address: s.Address, NodeStatus: status,
+			RaftVersion: raft.ProtocolVersionMax, IsLeader: string(s.ID) == leader.String(), NodeType: typ}
+	}
+	return out
+}
+
+// RemoveFailedServer demotes a failed voter (autopilot calls it within its
+// dead-server rule); a failed non-voter stays as it is.
+func (p *pilot) RemoveFailedServer(srv *autopilot.Server) {
+	f := p.n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.ID != srv.ID || s.Suffrage != raft.Voter {
+			continue
+		}
+		if err := p.n.raft.DemoteVoter(s.ID, 0, p.n.cfg.ApplyTimeout).Error(); err != nil {
+			p.n.log.Warn("consensus: demote a dead voter", "peer", string(s.ID), "err", err)
+			return
+		}
+		p.n.log.Warn("consensus: dead voter demoted to non-voter", "peer", string(s.ID), "silent_for_more_than", p.n.cfg.DeadServerTimeout)
+	}
+}
+
+// The promoter: voters stay voters, non-voters are not potential voters
+// for autopilot (promote decides promotions, under MaxVoters), and
+// autopilot itself promotes and demotes nothing but failed voters.
+
+func (p *pilot) GetServerExt(*autopilot.Config, *autopilot.ServerState) any { return nil }
+func (p *pilot) GetStateExt(*autopilot.Config, *autopilot.State) any        { return nil }
+
+func (p *pilot) GetNodeTypes(_ *autopilot.Config, s *autopilot.State) map[raft.ServerID]autopilot.NodeType {
+	out := map[raft.ServerID]autopilot.NodeType{}
+	for id, srv := range s.Servers {
+		if srv.HasVotingRights() {
+			out[id] = autopilot.NodeVoter
+		} else {
+			out[id] = "nonvoter"
+		}
+	}
+	return out
+}
+
+func (p *pilot) CalculatePromotionsAndDemotions(*autopilot.Config, *autopilot.State) autopilot.RaftChanges {
+	return autopilot.RaftChanges{}
+}
+
+func (p *pilot) FilterFailedServerRemovals(_ *autopilot.Config, _ *autopilot.State, f *autopilot.FailedServers) *autopilot.FailedServers {
+	return f
+}
+
+func (p *pilot) IsPotentialVoter(t autopilot.NodeType) bool { return t == autopilot.NodeVoter }
