@@ -78,7 +78,7 @@ func (n *Node) dryRun(ctx context.Context, c *ledger.Command) (res ledger.Result
 	}
 	n.fsm.view(func(l *ledger.Ledger) {
 		if err := l.Check(c); err != nil {
-			res = ledger.Result{Index: l.AppliedIndex(), Kind: c.Kind(), Err: err}
+			res = ledger.Result{Index: l.AppliedIndex(), Kind: c.Kind(), Err: err, NotAppended: true}
 			refused = true
 		}
 	})

@@ -101,8 +101,11 @@ type Result struct {
 	Index uint64 `json:"index"`
 	Kind  Kind   `json:"kind,omitempty"`
 	// Skipped: the index was not above the applied index; nothing was done.
-	Skipped bool   `json:"skipped,omitempty"`
-	Err     *Error `json:"err,omitempty"`
+	Skipped bool `json:"skipped,omitempty"`
+	// NotAppended: the leader's dry run refused the command (Err says
+	// why); it never reached the log.
+	NotAppended bool   `json:"not_appended,omitempty"`
+	Err         *Error `json:"err,omitempty"`
 	// TaskIDs are the IDs given to submitted tasks, in submission order.
 	TaskIDs []string `json:"task_ids,omitempty"`
 	// Replayed: the submit's request ID had already been applied; TaskIDs

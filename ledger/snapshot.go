@@ -65,12 +65,12 @@ type snapshotFile struct {
 // and never kept.
 func (l *Ledger) canonical() canonical {
 	c := canonical{
-		Seq:      l.seq,
-		Orgs:     make([]*Org, 0, len(l.order)),
-		Machines: make([]*Machine, 0, len(l.machines)),
-		Tasks:    l.bySeq,
-		Requests: l.canonicalRequests(),
-		Rules:    l.rules,
+		Seq:        l.seq,
+		Orgs:       make([]*Org, 0, len(l.order)),
+		Machines:   make([]*Machine, 0, len(l.machines)),
+		Tasks:      l.bySeq,
+		Requests:   l.canonicalRequests(),
+		Rules:      l.rules,
 		Membership: l.canonicalMembership(),
 	}
 	for _, n := range l.order {
