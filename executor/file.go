@@ -267,6 +267,8 @@ func (p fileParser) policy(n *yaml.Node, field string) (Policy, error) {
 			}
 		case "allow_any":
 			pol.AllowAny, err = p.Boolean(v, field)
+		case "unsafe_run_as_peer_user":
+			pol.UnsafeRunAsPeerUser, err = p.Boolean(v, field)
 		case "run_as":
 			if pol.RunAs, err = p.Str(v, field); err == nil {
 				if _, _, perr := parseRunAs(pol.RunAs, true); perr != nil {

@@ -28,6 +28,12 @@ type Policy struct {
 	// "uid:gid". It needs the peer to run as root; otherwise tasks fail with
 	// ReasonRunAsUnavailable. Empty runs tasks as the peer's own user.
 	RunAs string
+	// UnsafeRunAsPeerUser lets tasks run as the peer's own user when there
+	// is no RunAs: they can then read the peer's keys and API token and
+	// write its data directory. Without it such a peer refuses to start
+	// its executor (checkProtection). Only for a peer alone on a
+	// throw-away machine, or tests.
+	UnsafeRunAsPeerUser bool
 	// Path is the PATH given to tasks and used to resolve bare names
 	// (default DefaultPath). Every element must be absolute.
 	Path string
@@ -299,4 +305,18 @@ func checkTraversable(dir string, uid, gid uint32) error {
 			return nil
 		}
 	}
+}
+
+// checkProtection refuses a policy under which tasks would run with the
+// peer's own privileges: tasks may run only as a dedicated RunAs user, or
+// with the owner's explicit UnsafeRunAsPeerUser. A policy that allows
+// nothing needs neither. A RunAs the peer cannot switch to is not refused
+// here: every task then fails with ReasonRunAsUnavailable, and none runs
+// as the peer.
+func checkProtection(p Policy) error {
+	if p.UnsafeRunAsPeerUser || p.RunAs != "" || (len(p.Allow) == 0 && !p.AllowAny) {
+		return nil
+	}
+	return fmt.Errorf("policy: no run_as user, so tasks would run as the peer's own user (uid %d) and could read its keys and write its data directory; "+
+		"set run_as to a dedicated unprivileged user (the peer must run as root), or, knowingly, unsafe_run_as_peer_user: true", os.Geteuid())
 }

@@ -2,13 +2,13 @@ package executor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,6 +41,18 @@ type ProcessConfig struct {
 	EnergySampleInterval time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// SupervisorPath is the binary re-executed as each run's supervisor
+	// and task init (supervisor.go); default /proc/self/exe, the running
+	// binary even if it was replaced on disk since.
+	SupervisorPath string
+	// Lease, when positive, is how long a run may go without the peer
+	// renewing it before its supervisor kills it (docs/EXECUTOR.md, "The
+	// run lease"). The executor renews every Lease/4 while Contact says
+	// the peer is in touch with its federation.
+	Lease time.Duration
+	// Contact is when the peer last confirmed contact with its federation;
+	// nil means always (the lease then only catches a stopped peer).
+	Contact func() time.Time
 	// JournalPath, when set, is the run journal (docs/EXECUTOR.md): every
 	// run's start (with its pid) is appended and fsync'd before Start
 	// returns, and its end once its process group is gone. The daemon uses
@@ -112,6 +124,15 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 	if cfg.RAPLRoot == "" {
 		cfg.RAPLRoot = DefaultRAPLRoot
 	}
+	if cfg.SupervisorPath == "" {
+		cfg.SupervisorPath = "/proc/self/exe"
+	}
+	if cfg.Lease < 0 {
+		return nil, fmt.Errorf("process executor: negative lease %v", cfg.Lease)
+	}
+	if err := checkProtection(cfg.Policy); err != nil {
+		return nil, fmt.Errorf("process executor: %w", err)
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -141,8 +162,9 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 			log.Info("energy: reading RAPL counters", "zones", len(m.zones), "root", cfg.RAPLRoot)
 		}
 	}
-	if cfg.Policy.RunAs == "" && os.Geteuid() == 0 {
-		log.Warn("executor: the peer runs as root and the policy sets no run_as user: tasks will run as root")
+	if cfg.Policy.UnsafeRunAsPeerUser {
+		log.Warn("executor: UNSAFE: the machines file's policy sets unsafe_run_as_peer_user: tasks run as the peer's own user and can read its keys and write its data directory",
+			"uid", os.Geteuid())
 	}
 	return e, nil
 }
@@ -338,15 +360,6 @@ func (r *procRun) killLocked() {
 	_ = unix.Kill(-r.pgid, unix.SIGKILL)
 }
 
-// gateScript holds the task in a shell until the parent has set its
-// resource limits with prlimit, then execs the task: the limits are in
-// place before the task's first instruction, and every process it forks
-// inherits them. If the parent goes away without releasing the gate, read
-// fails and the task never runs.
-const gateScript = `IFS= read -r _ <&3 || exit 125; exec 3<&-; exec "$0" "$@"`
-
-const gateShell = "/bin/sh"
-
 // execute runs one task to its end and returns its result. It runs on its
 // own goroutine.
 // When the executor keeps a journal, the run's records are written here:
@@ -428,45 +441,48 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	}
 	defer stderr.abandon()
 
+	// The supervisor (supervisor.go) holds the run: the config it reads
+	// to EOF on fd 3 is the gate, written only once the start is
+	// journaled; the lease pipe's EOF tells it the peer is gone.
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return fail(failf(ReasonStartFailed, "supervisor pipe: %v", err))
+	}
+	defer cfgR.Close()
+	defer cfgW.Close()
+	leaseR, leaseW, err := os.Pipe()
+	if err != nil {
+		return fail(failf(ReasonStartFailed, "lease pipe: %v", err))
+	}
+	defer leaseR.Close()
+	defer leaseW.Close()
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return fail(failf(ReasonStartFailed, "status pipe: %v", err))
+	}
+	defer statusR.Close()
+	defer statusW.Close()
+	sc := &superConfig{Argv: spec.Argv, Env: env, Dir: dirs.work, Allow: pol.Allow, AllowAny: pol.AllowAny,
+		Path: pol.path(), Rlimits: pol.rlimits(), LeaseMs: e.cfg.Lease.Milliseconds()}
+	if runAs {
+		sc.RunAs = &credential{UID: uid, GID: gid}
+	}
 	cmd := &exec.Cmd{
-		Path:   exe,
-		Args:   spec.Argv,
-		Env:    env,
-		Dir:    dirs.work,
-		Stdout: stdout.w,
-		Stderr: stderr.w,
+		Path:       e.cfg.SupervisorPath,
+		Args:       []string{supervisorArg0},
+		Env:        []string{helperEnv + "=supervisor"},
+		Dir:        "/",
+		Stdout:     stdout.w,
+		Stderr:     stderr.w,
+		ExtraFiles: []*os.File{cfgR, leaseR, statusW},
 		SysProcAttr: &syscall.SysProcAttr{
 			// Its own process group, so that stop and cleanup reach every
-			// process the task forks.
+			// process the task forks. No death signal: when the peer dies
+			// the supervisor sees the lease pipe close and kills the run
+			// itself.
 			Setpgid: true,
-			// If the daemon dies, so does the task's leader. The signal is
-			// tied to the thread that forked it, which is why this
-			// goroutine stays locked to its thread for the whole run.
-			Pdeathsig: syscall.SIGKILL,
 		},
 	}
-	if runAs {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
-	}
-	limits := pol.rlimits()
-	var gateW *os.File
-	// The gate holds the task until its resource limits are set and its
-	// start is journaled.
-	if len(limits) > 0 || e.journal != nil {
-		gateR, w, err := os.Pipe()
-		if err != nil {
-			return fail(failf(ReasonStartFailed, "gate pipe: %v", err))
-		}
-		defer gateR.Close()
-		defer w.Close()
-		gateW = w
-		cmd.Path = gateShell
-		cmd.Args = append([]string{"coopgrid-gate", "-c", gateScript, exe}, spec.Argv[1:]...)
-		cmd.ExtraFiles = []*os.File{gateR}
-	}
-
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 
 	run.mu.Lock()
 	if run.stopReason != "" {
@@ -485,8 +501,11 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 		if e.meter != nil {
 			e.meter.end(key)
 		}
-		return fail(failf(ReasonStartFailed, "start %s: %v", exe, err))
+		return fail(failf(ReasonStartFailed, "start the supervisor %s: %v", e.cfg.SupervisorPath, err))
 	}
+	cfgR.Close()
+	leaseR.Close()
+	statusW.Close()
 	pid := cmd.Process.Pid
 	spawned = true
 	stdout.started()
@@ -528,26 +547,13 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 		}()
 	}
 	run.launch(nil)
-	if gateW != nil {
-		cmd.ExtraFiles[0].Close()
-		if err := applyRlimits(pid, limits); err != nil {
-			// The gate is still closed: the task has not run a single
-			// instruction of its own.
-			_ = unix.Kill(-pid, unix.SIGKILL)
-			_ = cmd.Wait()
-			if e.meter != nil {
-				e.meter.end(key)
-			}
-			res.End = time.Now()
-			goneAt = res.End
-			return fail(failf(ReasonStartFailed, "resource limits: %v", err))
-		}
-		_, werr := gateW.Write([]byte("go\n"))
-		gateW.Close()
-		if werr != nil {
-			e.log.Warn("task gate", "task", spec.ID, "err", werr)
-		}
+	// Open the gate.
+	if err := json.NewEncoder(cfgW).Encode(sc); err != nil {
+		e.log.Warn("task gate", "task", spec.ID, "err", err)
 	}
+	cfgW.Close()
+	stopRenew := e.renewLease(leaseW)
+	defer stopRenew()
 
 	run.mu.Lock()
 	run.pgid = pid
@@ -602,8 +608,15 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	if state == nil {
 		return fail(failf(ReasonStartFailed, "wait: %v", waitErr))
 	}
-	ws, _ := state.Sys().(syscall.WaitStatus)
-	cpu := state.UserTime() + state.SystemTime()
+	ws, cpu, st := taskStatus(state, statusR)
+	if st.InitReason != "" {
+		res.Reason, res.Detail = st.InitReason, st.InitErr
+		res.DoneMFlop = priorDone(spec)
+		return res
+	}
+	if st.LeaseLapsed != "" && stopReason == "" {
+		stopReason, stopDetail, signalled = ReasonStopped, "lease lapsed: "+st.LeaseLapsed, true
+	}
 	switch {
 	case ws.Exited():
 		res.ExitCode = ws.ExitStatus()
@@ -787,11 +800,12 @@ func (e *ProcessExecutor) environment(spec *TaskSpec, m MachineConfig, d taskDir
 	return out
 }
 
-// rlimit is one resource limit to set on the task.
+// rlimit is one resource limit the task init sets on itself.
 type rlimit struct {
-	resource int
-	name     string
-	cur, max uint64
+	Resource int    `json:"resource"`
+	Name     string `json:"name"`
+	Cur      uint64 `json:"cur"`
+	Max      uint64 `json:"max"`
 }
 
 func (p Policy) rlimits() []rlimit {
@@ -808,23 +822,6 @@ func (p Policy) rlimits() []rlimit {
 		ls = append(ls, rlimit{unix.RLIMIT_NPROC, "RLIMIT_NPROC", p.MaxProcesses, p.MaxProcesses})
 	}
 	return ls
-}
-
-// applyRlimits sets the limits on pid, never above the hard limit it
-// already has (raising it needs privileges the peer may not have, and the
-// owner's intent is a ceiling).
-func applyRlimits(pid int, ls []rlimit) error {
-	for _, l := range ls {
-		var old unix.Rlimit
-		if err := unix.Prlimit(pid, l.resource, nil, &old); err != nil {
-			return fmt.Errorf("prlimit %s: %w", l.name, err)
-		}
-		nl := unix.Rlimit{Cur: min(l.cur, old.Max), Max: min(l.max, old.Max)}
-		if err := unix.Prlimit(pid, l.resource, &nl, nil); err != nil {
-			return fmt.Errorf("prlimit %s: %w", l.name, err)
-		}
-	}
-	return nil
 }
 
 // killGroup SIGKILLs the process group until no live process is left in

@@ -254,6 +254,9 @@ func validateSpec(s *TaskSpec, needArgv bool) *taskError {
 		if reservedEnv(k) {
 			return failf(ReasonBadSpec, "environment variable %s is reserved for the executor", k)
 		}
+		if loaderEnv(k) {
+			return failf(ReasonBadSpec, "environment variable %s can make a program load code the machine owner did not allow; it is refused (docs/EXECUTOR.md lists these)", k)
+		}
 		total += len(k) + len(v) + 2
 	}
 	if total > maxArgBytes {
