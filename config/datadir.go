@@ -366,6 +366,12 @@ func encodeMachinesFile(mf *executor.MachinesFile) ([]byte, error) {
 		if p.KillGrace != 0 {
 			fmt.Fprintf(&b, "  kill_grace: %s\n", p.KillGrace)
 		}
+		if p.KeepTaskDirs != 0 {
+			fmt.Fprintf(&b, "  keep_task_dirs: %s\n", p.KeepTaskDirs)
+		}
+		if p.MaxCPUs != 0 {
+			fmt.Fprintf(&b, "  max_cpus: %s\n", num(p.MaxCPUs))
+		}
 		for _, kv := range []struct {
 			k string
 			v uint64
@@ -377,6 +383,8 @@ func encodeMachinesFile(mf *executor.MachinesFile) ([]byte, error) {
 			{"max_output_bytes", uint64(p.MaxOutputBytes)},
 			{"max_output_files", uint64(p.MaxOutputFiles)},
 			{"max_log_bytes", uint64(p.MaxLogBytes)},
+			{"max_memory_bytes", p.MaxMemoryBytes},
+			{"max_disk_bytes", uint64(p.MaxDiskBytes)},
 		} {
 			if kv.v != 0 {
 				fmt.Fprintf(&b, "  %s: %d\n", kv.k, kv.v)

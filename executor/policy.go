@@ -51,6 +51,22 @@ type Policy struct {
 	// MaxProcesses is RLIMIT_NPROC. The kernel counts it per real user ID
 	// and does not apply it to root, so it only bites together with RunAs.
 	MaxProcesses uint64
+	// MaxMemoryBytes bounds the memory (RSS and page cache) of a run's
+	// processes together: its cgroup's memory limit. Over it the kernel
+	// kills a process of the run. Needs cgroups.
+	MaxMemoryBytes uint64
+	// MaxCPUs bounds the CPU a run's processes use together, in CPUs
+	// (1.5 = one and a half cores): its cgroup's CPU quota. Needs cgroups.
+	MaxCPUs float64
+	// MaxDiskBytes bounds the disk a run uses in its task directory (work
+	// directory, $TMPDIR, checkpoint directory, captured logs), checked
+	// every ProcessConfig.DiskCheckInterval: over it the run is killed
+	// with ReasonDiskLimit.
+	MaxDiskBytes int64
+	// KeepTaskDirs is how long a run's attempt directory is kept after
+	// its outputs were delivered (ProcessExecutor.Discard); 0 removes it
+	// at once.
+	KeepTaskDirs time.Duration
 	// MaxInputBytes bounds the total size of a task's input files.
 	MaxInputBytes int64
 	// MaxOutputBytes and MaxOutputFiles bound the collected outputs.
@@ -82,6 +98,9 @@ func (p Policy) Validate() error {
 			return fmt.Errorf("allow: %q: want an absolute path or a bare name", a)
 		}
 	}
+	if p.MaxCPUs < 0 || p.MaxCPUs != p.MaxCPUs || p.MaxCPUs > 1<<20 {
+		return fmt.Errorf("max_cpus: want a number of CPUs ≥ 0, got %v", p.MaxCPUs)
+	}
 	if p.Path != "" {
 		for _, d := range filepath.SplitList(p.Path) {
 			if !filepath.IsAbs(d) {
@@ -104,6 +123,8 @@ func (p Policy) Validate() error {
 		{"max_output_bytes", p.MaxOutputBytes},
 		{"max_output_files", int64(p.MaxOutputFiles)},
 		{"max_log_bytes", p.MaxLogBytes},
+		{"max_disk_bytes", p.MaxDiskBytes},
+		{"keep_task_dirs", int64(p.KeepTaskDirs)},
 	} {
 		if c.v < 0 {
 			return fmt.Errorf("%s: must not be negative, got %d", c.name, c.v)

@@ -53,6 +53,18 @@ type ProcessConfig struct {
 	// Contact is when the peer last confirmed contact with its federation;
 	// nil means always (the lease then only catches a stopped peer).
 	Contact func() time.Time
+	// CgroupRoot is where the cgroup hierarchies are mounted (default
+	// /sys/fs/cgroup) and CgroupParent the cgroup, relative to each
+	// hierarchy's root, under which every run gets its own (default
+	// DefaultCgroupParent). DisableCgroups runs without: then no memory
+	// or CPU limit can be enforced, and a process that leaves the run's
+	// process group is out of reach (docs/EXECUTOR.md).
+	CgroupRoot     string
+	CgroupParent   string
+	DisableCgroups bool
+	// DiskCheckInterval paces the check of each run's disk use against
+	// the policy's MaxDiskBytes (default DefaultDiskCheckInterval).
+	DiskCheckInterval time.Duration
 	// JournalPath, when set, is the run journal (docs/EXECUTOR.md): every
 	// run's start (with its pid) is appended and fsync'd before Start
 	// returns, and its end once its process group is gone. The daemon uses
@@ -70,6 +82,8 @@ type ProcessExecutor struct {
 	meter *raplMeter // nil: declared power
 	// journal is nil without ProcessConfig.JournalPath.
 	journal *runJournal
+	// cgroups is nil when runs get no cgroup.
+	cgroups cgroupMaker
 
 	seq         atomic.Uint64
 	stopSampler chan struct{}
@@ -99,6 +113,7 @@ type procRun struct {
 	stopGrace  time.Duration // of the first stop request
 	signalled  bool          // SIGTERM or SIGKILL sent on a stop
 	killTimer  *time.Timer
+	cg         runCgroup // nil without cgroups
 }
 
 // NewProcessExecutor checks the configuration, creates TasksDir and opens
@@ -127,6 +142,15 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 	if cfg.SupervisorPath == "" {
 		cfg.SupervisorPath = "/proc/self/exe"
 	}
+	if cfg.CgroupRoot == "" {
+		cfg.CgroupRoot = "/sys/fs/cgroup"
+	}
+	if cfg.CgroupParent == "" {
+		cfg.CgroupParent = DefaultCgroupParent
+	}
+	if cfg.DiskCheckInterval <= 0 {
+		cfg.DiskCheckInterval = DefaultDiskCheckInterval
+	}
 	if cfg.Lease < 0 {
 		return nil, fmt.Errorf("process executor: negative lease %v", cfg.Lease)
 	}
@@ -146,7 +170,11 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return nil, fmt.Errorf("process executor: %w", err)
 	}
-	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{})}
+	cg, err := openCgroups(cfg, log)
+	if err != nil {
+		return nil, fmt.Errorf("process executor: %w", err)
+	}
+	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{}), cgroups: cg}
 	if cfg.JournalPath != "" {
 		if e.journal, err = openRunJournal(cfg.JournalPath, cfg.Journal); err != nil {
 			return nil, fmt.Errorf("process executor: %w", err)
@@ -345,6 +373,10 @@ func (r *procRun) signalLocked(grace time.Duration) {
 	}
 	r.signalled = true
 	_ = unix.Kill(-r.pgid, unix.SIGTERM)
+	if r.cg != nil {
+		// Processes that left the group (setsid) get it too.
+		r.cg.signal(unix.SIGTERM)
+	}
 	r.killTimer = time.AfterFunc(grace, func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -358,6 +390,9 @@ func (r *procRun) killLocked() {
 	}
 	r.signalled = true
 	_ = unix.Kill(-r.pgid, unix.SIGKILL)
+	if r.cg != nil {
+		r.cg.signal(unix.SIGKILL)
+	}
 }
 
 // execute runs one task to its end and returns its result. It runs on its
@@ -467,6 +502,27 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	if runAs {
 		sc.RunAs = &credential{UID: uid, GID: gid}
 	}
+	var goneAt time.Time // when the group was found empty
+	var survivors bool   // live processes left in the group or cgroup after SIGKILL
+	if e.cgroups != nil {
+		cg, err := e.cgroups.make(cgroupName(spec.ID, e.seq.Add(1)), pol.cgroupLimits())
+		if err != nil {
+			return fail(failf(ReasonStartFailed, "%v", err))
+		}
+		defer func() {
+			if survivors {
+				e.log.Warn("task: processes of the run's cgroup survive SIGKILL; the cgroup is left", "task", spec.ID)
+				return
+			}
+			if err := cg.remove(); err != nil {
+				e.log.Warn("task: remove the run's cgroup", "task", spec.ID, "err", err)
+			}
+		}()
+		run.mu.Lock()
+		run.cg = cg
+		run.mu.Unlock()
+		sc.Cgroups = cg.procsFiles()
+	}
 	cmd := &exec.Cmd{
 		Path:       e.cfg.SupervisorPath,
 		Args:       []string{supervisorArg0},
@@ -508,17 +564,21 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	statusW.Close()
 	pid := cmd.Process.Pid
 	spawned = true
+	killRun := func() {
+		_ = unix.Kill(-pid, unix.SIGKILL)
+		if run.cg != nil {
+			run.cg.kill(5 * time.Second)
+		}
+	}
 	stdout.started()
 	stderr.started()
-	var goneAt time.Time // when the group was found empty
-	var survivors bool   // live processes left in the group after SIGKILL
 	if e.journal != nil {
 		err := e.journal.append(JournalRecord{Event: JournalStart, Run: runNo, Task: spec.ID, Machine: m.Name,
 			Attempt: dirs.attempt, PID: pid, AtUs: res.Start.UnixMicro()})
 		if err != nil {
 			// The gate is closed: nothing of the task ran. Without a
 			// start record it must not run at all.
-			_ = unix.Kill(-pid, unix.SIGKILL)
+			killRun()
 			_ = cmd.Wait()
 			killGroup(pid, 5*time.Second)
 			if e.meter != nil {
@@ -554,6 +614,8 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	cfgW.Close()
 	stopRenew := e.renewLease(leaseW)
 	defer stopRenew()
+	stopDiskWatch := e.watchDisk(run, dirs, pol.MaxDiskBytes)
+	defer stopDiskWatch()
 
 	run.mu.Lock()
 	run.pgid = pid
@@ -591,6 +653,11 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	// The leader is gone; whatever it left in its group goes too.
 	if survivors = killGroup(pid, 5*time.Second); survivors {
 		e.log.Warn("task: processes of the group survive SIGKILL", "task", spec.ID, "pgid", pid)
+	}
+	// The cgroup holds every process of the run, those that left the
+	// group (setsid) included.
+	if run.cg != nil && run.cg.kill(5*time.Second) {
+		survivors = true
 	}
 	goneAt = time.Now()
 	// One shared deadline for both streams.

@@ -83,6 +83,9 @@ const (
 	// ReasonCPULimit: the policy's CPU-time limit was reached (SIGXCPU, then
 	// SIGKILL).
 	ReasonCPULimit = "cpu_limit"
+	// ReasonDiskLimit: the run's task directory grew over the policy's
+	// max_disk_bytes; the run was killed.
+	ReasonDiskLimit = "disk_limit"
 	// ReasonStopped: Stop (or Close) ended the task.
 	ReasonStopped = "stopped"
 	// ReasonNotAllowed: the machine owner's policy does not allow the

@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -210,6 +212,7 @@ func supervise(cfg *superConfig) (superStatus, error) {
 		// included (the peer's cgroup kill catches what left it).
 		st.LeaseLapsed = why
 		writeStatusNow(st)
+		killCgroupProcs(cfg.Cgroups, 5*time.Second)
 		_ = unix.Kill(-unix.Getpgrp(), unix.SIGKILL)
 		<-waited
 	}
@@ -328,4 +331,26 @@ func setOwnRlimits(ls []rlimit) error {
 		}
 	}
 	return nil
+}
+
+// killCgroupProcs SIGKILLs every process listed in the run's cgroup.procs
+// files until they list none (the pids limit bounds a fork race), or wait
+// has passed. The supervisor is not in the cgroup.
+func killCgroupProcs(files []string, wait time.Duration) {
+	killUntilEmpty(wait, func() int {
+		n := 0
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			for _, field := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(field); err == nil {
+					_ = unix.Kill(pid, unix.SIGKILL)
+					n++
+				}
+			}
+		}
+		return n
+	})
 }

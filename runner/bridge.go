@@ -549,8 +549,10 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 	if discard {
 		b.log.Debug("run ended, nothing to report", "task", t.ID, "reason", res.Reason)
 		b.forget(r, 0)
+		b.discardDir(res)
 		return
 	}
+	delivered := true
 	energy := min(max(res.EnergyMilliJ, 0), ledger.MaxSegmentMilliJ)
 	source := ledger.EnergySource(res.EnergySource)
 	if source == "" {
@@ -581,6 +583,7 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 		note := ""
 		err := b.shipWithRetry(ctx, t, r.machine, res.Outputs)
 		if err != nil {
+			delivered = false
 			note = fmt.Sprintf("outputs not delivered (%v); kept on peer %s in %s", err, b.cfg.Self, res.WorkDir)
 			b.log.Warn("outputs kept here: the submitting peer could not take them", "task", t.ID, "dir", res.WorkDir, "err", err)
 		}
@@ -599,9 +602,26 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 		}
 	}
 	b.forget(r, out.Index)
+	if delivered {
+		b.discardDir(res)
+	}
 	// A task that ended, or a checkpoint that replaced another, may leave
 	// archives to collect.
 	b.ck.poke()
+}
+
+// discarder is an executor that removes a finished run's directory once
+// told it is no longer needed (*executor.ProcessExecutor, after the
+// owner's keep_task_dirs).
+type discarder interface{ Discard(executor.Result) }
+
+// discardDir hands a run whose outputs were delivered (or that has none
+// to deliver) back to the executor for removal. Outputs that could not be
+// delivered stay where the ledger's reason says they are.
+func (b *bridge) discardDir(res executor.Result) {
+	if d, ok := b.exec.(discarder); ok {
+		d.Discard(res)
+	}
 }
 
 // periodicCheckpoints checkpoints a running checkpointable task every
