@@ -324,7 +324,7 @@ func TestReadRunJournalInput(t *testing.T) {
 			}
 			// Opening it (as a restarted daemon does) trims the torn line,
 			// marks run 1 abandoned and continues the numbering.
-			j, err := openRunJournal(path, JournalOptions{})
+			j, err := openRunJournal(path, JournalOptions{}, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -494,7 +494,7 @@ func TestJournalEndWrittenLater(t *testing.T) {
 // file lock, as a slow fsync would, while the appends queue up.
 func TestJournalGroupCommit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), RunJournalFile)
-	j, err := openRunJournal(path, JournalOptions{})
+	j, err := openRunJournal(path, JournalOptions{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

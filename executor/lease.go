@@ -8,15 +8,29 @@ import (
 	"time"
 )
 
+// SetLease sets the lease of the runs started from now on, and how the
+// peer knows it is in contact with its federation (nil: always). The peer
+// sets it once, before it starts tasks (runner.New does). See
+// docs/EXECUTOR.md, "The run lease".
+func (e *ProcessExecutor) SetLease(lease time.Duration, contact func() time.Time) {
+	e.lease.Store(int64(max(lease, 0)))
+	if contact != nil {
+		e.contact.Store(&contact)
+	} else {
+		e.contact.Store(nil)
+	}
+}
+
 // renewLease keeps a run's lease alive: a byte on the supervisor's lease
 // pipe every Lease/4 while the peer is in contact with its federation
-// (Contact no older than Lease). A peer that is stopped (SIGSTOP, a hung
+// (Contact no older than Lease/2). A peer that is stopped (SIGSTOP, a hung
 // machine) or cut off writes nothing, and the supervisor kills the run when
-// Lease has passed since the last byte. The returned function stops the
-// renewals; the pipe itself is closed by the caller (its EOF also kills
-// the run, which is what a dead peer must cause).
+// Lease has passed since the last byte: at most 1.5 × Lease after the last
+// contact, at most Lease after the peer stopped. The returned function
+// stops the renewals; the pipe itself is closed by the caller (its EOF
+// also kills the run, which is what a dead peer must cause).
 func (e *ProcessExecutor) renewLease(w *os.File) (stop func()) {
-	lease := e.cfg.Lease
+	lease := time.Duration(e.lease.Load())
 	if lease <= 0 {
 		return func() {}
 	}
@@ -25,7 +39,7 @@ func (e *ProcessExecutor) renewLease(w *os.File) (stop func()) {
 		t := time.NewTicker(lease / 4)
 		defer t.Stop()
 		for {
-			if e.inContact(lease) {
+			if e.inContact(lease / 2) {
 				if _, err := w.Write([]byte{1}); err != nil {
 					return
 				}
@@ -41,12 +55,13 @@ func (e *ProcessExecutor) renewLease(w *os.File) (stop func()) {
 }
 
 // inContact reports whether the peer confirmed contact with its federation
-// within the lease.
-func (e *ProcessExecutor) inContact(lease time.Duration) bool {
-	if e.cfg.Contact == nil {
+// within d.
+func (e *ProcessExecutor) inContact(d time.Duration) bool {
+	c := e.contact.Load()
+	if c == nil {
 		return true
 	}
-	return time.Since(e.cfg.Contact()) < lease
+	return time.Since((*c)()) < d
 }
 
 // taskStatus is how the task ended: from the supervisor's report when it

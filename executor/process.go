@@ -84,6 +84,9 @@ type ProcessExecutor struct {
 	journal *runJournal
 	// cgroups is nil when runs get no cgroup.
 	cgroups cgroupMaker
+	// lease and contact: ProcessConfig's, or SetLease's.
+	lease   atomic.Int64 // nanoseconds
+	contact atomic.Pointer[func() time.Time]
 
 	seq         atomic.Uint64
 	stopSampler chan struct{}
@@ -175,8 +178,9 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 		return nil, fmt.Errorf("process executor: %w", err)
 	}
 	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{}), cgroups: cg}
+	e.SetLease(cfg.Lease, cfg.Contact)
 	if cfg.JournalPath != "" {
-		if e.journal, err = openRunJournal(cfg.JournalPath, cfg.Journal); err != nil {
+		if e.journal, err = openRunJournal(cfg.JournalPath, cfg.Journal, dir); err != nil {
 			return nil, fmt.Errorf("process executor: %w", err)
 		}
 	}
@@ -498,7 +502,8 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	defer statusR.Close()
 	defer statusW.Close()
 	sc := &superConfig{Argv: spec.Argv, Env: env, Dir: dirs.work, Allow: pol.Allow, AllowAny: pol.AllowAny,
-		Path: pol.path(), Rlimits: pol.rlimits(), LeaseMs: e.cfg.Lease.Milliseconds()}
+		Path: pol.path(), Rlimits: pol.rlimits(), LeaseMs: time.Duration(e.lease.Load()).Milliseconds(),
+		EndMarker: endMarkerFile(e.cfg.TasksDir, spec.ID, dirs.attempt)}
 	if runAs {
 		sc.RunAs = &credential{UID: uid, GID: gid}
 	}
@@ -681,8 +686,20 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 		res.DoneMFlop = priorDone(spec)
 		return res
 	}
-	if st.LeaseLapsed != "" && stopReason == "" {
-		stopReason, stopDetail, signalled = ReasonStopped, "lease lapsed: "+st.LeaseLapsed, true
+	if st.LeaseLapsed != "" {
+		res.LeaseLapsed = true
+		if stopReason == "" {
+			stopReason, stopDetail, signalled = ReasonStopped, "lease lapsed: "+st.LeaseLapsed, true
+		}
+		// The supervisor killed the run while this peer could not act
+		// (stopped, or cut off): its end is when it died, not when the
+		// peer came back to see it.
+		if at := time.UnixMicro(st.KilledAtUs); st.KilledAtUs > 0 && at.Before(goneAt) && at.After(res.Start) {
+			goneAt = at
+			if at.Before(res.End) {
+				res.End = at
+			}
+		}
 	}
 	switch {
 	case ws.Exited():

@@ -141,6 +141,11 @@ type Result struct {
 	// explanation (empty for ReasonOK).
 	Reason string
 	Detail string
+	// LeaseLapsed: the run's supervisor killed it because this peer did
+	// not renew its lease (cut off from its federation, or stopped); the
+	// Reason is ReasonStopped. The federation may already have placed the
+	// task elsewhere.
+	LeaseLapsed bool
 	// Start and End bound the run (process start to reaping). For a task
 	// that never started both are the time of the failure.
 	Start, End   time.Time

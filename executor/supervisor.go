@@ -84,6 +84,10 @@ type superConfig struct {
 	// LeaseMs, when positive, kills the run when no renewal byte arrived on
 	// fdLease for that long.
 	LeaseMs int64 `json:"lease_ms,omitempty"`
+	// EndMarker is the file where the supervisor records, durably, when
+	// it killed the run for want of a lease: a peer killed with SIGKILL
+	// reads it at its next boot as the run's end (journal.go).
+	EndMarker string `json:"end_marker,omitempty"`
 }
 
 type credential struct {
@@ -105,6 +109,8 @@ type superStatus struct {
 	// LeaseLapsed: the supervisor killed the run because the peer stopped
 	// renewing its lease (or died).
 	LeaseLapsed string `json:"lease_lapsed,omitempty"`
+	// KilledAtUs: when the run was found dead after that kill (unix µs).
+	KilledAtUs int64 `json:"killed_at_us,omitempty"`
 }
 
 // readConfig reads a JSON config from fd to EOF: the EOF is the gate.
@@ -211,8 +217,10 @@ func supervise(cfg *superConfig) (superStatus, error) {
 		// itself. Report first, then take the whole group, supervisor
 		// included (the peer's cgroup kill catches what left it).
 		st.LeaseLapsed = why
-		writeStatusNow(st)
 		killCgroupProcs(cfg.Cgroups, 5*time.Second)
+		st.KilledAtUs = time.Now().UnixMicro()
+		writeEndMarker(cfg.EndMarker, st.KilledAtUs)
+		writeStatusNow(st)
 		_ = unix.Kill(-unix.Getpgrp(), unix.SIGKILL)
 		<-waited
 	}
@@ -353,4 +361,34 @@ func killCgroupProcs(files []string, wait time.Duration) {
 		}
 		return n
 	})
+}
+
+// writeEndMarker records when the run was killed, fsync'd, for a peer that
+// may be dead and read it only at its next boot.
+func writeEndMarker(path string, atUs int64) {
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return
+	}
+	_, _ = fmt.Fprintf(f, "%d\n", atUs)
+	_ = f.Sync()
+	_ = f.Close()
+}
+
+// readEndMarker is writeEndMarker's time, if the file holds one.
+func readEndMarker(path string) (int64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return v, err == nil && v > 0
+}
+
+// endMarkerFile is where the supervisor of attempt's run writes its marker.
+func endMarkerFile(tasksDir, task string, attempt int) string {
+	return filepath.Join(tasksDir, task, "attempt-"+strconv.Itoa(attempt), "supervisor.end")
 }

@@ -553,6 +553,17 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 		return
 	}
 	delivered := true
+	if res.LeaseLapsed && stopReason == "" {
+		// Killed by its supervisor while this peer could not renew its
+		// lease: the run is not a failure of the task. Report nothing;
+		// the ledger either has declared the machine lost already, or
+		// still shows the task running here, which reconcile then
+		// handles as an orphan (machine lost, task queued again).
+		b.log.Warn("run killed by its supervisor: this peer's lease on it lapsed", "task", t.ID, "machine", r.machine, "detail", res.Detail)
+		b.forget(r, 0)
+		b.discardDir(res)
+		return
+	}
 	energy := min(max(res.EnergyMilliJ, 0), ledger.MaxSegmentMilliJ)
 	source := ledger.EnergySource(res.EnergySource)
 	if source == "" {
