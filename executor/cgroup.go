@@ -3,6 +3,7 @@ package executor
 import (
 	"errors"
 	"fmt"
+	"github.com/coopgrid/coopgrid/executor/internal/supervise"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,7 +20,8 @@ import (
 // Each run lives in a cgroup of its own (containerd/cgroups: v2 where the
 // host has the unified hierarchy, v1 with the freezer, pids, memory and
 // cpu controllers otherwise), named <CgroupParent>/<task>-<n>. The
-// supervisor writes the task init into it before releasing it, so every
+// supervisor writes the task into it while it is held before its first
+// instruction, so every
 // process of the task is counted and limited from its first instruction,
 // and killing the cgroup kills every one of them — a setsid child
 // included, which a process group cannot reach.
@@ -139,7 +141,7 @@ func (c *cgroupV1) signal(sig unix.Signal) {
 }
 
 func (c *cgroupV1) kill(wait time.Duration) bool {
-	return killUntilEmpty(wait, func() int {
+	return supervise.KillUntilEmpty(wait, func() int {
 		// Frozen, nothing in it can fork while the list is killed.
 		_ = c.cg.Freeze()
 		pids := c.pids()
@@ -192,7 +194,7 @@ func (c *cgroupV2) signal(sig unix.Signal) {
 }
 
 func (c *cgroupV2) kill(wait time.Duration) bool {
-	return killUntilEmpty(wait, func() int {
+	return supervise.KillUntilEmpty(wait, func() int {
 		ps, _ := c.m.Procs(true)
 		if len(ps) > 0 {
 			_ = c.m.Kill() // cgroup.kill, or freeze-kill-thaw before 5.14
@@ -202,19 +204,6 @@ func (c *cgroupV2) kill(wait time.Duration) bool {
 }
 
 func (c *cgroupV2) remove() error { return c.m.Delete() }
-
-// killUntilEmpty repeats round (which kills what it finds and says how
-// many it found) until a round finds nothing, or wait has passed.
-func killUntilEmpty(wait time.Duration, round func() int) (survivors bool) {
-	deadline := time.Now().Add(wait)
-	for round() > 0 {
-		if time.Now().After(deadline) {
-			return true
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return false
-}
 
 // errNoCgroups: the policy sets a limit only a cgroup can enforce, and
 // this host gives the peer none.

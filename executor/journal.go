@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/coopgrid/coopgrid/executor/internal/supervise"
 	"io"
 	"os"
 	"path/filepath"
@@ -222,7 +223,7 @@ func openRunJournal(path string, opt JournalOptions, tasksDir string) (*runJourn
 		s := j.open[run]
 		at := now
 		if tasksDir != "" && s.Attempt > 0 && validIdent(s.Task, maxTaskIDLen) {
-			if m, ok := readEndMarker(endMarkerFile(tasksDir, s.Task, s.Attempt)); ok && m >= s.AtUs && m <= now {
+			if m, ok := supervise.ReadEndMarker(supervise.EndMarkerFile(tasksDir, s.Task, s.Attempt)); ok && m >= s.AtUs && m <= now {
 				at = m
 			}
 		}

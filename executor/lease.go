@@ -2,6 +2,7 @@ package executor
 
 import (
 	"encoding/json"
+	"github.com/coopgrid/coopgrid/executor/internal/supervise"
 	"io"
 	"os"
 	"syscall"
@@ -23,9 +24,9 @@ func (e *ProcessExecutor) SetLease(lease time.Duration, contact func() time.Time
 
 // renewLease keeps a run's lease alive: a byte on the supervisor's lease
 // pipe every Lease/4 while the peer is in contact with its federation
-// (Contact no older than Lease/2). A peer that is stopped (SIGSTOP, a hung
+// (Contact no older than Lease). A peer that is stopped (SIGSTOP, a hung
 // machine) or cut off writes nothing, and the supervisor kills the run when
-// Lease has passed since the last byte: at most 1.5 × Lease after the last
+// Lease has passed since the last byte: at most 2 × Lease after the last
 // contact, at most Lease after the peer stopped. The returned function
 // stops the renewals; the pipe itself is closed by the caller (its EOF
 // also kills the run, which is what a dead peer must cause).
@@ -39,7 +40,7 @@ func (e *ProcessExecutor) renewLease(w *os.File) (stop func()) {
 		t := time.NewTicker(lease / 4)
 		defer t.Stop()
 		for {
-			if e.inContact(lease / 2) {
+			if e.inContact(lease) {
 				if _, err := w.Write([]byte{1}); err != nil {
 					return
 				}
@@ -68,8 +69,8 @@ func (e *ProcessExecutor) inContact(d time.Duration) bool {
 // wrote one, otherwise (the supervisor was killed with its group: a stop,
 // a timeout) from the supervisor's own wait status. cpu is the task's CPU
 // time, children included.
-func taskStatus(sup *os.ProcessState, report *os.File) (syscall.WaitStatus, time.Duration, superStatus) {
-	var st superStatus
+func taskStatus(sup *os.ProcessState, report *os.File) (syscall.WaitStatus, time.Duration, supervise.Status) {
+	var st supervise.Status
 	// The supervisor is gone, so the pipe's only writer is; a deadline
 	// guards against a task that somehow kept a copy.
 	_ = report.SetReadDeadline(time.Now().Add(time.Second))

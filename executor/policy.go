@@ -3,6 +3,7 @@ package executor
 import (
 	"errors"
 	"fmt"
+	"github.com/coopgrid/coopgrid/executor/internal/supervise"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -173,66 +174,15 @@ func (p Policy) wallClock(spec time.Duration) time.Duration {
 	return p.MaxWallClock
 }
 
-// lookPath finds an executable regular file named name in the PATH list,
-// without consulting the daemon's own environment.
-func lookPath(name, pathList string) (string, error) {
-	for _, dir := range filepath.SplitList(pathList) {
-		if dir == "" || !filepath.IsAbs(dir) {
-			continue
-		}
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%q not found in PATH %s", name, pathList)
-}
-
 // resolveExecutable turns argv[0] into the path to execute and checks it
-// against the policy. workDir is where relative paths point.
+// against the policy. workDir is where relative paths point. The task
+// init makes the same check, with the same code, just before the execve.
 func (p Policy) resolveExecutable(argv0, workDir string) (string, *taskError) {
-	var path string
-	switch {
-	case filepath.IsAbs(argv0):
-		path = filepath.Clean(argv0)
-	case strings.Contains(argv0, "/"):
-		if !p.AllowAny {
-			return "", failf(ReasonNotAllowed, "relative executable %q: the machine owner's policy allows files shipped with the task only with allow_any", argv0)
-		}
-		if err := localPath(argv0); err != nil {
-			return "", failf(ReasonBadSpec, "executable %q: %v", argv0, err)
-		}
-		path = filepath.Join(workDir, argv0)
-	default:
-		found, err := lookPath(argv0, p.path())
-		if err != nil {
-			if p.AllowAny {
-				return "", failf(ReasonStartFailed, "executable %v", err)
-			}
-			// An unknown name cannot be on the allow list either; say both.
-			return "", failf(ReasonNotAllowed, "executable %v, and the machine owner's policy does not allow it", err)
-		}
-		path = found
+	exe, reason, detail := supervise.Resolve(argv0, workDir, p.Allow, p.AllowAny, p.path())
+	if reason != "" {
+		return "", failf(reason, "%s", detail)
 	}
-	if p.AllowAny {
-		return path, nil
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return "", failf(ReasonNotAllowed, "executable %q (%s) is not on the machine owner's allow list: %v", argv0, path, err)
-	}
-	for _, a := range p.Allow {
-		ap := a
-		if !filepath.IsAbs(a) {
-			if ap, err = lookPath(a, p.path()); err != nil {
-				continue
-			}
-		}
-		if afi, err := os.Stat(ap); err == nil && os.SameFile(fi, afi) {
-			return path, nil
-		}
-	}
-	return "", failf(ReasonNotAllowed, "executable %q (%s) is not on the machine owner's allow list", argv0, path)
+	return exe, nil
 }
 
 // parseRunAs reads "name", "uid" or "uid:gid". With syntaxOnly it checks the

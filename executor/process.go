@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/coopgrid/coopgrid/executor/internal/supervise"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -42,7 +43,7 @@ type ProcessConfig struct {
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// SupervisorPath is the binary re-executed as each run's supervisor
-	// and task init (supervisor.go); default /proc/self/exe, the running
+	// (internal/supervise); default /proc/self/exe, the running
 	// binary even if it was replaced on disk since.
 	SupervisorPath string
 	// Lease, when positive, is how long a run may go without the peer
@@ -501,11 +502,11 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	}
 	defer statusR.Close()
 	defer statusW.Close()
-	sc := &superConfig{Argv: spec.Argv, Env: env, Dir: dirs.work, Allow: pol.Allow, AllowAny: pol.AllowAny,
-		Path: pol.path(), Rlimits: pol.rlimits(), LeaseMs: time.Duration(e.lease.Load()).Milliseconds(),
-		EndMarker: endMarkerFile(e.cfg.TasksDir, spec.ID, dirs.attempt)}
+	sc := &supervise.Config{Argv: spec.Argv, Env: env, Dir: dirs.work, Allow: pol.Allow, AllowAny: pol.AllowAny,
+		Path: pol.path(), Rlimits: pol.rlimits(e.cgroups == nil), LeaseMs: time.Duration(e.lease.Load()).Milliseconds(),
+		EndMarker: supervise.EndMarkerFile(e.cfg.TasksDir, spec.ID, dirs.attempt)}
 	if runAs {
-		sc.RunAs = &credential{UID: uid, GID: gid}
+		sc.RunAs = &supervise.Credential{UID: uid, GID: gid}
 	}
 	var goneAt time.Time // when the group was found empty
 	var survivors bool   // live processes left in the group or cgroup after SIGKILL
@@ -530,8 +531,8 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	}
 	cmd := &exec.Cmd{
 		Path:       e.cfg.SupervisorPath,
-		Args:       []string{supervisorArg0},
-		Env:        []string{helperEnv + "=supervisor"},
+		Args:       []string{supervise.SupervisorArg0},
+		Env:        []string{supervise.Env + "=supervisor"},
 		Dir:        "/",
 		Stdout:     stdout.w,
 		Stderr:     stderr.w,
@@ -884,26 +885,22 @@ func (e *ProcessExecutor) environment(spec *TaskSpec, m MachineConfig, d taskDir
 	return out
 }
 
-// rlimit is one resource limit the task init sets on itself.
-type rlimit struct {
-	Resource int    `json:"resource"`
-	Name     string `json:"name"`
-	Cur      uint64 `json:"cur"`
-	Max      uint64 `json:"max"`
-}
-
-func (p Policy) rlimits() []rlimit {
-	var ls []rlimit
+// rlimits are the per-process limits of the policy. max_processes is an
+// RLIMIT_NPROC only without a cgroup (withNproc): the cgroup's pids limit
+// counts the run's own processes, root's included, where RLIMIT_NPROC
+// counts every process of the user and spares root.
+func (p Policy) rlimits(withNproc bool) []supervise.Rlimit {
+	var ls []supervise.Rlimit
 	if p.MaxCPUSeconds > 0 {
 		// SIGXCPU at the soft limit lets the task save a checkpoint; the
 		// hard limit a second later is SIGKILL.
-		ls = append(ls, rlimit{unix.RLIMIT_CPU, "RLIMIT_CPU", p.MaxCPUSeconds, p.MaxCPUSeconds + 1})
+		ls = append(ls, supervise.Rlimit{Resource: unix.RLIMIT_CPU, Name: "RLIMIT_CPU", Cur: p.MaxCPUSeconds, Max: p.MaxCPUSeconds + 1})
 	}
 	if p.MaxAddressSpaceBytes > 0 {
-		ls = append(ls, rlimit{unix.RLIMIT_AS, "RLIMIT_AS", p.MaxAddressSpaceBytes, p.MaxAddressSpaceBytes})
+		ls = append(ls, supervise.Rlimit{Resource: unix.RLIMIT_AS, Name: "RLIMIT_AS", Cur: p.MaxAddressSpaceBytes, Max: p.MaxAddressSpaceBytes})
 	}
-	if p.MaxProcesses > 0 {
-		ls = append(ls, rlimit{unix.RLIMIT_NPROC, "RLIMIT_NPROC", p.MaxProcesses, p.MaxProcesses})
+	if p.MaxProcesses > 0 && withNproc {
+		ls = append(ls, supervise.Rlimit{Resource: unix.RLIMIT_NPROC, Name: "RLIMIT_NPROC", Cur: p.MaxProcesses, Max: p.MaxProcesses})
 	}
 	return ls
 }

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"github.com/coopgrid/coopgrid/executor/internal/supervise"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,10 +84,10 @@ __attribute__((constructor)) static void evil(void) { int fd = open("pwned", O_C
 	}
 }
 
-// TestLoaderEnvList: the refused families, and the task init's stripping.
+// TestLoaderEnvList: the refused families, and the supervisor's stripping.
 func TestLoaderEnvList(t *testing.T) {
 	for _, k := range []string{"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "GCONV_PATH", "GLIBC_TUNABLES", "PYTHONSTARTUP", "PYTHONPATH", "PERL5OPT", "BASH_ENV", "ENV", "NODE_OPTIONS", "MALLOC_CHECK_", "BASH_FUNC_x%%"} {
-		if !loaderEnv(k) {
+		if !supervise.LoaderEnv(k) {
 			t.Errorf("%s is not refused", k)
 		}
 		if te := validateSpec(&TaskSpec{ID: "a", Argv: []string{"true"}, Env: map[string]string{k: "x"}}, true); te == nil || te.reason != ReasonBadSpec {
@@ -94,12 +95,19 @@ func TestLoaderEnvList(t *testing.T) {
 		}
 	}
 	for _, k := range []string{"PATH", "HOME", "LANG", "OMP_NUM_THREADS", "TMPDIR", "LDFLAGS"} {
-		if loaderEnv(k) {
+		if supervise.LoaderEnv(k) {
 			t.Errorf("%s is refused", k)
 		}
 	}
-	got := stripLoaderEnv([]string{"PATH=/bin", "LD_PRELOAD=x", "A=1", "BASH_ENV=y"})
+	got := supervise.StripLoaderEnv([]string{"PATH=/bin", "LD_PRELOAD=x", "A=1", "BASH_ENV=y"})
 	if want := []string{"PATH=/bin", "A=1"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("stripped %v, want %v", got, want)
+	}
+}
+
+// TestSuperviseReasonCodes: the supervisor reports the executor's codes.
+func TestSuperviseReasonCodes(t *testing.T) {
+	if supervise.ReasonNotAllowed != ReasonNotAllowed || supervise.ReasonBadSpec != ReasonBadSpec || supervise.ReasonStartFailed != ReasonStartFailed {
+		t.Fatal("executor/internal/supervise's reason codes differ from the executor's")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/coopgrid/coopgrid/executor/internal/supervise"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -262,7 +263,7 @@ func validateSpec(s *TaskSpec, needArgv bool) *taskError {
 		if reservedEnv(k) {
 			return failf(ReasonBadSpec, "environment variable %s is reserved for the executor", k)
 		}
-		if loaderEnv(k) {
+		if supervise.LoaderEnv(k) {
 			return failf(ReasonBadSpec, "environment variable %s can make a program load code the machine owner did not allow; it is refused (docs/EXECUTOR.md lists these)", k)
 		}
 		total += len(k) + len(v) + 2

@@ -9,8 +9,8 @@ import (
 
 // runLease is the lease this peer holds on its runs (runner.Config.Lease):
 // a third of the heartbeat timeout after which the leader declares a
-// silent peer's machines lost. A run's supervisor kills it at most 1.5 ×
-// the lease after the last contact (executor.SetLease), that is half the
+// silent peer's machines lost. A run's supervisor kills it at most 2 × the
+// lease after the last contact (executor.SetLease), two thirds of the
 // heartbeat timeout, so the task is dead before it may be placed again.
 // The peers of a federation must share heartbeat.timeout for this to hold
 // (docs/EXECUTOR.md, "The run lease").

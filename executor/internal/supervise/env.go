@@ -1,4 +1,4 @@
-package executor
+package supervise
 
 import "strings"
 
@@ -40,8 +40,8 @@ var loaderEnvPrefixes = []string{
 	"BASH_FUNC_", // exported shell functions
 }
 
-// loaderEnv reports whether k may make a program load foreign code.
-func loaderEnv(k string) bool {
+// LoaderEnv reports whether k may make a program load foreign code.
+func LoaderEnv(k string) bool {
 	if loaderEnvExact[k] {
 		return true
 	}
@@ -53,12 +53,12 @@ func loaderEnv(k string) bool {
 	return false
 }
 
-// stripLoaderEnv drops the loader variables from a KEY=VALUE list.
-func stripLoaderEnv(env []string) []string {
+// StripLoaderEnv drops the loader variables from a KEY=VALUE list.
+func StripLoaderEnv(env []string) []string {
 	out := env[:0:0]
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
-		if !loaderEnv(k) {
+		if !LoaderEnv(k) {
 			out = append(out, kv)
 		}
 	}
