@@ -279,13 +279,19 @@ func checkTraversable(dir string, uid, gid uint32) error {
 }
 
 // checkProtection refuses a policy under which tasks would run with the
-// peer's own privileges: tasks may run only as a dedicated RunAs user, or
-// with the owner's explicit UnsafeRunAsPeerUser. A policy that allows
+// peer's own privileges: tasks may run only as a dedicated RunAs user, in
+// the Landlock sandbox of a peer that is not root, or with the owner's
+// explicit UnsafeRunAsPeerUser. A policy that allows
 // nothing needs neither. A RunAs the peer cannot switch to is not refused
 // here: every task then fails with ReasonRunAsUnavailable, and none runs
 // as the peer.
-func checkProtection(p Policy) error {
+func checkProtection(p Policy, sandbox bool) error {
 	if p.UnsafeRunAsPeerUser || p.RunAs != "" || (len(p.Allow) == 0 && !p.AllowAny) {
+		return nil
+	}
+	if sandbox && os.Geteuid() != 0 {
+		// The sandbox hides the data directory; switching users is
+		// impossible anyway. Root is too strong for a sandbox alone.
 		return nil
 	}
 	return fmt.Errorf("policy: no run_as user, so tasks would run as the peer's own user (uid %d) and could read its keys and write its data directory; "+

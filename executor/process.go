@@ -63,6 +63,14 @@ type ProcessConfig struct {
 	CgroupRoot     string
 	CgroupParent   string
 	DisableCgroups bool
+	// Landlock decides whether tasks that run as the peer's own user (no
+	// run_as) run in a Landlock sandbox that hides HideDir (default: the
+	// parent of TasksDir, the data directory) but their own directories:
+	// LandlockAuto (the default) for a peer that is not root,
+	// LandlockAlways, or LandlockOff. A non-root peer with a sandbox needs
+	// neither run_as nor the unsafe opt-in.
+	Landlock LandlockMode
+	HideDir  string
 	// DiskCheckInterval paces the check of each run's disk use against
 	// the policy's MaxDiskBytes (default DefaultDiskCheckInterval).
 	DiskCheckInterval time.Duration
@@ -85,6 +93,8 @@ type ProcessExecutor struct {
 	journal *runJournal
 	// cgroups is nil when runs get no cgroup.
 	cgroups cgroupMaker
+	// sandbox: tasks without run_as run in a Landlock sandbox.
+	sandbox bool
 	// lease and contact: ProcessConfig's, or SetLease's.
 	lease   atomic.Int64 // nanoseconds
 	contact atomic.Pointer[func() time.Time]
@@ -158,7 +168,11 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 	if cfg.Lease < 0 {
 		return nil, fmt.Errorf("process executor: negative lease %v", cfg.Lease)
 	}
-	if err := checkProtection(cfg.Policy); err != nil {
+	if cfg.HideDir == "" {
+		cfg.HideDir = filepath.Dir(dir)
+	}
+	sandbox := cfg.sandboxed()
+	if err := checkProtection(cfg.Policy, sandbox); err != nil {
 		return nil, fmt.Errorf("process executor: %w", err)
 	}
 	log := cfg.Logger
@@ -178,7 +192,7 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process executor: %w", err)
 	}
-	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{}), cgroups: cg}
+	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{}), cgroups: cg, sandbox: sandbox}
 	e.SetLease(cfg.Lease, cfg.Contact)
 	if cfg.JournalPath != "" {
 		if e.journal, err = openRunJournal(cfg.JournalPath, cfg.Journal, dir); err != nil {
@@ -450,8 +464,9 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	if max := pol.maxInputBytes(); inBytes > max {
 		return fail(failf(ReasonInputTooLarge, "inputs take %d bytes, the machine owner's limit is %d", inBytes, max))
 	}
-	exe, te := pol.resolveExecutable(spec.Argv[0], "")
-	if te != nil {
+	// Checked here so that a refused task leaves nothing behind; the
+	// supervisor checks again, as it execs.
+	if _, te := pol.resolveExecutable(spec.Argv[0], ""); te != nil {
 		return fail(te)
 	}
 	uid, gid, runAs, te := pol.runAs()
@@ -465,9 +480,6 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	}
 	res.Attempt, res.WorkDir, res.CheckpointDir = dirs.attempt, dirs.work, dirs.checkpoint
 	res.StdoutPath, res.StderrPath = dirs.stdout, dirs.stderr
-	if !filepath.IsAbs(exe) {
-		exe = filepath.Join(dirs.work, exe)
-	}
 
 	env := e.environment(spec, m, dirs)
 	stdout, err := newCapture(dirs.stdout, pol.maxLogBytes())
@@ -481,7 +493,7 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	}
 	defer stderr.abandon()
 
-	// The supervisor (supervisor.go) holds the run: the config it reads
+	// The supervisor (internal/supervise) holds the run: the config it reads
 	// to EOF on fd 3 is the gate, written only once the start is
 	// journaled; the lease pipe's EOF tells it the peer is gone.
 	cfgR, cfgW, err := os.Pipe()
@@ -507,6 +519,11 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 		EndMarker: supervise.EndMarkerFile(e.cfg.TasksDir, spec.ID, dirs.attempt)}
 	if runAs {
 		sc.RunAs = &supervise.Credential{UID: uid, GID: gid}
+	} else if e.sandbox {
+		sc.Landlock = &supervise.Landlock{Hide: e.cfg.HideDir, Allow: []string{dirs.root}}
+		if dirs.checkpoint != "" {
+			sc.Landlock.Allow = append(sc.Landlock.Allow, dirs.checkpoint)
+		}
 	}
 	var goneAt time.Time // when the group was found empty
 	var survivors bool   // live processes left in the group or cgroup after SIGKILL
@@ -528,6 +545,11 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 		run.cg = cg
 		run.mu.Unlock()
 		sc.Cgroups = cg.procsFiles()
+		if sc.Landlock != nil {
+			for _, f := range sc.Cgroups {
+				sc.Landlock.Allow = append(sc.Landlock.Allow, filepath.Dir(f))
+			}
+		}
 	}
 	cmd := &exec.Cmd{
 		Path:       e.cfg.SupervisorPath,

@@ -15,7 +15,7 @@ import (
 // owner opts in by name.
 func TestUnprotectedPolicyRefused(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "tasks")
-	_, err := NewProcessExecutor(ProcessConfig{TasksDir: dir, Machines: testMachines, Policy: Policy{Allow: []string{"sh"}}, DisableRAPL: true, Logger: quiet})
+	_, err := NewProcessExecutor(ProcessConfig{TasksDir: dir, Machines: testMachines, Policy: Policy{Allow: []string{"sh"}}, DisableRAPL: true, Logger: quiet, Landlock: LandlockOff})
 	if err == nil || !strings.Contains(err.Error(), "unsafe_run_as_peer_user") || !strings.Contains(err.Error(), "run_as") {
 		t.Fatalf("got %v, want a refusal naming run_as and unsafe_run_as_peer_user", err)
 	}
@@ -27,12 +27,17 @@ func TestUnprotectedPolicyRefused(t *testing.T) {
 		{Allow: []string{"sh"}, UnsafeRunAsPeerUser: true}, // the owner's explicit choice
 		{Allow: []string{"sh"}, RunAs: "nobody"},           // never the peer's user (fails per task if not root)
 	} {
-		e, err := NewProcessExecutor(ProcessConfig{TasksDir: filepath.Join(t.TempDir(), "t"), Machines: testMachines, Policy: ok, DisableRAPL: true, Logger: quiet})
+		e, err := NewProcessExecutor(ProcessConfig{TasksDir: filepath.Join(t.TempDir(), "t"), Machines: testMachines, Policy: ok, DisableRAPL: true, Logger: quiet, Landlock: LandlockOff})
 		if err != nil {
 			t.Errorf("%+v: %v", ok, err)
 			continue
 		}
 		_ = e.Close(t.Context())
+	}
+	// A sandbox protects a peer that is not root; root is too strong for
+	// a sandbox alone.
+	if err := checkProtection(Policy{Allow: []string{"sh"}}, true); (err == nil) != (os.Geteuid() != 0) {
+		t.Errorf("sandboxed, uid %d: %v", os.Geteuid(), err)
 	}
 	mf, err := ParseMachinesFile("m.yaml", []byte("machines:\n  - {name: a, gflops: 1, busy_watts: 1}\npolicy:\n  allow: [sh]\n  unsafe_run_as_peer_user: true\n"))
 	if err != nil || !mf.Policy.UnsafeRunAsPeerUser {

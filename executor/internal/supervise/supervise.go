@@ -91,6 +91,8 @@ type Config struct {
 	// it killed the run for want of a lease: a peer killed with SIGKILL
 	// reads it at its next boot as the run's end (journal.go).
 	EndMarker string `json:"end_marker,omitempty"`
+	// Landlock, when set, hides the peer's data directory from the task.
+	Landlock *Landlock `json:"landlock,omitempty"`
 }
 
 type Credential struct {
@@ -342,6 +344,13 @@ func startTask(cfg *Config) (cmd *exec.Cmd, reason, detail string) {
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return nil, ReasonStartFailed, fmt.Sprintf("no_new_privs: %v", err)
+	}
+	if cfg.Landlock != nil {
+		// This thread too: it only forks the task, writes its cgroup and
+		// the end marker, which the ruleset allows.
+		if err := cfg.Landlock.apply(); err != nil {
+			return nil, ReasonStartFailed, fmt.Sprintf("sandbox: %v", err)
+		}
 	}
 	cmd = &exec.Cmd{
 		Path:   exe,
