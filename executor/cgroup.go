@@ -142,6 +142,9 @@ func (c *cgroupV1) signal(sig unix.Signal) {
 
 func (c *cgroupV1) kill(wait time.Duration) bool {
 	return supervise.KillUntilEmpty(wait, func() int {
+		if len(c.pids()) == 0 {
+			return 0 // the common case: nothing left, nothing to freeze
+		}
 		// Frozen, nothing in it can fork while the list is killed.
 		_ = c.cg.Freeze()
 		pids := c.pids()
