@@ -99,7 +99,7 @@ func machinesFile(prefix string, n int) string {
 	for i := 1; i <= n; i++ {
 		fmt.Fprintf(&b, "  - name: %s%d\n    gflops: 10\n    busy_watts: %d\n", prefix, i, 40+10*i)
 	}
-	b.WriteString("policy:\n  allow: [/bin/sh]\n  max_wall_clock: 10m\n  kill_grace: 2s\n")
+	b.WriteString("policy:\n  allow: [/bin/sh]\n  unsafe_run_as_peer_user: true\n  max_wall_clock: 10m\n  kill_grace: 2s\n")
 	return b.String()
 }
 

@@ -25,13 +25,18 @@ import (
 //     process have no interval.
 //   - Two runs of one task overlap when the later starts before the
 //     earlier ends. An overlap is allowed only when the earlier run is one
-//     the ledger took the task away from: its segment was closed
-//     `preempted`, `cancelled` or `lost` (a preemption, a cancel, a
-//     machine declared lost; the process may outlive that decision by the
-//     stop grace, or while its peer is paused or cut off), or the ledger
+//     the ledger took the task away from by asking its peer to stop it:
+//     its segment was closed `preempted` or `cancelled` (the process may
+//     outlive that decision by the stop grace), or the ledger
 //     never recorded it (no segment: its start report was refused or never
 //     committed, because the ledger had already placed the task elsewhere;
-//     the executing peer stops such a run as soon as it learns it).
+//     the executing peer stops such a run as soon as it learns it). A run
+//     whose machine was declared `lost` gets no allowance (issue 16): its
+//     peer holds a lease on it, and a peer paused or cut off longer than
+//     the lease has its supervisor kill the run before the heartbeat
+//     timeout lets the leader place the task again; a daemon killed with
+//     kill -9 has its supervisors kill its runs at once, and the next
+//     boot journals that time.
 //   - Every ledger segment must match a journal run of the same task on
 //     the same machine (the journal of the machine's organisation): in
 //     order, and, on a peer whose clock the scenario does not step, with
@@ -193,7 +198,7 @@ func checkRuns(details []api.TaskDetail, journals []peerJournal, skewed bool) ru
 				why := ""
 				if a.seg < 0 {
 					why = "unrecorded"
-				} else if o := d.Segments[a.seg].Outcome; o == "preempted" || o == "cancelled" || o == "lost" {
+				} else if o := d.Segments[a.seg].Outcome; o == "preempted" || o == "cancelled" {
 					why = o
 				}
 				if why == "" {

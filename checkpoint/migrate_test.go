@@ -47,7 +47,7 @@ func newExecutor(t *testing.T, tasksDir string) *executor.ProcessExecutor {
 	e, err := executor.NewProcessExecutor(executor.ProcessConfig{
 		TasksDir:    tasksDir,
 		Machines:    []executor.MachineConfig{{Name: "m1", GFLOPS: 1, BusyWatts: 10}},
-		Policy:      executor.Policy{Allow: []string{"sh"}, KillGrace: 200 * time.Millisecond},
+		Policy:      executor.Policy{Allow: []string{"sh"}, KillGrace: 200 * time.Millisecond, UnsafeRunAsPeerUser: true},
 		DisableRAPL: true,
 		Logger:      quiet,
 	})

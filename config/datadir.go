@@ -206,7 +206,10 @@ func Init(ctx context.Context, o InitOptions) (InitResult, error) {
 			os.RemoveAll(created[i])
 		}
 	}()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, TasksDir)); errors.Is(err, fs.ErrNotExist) {
+		created = append(created, filepath.Join(dir, TasksDir))
+	}
+	if err := layOut(dir); err != nil {
 		return InitResult{}, fmt.Errorf("init: %w", err)
 	}
 	write := func(name string, b []byte) (string, error) {
@@ -256,6 +259,25 @@ func Init(ctx context.Context, o InitOptions) (InitResult, error) {
 	}
 	ok = true
 	return res, nil
+}
+
+// layOut creates the data directory so that a dedicated run_as user
+// reaches its task directories and nothing else: the data directory and
+// DATA/tasks are searchable but not listable by others (0711), and every
+// other entry is the peer's alone (files 0600, directories 0700, made so
+// by whoever creates them). The modes are set explicitly: the umask must
+// not decide, and a directory made beforehand (systemd's StateDirectory)
+// gets them too.
+func layOut(dir string) error {
+	for _, d := range []string{dir, filepath.Join(dir, TasksDir)} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return err
+		}
+		if err := os.Chmod(d, 0o711); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkFresh refuses a directory that holds a peer (or part of one).
@@ -332,6 +354,9 @@ func encodeMachinesFile(mf *executor.MachinesFile) ([]byte, error) {
 		if p.RunAs != "" {
 			fmt.Fprintf(&b, "  run_as: %s\n", q(p.RunAs))
 		}
+		if p.UnsafeRunAsPeerUser {
+			b.WriteString("  unsafe_run_as_peer_user: true\n")
+		}
 		if p.Path != "" {
 			fmt.Fprintf(&b, "  path: %s\n", q(p.Path))
 		}
@@ -340,6 +365,12 @@ func encodeMachinesFile(mf *executor.MachinesFile) ([]byte, error) {
 		}
 		if p.KillGrace != 0 {
 			fmt.Fprintf(&b, "  kill_grace: %s\n", p.KillGrace)
+		}
+		if p.KeepTaskDirs != 0 {
+			fmt.Fprintf(&b, "  keep_task_dirs: %s\n", p.KeepTaskDirs)
+		}
+		if p.MaxCPUs != 0 {
+			fmt.Fprintf(&b, "  max_cpus: %s\n", num(p.MaxCPUs))
 		}
 		for _, kv := range []struct {
 			k string
@@ -352,6 +383,8 @@ func encodeMachinesFile(mf *executor.MachinesFile) ([]byte, error) {
 			{"max_output_bytes", uint64(p.MaxOutputBytes)},
 			{"max_output_files", uint64(p.MaxOutputFiles)},
 			{"max_log_bytes", uint64(p.MaxLogBytes)},
+			{"max_memory_bytes", p.MaxMemoryBytes},
+			{"max_disk_bytes", uint64(p.MaxDiskBytes)},
 		} {
 			if kv.v != 0 {
 				fmt.Fprintf(&b, "  %s: %d\n", kv.k, kv.v)

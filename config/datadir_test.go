@@ -145,3 +145,30 @@ func TestExampleMachinesFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestExampleMachinesFilesProtect: every example that allows something
+// keeps tasks away from the peer's user, so a peer started with it as
+// shipped does not refuse to run (nor run tasks as itself).
+func TestExampleMachinesFilesProtect(t *testing.T) {
+	files, _ := filepath.Glob("../examples/machines/*.yaml")
+	for _, f := range files {
+		mf, err := executor.LoadMachinesFile(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for i := range mf.Machines {
+			if mf.Machines[i].GFLOPS == 0 {
+				mf.Machines[i].GFLOPS = 1 // peer init measures it
+			}
+		}
+		e, err := executor.NewProcessExecutor(executor.ProcessConfig{TasksDir: filepath.Join(t.TempDir(), "tasks"), Machines: mf.Machines, Policy: mf.Policy, DisableRAPL: true})
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		_ = e.Close(t.Context())
+		if mf.Policy.UnsafeRunAsPeerUser {
+			t.Errorf("%s opts in to running tasks as the peer", f)
+		}
+	}
+}

@@ -36,6 +36,10 @@ import (
 //	  max_output_bytes: 1073741824
 //	  max_output_files: 10000
 //	  max_log_bytes: 16777216
+//	  max_memory_bytes: 4294967296
+//	  max_cpus: 2
+//	  max_disk_bytes: 10737418240
+//	  keep_task_dirs: 1h
 type MachinesFile struct {
 	Machines []MachineConfig
 	Policy   Policy
@@ -267,6 +271,8 @@ func (p fileParser) policy(n *yaml.Node, field string) (Policy, error) {
 			}
 		case "allow_any":
 			pol.AllowAny, err = p.Boolean(v, field)
+		case "unsafe_run_as_peer_user":
+			pol.UnsafeRunAsPeerUser, err = p.Boolean(v, field)
 		case "run_as":
 			if pol.RunAs, err = p.Str(v, field); err == nil {
 				if _, _, perr := parseRunAs(pol.RunAs, true); perr != nil {
@@ -304,6 +310,19 @@ func (p fileParser) policy(n *yaml.Node, field string) (Policy, error) {
 		case "max_log_bytes":
 			u, err = p.Count(v, field)
 			pol.MaxLogBytes = int64(u)
+		case "max_memory_bytes":
+			pol.MaxMemoryBytes, err = p.Count(v, field)
+		case "max_disk_bytes":
+			u, err = p.Count(v, field)
+			pol.MaxDiskBytes = int64(u)
+		case "max_cpus":
+			if pol.MaxCPUs, err = p.Number(v, field); err == nil {
+				if verr := (Policy{MaxCPUs: pol.MaxCPUs}).Validate(); verr != nil {
+					err = p.Errf(v, field, "%v", verr)
+				}
+			}
+		case "keep_task_dirs":
+			pol.KeepTaskDirs, err = p.Duration(v, field)
 		default:
 			return p.Errf(k, field, "unknown key")
 		}

@@ -29,6 +29,8 @@ func allowShell() Policy {
 	return Policy{
 		Allow:     []string{"sh", "true", "false", "sleep", "cat", "head", "id"},
 		KillGrace: 200 * time.Millisecond,
+		// Tasks run as the test's user: see newProcCfg.
+		UnsafeRunAsPeerUser: true,
 	}
 }
 
@@ -46,6 +48,12 @@ func newProcCfg(t *testing.T, cfg ProcessConfig) *ProcessExecutor {
 	}
 	if cfg.Machines == nil {
 		cfg.Machines = testMachines
+	}
+	// The mechanics tests run tasks as the test's own user, which the
+	// owner must opt into; the protection tests (protect_test.go) use
+	// run_as or check the refusal.
+	if cfg.Policy.RunAs == "" {
+		cfg.Policy.UnsafeRunAsPeerUser = true
 	}
 	e, err := NewProcessExecutor(cfg)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/coopgrid/coopgrid/executor/internal/supervise"
 	"io"
 	"os"
 	"path/filepath"
@@ -148,7 +149,11 @@ type journalTurn struct {
 // openRunJournal opens (or creates) the journal at path, takes its lock,
 // records every run a previous daemon left open as abandoned, and appends
 // a boot record.
-func openRunJournal(path string, opt JournalOptions) (*runJournal, error) {
+//
+// An abandoned run's time is the one its supervisor recorded when it killed
+// the run after the daemon died (endMarkerFile under tasksDir), when there
+// is one: the run was dead by then. Otherwise it is the boot.
+func openRunJournal(path string, opt JournalOptions, tasksDir string) (*runJournal, error) {
 	if opt.MaxBytes < 0 || opt.Keep < 0 {
 		return nil, fmt.Errorf("run journal %s: negative limit (max %d bytes, keep %d)", path, opt.MaxBytes, opt.Keep)
 	}
@@ -216,7 +221,13 @@ func openRunJournal(path string, opt JournalOptions) (*runJournal, error) {
 	var batch []JournalRecord
 	for _, run := range sortedRuns(j.open) {
 		s := j.open[run]
-		batch = append(batch, JournalRecord{Event: JournalAbandoned, Run: run, Task: s.Task, Machine: s.Machine, PID: s.PID, AtUs: now})
+		at := now
+		if tasksDir != "" && s.Attempt > 0 && validIdent(s.Task, maxTaskIDLen) {
+			if m, ok := supervise.ReadEndMarker(supervise.EndMarkerFile(tasksDir, s.Task, s.Attempt)); ok && m >= s.AtUs && m <= now {
+				at = m
+			}
+		}
+		batch = append(batch, JournalRecord{Event: JournalAbandoned, Run: run, Task: s.Task, Machine: s.Machine, PID: s.PID, AtUs: at})
 	}
 	batch = append(batch, JournalRecord{Event: JournalBoot, PID: os.Getpid(), AtUs: now})
 	j.mu.Lock()

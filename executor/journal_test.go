@@ -59,9 +59,9 @@ func TestJournalRecordsEveryRun(t *testing.T) {
 		wantExit   int
 		process    bool
 	}{
-		{"ok", []string{"sh", "-c", "echo $$ > pid"}, false, ReasonOK, 0, true},
-		{"exit3", []string{"sh", "-c", "echo $$ > pid; exit 3"}, false, ReasonExitNonzero, 3, true},
-		{"stopped", []string{"sh", "-c", "echo $$ > pid; exec sleep 60"}, true, ReasonStopped, -1, true},
+		{"ok", []string{"sh", "-c", pgidSh + " > pid"}, false, ReasonOK, 0, true},
+		{"exit3", []string{"sh", "-c", pgidSh + " > pid; exit 3"}, false, ReasonExitNonzero, 3, true},
+		{"stopped", []string{"sh", "-c", pgidSh + " > pid; exec sleep 60"}, true, ReasonStopped, -1, true},
 		{"not-allowed", []string{"/usr/bin/env"}, false, ReasonNotAllowed, -1, false},
 		{"bad-spec", []string{"sh", "-c", "true"}, false, ReasonBadSpec, -1, false},
 	} {
@@ -88,7 +88,7 @@ func TestJournalRecordsEveryRun(t *testing.T) {
 				pid = runs[0].PID
 				got := strings.TrimSpace(waitFile(t, filepath.Join(workDir(e, c.name), "pid")))
 				if got != strconv.Itoa(pid) {
-					t.Fatalf("the task's own pid is %s, the journal's %d", got, pid)
+					t.Fatalf("the task's process group is %s, the journal's pid %d", got, pid)
 				}
 			}
 			if c.stop {
@@ -324,7 +324,7 @@ func TestReadRunJournalInput(t *testing.T) {
 			}
 			// Opening it (as a restarted daemon does) trims the torn line,
 			// marks run 1 abandoned and continues the numbering.
-			j, err := openRunJournal(path, JournalOptions{})
+			j, err := openRunJournal(path, JournalOptions{}, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -356,7 +356,7 @@ func TestJournalHelperProcess(t *testing.T) {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
-	if err := e.Start(context.Background(), "m1", sh("victim", "echo $$ > "+filepath.Join(dir, "pid")+"; exec sleep 600")); err != nil {
+	if err := e.Start(context.Background(), "m1", sh("victim", pgidSh+" > "+filepath.Join(dir, "pid")+"; exec sleep 600")); err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
@@ -494,7 +494,7 @@ func TestJournalEndWrittenLater(t *testing.T) {
 // file lock, as a slow fsync would, while the appends queue up.
 func TestJournalGroupCommit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), RunJournalFile)
-	j, err := openRunJournal(path, JournalOptions{})
+	j, err := openRunJournal(path, JournalOptions{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -572,3 +572,8 @@ func TestJournalGroupCommit(t *testing.T) {
 		t.Fatalf("journal left flushing=%v with %d queued", flushing, queued)
 	}
 }
+
+// pgidSh prints the shell's process group: the run's supervisor, which the
+// journal records as the run's pid (field 5 of /proc/PID/stat; "sh" has no
+// space in its name).
+const pgidSh = `read -r _ _ _ _ pg _ < /proc/$$/stat; echo $pg`

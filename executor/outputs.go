@@ -35,11 +35,12 @@ func matchOutput(patterns []string, rel string) bool {
 }
 
 // collectOutputs lists the regular files under workDir matched by patterns
-// (relative path → absolute path to ship). It never leaves workDir: the
-// walk does not follow symbolic links, and a link is collected (as its
-// target) only when it resolves to a regular file inside workDir. skipped
-// names the links that were not. Over maxFiles files or maxBytes bytes it
-// returns ReasonOutputTooLarge and no outputs.
+// (relative path → workDir/relative path, the file to ship). It never
+// leaves workDir and follows no symbolic link: links are skipped and named
+// in skipped. The list is a snapshot: whoever reads an output must open it
+// again without following links (transfer does, with internal/safeopen),
+// since the task's processes may still change the directory. Over maxFiles
+// files or maxBytes bytes it returns ReasonOutputTooLarge and no outputs.
 func collectOutputs(workDir string, patterns []string, maxBytes int64, maxFiles int) (out map[string]string, skipped []string, terr *taskError) {
 	if len(patterns) == 0 {
 		return nil, nil, nil
@@ -74,30 +75,21 @@ func collectOutputs(workDir string, patterns []string, maxBytes int64, maxFiles 
 		if d.IsDir() || !matchOutput(patterns, rel) {
 			return nil
 		}
-		target := p
 		if d.Type()&fs.ModeSymlink != 0 {
-			t, err := filepath.EvalSymlinks(p)
-			if err != nil {
-				skipped = append(skipped, rel+" (broken symbolic link)")
-				return nil
-			}
-			tr, err := filepath.Rel(root, t)
-			if err != nil || !filepath.IsLocal(tr) {
-				skipped = append(skipped, rel+" (symbolic link out of the work directory)")
-				return nil
-			}
-			target = t
+			// Never followed: the shipper opens outputs without following
+			// links (transfer, internal/safeopen), so a link listed here
+			// could not be read, and its target can change after listing.
+			skipped = append(skipped, rel+" (symbolic link: outputs must be regular files)")
+			return nil
 		}
-		fi, err := os.Lstat(target)
+		fi, err := d.Info()
 		if err != nil {
 			return err
 		}
 		if !fi.Mode().IsRegular() {
-			if d.Type()&fs.ModeSymlink != 0 {
-				skipped = append(skipped, rel+" (symbolic link to a non-regular file)")
-			}
 			return nil
 		}
+		target := p
 		total += fi.Size()
 		out[rel] = target
 		if len(out) > maxFiles {

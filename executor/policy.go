@@ -3,6 +3,7 @@ package executor
 import (
 	"errors"
 	"fmt"
+	"github.com/coopgrid/coopgrid/executor/internal/supervise"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -28,6 +29,12 @@ type Policy struct {
 	// "uid:gid". It needs the peer to run as root; otherwise tasks fail with
 	// ReasonRunAsUnavailable. Empty runs tasks as the peer's own user.
 	RunAs string
+	// UnsafeRunAsPeerUser lets tasks run as the peer's own user when there
+	// is no RunAs: they can then read the peer's keys and API token and
+	// write its data directory. Without it such a peer refuses to start
+	// its executor (checkProtection). Only for a peer alone on a
+	// throw-away machine, or tests.
+	UnsafeRunAsPeerUser bool
 	// Path is the PATH given to tasks and used to resolve bare names
 	// (default DefaultPath). Every element must be absolute.
 	Path string
@@ -45,6 +52,22 @@ type Policy struct {
 	// MaxProcesses is RLIMIT_NPROC. The kernel counts it per real user ID
 	// and does not apply it to root, so it only bites together with RunAs.
 	MaxProcesses uint64
+	// MaxMemoryBytes bounds the memory (RSS and page cache) of a run's
+	// processes together: its cgroup's memory limit. Over it the kernel
+	// kills a process of the run. Needs cgroups.
+	MaxMemoryBytes uint64
+	// MaxCPUs bounds the CPU a run's processes use together, in CPUs
+	// (1.5 = one and a half cores): its cgroup's CPU quota. Needs cgroups.
+	MaxCPUs float64
+	// MaxDiskBytes bounds the disk a run uses in its task directory (work
+	// directory, $TMPDIR, checkpoint directory, captured logs), checked
+	// every ProcessConfig.DiskCheckInterval: over it the run is killed
+	// with ReasonDiskLimit.
+	MaxDiskBytes int64
+	// KeepTaskDirs is how long a run's attempt directory is kept after
+	// its outputs were delivered (ProcessExecutor.Discard); 0 removes it
+	// at once.
+	KeepTaskDirs time.Duration
 	// MaxInputBytes bounds the total size of a task's input files.
 	MaxInputBytes int64
 	// MaxOutputBytes and MaxOutputFiles bound the collected outputs.
@@ -76,6 +99,9 @@ func (p Policy) Validate() error {
 			return fmt.Errorf("allow: %q: want an absolute path or a bare name", a)
 		}
 	}
+	if p.MaxCPUs < 0 || p.MaxCPUs != p.MaxCPUs || p.MaxCPUs > 1<<20 {
+		return fmt.Errorf("max_cpus: want a number of CPUs ≥ 0, got %v", p.MaxCPUs)
+	}
 	if p.Path != "" {
 		for _, d := range filepath.SplitList(p.Path) {
 			if !filepath.IsAbs(d) {
@@ -98,6 +124,8 @@ func (p Policy) Validate() error {
 		{"max_output_bytes", p.MaxOutputBytes},
 		{"max_output_files", int64(p.MaxOutputFiles)},
 		{"max_log_bytes", p.MaxLogBytes},
+		{"max_disk_bytes", p.MaxDiskBytes},
+		{"keep_task_dirs", int64(p.KeepTaskDirs)},
 	} {
 		if c.v < 0 {
 			return fmt.Errorf("%s: must not be negative, got %d", c.name, c.v)
@@ -146,66 +174,15 @@ func (p Policy) wallClock(spec time.Duration) time.Duration {
 	return p.MaxWallClock
 }
 
-// lookPath finds an executable regular file named name in the PATH list,
-// without consulting the daemon's own environment.
-func lookPath(name, pathList string) (string, error) {
-	for _, dir := range filepath.SplitList(pathList) {
-		if dir == "" || !filepath.IsAbs(dir) {
-			continue
-		}
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%q not found in PATH %s", name, pathList)
-}
-
 // resolveExecutable turns argv[0] into the path to execute and checks it
-// against the policy. workDir is where relative paths point.
+// against the policy. workDir is where relative paths point. The task
+// init makes the same check, with the same code, just before the execve.
 func (p Policy) resolveExecutable(argv0, workDir string) (string, *taskError) {
-	var path string
-	switch {
-	case filepath.IsAbs(argv0):
-		path = filepath.Clean(argv0)
-	case strings.Contains(argv0, "/"):
-		if !p.AllowAny {
-			return "", failf(ReasonNotAllowed, "relative executable %q: the machine owner's policy allows files shipped with the task only with allow_any", argv0)
-		}
-		if err := localPath(argv0); err != nil {
-			return "", failf(ReasonBadSpec, "executable %q: %v", argv0, err)
-		}
-		path = filepath.Join(workDir, argv0)
-	default:
-		found, err := lookPath(argv0, p.path())
-		if err != nil {
-			if p.AllowAny {
-				return "", failf(ReasonStartFailed, "executable %v", err)
-			}
-			// An unknown name cannot be on the allow list either; say both.
-			return "", failf(ReasonNotAllowed, "executable %v, and the machine owner's policy does not allow it", err)
-		}
-		path = found
+	exe, reason, detail := supervise.Resolve(argv0, workDir, p.Allow, p.AllowAny, p.path())
+	if reason != "" {
+		return "", failf(reason, "%s", detail)
 	}
-	if p.AllowAny {
-		return path, nil
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return "", failf(ReasonNotAllowed, "executable %q (%s) is not on the machine owner's allow list: %v", argv0, path, err)
-	}
-	for _, a := range p.Allow {
-		ap := a
-		if !filepath.IsAbs(a) {
-			if ap, err = lookPath(a, p.path()); err != nil {
-				continue
-			}
-		}
-		if afi, err := os.Stat(ap); err == nil && os.SameFile(fi, afi) {
-			return path, nil
-		}
-	}
-	return "", failf(ReasonNotAllowed, "executable %q (%s) is not on the machine owner's allow list", argv0, path)
+	return exe, nil
 }
 
 // parseRunAs reads "name", "uid" or "uid:gid". With syntaxOnly it checks the
@@ -299,4 +276,24 @@ func checkTraversable(dir string, uid, gid uint32) error {
 			return nil
 		}
 	}
+}
+
+// checkProtection refuses a policy under which tasks would run with the
+// peer's own privileges: tasks may run only as a dedicated RunAs user, in
+// the Landlock sandbox of a peer that is not root, or with the owner's
+// explicit UnsafeRunAsPeerUser. A policy that allows
+// nothing needs neither. A RunAs the peer cannot switch to is not refused
+// here: every task then fails with ReasonRunAsUnavailable, and none runs
+// as the peer.
+func checkProtection(p Policy, sandbox bool) error {
+	if p.UnsafeRunAsPeerUser || p.RunAs != "" || (len(p.Allow) == 0 && !p.AllowAny) {
+		return nil
+	}
+	if sandbox && os.Geteuid() != 0 {
+		// The sandbox hides the data directory; switching users is
+		// impossible anyway. Root is too strong for a sandbox alone.
+		return nil
+	}
+	return fmt.Errorf("policy: no run_as user, so tasks would run as the peer's own user (uid %d) and could read its keys and write its data directory; "+
+		"set run_as to a dedicated unprivileged user (the peer must run as root), or, knowingly, unsafe_run_as_peer_user: true", os.Geteuid())
 }

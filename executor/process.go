@@ -2,13 +2,14 @@ package executor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/coopgrid/coopgrid/executor/internal/supervise"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,6 +42,38 @@ type ProcessConfig struct {
 	EnergySampleInterval time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// SupervisorPath is the binary re-executed as each run's supervisor
+	// (internal/supervise); default /proc/self/exe, the running
+	// binary even if it was replaced on disk since.
+	SupervisorPath string
+	// Lease, when positive, is how long a run may go without the peer
+	// renewing it before its supervisor kills it (docs/EXECUTOR.md, "The
+	// run lease"). The executor renews every Lease/4 while Contact says
+	// the peer is in touch with its federation.
+	Lease time.Duration
+	// Contact is when the peer last confirmed contact with its federation;
+	// nil means always (the lease then only catches a stopped peer).
+	Contact func() time.Time
+	// CgroupRoot is where the cgroup hierarchies are mounted (default
+	// /sys/fs/cgroup) and CgroupParent the cgroup, relative to each
+	// hierarchy's root, under which every run gets its own (default
+	// DefaultCgroupParent). DisableCgroups runs without: then no memory
+	// or CPU limit can be enforced, and a process that leaves the run's
+	// process group is out of reach (docs/EXECUTOR.md).
+	CgroupRoot     string
+	CgroupParent   string
+	DisableCgroups bool
+	// Landlock decides whether tasks that run as the peer's own user (no
+	// run_as) run in a Landlock sandbox that hides HideDir (default: the
+	// parent of TasksDir, the data directory) but their own directories:
+	// LandlockAuto (the default) for a peer that is not root,
+	// LandlockAlways, or LandlockOff. A non-root peer with a sandbox needs
+	// neither run_as nor the unsafe opt-in.
+	Landlock LandlockMode
+	HideDir  string
+	// DiskCheckInterval paces the check of each run's disk use against
+	// the policy's MaxDiskBytes (default DefaultDiskCheckInterval).
+	DiskCheckInterval time.Duration
 	// JournalPath, when set, is the run journal (docs/EXECUTOR.md): every
 	// run's start (with its pid) is appended and fsync'd before Start
 	// returns, and its end once its process group is gone. The daemon uses
@@ -58,6 +91,13 @@ type ProcessExecutor struct {
 	meter *raplMeter // nil: declared power
 	// journal is nil without ProcessConfig.JournalPath.
 	journal *runJournal
+	// cgroups is nil when runs get no cgroup.
+	cgroups cgroupMaker
+	// sandbox: tasks without run_as run in a Landlock sandbox.
+	sandbox bool
+	// lease and contact: ProcessConfig's, or SetLease's.
+	lease   atomic.Int64 // nanoseconds
+	contact atomic.Pointer[func() time.Time]
 
 	seq         atomic.Uint64
 	stopSampler chan struct{}
@@ -87,6 +127,7 @@ type procRun struct {
 	stopGrace  time.Duration // of the first stop request
 	signalled  bool          // SIGTERM or SIGKILL sent on a stop
 	killTimer  *time.Timer
+	cg         runCgroup // nil without cgroups
 }
 
 // NewProcessExecutor checks the configuration, creates TasksDir and opens
@@ -112,6 +153,28 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 	if cfg.RAPLRoot == "" {
 		cfg.RAPLRoot = DefaultRAPLRoot
 	}
+	if cfg.SupervisorPath == "" {
+		cfg.SupervisorPath = "/proc/self/exe"
+	}
+	if cfg.CgroupRoot == "" {
+		cfg.CgroupRoot = "/sys/fs/cgroup"
+	}
+	if cfg.CgroupParent == "" {
+		cfg.CgroupParent = DefaultCgroupParent
+	}
+	if cfg.DiskCheckInterval <= 0 {
+		cfg.DiskCheckInterval = DefaultDiskCheckInterval
+	}
+	if cfg.Lease < 0 {
+		return nil, fmt.Errorf("process executor: negative lease %v", cfg.Lease)
+	}
+	if cfg.HideDir == "" {
+		cfg.HideDir = filepath.Dir(dir)
+	}
+	sandbox := cfg.sandboxed()
+	if err := checkProtection(cfg.Policy, sandbox); err != nil {
+		return nil, fmt.Errorf("process executor: %w", err)
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -125,9 +188,14 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return nil, fmt.Errorf("process executor: %w", err)
 	}
-	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{})}
+	cg, err := openCgroups(cfg, log)
+	if err != nil {
+		return nil, fmt.Errorf("process executor: %w", err)
+	}
+	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{}), cgroups: cg, sandbox: sandbox}
+	e.SetLease(cfg.Lease, cfg.Contact)
 	if cfg.JournalPath != "" {
-		if e.journal, err = openRunJournal(cfg.JournalPath, cfg.Journal); err != nil {
+		if e.journal, err = openRunJournal(cfg.JournalPath, cfg.Journal, dir); err != nil {
 			return nil, fmt.Errorf("process executor: %w", err)
 		}
 	}
@@ -141,8 +209,9 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 			log.Info("energy: reading RAPL counters", "zones", len(m.zones), "root", cfg.RAPLRoot)
 		}
 	}
-	if cfg.Policy.RunAs == "" && os.Geteuid() == 0 {
-		log.Warn("executor: the peer runs as root and the policy sets no run_as user: tasks will run as root")
+	if cfg.Policy.UnsafeRunAsPeerUser {
+		log.Warn("executor: UNSAFE: the machines file's policy sets unsafe_run_as_peer_user: tasks run as the peer's own user and can read its keys and write its data directory",
+			"uid", os.Geteuid())
 	}
 	return e, nil
 }
@@ -323,6 +392,10 @@ func (r *procRun) signalLocked(grace time.Duration) {
 	}
 	r.signalled = true
 	_ = unix.Kill(-r.pgid, unix.SIGTERM)
+	if r.cg != nil {
+		// Processes that left the group (setsid) get it too.
+		r.cg.signal(unix.SIGTERM)
+	}
 	r.killTimer = time.AfterFunc(grace, func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -336,16 +409,10 @@ func (r *procRun) killLocked() {
 	}
 	r.signalled = true
 	_ = unix.Kill(-r.pgid, unix.SIGKILL)
+	if r.cg != nil {
+		r.cg.signal(unix.SIGKILL)
+	}
 }
-
-// gateScript holds the task in a shell until the parent has set its
-// resource limits with prlimit, then execs the task: the limits are in
-// place before the task's first instruction, and every process it forks
-// inherits them. If the parent goes away without releasing the gate, read
-// fails and the task never runs.
-const gateScript = `IFS= read -r _ <&3 || exit 125; exec 3<&-; exec "$0" "$@"`
-
-const gateShell = "/bin/sh"
 
 // execute runs one task to its end and returns its result. It runs on its
 // own goroutine.
@@ -397,8 +464,9 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	if max := pol.maxInputBytes(); inBytes > max {
 		return fail(failf(ReasonInputTooLarge, "inputs take %d bytes, the machine owner's limit is %d", inBytes, max))
 	}
-	exe, te := pol.resolveExecutable(spec.Argv[0], "")
-	if te != nil {
+	// Checked here so that a refused task leaves nothing behind; the
+	// supervisor checks again, as it execs.
+	if _, te := pol.resolveExecutable(spec.Argv[0], ""); te != nil {
 		return fail(te)
 	}
 	uid, gid, runAs, te := pol.runAs()
@@ -412,9 +480,6 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	}
 	res.Attempt, res.WorkDir, res.CheckpointDir = dirs.attempt, dirs.work, dirs.checkpoint
 	res.StdoutPath, res.StderrPath = dirs.stdout, dirs.stderr
-	if !filepath.IsAbs(exe) {
-		exe = filepath.Join(dirs.work, exe)
-	}
 
 	env := e.environment(spec, m, dirs)
 	stdout, err := newCapture(dirs.stdout, pol.maxLogBytes())
@@ -428,45 +493,80 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	}
 	defer stderr.abandon()
 
+	// The supervisor (internal/supervise) holds the run: the config it reads
+	// to EOF on fd 3 is the gate, written only once the start is
+	// journaled; the lease pipe's EOF tells it the peer is gone.
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return fail(failf(ReasonStartFailed, "supervisor pipe: %v", err))
+	}
+	defer cfgR.Close()
+	defer cfgW.Close()
+	leaseR, leaseW, err := os.Pipe()
+	if err != nil {
+		return fail(failf(ReasonStartFailed, "lease pipe: %v", err))
+	}
+	defer leaseR.Close()
+	defer leaseW.Close()
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return fail(failf(ReasonStartFailed, "status pipe: %v", err))
+	}
+	defer statusR.Close()
+	defer statusW.Close()
+	sc := &supervise.Config{Argv: spec.Argv, Env: env, Dir: dirs.work, Allow: pol.Allow, AllowAny: pol.AllowAny,
+		Path: pol.path(), Rlimits: pol.rlimits(e.cgroups == nil), LeaseMs: time.Duration(e.lease.Load()).Milliseconds(),
+		EndMarker: supervise.EndMarkerFile(e.cfg.TasksDir, spec.ID, dirs.attempt)}
+	if runAs {
+		sc.RunAs = &supervise.Credential{UID: uid, GID: gid}
+	} else if e.sandbox {
+		sc.Landlock = &supervise.Landlock{Hide: e.cfg.HideDir, Allow: []string{dirs.root}}
+		if dirs.checkpoint != "" {
+			sc.Landlock.Allow = append(sc.Landlock.Allow, dirs.checkpoint)
+		}
+	}
+	var goneAt time.Time // when the group was found empty
+	var survivors bool   // live processes left in the group or cgroup after SIGKILL
+	if e.cgroups != nil {
+		cg, err := e.cgroups.make(cgroupName(spec.ID, e.seq.Add(1)), pol.cgroupLimits())
+		if err != nil {
+			return fail(failf(ReasonStartFailed, "%v", err))
+		}
+		defer func() {
+			if survivors {
+				e.log.Warn("task: processes of the run's cgroup survive SIGKILL; the cgroup is left", "task", spec.ID)
+				return
+			}
+			if err := cg.remove(); err != nil {
+				e.log.Warn("task: remove the run's cgroup", "task", spec.ID, "err", err)
+			}
+		}()
+		run.mu.Lock()
+		run.cg = cg
+		run.mu.Unlock()
+		sc.Cgroups = cg.procsFiles()
+		if sc.Landlock != nil {
+			for _, f := range sc.Cgroups {
+				sc.Landlock.Allow = append(sc.Landlock.Allow, filepath.Dir(f))
+			}
+		}
+	}
 	cmd := &exec.Cmd{
-		Path:   exe,
-		Args:   spec.Argv,
-		Env:    env,
-		Dir:    dirs.work,
-		Stdout: stdout.w,
-		Stderr: stderr.w,
+		Path:       e.cfg.SupervisorPath,
+		Args:       []string{supervise.SupervisorArg0},
+		Env:        []string{supervise.Env + "=supervisor"},
+		Dir:        "/",
+		Stdout:     stdout.w,
+		Stderr:     stderr.w,
+		ExtraFiles: []*os.File{cfgR, leaseR, statusW},
 		SysProcAttr: &syscall.SysProcAttr{
 			// Its own process group, so that stop and cleanup reach every
-			// process the task forks.
+			// process the task forks. No death signal: when the peer dies
+			// the supervisor sees the lease pipe close and kills the run
+			// itself.
 			Setpgid: true,
-			// If the daemon dies, so does the task's leader. The signal is
-			// tied to the thread that forked it, which is why this
-			// goroutine stays locked to its thread for the whole run.
-			Pdeathsig: syscall.SIGKILL,
 		},
 	}
-	if runAs {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
-	}
-	limits := pol.rlimits()
-	var gateW *os.File
-	// The gate holds the task until its resource limits are set and its
-	// start is journaled.
-	if len(limits) > 0 || e.journal != nil {
-		gateR, w, err := os.Pipe()
-		if err != nil {
-			return fail(failf(ReasonStartFailed, "gate pipe: %v", err))
-		}
-		defer gateR.Close()
-		defer w.Close()
-		gateW = w
-		cmd.Path = gateShell
-		cmd.Args = append([]string{"coopgrid-gate", "-c", gateScript, exe}, spec.Argv[1:]...)
-		cmd.ExtraFiles = []*os.File{gateR}
-	}
-
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 
 	run.mu.Lock()
 	if run.stopReason != "" {
@@ -485,21 +585,28 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 		if e.meter != nil {
 			e.meter.end(key)
 		}
-		return fail(failf(ReasonStartFailed, "start %s: %v", exe, err))
+		return fail(failf(ReasonStartFailed, "start the supervisor %s: %v", e.cfg.SupervisorPath, err))
 	}
+	cfgR.Close()
+	leaseR.Close()
+	statusW.Close()
 	pid := cmd.Process.Pid
 	spawned = true
+	killRun := func() {
+		_ = unix.Kill(-pid, unix.SIGKILL)
+		if run.cg != nil {
+			run.cg.kill(5 * time.Second)
+		}
+	}
 	stdout.started()
 	stderr.started()
-	var goneAt time.Time // when the group was found empty
-	var survivors bool   // live processes left in the group after SIGKILL
 	if e.journal != nil {
 		err := e.journal.append(JournalRecord{Event: JournalStart, Run: runNo, Task: spec.ID, Machine: m.Name,
 			Attempt: dirs.attempt, PID: pid, AtUs: res.Start.UnixMicro()})
 		if err != nil {
 			// The gate is closed: nothing of the task ran. Without a
 			// start record it must not run at all.
-			_ = unix.Kill(-pid, unix.SIGKILL)
+			killRun()
 			_ = cmd.Wait()
 			killGroup(pid, 5*time.Second)
 			if e.meter != nil {
@@ -528,26 +635,15 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 		}()
 	}
 	run.launch(nil)
-	if gateW != nil {
-		cmd.ExtraFiles[0].Close()
-		if err := applyRlimits(pid, limits); err != nil {
-			// The gate is still closed: the task has not run a single
-			// instruction of its own.
-			_ = unix.Kill(-pid, unix.SIGKILL)
-			_ = cmd.Wait()
-			if e.meter != nil {
-				e.meter.end(key)
-			}
-			res.End = time.Now()
-			goneAt = res.End
-			return fail(failf(ReasonStartFailed, "resource limits: %v", err))
-		}
-		_, werr := gateW.Write([]byte("go\n"))
-		gateW.Close()
-		if werr != nil {
-			e.log.Warn("task gate", "task", spec.ID, "err", werr)
-		}
+	// Open the gate.
+	if err := json.NewEncoder(cfgW).Encode(sc); err != nil {
+		e.log.Warn("task gate", "task", spec.ID, "err", err)
 	}
+	cfgW.Close()
+	stopRenew := e.renewLease(leaseW)
+	defer stopRenew()
+	stopDiskWatch := e.watchDisk(run, dirs, pol.MaxDiskBytes)
+	defer stopDiskWatch()
 
 	run.mu.Lock()
 	run.pgid = pid
@@ -586,6 +682,11 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	if survivors = killGroup(pid, 5*time.Second); survivors {
 		e.log.Warn("task: processes of the group survive SIGKILL", "task", spec.ID, "pgid", pid)
 	}
+	// The cgroup holds every process of the run, those that left the
+	// group (setsid) included.
+	if run.cg != nil && run.cg.kill(5*time.Second) {
+		survivors = true
+	}
 	goneAt = time.Now()
 	// One shared deadline for both streams.
 	cut := time.Now().Add(2 * time.Second)
@@ -602,8 +703,27 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	if state == nil {
 		return fail(failf(ReasonStartFailed, "wait: %v", waitErr))
 	}
-	ws, _ := state.Sys().(syscall.WaitStatus)
-	cpu := state.UserTime() + state.SystemTime()
+	ws, cpu, st := taskStatus(state, statusR)
+	if st.InitReason != "" {
+		res.Reason, res.Detail = st.InitReason, st.InitErr
+		res.DoneMFlop = priorDone(spec)
+		return res
+	}
+	if st.LeaseLapsed != "" {
+		res.LeaseLapsed = true
+		if stopReason == "" {
+			stopReason, stopDetail, signalled = ReasonStopped, "lease lapsed: "+st.LeaseLapsed, true
+		}
+		// The supervisor killed the run while this peer could not act
+		// (stopped, or cut off): its end is when it died, not when the
+		// peer came back to see it.
+		if at := time.UnixMicro(st.KilledAtUs); st.KilledAtUs > 0 && at.Before(goneAt) && at.After(res.Start) {
+			goneAt = at
+			if at.Before(res.End) {
+				res.End = at
+			}
+		}
+	}
 	switch {
 	case ws.Exited():
 		res.ExitCode = ws.ExitStatus()
@@ -787,44 +907,24 @@ func (e *ProcessExecutor) environment(spec *TaskSpec, m MachineConfig, d taskDir
 	return out
 }
 
-// rlimit is one resource limit to set on the task.
-type rlimit struct {
-	resource int
-	name     string
-	cur, max uint64
-}
-
-func (p Policy) rlimits() []rlimit {
-	var ls []rlimit
+// rlimits are the per-process limits of the policy. max_processes is an
+// RLIMIT_NPROC only without a cgroup (withNproc): the cgroup's pids limit
+// counts the run's own processes, root's included, where RLIMIT_NPROC
+// counts every process of the user and spares root.
+func (p Policy) rlimits(withNproc bool) []supervise.Rlimit {
+	var ls []supervise.Rlimit
 	if p.MaxCPUSeconds > 0 {
 		// SIGXCPU at the soft limit lets the task save a checkpoint; the
 		// hard limit a second later is SIGKILL.
-		ls = append(ls, rlimit{unix.RLIMIT_CPU, "RLIMIT_CPU", p.MaxCPUSeconds, p.MaxCPUSeconds + 1})
+		ls = append(ls, supervise.Rlimit{Resource: unix.RLIMIT_CPU, Name: "RLIMIT_CPU", Cur: p.MaxCPUSeconds, Max: p.MaxCPUSeconds + 1})
 	}
 	if p.MaxAddressSpaceBytes > 0 {
-		ls = append(ls, rlimit{unix.RLIMIT_AS, "RLIMIT_AS", p.MaxAddressSpaceBytes, p.MaxAddressSpaceBytes})
+		ls = append(ls, supervise.Rlimit{Resource: unix.RLIMIT_AS, Name: "RLIMIT_AS", Cur: p.MaxAddressSpaceBytes, Max: p.MaxAddressSpaceBytes})
 	}
-	if p.MaxProcesses > 0 {
-		ls = append(ls, rlimit{unix.RLIMIT_NPROC, "RLIMIT_NPROC", p.MaxProcesses, p.MaxProcesses})
+	if p.MaxProcesses > 0 && withNproc {
+		ls = append(ls, supervise.Rlimit{Resource: unix.RLIMIT_NPROC, Name: "RLIMIT_NPROC", Cur: p.MaxProcesses, Max: p.MaxProcesses})
 	}
 	return ls
-}
-
-// applyRlimits sets the limits on pid, never above the hard limit it
-// already has (raising it needs privileges the peer may not have, and the
-// owner's intent is a ceiling).
-func applyRlimits(pid int, ls []rlimit) error {
-	for _, l := range ls {
-		var old unix.Rlimit
-		if err := unix.Prlimit(pid, l.resource, nil, &old); err != nil {
-			return fmt.Errorf("prlimit %s: %w", l.name, err)
-		}
-		nl := unix.Rlimit{Cur: min(l.cur, old.Max), Max: min(l.max, old.Max)}
-		if err := unix.Prlimit(pid, l.resource, &nl, nil); err != nil {
-			return fmt.Errorf("prlimit %s: %w", l.name, err)
-		}
-	}
-	return nil
 }
 
 // killGroup SIGKILLs the process group until no live process is left in

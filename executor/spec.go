@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/coopgrid/coopgrid/executor/internal/supervise"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -83,6 +84,9 @@ const (
 	// ReasonCPULimit: the policy's CPU-time limit was reached (SIGXCPU, then
 	// SIGKILL).
 	ReasonCPULimit = "cpu_limit"
+	// ReasonDiskLimit: the run's task directory grew over the policy's
+	// max_disk_bytes; the run was killed.
+	ReasonDiskLimit = "disk_limit"
 	// ReasonStopped: Stop (or Close) ended the task.
 	ReasonStopped = "stopped"
 	// ReasonNotAllowed: the machine owner's policy does not allow the
@@ -138,6 +142,11 @@ type Result struct {
 	// explanation (empty for ReasonOK).
 	Reason string
 	Detail string
+	// LeaseLapsed: the run's supervisor killed it because this peer did
+	// not renew its lease (cut off from its federation, or stopped); the
+	// Reason is ReasonStopped. The federation may already have placed the
+	// task elsewhere.
+	LeaseLapsed bool
 	// Start and End bound the run (process start to reaping). For a task
 	// that never started both are the time of the failure.
 	Start, End   time.Time
@@ -253,6 +262,9 @@ func validateSpec(s *TaskSpec, needArgv bool) *taskError {
 		}
 		if reservedEnv(k) {
 			return failf(ReasonBadSpec, "environment variable %s is reserved for the executor", k)
+		}
+		if supervise.LoaderEnv(k) {
+			return failf(ReasonBadSpec, "environment variable %s can make a program load code the machine owner did not allow; it is refused (docs/EXECUTOR.md lists these)", k)
 		}
 		total += len(k) + len(v) + 2
 	}

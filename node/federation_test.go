@@ -17,7 +17,7 @@ import (
 
 // processMachine is a machines file allowing /bin/sh.
 func processMachine(name string, gflops, watts float64) string {
-	return fmt.Sprintf("machines:\n  - name: %s\n    gflops: %g\n    busy_watts: %g\npolicy:\n  allow: [/bin/sh]\n", name, gflops, watts)
+	return fmt.Sprintf("machines:\n  - name: %s\n    gflops: %g\n    busy_watts: %g\npolicy:\n  allow: [/bin/sh]\n  unsafe_run_as_peer_user: true\n", name, gflops, watts)
 }
 
 // TestFederationRunsRealTasks: three organisations form a federation (the

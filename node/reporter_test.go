@@ -22,7 +22,7 @@ func manyMachines(n int, trueBin string) string {
 	for i := range n {
 		fmt.Fprintf(&b, "  - name: m%02d\n    gflops: 10\n    busy_watts: 100\n", i)
 	}
-	fmt.Fprintf(&b, "policy:\n  allow: [%s]\n", trueBin)
+	fmt.Fprintf(&b, "policy:\n  allow: [%s]\n  unsafe_run_as_peer_user: true\n", trueBin)
 	return b.String()
 }
 

@@ -25,6 +25,7 @@ func (n *Node) newRunner() (*runner.Runner, error) {
 		Machines:       n.machineNames(),
 		Executor:       n.exec,
 		StopGrace:      n.cfg.Executor.StopGrace,
+		Lease:          n.runLease(),
 		Ledger:         n.cons,
 		Propose:        n.propose,
 		Retryable:      consensus.Retryable,

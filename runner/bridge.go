@@ -549,6 +549,19 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 	if discard {
 		b.log.Debug("run ended, nothing to report", "task", t.ID, "reason", res.Reason)
 		b.forget(r, 0)
+		b.discardDir(res)
+		return
+	}
+	delivered := true
+	if res.LeaseLapsed && stopReason == "" {
+		// Killed by its supervisor while this peer could not renew its
+		// lease: the run is not a failure of the task. Report nothing;
+		// the ledger either has declared the machine lost already, or
+		// still shows the task running here, which reconcile then
+		// handles as an orphan (machine lost, task queued again).
+		b.log.Warn("run killed by its supervisor: this peer's lease on it lapsed", "task", t.ID, "machine", r.machine, "detail", res.Detail)
+		b.forget(r, 0)
+		b.discardDir(res)
 		return
 	}
 	energy := min(max(res.EnergyMilliJ, 0), ledger.MaxSegmentMilliJ)
@@ -581,6 +594,7 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 		note := ""
 		err := b.shipWithRetry(ctx, t, r.machine, res.Outputs)
 		if err != nil {
+			delivered = false
 			note = fmt.Sprintf("outputs not delivered (%v); kept on peer %s in %s", err, b.cfg.Self, res.WorkDir)
 			b.log.Warn("outputs kept here: the submitting peer could not take them", "task", t.ID, "dir", res.WorkDir, "err", err)
 		}
@@ -602,6 +616,9 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 		}
 	}
 	b.forget(r, out.Index)
+	if delivered {
+		b.discardDir(res)
+	}
 	// A task that ended, or a checkpoint that replaced another, may leave
 	// archives to collect.
 	b.ck.poke()
@@ -688,6 +705,20 @@ func busyMilliJ(busy, elapsed int64) int64 {
 		return ledger.MaxSegmentMilliJ
 	}
 	return busy * elapsed / 1000
+}
+
+// discarder is an executor that removes a finished run's directory once
+// told it is no longer needed (*executor.ProcessExecutor, after the
+// owner's keep_task_dirs).
+type discarder interface{ Discard(executor.Result) }
+
+// discardDir hands a run whose outputs were delivered (or that has none
+// to deliver) back to the executor for removal. Outputs that could not be
+// delivered stay where the ledger's reason says they are.
+func (b *bridge) discardDir(res executor.Result) {
+	if d, ok := b.exec.(discarder); ok {
+		d.Discard(res)
+	}
 }
 
 // periodicCheckpoints checkpoints a running checkpointable task every

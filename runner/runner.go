@@ -120,6 +120,9 @@ type Config struct {
 	CheckpointsDir string
 	Checkpoint     CheckpointConfig
 
+	// Lease is the lease this peer holds on its runs.
+	Lease LeaseConfig
+
 	// ReconcileInterval paces the bridge's reconciliation against the
 	// ledger (default 2s); committed changes wake it earlier.
 	ReconcileInterval time.Duration
@@ -179,11 +182,33 @@ func New(cfg Config) (*Runner, error) {
 	}
 	r.ck = ck
 	r.rep = newReporter(cfg)
+	if l, ok := cfg.Executor.(leaser); ok && cfg.Lease.Duration > 0 {
+		l.SetLease(cfg.Lease.Duration, cfg.Lease.Contact)
+	}
 	if cfg.Executor != nil {
 		r.br = newBridge(cfg, &r.wg, &r.closing, r.rep, ck)
 		ck.tracks = r.br.tracks
 	}
 	return r, nil
+}
+
+// LeaseConfig is the lease a peer holds on its runs (docs/EXECUTOR.md,
+// "The run lease"): an executor that supports one (SetLease) has each
+// run's supervisor kill the run when the peer has not confirmed contact
+// with its federation (Contact) for about Duration — so a peer that is cut
+// off or stopped stops its tasks before the leader may declare its
+// machines lost (after the heartbeat timeout) and place them again. The
+// node uses a third of the heartbeat timeout. A zero Duration holds no
+// lease.
+type LeaseConfig struct {
+	Duration time.Duration
+	Contact  func() time.Time
+}
+
+// leaser is an executor whose runs hold a lease
+// (*executor.ProcessExecutor).
+type leaser interface {
+	SetLease(lease time.Duration, contact func() time.Time)
 }
 
 func (cfg *Config) check() error {

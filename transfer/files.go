@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/coopgrid/coopgrid/internal/safeopen"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -525,7 +526,7 @@ func (s *Service) ShipOutputs(ctx context.Context, t ledger.Task, machine string
 }
 
 func (s *Service) shipFile(ctx context.Context, to peer.ID, task, machine, name, src string) error {
-	f, err := os.Open(src)
+	f, err := openOutput(src, name)
 	if err != nil {
 		return err
 	}
@@ -561,6 +562,21 @@ func (s *Service) shipFile(ctx context.Context, to peer.ID, task, machine, name,
 			return nil
 		}
 	}
+}
+
+// openOutput opens an output the executor listed: src is the run's work
+// directory joined with rel (executor.Result.Outputs). The task may still
+// hold that directory (a process that escaped its group, or a task that
+// swaps its files while they ship), so nothing on the way is followed: no
+// symbolic link, nothing outside the work directory, a regular file with
+// one link only — read at the moment it is opened, not when it was listed.
+func openOutput(src, rel string) (*os.File, error) {
+	rel = filepath.FromSlash(rel)
+	root, ok := strings.CutSuffix(src, string(filepath.Separator)+rel)
+	if !ok || root == "" {
+		return nil, fmt.Errorf("output %s is not %s under a work directory", src, rel)
+	}
+	return safeopen.OpenRegular(root, rel)
 }
 
 // ListOutputs returns the outputs this peer holds for task, as absolute

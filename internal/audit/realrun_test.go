@@ -29,7 +29,7 @@ func TestVerifyRealPeer(t *testing.T) {
 	defer cancel()
 	tmp := t.TempDir()
 	machines := filepath.Join(tmp, "machines.yaml")
-	if err := os.WriteFile(machines, []byte("machines:\n  - {name: m1, gflops: 10, busy_watts: 100}\n  - {name: m2, gflops: 5, busy_watts: 60}\npolicy:\n  allow: [/bin/sh]\n"), 0o600); err != nil {
+	if err := os.WriteFile(machines, []byte("machines:\n  - {name: m1, gflops: 10, busy_watts: 100}\n  - {name: m2, gflops: 5, busy_watts: 60}\npolicy:\n  allow: [/bin/sh]\n  unsafe_run_as_peer_user: true\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	data := filepath.Join(tmp, "alpha")

@@ -63,7 +63,7 @@ func machinesFile(n int, trueBin string) string {
 	for i := 1; i <= n; i++ {
 		fmt.Fprintf(&b, "  - name: m%02d\n    gflops: 10\n    busy_watts: 100\n    idle_watts: 20\n", i)
 	}
-	fmt.Fprintf(&b, "policy:\n  allow: [%s]\n  max_wall_clock: 10m\n  kill_grace: 2s\n", trueBin)
+	fmt.Fprintf(&b, "policy:\n  allow: [%s]\n  unsafe_run_as_peer_user: true\n  max_wall_clock: 10m\n  kill_grace: 2s\n", trueBin)
 	return b.String()
 }
 

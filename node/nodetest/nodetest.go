@@ -36,7 +36,7 @@ func Start(ctx context.Context, t testing.TB) *Peer {
 	t.Helper()
 	tmp := t.TempDir()
 	machines := filepath.Join(tmp, "machines.yaml")
-	if err := os.WriteFile(machines, []byte("machines:\n  - {name: m1, gflops: 10, busy_watts: 100}\npolicy:\n  allow: [/bin/sh]\n"), 0o600); err != nil {
+	if err := os.WriteFile(machines, []byte("machines:\n  - {name: m1, gflops: 10, busy_watts: 100}\npolicy:\n  allow: [/bin/sh]\n  unsafe_run_as_peer_user: true\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// The API's port is chosen first so that config.yaml can name it.

@@ -1,0 +1,289 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"github.com/coopgrid/coopgrid/executor/internal/supervise"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/containerd/cgroups/v3"
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/containerd/cgroups/v3/cgroup2"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// Each run lives in a cgroup of its own (containerd/cgroups: v2 where the
+// host has the unified hierarchy, v1 with the freezer, pids, memory and
+// cpu controllers otherwise), named <CgroupParent>/<task>-<n>. The
+// supervisor writes the task into it while it is held before its first
+// instruction, so every
+// process of the task is counted and limited from its first instruction,
+// and killing the cgroup kills every one of them — a setsid child
+// included, which a process group cannot reach.
+
+// DefaultCgroupParent is where the runs' cgroups are made, relative to the
+// root of each hierarchy.
+const DefaultCgroupParent = "coopgrid"
+
+// cgroupLimits are one run's limits; 0 means none.
+type cgroupLimits struct {
+	memoryBytes int64
+	pids        int64
+	// cpuQuotaUs per cpuPeriodUs.
+	cpuQuotaUs int64
+}
+
+const cpuPeriodUs = 100_000
+
+// runCgroup is one run's cgroup.
+type runCgroup interface {
+	// procsFiles are the cgroup.procs files a process is written into.
+	procsFiles() []string
+	// signal sends sig to every process in it, best effort.
+	signal(sig unix.Signal)
+	// kill freezes it, SIGKILLs every process, thaws it, until it is
+	// empty or wait has passed; it reports whether processes are left.
+	kill(wait time.Duration) (survivors bool)
+	// remove deletes the (empty) cgroup.
+	remove() error
+}
+
+// cgroupMaker makes the runs' cgroups.
+type cgroupMaker interface {
+	make(name string, l cgroupLimits) (runCgroup, error)
+	version() string
+}
+
+// newCgroupMaker checks that this host lets the peer make cgroups under
+// parent, by making parent itself.
+func newCgroupMaker(root, parent string) (cgroupMaker, error) {
+	if cgroups.Mode() == cgroups.Unified {
+		m := &cgroupV2Maker{root: root, parent: "/" + parent}
+		if _, err := cgroup2.NewManager(root, m.parent, &cgroup2.Resources{}); err != nil {
+			return nil, fmt.Errorf("cgroup v2 %s: %w", filepath.Join(root, parent), err)
+		}
+		return m, nil
+	}
+	m := &cgroupV1Maker{root: root, parent: "/" + parent}
+	for _, c := range v1Controllers {
+		p := filepath.Join(root, string(c), parent)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroup v1 %s controller: %w", c, err)
+		}
+	}
+	return m, nil
+}
+
+// v1Controllers are the v1 hierarchies a run joins: freezer to stop it
+// whole, pids, memory and cpu for the limits.
+var v1Controllers = []cgroup1.Name{cgroup1.Freezer, cgroup1.Pids, cgroup1.Memory, cgroup1.Cpu}
+
+type cgroupV1Maker struct{ root, parent string }
+
+func (m *cgroupV1Maker) version() string { return "v1" }
+
+func (m *cgroupV1Maker) make(name string, l cgroupLimits) (runCgroup, error) {
+	res := &specs.LinuxResources{}
+	if l.memoryBytes > 0 {
+		res.Memory = &specs.LinuxMemory{Limit: &l.memoryBytes}
+	}
+	if l.pids > 0 {
+		res.Pids = &specs.LinuxPids{Limit: &l.pids}
+	}
+	if l.cpuQuotaUs > 0 {
+		period := uint64(cpuPeriodUs)
+		res.CPU = &specs.LinuxCPU{Quota: &l.cpuQuotaUs, Period: &period}
+	}
+	root := m.root
+	hier := func() ([]cgroup1.Subsystem, error) {
+		return []cgroup1.Subsystem{cgroup1.NewFreezer(root), cgroup1.NewPids(root), cgroup1.NewMemory(root), cgroup1.NewCpu(root)}, nil
+	}
+	path := m.parent + "/" + name
+	cg, err := cgroup1.New(cgroup1.StaticPath(path), res, cgroup1.WithHierarchy(hier))
+	if err != nil {
+		return nil, fmt.Errorf("cgroup v1 %s: %w", path, err)
+	}
+	files := make([]string, len(v1Controllers))
+	for i, c := range v1Controllers {
+		files[i] = filepath.Join(root, string(c), path, "cgroup.procs")
+	}
+	return &cgroupV1{cg: cg, files: files}, nil
+}
+
+type cgroupV1 struct {
+	cg    cgroup1.Cgroup
+	files []string
+}
+
+func (c *cgroupV1) procsFiles() []string { return c.files }
+
+func (c *cgroupV1) pids() []int {
+	ps, err := c.cg.Processes(cgroup1.Freezer, true)
+	if err != nil {
+		return nil
+	}
+	out := make([]int, len(ps))
+	for i, p := range ps {
+		out[i] = p.Pid
+	}
+	return out
+}
+
+func (c *cgroupV1) signal(sig unix.Signal) {
+	for _, pid := range c.pids() {
+		_ = unix.Kill(pid, sig)
+	}
+}
+
+func (c *cgroupV1) kill(wait time.Duration) bool {
+	return supervise.KillUntilEmpty(wait, func() int {
+		if len(c.pids()) == 0 {
+			return 0 // the common case: nothing left, nothing to freeze
+		}
+		// Frozen, nothing in it can fork while the list is killed.
+		_ = c.cg.Freeze()
+		pids := c.pids()
+		for _, pid := range pids {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+		_ = c.cg.Thaw()
+		return len(pids)
+	})
+}
+
+func (c *cgroupV1) remove() error { return c.cg.Delete() }
+
+type cgroupV2Maker struct{ root, parent string }
+
+func (m *cgroupV2Maker) version() string { return "v2" }
+
+func (m *cgroupV2Maker) make(name string, l cgroupLimits) (runCgroup, error) {
+	res := &cgroup2.Resources{}
+	if l.memoryBytes > 0 {
+		res.Memory = &cgroup2.Memory{Max: &l.memoryBytes}
+	}
+	if l.pids > 0 {
+		res.Pids = &cgroup2.Pids{Max: l.pids}
+	}
+	if l.cpuQuotaUs > 0 {
+		period := uint64(cpuPeriodUs)
+		res.CPU = &cgroup2.CPU{Max: cgroup2.NewCPUMax(&l.cpuQuotaUs, &period)}
+	}
+	path := m.parent + "/" + name
+	mg, err := cgroup2.NewManager(m.root, path, res)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup v2 %s: %w", path, err)
+	}
+	return &cgroupV2{m: mg, file: filepath.Join(m.root, path, "cgroup.procs")}, nil
+}
+
+type cgroupV2 struct {
+	m    *cgroup2.Manager
+	file string
+}
+
+func (c *cgroupV2) procsFiles() []string { return []string{c.file} }
+
+func (c *cgroupV2) signal(sig unix.Signal) {
+	ps, _ := c.m.Procs(true)
+	for _, pid := range ps {
+		_ = unix.Kill(int(pid), sig)
+	}
+}
+
+func (c *cgroupV2) kill(wait time.Duration) bool {
+	return supervise.KillUntilEmpty(wait, func() int {
+		ps, _ := c.m.Procs(true)
+		if len(ps) > 0 {
+			_ = c.m.Kill() // cgroup.kill, or freeze-kill-thaw before 5.14
+		}
+		return len(ps)
+	})
+}
+
+func (c *cgroupV2) remove() error { return c.m.Delete() }
+
+// errNoCgroups: the policy sets a limit only a cgroup can enforce, and
+// this host gives the peer none.
+var errNoCgroups = errors.New("cgroups unavailable")
+
+// openCgroups sets up the runs' cgroups, or says why there are none. A
+// policy whose limits only a cgroup enforces is refused without them,
+// rather than run unlimited.
+func openCgroups(cfg ProcessConfig, log interface{ Warn(string, ...any) }) (cgroupMaker, error) {
+	needs := cfg.Policy.MaxMemoryBytes > 0 || cfg.Policy.MaxCPUs > 0
+	if cfg.DisableCgroups {
+		if needs {
+			return nil, fmt.Errorf("policy: max_memory_bytes and max_cpus need cgroups, which are disabled")
+		}
+		return nil, nil
+	}
+	m, err := newCgroupMaker(cfg.CgroupRoot, cfg.CgroupParent)
+	if err == nil {
+		sweepCgroups(cfg.CgroupRoot, cfg.CgroupParent)
+	}
+	if err != nil {
+		if needs {
+			return nil, fmt.Errorf("policy: max_memory_bytes and max_cpus need cgroups: %w: %v", errNoCgroups, err)
+		}
+		log.Warn("executor: runs get no cgroup: no memory or CPU limit, and a process that leaves its run's process group (setsid) survives a stop", "err", err)
+		return nil, nil
+	}
+	return m, nil
+}
+
+// cgroupLimits are the policy's limits of one run.
+func (p Policy) cgroupLimits() cgroupLimits {
+	return cgroupLimits{
+		memoryBytes: int64(min(p.MaxMemoryBytes, 1<<62)),
+		pids:        int64(min(p.MaxProcesses, 1<<30)),
+		cpuQuotaUs:  int64(p.MaxCPUs * cpuPeriodUs),
+	}
+}
+
+// cgroupName names a run's cgroup <task>-<peer pid>-<n>: unique among the
+// peers of one host (tests and demos run several), and telling which
+// leftovers belong to a peer that is gone.
+func cgroupName(task string, n uint64) string {
+	return fmt.Sprintf("%s-%d-%d", task, os.Getpid(), n)
+}
+
+// sweepCgroups removes the empty cgroups that peers no longer running
+// left under parent (a peer killed with SIGKILL cannot remove its own;
+// its supervisors killed their processes). A cgroup with processes in it
+// is not removed: rmdir refuses.
+func sweepCgroups(root, parent string) {
+	dirs := []string{filepath.Join(root, parent)}
+	if cgroups.Mode() != cgroups.Unified {
+		dirs = dirs[:0]
+		for _, c := range v1Controllers {
+			dirs = append(dirs, filepath.Join(root, string(c), parent))
+		}
+	}
+	for _, d := range dirs {
+		ents, _ := os.ReadDir(d)
+		for _, ent := range ents {
+			if ent.IsDir() && ownerGone(ent.Name()) {
+				_ = unix.Rmdir(filepath.Join(d, ent.Name()))
+			}
+		}
+	}
+}
+
+// ownerGone reports whether the peer whose pid is in a cgroupName is dead.
+func ownerGone(name string) bool {
+	parts := strings.Split(name, "-")
+	if len(parts) < 3 {
+		return false
+	}
+	pid, err := strconv.Atoi(parts[len(parts)-2])
+	if err != nil || pid <= 0 {
+		return false
+	}
+	return unix.Kill(pid, 0) == unix.ESRCH
+}

@@ -1,0 +1,193 @@
+package executor
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// needCgroups skips, saying why, when this host gives the executor no
+// cgroups; TestCgroupLimitsRefusedWithoutCgroups covers that case.
+func needCgroups(t *testing.T, e *ProcessExecutor) {
+	t.Helper()
+	if e.cgroups == nil {
+		t.Skip("this host gives the executor no cgroups (not root, or no writable hierarchy): the run cannot be confined; TestCgroupLimitsRefusedWithoutCgroups checks the refusal")
+	}
+}
+
+// runCgroupFile finds a file of the run's cgroup for task, v1 or v2.
+func runCgroupFile(task, controller, file string) string {
+	for _, pat := range []string{
+		filepath.Join("/sys/fs/cgroup", controller, DefaultCgroupParent, task+"-*", file),
+		filepath.Join("/sys/fs/cgroup", DefaultCgroupParent, task+"-*", file),
+	} {
+		if m, _ := filepath.Glob(pat); len(m) == 1 {
+			return m[0]
+		}
+	}
+	return ""
+}
+
+// TestStopKillsSetsidChild: a child that left the task's process group
+// and session (setsid) dies with the run when it is cancelled (issue 16:
+// it survived).
+func TestStopKillsSetsidChild(t *testing.T) {
+	e := newProc(t, allowShell())
+	needCgroups(t, e)
+	s := sh("escapee", `setsid sh -c 'echo $$ > esc.pid; exec sleep 300' & while [ ! -s esc.pid ]; do sleep 0.01; done; echo ready > ready; sleep 300`)
+	if err := e.Start(context.Background(), "m1", s); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, filepath.Join(workDir(e, "escapee"), "ready"))
+	pid, err := strconv.Atoi(strings.TrimSpace(readFile(t, filepath.Join(workDir(e, "escapee"), "esc.pid"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = killPid(pid) }()
+	if err := e.Stop(context.Background(), "escapee", 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	r := next(t, e)
+	if r.Reason != ReasonStopped {
+		t.Fatalf("reason %s (%s)", r.Reason, r.Detail)
+	}
+	if alive(pid) {
+		t.Fatalf("the setsid child %d survived the stop", pid)
+	}
+}
+
+// TestForkBombHeldByPidsLimit: max_processes is the run's cgroup pids
+// limit, which holds for a task running as root too (RLIMIT_NPROC does
+// not); the 29 sleeps it leaves die with the run (issue 16: 300 processes
+// were not limited).
+func TestForkBombHeldByPidsLimit(t *testing.T) {
+	pol := allowShell()
+	pol.MaxProcesses = 30
+	pol.MaxWallClock = 2 * time.Second
+	e := newProc(t, pol)
+	needCgroups(t, e)
+	// A loop, not the exponential bomb: were the limit missing, it would
+	// still be bounded by the wall clock.
+	if err := e.Start(context.Background(), "m1", sh("bomb", `while :; do sleep 30 & done`)); err != nil {
+		t.Fatal(err)
+	}
+	peak := 0
+	deadline := time.Now().Add(30 * time.Second)
+	var r Result
+	for done := false; !done; {
+		select {
+		case r = <-e.Results():
+			done = true
+		case <-time.After(20 * time.Millisecond):
+			if f := runCgroupFile("bomb", "pids", "pids.current"); f != "" {
+				if n, err := strconv.Atoi(strings.TrimSpace(readFileQuiet(f))); err == nil && n > peak {
+					peak = n
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no result")
+			}
+		}
+	}
+	// The shell gives up when fork fails (exit 2), or the wall clock
+	// ends it; either way the limit held and the run ended whole.
+	if r.Reason != ReasonTimeout && r.Reason != ReasonExitNonzero {
+		t.Errorf("reason %s (%s), want %s or %s", r.Reason, r.Detail, ReasonTimeout, ReasonExitNonzero)
+	}
+	if peak == 0 || peak > 30 {
+		t.Errorf("peak of %d processes, want 1..30", peak)
+	}
+	if f := runCgroupFile("bomb", "pids", "cgroup.procs"); f != "" {
+		t.Errorf("the run's cgroup is left: %s", f)
+	}
+}
+
+// TestDiskFillerKilled: a run over max_disk_bytes is killed with
+// disk_limit.
+func TestDiskFillerKilled(t *testing.T) {
+	pol := allowShell()
+	pol.MaxDiskBytes = 1 << 20
+	e := newProcCfg(t, ProcessConfig{TasksDir: filepath.Join(t.TempDir(), "tasks"), Policy: pol, DisableRAPL: true, DiskCheckInterval: 50 * time.Millisecond})
+	start := time.Now()
+	r := run(t, e, sh("filler", `head -c 8000000 /dev/zero > big; sleep 30`))
+	if r.Reason != ReasonDiskLimit || !strings.Contains(r.Detail, "limit is 1048576") {
+		t.Fatalf("reason %s (%s), want %s", r.Reason, r.Detail, ReasonDiskLimit)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("killed after %v", d)
+	}
+}
+
+// TestCgroupLimitsRefusedWithoutCgroups: memory and CPU limits only a
+// cgroup enforces are refused, not silently dropped, where there is none.
+func TestCgroupLimitsRefusedWithoutCgroups(t *testing.T) {
+	for _, cfg := range []ProcessConfig{
+		{DisableCgroups: true},
+		{CgroupRoot: "/proc/no-such-cgroup-root"},
+	} {
+		for _, pol := range []Policy{{MaxMemoryBytes: 1 << 30}, {MaxCPUs: 1}} {
+			pol.Allow, pol.UnsafeRunAsPeerUser = []string{"sh"}, true
+			cfg.TasksDir, cfg.Machines, cfg.Policy, cfg.DisableRAPL, cfg.Logger = filepath.Join(t.TempDir(), "t"), testMachines, pol, true, quiet
+			_, err := NewProcessExecutor(cfg)
+			if err == nil || !strings.Contains(err.Error(), "need cgroups") {
+				t.Errorf("%+v: %v", pol, err)
+			}
+		}
+	}
+	// Without such limits the executor runs, warning.
+	e := newProcCfg(t, ProcessConfig{TasksDir: filepath.Join(t.TempDir(), "t"), Policy: allowShell(), DisableRAPL: true, CgroupRoot: "/proc/no-such-cgroup-root"})
+	if e.cgroups != nil {
+		t.Fatal("cgroups under a missing root")
+	}
+	if r := run(t, e, sh("plain", "true")); !r.OK() {
+		t.Fatal(r)
+	}
+}
+
+func readFileQuiet(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
+
+func killPid(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
+
+// TestDiscardRemovesAttemptDir: after keep_task_dirs the attempt
+// directory goes; the checkpoint directory stays; anything that is not an
+// attempt directory of the executor is left alone.
+func TestDiscardRemovesAttemptDir(t *testing.T) {
+	pol := allowShell()
+	pol.KeepTaskDirs = 50 * time.Millisecond
+	e := newProc(t, pol)
+	s := sh("gc", `echo x > out.txt; echo state > "$CHECKPOINT_DIR/s"`)
+	s.Checkpointable = true
+	r := run(t, e, s)
+	if !r.OK() {
+		t.Fatal(r)
+	}
+	attempt := filepath.Dir(r.WorkDir)
+	e.Discard(Result{ID: "gc", WorkDir: "/etc/x"})     // not ours
+	e.Discard(Result{ID: "../gc", WorkDir: r.WorkDir}) // bad ID
+	e.Discard(Result{ID: "other", WorkDir: r.WorkDir}) // another task's
+	e.Discard(r)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(attempt); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still there", attempt)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(r.CheckpointDir, "s")); err != nil {
+		t.Errorf("checkpoint: %v", err)
+	}
+	if _, err := os.Stat("/etc/passwd"); err != nil {
+		t.Fatal(err)
+	}
+}

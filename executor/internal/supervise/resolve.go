@@ -1,0 +1,98 @@
+package supervise
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Reason codes, the executor's (executor.Reason*; a test checks they
+// match).
+const (
+	ReasonNotAllowed  = "not_allowed"
+	ReasonBadSpec     = "bad_spec"
+	ReasonStartFailed = "start_failed"
+)
+
+// LookPath finds an executable regular file named name in the PATH list,
+// without consulting the daemon's own environment.
+func LookPath(name, pathList string) (string, error) {
+	for _, dir := range filepath.SplitList(pathList) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%q not found in PATH %s", name, pathList)
+}
+
+// Resolve turns argv[0] into the path to execute and checks it against
+// the owner's allow list (allow, allowAny, with bare names looked up in
+// pathList). workDir is where relative paths point. On refusal reason is
+// one of the executor's reason codes and detail says why.
+func Resolve(argv0, workDir string, allow []string, allowAny bool, pathList string) (exe, reason, detail string) {
+	var path string
+	switch {
+	case filepath.IsAbs(argv0):
+		path = filepath.Clean(argv0)
+	case strings.Contains(argv0, "/"):
+		if !allowAny {
+			return "", ReasonNotAllowed, fmt.Sprintf("relative executable %q: the machine owner's policy allows files shipped with the task only with allow_any", argv0)
+		}
+		if err := localPath(argv0); err != nil {
+			return "", ReasonBadSpec, fmt.Sprintf("executable %q: %v", argv0, err)
+		}
+		path = filepath.Join(workDir, argv0)
+	default:
+		found, err := LookPath(argv0, pathList)
+		if err != nil {
+			if allowAny {
+				return "", ReasonStartFailed, fmt.Sprintf("executable %v", err)
+			}
+			// An unknown name cannot be on the allow list either; say both.
+			return "", ReasonNotAllowed, fmt.Sprintf("executable %v, and the machine owner's policy does not allow it", err)
+		}
+		path = found
+	}
+	if allowAny {
+		return path, "", ""
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", ReasonNotAllowed, fmt.Sprintf("executable %q (%s) is not on the machine owner's allow list: %v", argv0, path, err)
+	}
+	for _, a := range allow {
+		ap := a
+		if !filepath.IsAbs(a) {
+			if ap, err = LookPath(a, pathList); err != nil {
+				continue
+			}
+		}
+		if afi, err := os.Stat(ap); err == nil && os.SameFile(fi, afi) {
+			return path, "", ""
+		}
+	}
+	return "", ReasonNotAllowed, fmt.Sprintf("executable %q (%s) is not on the machine owner's allow list", argv0, path)
+}
+
+// localPath checks that name is a path inside the work directory.
+func localPath(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty")
+	case strings.IndexByte(name, 0) >= 0:
+		return errors.New("contains a NUL byte")
+	case filepath.IsAbs(name):
+		return errors.New("absolute path")
+	case !filepath.IsLocal(name):
+		return errors.New("escapes the work directory")
+	case filepath.Clean(name) == ".":
+		return errors.New("names the work directory itself")
+	}
+	return nil
+}

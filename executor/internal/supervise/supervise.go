@@ -1,0 +1,435 @@
+// Package supervise is the part of a run that is not the peer: the run's
+// supervisor, the running binary re-executed (docs/EXECUTOR.md, "The
+// supervisor").
+//
+// It is a package of its own, with the standard library and x/sys as its
+// only dependencies, so that its init function — the dispatch — runs
+// before most packages of the rest of the binary are initialized: every
+// supervisor pays less start-up for them.
+//
+// A run is two processes besides the peer:
+//
+//	peer ──exec──► coopgrid-supervisor ──fork, setuid, execve──► task
+//	               (peer's user, stays)       (run user; held at its first
+//	                                           instruction until confined)
+//
+// The supervisor is the running binary itself (/proc/self/exe), selected
+// by argv[0] together with Env. The dispatch is in this package's init
+// function, so that every binary linking the executor — the peer, and
+// every package's test binary — serves it: a binary that forgot the
+// dispatch would run itself (its tests, its CLI) as the task's supervisor.
+//
+// The supervisor starts the task traced, so that the kernel stops it right
+// after its execve, before its first instruction; it checks the executable
+// that was exec'd, sets the limits and joins the cgroup while the task is
+// stopped, then lets it go (startTask). It then waits for the task,
+// reports its wait status on fd 5, and enforces the run's lease (fd 4),
+// because a stopped or dead peer cannot.
+package supervise
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	Env            = "COOPGRID_EXEC_HELPER"
+	SupervisorArg0 = "coopgrid-supervisor"
+	// exitHelperFailed: the supervisor could not do its job; nothing of
+	// the task ran (125, as the old shell gate).
+	exitHelperFailed = 125
+)
+
+// File descriptors of the supervisor.
+const (
+	fdConfig = 3 // the JSON config, read to EOF (the gate)
+	fdLease  = 4 // supervisor: one byte per renewal; EOF when the peer dies
+	fdStatus = 5 // supervisor: its report, written once
+)
+
+func init() {
+	mode := os.Getenv(Env)
+	a0 := filepath.Base(os.Args[0])
+	if mode == "supervisor" && a0 == SupervisorArg0 {
+		os.Exit(superviseMain())
+	}
+}
+
+// Config is what the peer tells a run's supervisor.
+type Config struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir"`
+	// Policy is the part of the owner's policy the task init checks the
+	// executable against.
+	Allow    []string `json:"allow,omitempty"`
+	AllowAny bool     `json:"allow_any,omitempty"`
+	Path     string   `json:"path"`
+	Rlimits  []Rlimit `json:"rlimits,omitempty"`
+	// RunAs: the task's Credentials; nil keeps the supervisor's.
+	RunAs *Credential `json:"run_as,omitempty"`
+	// Cgroups are cgroup.procs files the task init is written into before
+	// it runs anything (one per v1 controller, one for v2).
+	Cgroups []string `json:"cgroups,omitempty"`
+	// LeaseMs, when positive, kills the run when no renewal byte arrived on
+	// fdLease for that long.
+	LeaseMs int64 `json:"lease_ms,omitempty"`
+	// EndMarker is the file where the supervisor records, durably, when
+	// it killed the run for want of a lease: a peer killed with SIGKILL
+	// reads it at its next boot as the run's end (journal.go).
+	EndMarker string `json:"end_marker,omitempty"`
+	// Landlock, when set, hides the peer's data directory from the task.
+	Landlock *Landlock `json:"landlock,omitempty"`
+}
+
+type Credential struct {
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+}
+
+// Status is the supervisor's report on fdStatus.
+type Status struct {
+	// WaitStatus is the task's raw wait status; valid when Exited.
+	Exited     bool   `json:"exited"`
+	WaitStatus uint32 `json:"wait_status"`
+	UserUs     int64  `json:"user_us"`
+	SysUs      int64  `json:"sys_us"`
+	// InitReason/InitErr: the supervisor refused to let the task run
+	// (reason code and detail); it never ran an instruction of its own.
+	InitReason string `json:"init_reason,omitempty"`
+	InitErr    string `json:"init_err,omitempty"`
+	// LeaseLapsed: the supervisor killed the run because the peer stopped
+	// renewing its lease (or died).
+	LeaseLapsed string `json:"lease_lapsed,omitempty"`
+	// KilledAtUs: when the run was found dead after that kill (unix µs).
+	KilledAtUs int64 `json:"killed_at_us,omitempty"`
+}
+
+// readConfig reads a JSON config from fd to EOF: the EOF is the gate.
+func readConfig(fd int, v any) error {
+	f := os.NewFile(uintptr(fd), "config")
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 64<<20))
+	if err != nil {
+		return err
+	}
+	if len(b) == 0 {
+		return errors.New("no config: the peer went away before releasing the run")
+	}
+	return json.Unmarshal(b, v)
+}
+
+func helperFail(who string, err error) int {
+	fmt.Fprintf(os.Stderr, "%s: %v\n", who, err)
+	return exitHelperFailed
+}
+
+// superviseMain runs in the supervisor process.
+func superviseMain() int {
+	// The inherited descriptors must not leak into the task.
+	for _, fd := range []int{fdConfig, fdLease, fdStatus} {
+		unix.CloseOnExec(fd)
+	}
+	// SIGTERM and friends reach the task through the process group; the
+	// supervisor must outlive them to report. Notify (not Ignore), so the
+	// task does not inherit an ignored disposition.
+	signal.Notify(make(chan os.Signal, 1), unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT)
+	var cfg Config
+	if err := readConfig(fdConfig, &cfg); err != nil {
+		return helperFail(SupervisorArg0, err)
+	}
+	status := os.NewFile(fdStatus, "status")
+	st, err := supervise(&cfg)
+	if err != nil {
+		return helperFail(SupervisorArg0, err)
+	}
+	_ = json.NewEncoder(status).Encode(st)
+	return 0
+}
+
+// supervise starts the task, and waits for it while watching the lease.
+// A refused task (not allowed, limits that cannot be set) is a Status with
+// InitReason, not an error: nothing of it ran.
+func supervise(cfg *Config) (Status, error) {
+	var st Status
+	// The task's death signal and this thread's no_new_privs are tied to
+	// the thread that forks it, and only that thread may detach it: the
+	// supervisor stays on it.
+	runtime.LockOSThread()
+	cmd, reason, detail := startTask(cfg)
+	if reason != "" {
+		st.Exited, st.InitReason, st.InitErr = true, reason, detail
+		return st, nil
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	lapsed := watchLease(os.NewFile(fdLease, "lease"), time.Duration(cfg.LeaseMs)*time.Millisecond)
+	select {
+	case <-waited:
+	case why := <-lapsed:
+		// The peer is stopped, cut off or dead: it cannot stop the run
+		// itself. Report first, then take the whole group, supervisor
+		// included (the peer's cgroup kill catches what left it).
+		st.LeaseLapsed = why
+		killCgroupProcs(cfg.Cgroups, 5*time.Second)
+		st.KilledAtUs = time.Now().UnixMicro()
+		writeEndMarker(cfg.EndMarker, st.KilledAtUs)
+		writeStatusNow(st)
+		_ = unix.Kill(-unix.Getpgrp(), unix.SIGKILL)
+		<-waited
+	}
+	ps := cmd.ProcessState
+	st.Exited = true
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
+		st.WaitStatus = uint32(ws)
+	}
+	st.UserUs = ps.UserTime().Microseconds()
+	st.SysUs = ps.SystemTime().Microseconds()
+	return st, nil
+}
+
+// writeStatusNow writes a report before the supervisor kills its own group.
+func writeStatusNow(st Status) {
+	_ = json.NewEncoder(os.NewFile(fdStatus, "status")).Encode(st)
+}
+
+// watchLease reports why the run must end: the peer closed the lease pipe
+// (it died), or, with a positive lease, no renewal came for that long.
+// Every byte read is a renewal.
+func watchLease(f *os.File, lease time.Duration) <-chan string {
+	out := make(chan string, 1)
+	renew := make(chan struct{}, 1)
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, err := f.Read(buf); err != nil {
+				out <- "the peer closed the lease (it exited or died)"
+				return
+			}
+			select {
+			case renew <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	if lease <= 0 {
+		return out
+	}
+	go func() {
+		t := time.NewTimer(lease)
+		for {
+			select {
+			case <-renew:
+				t.Reset(lease)
+			case <-t.C:
+				select {
+				case out <- fmt.Sprintf("the peer did not renew the run's lease for %v", lease):
+				default:
+				}
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// killCgroupProcs SIGKILLs every process listed in the run's cgroup.procs
+// files until they list none (the pids limit bounds a fork race), or wait
+// has passed. The supervisor is not in the cgroup.
+func killCgroupProcs(files []string, wait time.Duration) {
+	KillUntilEmpty(wait, func() int {
+		n := 0
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			for _, field := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(field); err == nil {
+					_ = unix.Kill(pid, unix.SIGKILL)
+					n++
+				}
+			}
+		}
+		return n
+	})
+}
+
+// writeEndMarker records when the run was killed, fsync'd, for a peer that
+// may be dead and read it only at its next boot.
+func writeEndMarker(path string, atUs int64) {
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return
+	}
+	_, _ = fmt.Fprintf(f, "%d\n", atUs)
+	_ = f.Sync()
+	_ = f.Close()
+}
+
+// ReadEndMarker is writeEndMarker's time, if the file holds one.
+func ReadEndMarker(path string) (int64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return v, err == nil && v > 0
+}
+
+// EndMarkerFile is where the supervisor of attempt's run writes its marker.
+func EndMarkerFile(tasksDir, task string, attempt int) string {
+	return filepath.Join(tasksDir, task, "attempt-"+strconv.Itoa(attempt), "supervisor.end")
+}
+
+// Rlimit is one resource limit the task init sets on itself.
+type Rlimit struct {
+	Resource int    `json:"resource"`
+	Name     string `json:"name"`
+	Cur      uint64 `json:"cur"`
+	Max      uint64 `json:"max"`
+}
+
+// KillUntilEmpty repeats round (which kills what it finds and says how
+// many it found) until a round finds nothing, or wait has passed; it
+// reports whether processes are left.
+func KillUntilEmpty(wait time.Duration, round func() int) (survivors bool) {
+	deadline := time.Now().Add(wait)
+	for round() > 0 {
+		if time.Now().After(deadline) {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return false
+}
+
+// startTask starts the task and holds it at its first instruction, the
+// state in which ptrace stops a traced child right after its execve, to
+// check and confine it before letting it go:
+//
+//   - the executable is resolved and checked against the allow list
+//     before the fork, and after the execve /proc/PID/exe must be that
+//     very file (a script runs its interpreter: the script was checked);
+//   - the credentials (setgroups([]), setgid, setuid) are switched by the
+//     fork before the execve;
+//   - no_new_privs comes from this thread, which forks it;
+//   - the resource limits are set on it with prlimit, and it joins the
+//     run's cgroup, while it is stopped.
+//
+// Then it is detached and runs. No shell, no second helper process.
+func startTask(cfg *Config) (cmd *exec.Cmd, reason, detail string) {
+	if len(cfg.Argv) == 0 {
+		return nil, ReasonStartFailed, "empty argv"
+	}
+	exe, reason, detail := Resolve(cfg.Argv[0], cfg.Dir, cfg.Allow, cfg.AllowAny, cfg.Path)
+	if reason != "" {
+		return nil, reason, detail
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return nil, ReasonStartFailed, fmt.Sprintf("no_new_privs: %v", err)
+	}
+	if cfg.Landlock != nil {
+		// This thread too: it only forks the task, writes its cgroup and
+		// the end marker, which the ruleset allows.
+		if err := cfg.Landlock.apply(); err != nil {
+			return nil, ReasonStartFailed, fmt.Sprintf("sandbox: %v", err)
+		}
+	}
+	cmd = &exec.Cmd{
+		Path:   exe,
+		Args:   cfg.Argv,
+		Env:    StripLoaderEnv(cfg.Env),
+		Dir:    cfg.Dir,
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
+		// The task dies with its supervisor.
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Ptrace: true},
+	}
+	if cfg.RunAs != nil {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: cfg.RunAs.UID, Gid: cfg.RunAs.GID, Groups: []uint32{}}
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, ReasonStartFailed, fmt.Sprintf("start %s: %v", exe, err)
+	}
+	pid := cmd.Process.Pid
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, ReasonStartFailed, fmt.Sprintf("start %s: not stopped after its execve (%v, status %#x)", exe, err, uint32(ws))
+	}
+	if reason, detail := confine(cfg, pid, exe); reason != "" {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		_ = unix.PtraceDetach(pid)
+		_ = cmd.Wait()
+		return nil, reason, detail
+	}
+	if err := unix.PtraceDetach(pid); err != nil {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		_ = cmd.Wait()
+		return nil, ReasonStartFailed, fmt.Sprintf("release %s: %v", exe, err)
+	}
+	return cmd, "", ""
+}
+
+// confine checks and confines the stopped task pid.
+func confine(cfg *Config, pid int, exe string) (reason, detail string) {
+	if !isScript(exe) {
+		want, err1 := os.Stat(exe)
+		got, err2 := os.Stat(fmt.Sprintf("/proc/%d/exe", pid))
+		if err1 != nil || err2 != nil || !os.SameFile(want, got) {
+			return ReasonNotAllowed, fmt.Sprintf("executable %s changed between its check and its execve", exe)
+		}
+	}
+	for _, l := range cfg.Rlimits {
+		var old unix.Rlimit
+		if err := unix.Prlimit(pid, l.Resource, nil, &old); err != nil {
+			return ReasonStartFailed, fmt.Sprintf("resource limits: prlimit %s: %v", l.Name, err)
+		}
+		// Never above the hard limit it has: raising it needs privileges,
+		// and the owner's intent is a ceiling.
+		nl := unix.Rlimit{Cur: min(l.Cur, old.Max), Max: min(l.Max, old.Max)}
+		if err := unix.Prlimit(pid, l.Resource, &nl, nil); err != nil {
+			if errors.Is(err, unix.EPERM) {
+				return ReasonStartFailed, fmt.Sprintf("resource limits: prlimit %s: %v (setting a limit on a task that runs as another user needs CAP_SYS_RESOURCE)", l.Name, err)
+			}
+			return ReasonStartFailed, fmt.Sprintf("resource limits: prlimit %s: %v", l.Name, err)
+		}
+	}
+	for _, procs := range cfg.Cgroups {
+		if err := os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0); err != nil {
+			return ReasonStartFailed, fmt.Sprintf("join cgroup %s: %v", procs, err)
+		}
+	}
+	return "", ""
+}
+
+// isScript reports whether path starts with "#!": the kernel runs its
+// interpreter, so /proc/PID/exe names that.
+func isScript(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, 2)
+	n, _ := io.ReadFull(f, b)
+	return n == 2 && string(b) == "#!"
+}

@@ -1,0 +1,134 @@
+package executor
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// leaseTask leaves a setsid child behind, writes both pids and waits.
+func leaseTask(id, dir string) TaskSpec {
+	return sh(id, `setsid sleep 300 & echo $! > `+filepath.Join(dir, "child")+`; echo $$ > `+filepath.Join(dir, "leader")+`; exec sleep 300`)
+}
+
+func readPid(t *testing.T, p string) int {
+	t.Helper()
+	pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, p)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// TestLeaseLapsesWithoutContact: a peer that loses contact with its
+// federation stops renewing, and the run's supervisor kills the run whole
+// within 2 × the lease of the last contact.
+func TestLeaseLapsesWithoutContact(t *testing.T) {
+	lastContact := time.Now()
+	const lease = 600 * time.Millisecond
+	e := newProcCfg(t, ProcessConfig{TasksDir: filepath.Join(t.TempDir(), "tasks"), Policy: allowShell(), DisableRAPL: true,
+		Lease: lease, Contact: func() time.Time { return lastContact }})
+	dir := t.TempDir()
+	if err := e.Start(context.Background(), "m1", leaseTask("cutoff", dir)); err != nil {
+		t.Fatal(err)
+	}
+	child := readPid(t, filepath.Join(dir, "child"))
+	defer syscall.Kill(child, syscall.SIGKILL)
+	r := next(t, e)
+	took := r.End.Sub(lastContact)
+	if r.Reason != ReasonStopped || !r.LeaseLapsed || !strings.Contains(r.Detail, "lease lapsed") {
+		t.Fatalf("reason %s (%s)", r.Reason, r.Detail)
+	}
+	if took > 2*lease+500*time.Millisecond {
+		t.Errorf("killed %v after the last contact, lease %v", took, lease)
+	}
+	if e.cgroups != nil && alive(child) {
+		t.Errorf("the setsid child %d outlived the lease", child)
+	}
+}
+
+// The helper process of TestStoppedPeerCannotKeepItsRun: a peer stand-in
+// with a lease, which the test stops with SIGSTOP.
+func TestLeaseHelperProcess(t *testing.T) {
+	dir := os.Getenv("COOPGRID_LEASE_HELPER")
+	if dir == "" {
+		t.Skip("helper process only")
+	}
+	e, err := NewProcessExecutor(ProcessConfig{TasksDir: filepath.Join(dir, "tasks"), Machines: testMachines, Policy: allowShell(),
+		DisableRAPL: true, Logger: quiet, JournalPath: filepath.Join(dir, RunJournalFile), Lease: 500 * time.Millisecond})
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	if err := e.Start(context.Background(), "m1", leaseTask("paused", dir)); err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	fmt.Println("started")
+	time.Sleep(10 * time.Minute)
+}
+
+// TestStoppedPeerCannotKeepItsRun: a SIGSTOPped peer cannot stop its
+// tasks; its supervisors do, once the lease lapses — well before the
+// leader may declare the machines lost and place the tasks again. The
+// journal, read by the next boot, ends the run when the supervisor killed
+// it (issue 16: a paused peer's tasks ran to completion twice).
+func TestStoppedPeerCannotKeepItsRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLeaseHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "COOPGRID_LEASE_HELPER="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "started" {
+		t.Fatalf("helper said %q, %v", line, err)
+	}
+	leader := readPid(t, filepath.Join(dir, "leader"))
+	child := readPid(t, filepath.Join(dir, "child"))
+	defer syscall.Kill(child, syscall.SIGKILL)
+	defer syscall.Kill(leader, syscall.SIGKILL)
+	stopped := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := stopped.Add(5 * time.Second)
+	for alive(leader) || (alive(child) && hasCgroups()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stopped peer's task still runs after %v (lease 500ms)", time.Since(stopped))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	dead := time.Now()
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	// The next boot ends the run when its supervisor killed it.
+	newProcCfg(t, ProcessConfig{TasksDir: filepath.Join(dir, "tasks"), Policy: allowShell(), DisableRAPL: true, JournalPath: filepath.Join(dir, RunJournalFile)})
+	rs := runsOf(t, filepath.Join(dir, RunJournalFile), "paused")
+	if len(rs) != 1 || rs[0].Ending != JournalAbandoned || rs[0].EndUs < stopped.UnixMicro() || rs[0].EndUs > dead.UnixMicro() {
+		t.Fatalf("journal %+v: want abandoned between the stop (%d) and the time the task was seen dead (%d)", rs, stopped.UnixMicro(), dead.UnixMicro())
+	}
+}
+
+// hasCgroups says whether this host gives the executor cgroups, without
+// which a setsid child is out of reach.
+func hasCgroups() bool {
+	_, err := newCgroupMaker("/sys/fs/cgroup", DefaultCgroupParent)
+	return err == nil
+}

@@ -1,0 +1,66 @@
+package safeopen
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestOpenRegular: links anywhere on the path, escapes, FIFOs and hard
+// links are refused, with both openat2 and the O_NOFOLLOW walk.
+func TestOpenRegular(t *testing.T) {
+	root := t.TempDir()
+	secret := filepath.Join(t.TempDir(), "secret")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(secret, []byte("secret"), 0o600))
+	must(os.MkdirAll(filepath.Join(root, "out"), 0o755))
+	must(os.WriteFile(filepath.Join(root, "out", "ok.txt"), []byte("ok"), 0o644))
+	must(os.Symlink(secret, filepath.Join(root, "link.txt")))
+	must(os.Symlink("out", filepath.Join(root, "dirlink")))
+	must(os.Symlink(filepath.Dir(secret), filepath.Join(root, "outside")))
+	must(syscall.Mkfifo(filepath.Join(root, "fifo"), 0o644))
+	must(os.WriteFile(filepath.Join(root, "a"), []byte("a"), 0o644))
+	must(os.Link(filepath.Join(root, "a"), filepath.Join(root, "b")))
+	for name, open := range map[string]func(int, string) (int, error){"openat2": openat2, "walk": walk} {
+		t.Run(name, func(t *testing.T) {
+			dir, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			must(err)
+			defer unix.Close(dir)
+			fd, err := open(dir, "out/ok.txt")
+			if errors.Is(err, unix.ENOSYS) {
+				t.Skip("openat2 is not available on this kernel (the walk is the fallback)")
+			}
+			must(err)
+			unix.Close(fd)
+			for _, bad := range []string{"link.txt", "dirlink/ok.txt", "outside/secret"} {
+				if fd, err := open(dir, bad); err == nil {
+					unix.Close(fd)
+					t.Errorf("%s opened", bad)
+				}
+			}
+		})
+	}
+	f, err := OpenRegular(root, "out/ok.txt")
+	must(err)
+	b, _ := io.ReadAll(f)
+	f.Close()
+	if string(b) != "ok" {
+		t.Fatalf("read %q", b)
+	}
+	for _, bad := range []string{"link.txt", "dirlink/ok.txt", "outside/secret", "../x", "/etc/passwd", "fifo", "a", "out"} {
+		if f, err := OpenRegular(root, bad); err == nil {
+			f.Close()
+			t.Errorf("OpenRegular(%q) succeeded", bad)
+		}
+	}
+}
