@@ -152,6 +152,10 @@ type MachineView struct {
 	// the declared speed.
 	EffectiveGFLOPS float64 `json:"effective_gflops,omitempty"`
 	SpeedMismatch   bool    `json:"speed_mismatch,omitempty"`
+	// Unprotected: the machine's owner opted in (unsafe_run_as_peer_user)
+	// to tasks running with its peer's own user and privileges, neither as
+	// a dedicated user nor in a sandbox (docs/SECURITY.md, "Tasks").
+	Unprotected bool `json:"unprotected,omitempty"`
 }
 
 // TaskQuery filters GET /v1/tasks (?org=&state=&limit=).

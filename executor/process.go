@@ -216,6 +216,16 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 	return e, nil
 }
 
+// Unprotected says whether this executor's tasks run with the peer's own
+// user and privileges: the policy allows something, there is no run_as
+// user and no sandbox, which NewProcessExecutor accepts only with the
+// owner's UnsafeRunAsPeerUser. The peer declares it in its machines'
+// registration, so that every member's `peer machines` shows it.
+func (e *ProcessExecutor) Unprotected() bool {
+	p := e.cfg.Policy
+	return p.RunAs == "" && !e.sandbox && (len(p.Allow) > 0 || p.AllowAny)
+}
+
 // EnergySource is where this executor's energy figures come from: RAPL
 // when the counters were readable at start, otherwise declared.
 func (e *ProcessExecutor) EnergySource() EnergySource {

@@ -74,7 +74,7 @@ func (l *Ledger) reportedRun(c *Command, task, machine string) (*Task, *Machine,
 func newMachine(org string, s MachineSpec, atMs int64) *Machine {
 	return &Machine{
 		ID: org + "/" + s.Name, Org: org, Name: s.Name,
-		MFLOPS: s.MFLOPS, BusyMilliW: s.BusyMilliW, IdleMilliW: s.IdleMilliW,
+		MFLOPS: s.MFLOPS, BusyMilliW: s.BusyMilliW, IdleMilliW: s.IdleMilliW, Unprotected: s.Unprotected,
 		State: MachineUp, LastHeartbeatMs: atMs,
 	}
 }

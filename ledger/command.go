@@ -136,6 +136,12 @@ type MachineSpec struct {
 	MFLOPS     int64  `json:"mflops"`
 	BusyMilliW int64  `json:"busy_mw"`
 	IdleMilliW int64  `json:"idle_mw,omitempty"`
+	// Unprotected: its owner opted in (unsafe_run_as_peer_user) to tasks
+	// running with the owner's peer's own user and privileges, neither as
+	// a dedicated user nor in a sandbox (docs/SECURITY.md, "Tasks").
+	// Declared so that every member sees it, not only the owner's log.
+	// Omitted when false: older entries encode and replay as before.
+	Unprotected bool `json:"unprotected,omitempty"`
 }
 
 // AddMachine adds a machine to the acting organisation.

@@ -78,6 +78,15 @@ func goldenCommands() []goldenCmd {
 			cmd: with(func(c *Command) {
 				c.AddMachine = &AddMachine{Machine: MachineSpec{Name: "m3", MFLOPS: 10, BusyMilliW: 10, IdleMilliW: 1}}
 			})},
+		// unprotected (issue 16) is omitempty: the cases above, without
+		// it, keep their bytes and hashes.
+		{name: "add_machine unprotected", kind: KindAddMachine,
+			json:   `{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"add_machine":{"machine":{"name":"m3","mflops":10,"busy_mw":10,"unprotected":true}}}`,
+			result: `{"index":0,"kind":"add_machine"}`,
+			hash:   "a9ff0135ec4a88530d67c0e36c47dbc62a57b052cb2900e298715d02e28bd32a",
+			cmd: with(func(c *Command) {
+				c.AddMachine = &AddMachine{Machine: MachineSpec{Name: "m3", MFLOPS: 10, BusyMilliW: 10, Unprotected: true}}
+			})},
 		{name: "remove_machine", kind: KindRemoveMachine,
 			json:   `{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"remove_machine":{"machine":"uni-a/m3"}}`,
 			result: `{"index":0,"kind":"remove_machine","err":{"code":"unknown_machine","msg":"machine \"uni-a/m3\" is not registered"}}`,

@@ -142,6 +142,10 @@ type Machine struct {
 	MFLOPS     int64 `json:"mflops"`
 	BusyMilliW int64 `json:"busy_mw"`
 	IdleMilliW int64 `json:"idle_mw,omitempty"`
+	// Unprotected is the registration's MachineSpec.Unprotected: tasks
+	// placed here run with its owner's peer's own user and privileges.
+	// Omitted when false, so that older states encode and hash as before.
+	Unprotected bool `json:"unprotected,omitempty"`
 	// State is up or lost.
 	State MachineState `json:"state"`
 	// LastHeartbeatMs is the time of the last heartbeat (or of the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/coopgrid/coopgrid/config"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -244,4 +245,40 @@ func TestRestartReconcilesMachines(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestRestartRedeclaresProtection: a peer whose owner opts in to tasks
+// running as the peer's own user registers its machine unprotected; once
+// the owner sets a run_as user instead, the next start registers it again,
+// protected, so the ledger never shows a machine safer than it is, nor
+// keeps a stale warning (issue 16).
+func TestRestartRedeclaresProtection(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: not root, the opt-in gives the Landlock sandbox where the kernel has it, so nothing runs unprotected")
+	}
+	if _, err := user.Lookup("coopgrid-task"); err != nil {
+		t.Skipf("needs the run_as user coopgrid-task: %v", err)
+	}
+	const machine = "machines:\n  - {name: m1, gflops: 10, busy_watts: 100}\npolicy:\n  allow: [/bin/true]\n"
+	tn := newTNode(t, "pr-a", "", machine+"  unsafe_run_as_peer_user: true\n", testConfig("process"))
+	unprotected := func() bool {
+		var u bool
+		tn.n.cons.View(func(l *ledger.Ledger) {
+			m, ok := l.Machine("pr-a/m1")
+			u = ok && m.Unprotected
+		})
+		return u
+	}
+	tn.start()
+	if !unprotected() {
+		t.Fatal("the opt-in's machine is registered protected")
+	}
+	tn.close()
+	if err := os.WriteFile(filepath.Join(tn.dir, config.MachinesFile), []byte(machine+"  run_as: coopgrid-task\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tn.start()
+	if unprotected() {
+		t.Fatal("with run_as the machine is still registered unprotected")
+	}
 }

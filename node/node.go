@@ -83,7 +83,11 @@ type Node struct {
 	cons   *consensus.Node
 	lead   *leader.Leader
 	exec   executor.Executor // nil when the peer offers no machines
-	files  *transfer.Service
+	// unprotected: the executor runs tasks with this peer's own user and
+	// privileges (the owner's unsafe_run_as_peer_user); declared in the
+	// machines' registration (ledger.MachineSpec.Unprotected).
+	unprotected bool
+	files       *transfer.Service
 	// runner runs what the ledger places on this peer's machines.
 	runner *runner.Runner
 
@@ -312,6 +316,11 @@ func (n *Node) startExecutor(mf *executor.MachinesFile) error {
 		return err
 	}
 	n.exec = exec
+	// Only the process executor runs anything on the host; a simulated
+	// one runs nothing, so it protects trivially.
+	if p, ok := exec.(interface{ Unprotected() bool }); ok {
+		n.unprotected = p.Unprotected()
+	}
 	return nil
 }
 

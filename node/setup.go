@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/coopgrid/coopgrid/executor"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -199,7 +200,7 @@ func (n *Node) register(ctx context.Context) error {
 		var power int64
 		for _, name := range n.machineNames() {
 			m := n.machines[name]
-			specs = append(specs, machineSpec(m.Name, m.MFLOPS(), m.BusyMilliW(), m.IdleMilliW()))
+			specs = append(specs, n.machineSpec(m))
 			power += m.BusyMilliW()
 		}
 		lim := n.limit.MilliWatts(power)
@@ -257,8 +258,11 @@ func (n *Node) executorRules(first, hasMachines bool) *ledger.Rules {
 	return &ledger.Rules{Executors: mode}
 }
 
-func machineSpec(name string, mflops, busy, idle int64) ledger.MachineSpec {
-	return ledger.MachineSpec{Name: name, MFLOPS: mflops, BusyMilliW: busy, IdleMilliW: idle}
+// machineSpec is how this peer declares one of its machines: its figures,
+// and whether its tasks run unprotected (with this peer's own user), which
+// every member then sees in `peer machines`.
+func (n *Node) machineSpec(m executor.MachineConfig) ledger.MachineSpec {
+	return ledger.MachineSpec{Name: m.Name, MFLOPS: m.MFLOPS(), BusyMilliW: m.BusyMilliW(), IdleMilliW: m.IdleMilliW(), Unprotected: n.unprotected}
 }
 
 func (n *Node) machineNames() []string {
@@ -279,8 +283,9 @@ func (n *Node) machineNames() []string {
 //     the queue and the open segments are closed with the declared-power
 //     estimate. The heartbeat loop then brings it back up (Heartbeat);
 //   - a machine that is no longer in the machines file is declared lost if
-//     it holds anything, then removed; one whose GFLOPS or watts changed is
-//     removed and added again with the new figures;
+//     it holds anything, then removed; one whose GFLOPS or watts changed,
+//     or whose protection changed (unsafe_run_as_peer_user), is removed and
+//     added again with the new figures;
 //   - a machine of the file that the ledger lacks is added.
 //
 // Tasks only assigned (not started) are left alone: the bridge starts them.
@@ -312,7 +317,10 @@ func (n *Node) reconcileMachines(ctx context.Context) error {
 	for _, m := range mine {
 		inLedger[m.Name] = true
 		want, configured := n.machines[m.Name]
-		changed := configured && (want.MFLOPS() != m.MFLOPS || want.BusyMilliW() != m.BusyMilliW || want.IdleMilliW() != m.IdleMilliW)
+		// A changed protection re-registers the machine too, so that the
+		// ledger never shows a machine safer than it is.
+		changed := configured && (want.MFLOPS() != m.MFLOPS || want.BusyMilliW() != m.BusyMilliW || want.IdleMilliW() != m.IdleMilliW ||
+			n.unprotected != m.Unprotected)
 		orphan := running[m.ID] || stopped[m.ID]
 		if m.State == ledger.MachineUp && (orphan || ((!configured || changed) && m.Task != "")) {
 			if err := n.declareLost(ctx, m.ID); err != nil {
@@ -327,7 +335,7 @@ func (n *Node) reconcileMachines(ctx context.Context) error {
 			n.log.Info("machine removed", "machine", m.ID, "reason", map[bool]string{true: "changed in the machines file", false: "no longer in the machines file"}[changed])
 		}
 		if changed {
-			spec := machineSpec(want.Name, want.MFLOPS(), want.BusyMilliW(), want.IdleMilliW())
+			spec := n.machineSpec(want)
 			if _, err := n.propose(ctx, func(c *ledger.Command) { c.AddMachine = &ledger.AddMachine{Machine: spec} }); err != nil {
 				return fmt.Errorf("add machine %s: %w", m.ID, err)
 			}
@@ -338,7 +346,7 @@ func (n *Node) reconcileMachines(ctx context.Context) error {
 			continue
 		}
 		m := n.machines[name]
-		spec := machineSpec(m.Name, m.MFLOPS(), m.BusyMilliW(), m.IdleMilliW())
+		spec := n.machineSpec(m)
 		if _, err := n.propose(ctx, func(c *ledger.Command) { c.AddMachine = &ledger.AddMachine{Machine: spec} }); err != nil && ledger.CodeOf(err) != ledger.CodeExists {
 			return fmt.Errorf("add machine %s/%s: %w", n.org, name, err)
 		}

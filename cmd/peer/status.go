@@ -165,14 +165,26 @@ func newMachinesCmd() *cobra.Command {
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "MACHINE\tORG\tGFLOPS\tBUSY W\tIDLE W\tSTATE\tTASK\tLAST HEARTBEAT")
+			unprotected := false
 			for _, m := range ms {
 				idle := "-"
 				if m.IdleW > 0 {
 					idle = num(m.IdleW)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Org, machineSpeed(m), num(m.BusyW), idle, m.State, orDash(m.Task), when(m.LastHeartbeatMs))
+				id := m.ID
+				if m.Unprotected {
+					id += " " + unprotectedMark
+					unprotected = true
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, m.Org, machineSpeed(m), num(m.BusyW), idle, m.State, orDash(m.Task), when(m.LastHeartbeatMs))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if unprotected {
+				fmt.Fprintln(w, unprotectedNote)
+			}
+			return nil
 		},
 	}
 	addClientFlags(cmd, &f, true)
@@ -320,6 +332,15 @@ ledger keeps the organisation's history.`,
 	addClientFlags(cmd, &f, true)
 	return cmd
 }
+
+// unprotectedMark follows a machine whose owner lets tasks run with its
+// peer's own user and privileges (unsafe_run_as_peer_user), explained by
+// unprotectedNote under the table: a task placed there can read that
+// peer's keys and token and write its data directory.
+const (
+	unprotectedMark = "(UNPROTECTED!)"
+	unprotectedNote = "UNPROTECTED!: its owner set unsafe_run_as_peer_user: tasks run with that peer's own user and privileges (no dedicated user, no sandbox) and can read its keys and write its data directory"
+)
 
 // machineSpeed is the declared GFLOPS, followed by the speed the ledger
 // corrected it to from observed runs, and "(slow!)" when those runs show

@@ -63,6 +63,7 @@ func Machine(m ledger.Machine) api.MachineView {
 		LastHeartbeatMs: m.LastHeartbeatMs,
 		EffectiveGFLOPS: effectiveGFLOPS(m),
 		SpeedMismatch:   m.SpeedMismatch(),
+		Unprotected:     m.Unprotected,
 	}
 }
 

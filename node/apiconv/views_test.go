@@ -38,3 +38,16 @@ func TestLedgerNeverNil(t *testing.T) {
 		t.Error("an empty list converts to nil")
 	}
 }
+
+// TestMachineUnprotected: the ledger's unprotected flag reaches the view,
+// and a protected machine's JSON does not carry it (omitempty).
+func TestMachineUnprotected(t *testing.T) {
+	m := ledger.Machine{ID: "a/m1", Org: "a", Name: "m1", MFLOPS: 1000, BusyMilliW: 1000, State: ledger.MachineUp}
+	if v := apiconv.Machine(m); v.Unprotected {
+		t.Errorf("protected machine viewed as unprotected: %+v", v)
+	}
+	m.Unprotected = true
+	if v := apiconv.Machine(m); !v.Unprotected {
+		t.Errorf("unprotected machine viewed as protected: %+v", v)
+	}
+}

@@ -34,9 +34,16 @@ type Peer struct {
 // ends; ctx bounds the start-up.
 func Start(ctx context.Context, t testing.TB) *Peer {
 	t.Helper()
+	return StartWithPolicy(ctx, t, "  allow: [/bin/sh]\n  unsafe_run_as_peer_user: true\n")
+}
+
+// StartWithPolicy is Start with the machines file's policy block given:
+// YAML lines indented by two spaces, under "policy:".
+func StartWithPolicy(ctx context.Context, t testing.TB, policy string) *Peer {
+	t.Helper()
 	tmp := t.TempDir()
 	machines := filepath.Join(tmp, "machines.yaml")
-	if err := os.WriteFile(machines, []byte("machines:\n  - {name: m1, gflops: 10, busy_watts: 100}\npolicy:\n  allow: [/bin/sh]\n  unsafe_run_as_peer_user: true\n"), 0o600); err != nil {
+	if err := os.WriteFile(machines, []byte("machines:\n  - {name: m1, gflops: 10, busy_watts: 100}\npolicy:\n"+policy), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// The API's port is chosen first so that config.yaml can name it.

@@ -311,7 +311,7 @@
       cells(tr, [org, p.n, p.up, p.lost, p.busy, num(p.g), num(p.w)]);
     });
     syncRows($("#machines-table tbody"), machines, (m) => m.id, () => row(6, [2, 3]), (tr, m) => {
-      cells(tr, [m.id, m.org, num(m.gflops), num(m.busy_w), m.state, m.task || ""]);
+      cells(tr, [m.id + (m.unprotected ? " (UNPROTECTED!: tasks run as its peer's own user)" : ""), m.org, num(m.gflops), num(m.busy_w), m.state, m.task || ""]);
     });
   }
 
