@@ -39,9 +39,13 @@ func matchOutput(patterns []string, rel string) bool {
 // leaves workDir and follows no symbolic link: links are skipped and named
 // in skipped. The list is a snapshot: whoever reads an output must open it
 // again without following links (transfer does, with internal/safeopen),
-// since the task's processes may still change the directory. Over maxFiles
-// files or maxBytes bytes it returns ReasonOutputTooLarge and no outputs.
-func collectOutputs(workDir string, patterns []string, maxBytes int64, maxFiles int) (out map[string]string, skipped []string, terr *taskError) {
+// since the task's processes may still change the directory. A file not
+// owned by uid, the run's user, is skipped and named too: the task could
+// not have made it itself (a set-user-ID helper gave it to root, or another
+// user planted it), and the peer, perhaps root, must not read it on the
+// task's behalf. Over maxFiles files or maxBytes bytes it returns
+// ReasonOutputTooLarge and no outputs.
+func collectOutputs(workDir string, patterns []string, uid uint32, maxBytes int64, maxFiles int) (out map[string]string, skipped []string, terr *taskError) {
 	if len(patterns) == 0 {
 		return nil, nil, nil
 	}
@@ -87,6 +91,10 @@ func collectOutputs(workDir string, patterns []string, maxBytes int64, maxFiles 
 			return err
 		}
 		if !fi.Mode().IsRegular() {
+			return nil
+		}
+		if o, ok := statOwner(fi); !ok || o.uid != uid {
+			skipped = append(skipped, fmt.Sprintf("%s (owned by uid %d, not the run's user uid %d: outputs must be the task's own files)", rel, o.uid, uid))
 			return nil
 		}
 		target := p

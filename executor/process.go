@@ -755,7 +755,12 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 		res.Reason = ReasonOK
 	}
 
-	outs, skipped, te := collectOutputs(dirs.work, spec.OutputPatterns, pol.maxOutputBytes(), pol.maxOutputFiles())
+	// The run's user owns what the task made: run_as, else the peer's own.
+	owner := uint32(os.Geteuid())
+	if runAs {
+		owner = uid
+	}
+	outs, skipped, te := collectOutputs(dirs.work, spec.OutputPatterns, owner, pol.maxOutputBytes(), pol.maxOutputFiles())
 	if len(skipped) > 0 {
 		note := "outputs skipped: " + strings.Join(skipped, "; ")
 		if res.Detail != "" {

@@ -570,13 +570,23 @@ func (s *Service) shipFile(ctx context.Context, to peer.ID, task, machine, name,
 // swaps its files while they ship), so nothing on the way is followed: no
 // symbolic link, nothing outside the work directory, a regular file with
 // one link only — read at the moment it is opened, not when it was listed.
+// And the file must be owned by the run's user, who owns the work
+// directory (the executor gives it to the run_as user, or makes it as the
+// peer, whose user the task then runs as; the task cannot give it away:
+// no CAP_CHOWN, no_new_privs). This peer may be root: a file the task
+// could not have made (given to root by a set-user-ID helper, or planted
+// by another user) is not read on its behalf.
 func openOutput(src, rel string) (*os.File, error) {
 	rel = filepath.FromSlash(rel)
 	root, ok := strings.CutSuffix(src, string(filepath.Separator)+rel)
 	if !ok || root == "" {
 		return nil, fmt.Errorf("output %s is not %s under a work directory", src, rel)
 	}
-	return safeopen.OpenRegular(root, rel)
+	f, err := safeopen.OpenOwned(root, rel, safeopen.OwnerOfRoot)
+	if errors.Is(err, safeopen.ErrOwner) {
+		return nil, fmt.Errorf("%w (the run's user owns the work directory): outputs must be the task's own files", err)
+	}
+	return f, err
 }
 
 // ListOutputs returns the outputs this peer holds for task, as absolute

@@ -64,3 +64,46 @@ func TestOpenRegular(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenOwned: a file of another user is refused, against the owner of
+// root and against a given uid; the owner's own file opens.
+func TestOpenOwned(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a file to another user")
+	}
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "mine"), []byte("ok"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "theirs"), []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const other = 12345
+	if err := os.Chown(filepath.Join(root, "theirs"), other, other); err != nil {
+		t.Fatal(err)
+	}
+	for _, uid := range []int{OwnerOfRoot, 0} {
+		f, err := OpenOwned(root, "mine", uid)
+		if err != nil {
+			t.Fatalf("uid %d: mine: %v", uid, err)
+		}
+		f.Close()
+		if f, err := OpenOwned(root, "theirs", uid); !errors.Is(err, ErrOwner) {
+			if f != nil {
+				f.Close()
+			}
+			t.Errorf("uid %d: theirs: %v, want ErrOwner", uid, err)
+		}
+	}
+	f, err := OpenOwned(root, "theirs", other)
+	if err != nil {
+		t.Fatalf("theirs as its owner: %v", err)
+	}
+	f.Close()
+	// OpenRegular checks no owner.
+	if f, err := OpenRegular(root, "theirs"); err != nil {
+		t.Errorf("OpenRegular: %v", err)
+	} else {
+		f.Close()
+	}
+}
