@@ -30,7 +30,7 @@ test-race:
 # exceeded" when the time runs out while a worker is busy (golang/go#75804,
 # fixed in Go 1.27; seen on FuzzApply in CI).
 FUZZTIME ?= 20000x
-FUZZ_TARGETS := ./lab/scenario:FuzzParse ./jobfile:FuzzParse ./ledger:FuzzApply ./ledger:FuzzSignedCommand \
+FUZZ_TARGETS := ./lab/scenario:FuzzParse ./jobfile:FuzzParse ./ledger:FuzzApply ./ledger:FuzzApplyLive ./ledger:FuzzSignedCommand \
 	./checkpoint:FuzzUnpack ./p2p:FuzzFrame ./gossip:FuzzHeartbeat
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
