@@ -30,18 +30,16 @@ import (
 //     outlive that decision by the stop grace), or the ledger
 //     never recorded it (no segment: its start report was refused or never
 //     committed, because the ledger had already placed the task elsewhere;
-//     the executing peer stops such a run as soon as it learns it), or
-//     its machine was declared `lost`. That last allowance is meant to go
-//     (issue 16): the peer holds a lease on its runs, and a peer paused or
-//     cut off longer than the lease has its supervisor kill the run before
-//     the heartbeat timeout lets the leader place the task again. Without
-//     the allowance the smoke scenario failed 2 of 4 runs on one seed
-//     (1795636946510284646): a run started 0.4 s before its peer's
-//     SIGSTOP was not killed by its supervisor and ended ok during the
-//     pause, while the leader had placed the task again; a run started
-//     well before the pause was killed within the lease (TestStoppedPeer
-//     CannotKeepItsRun, and by hand). Until that is explained, overlaps
-//     after a loss are allowed and counted ("after lost" in the report).
+//     the executing peer stops such a run as soon as it learns it). A run
+//     whose machine was declared `lost` gets no allowance (issue 16): its
+//     peer holds a lease on it, and a peer paused or cut off longer than
+//     the lease has its supervisor kill the run before the heartbeat
+//     timeout lets the leader place the task again; a daemon killed with
+//     kill -9 has its supervisors kill its runs at once, and the next
+//     boot journals that time. A run that ends by itself while its peer
+//     is paused is journaled as ended when its supervisor found it gone
+//     (the peer used to journal when it noticed, after the pause, which
+//     this check took for an overlap with the run placed meanwhile).
 //   - Every ledger segment must match a journal run of the same task on
 //     the same machine (the journal of the machine's organisation): in
 //     order, and, on a peer whose clock the scenario does not step, with
@@ -203,7 +201,7 @@ func checkRuns(details []api.TaskDetail, journals []peerJournal, skewed bool) ru
 				why := ""
 				if a.seg < 0 {
 					why = "unrecorded"
-				} else if o := d.Segments[a.seg].Outcome; o == "preempted" || o == "cancelled" || o == "lost" {
+				} else if o := d.Segments[a.seg].Outcome; o == "preempted" || o == "cancelled" {
 					why = o
 				}
 				if why == "" {

@@ -62,13 +62,18 @@ func TestLeaseHelperProcess(t *testing.T) {
 	if dir == "" {
 		t.Skip("helper process only")
 	}
+	lease, task := 500*time.Millisecond, leaseTask("paused", dir)
+	if os.Getenv("COOPGRID_LEASE_HELPER_SHORT") != "" {
+		// A task that ends by itself well within a long lease.
+		lease, task = time.Minute, sh("short", "sleep 0.2")
+	}
 	e, err := NewProcessExecutor(ProcessConfig{TasksDir: filepath.Join(dir, "tasks"), Machines: testMachines, Policy: allowShell(),
-		DisableRAPL: true, Logger: quiet, JournalPath: filepath.Join(dir, RunJournalFile), Lease: 500 * time.Millisecond})
+		DisableRAPL: true, Logger: quiet, JournalPath: filepath.Join(dir, RunJournalFile), Lease: lease})
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
-	if err := e.Start(context.Background(), "m1", leaseTask("paused", dir)); err != nil {
+	if err := e.Start(context.Background(), "m1", task); err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
@@ -131,4 +136,58 @@ func TestStoppedPeerCannotKeepItsRun(t *testing.T) {
 func hasCgroups() bool {
 	_, err := newCgroupMaker("/sys/fs/cgroup", DefaultCgroupParent)
 	return err == nil
+}
+
+// TestRunEndingWhilePeerPausedIsJournaledWhenItEnded: a task that ends by
+// itself while its peer is stopped is journaled as ended when its
+// supervisor found it gone, not when the peer, resumed, noticed. The chaos
+// journal check took the later time for an overlap with the run the
+// leader had placed meanwhile (the smoke scenario, seed
+// 1795636946510284646).
+func TestRunEndingWhilePeerPausedIsJournaledWhenItEnded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	if !hasCgroups() {
+		t.Skip("no cgroups here: the supervisor stamps a run's end only when its cgroup shows it gone")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLeaseHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "COOPGRID_LEASE_HELPER="+dir, "COOPGRID_LEASE_HELPER_SHORT=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "started" {
+		t.Fatalf("helper said %q, %v", line, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // the task's 0.2 s end well inside the pause
+	resumed := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var rs []JournalRun
+	for {
+		rs = runsOf(t, filepath.Join(dir, RunJournalFile), "short")
+		if len(rs) == 1 && !rs[0].Open() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("journal %+v: no end of the short run 10 s after the resume", rs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if end := time.UnixMicro(rs[0].EndUs); !end.Before(resumed.Add(-time.Second)) {
+		t.Fatalf("the run's end is journaled at %v, %v after the peer resumed at %v: want when it ended, during the pause",
+			end.Format(time.StampMicro), end.Sub(resumed), resumed.Format(time.StampMicro))
+	}
 }

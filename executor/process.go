@@ -719,6 +719,14 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 		res.DoneMFlop = priorDone(spec)
 		return res
 	}
+	// The run ended while this peer could not see it (paused, or busy):
+	// its end is when the supervisor found it gone.
+	if at := time.UnixMicro(st.GoneAtUs); st.GoneAtUs > 0 && at.Before(goneAt) && at.After(res.Start) {
+		goneAt = at
+		if at.Before(res.End) {
+			res.End = at
+		}
+	}
 	if st.LeaseLapsed != "" {
 		res.LeaseLapsed = true
 		if stopReason == "" {

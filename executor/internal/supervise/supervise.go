@@ -116,6 +116,10 @@ type Status struct {
 	LeaseLapsed string `json:"lease_lapsed,omitempty"`
 	// KilledAtUs: when the run was found dead after that kill (unix µs).
 	KilledAtUs int64 `json:"killed_at_us,omitempty"`
+	// GoneAtUs: when the task's leader had exited and nothing of the run
+	// was left in its cgroup (unix µs); zero without a cgroup. The peer may
+	// have been paused then, and only see the end later.
+	GoneAtUs int64 `json:"gone_at_us,omitempty"`
 }
 
 // readConfig reads a JSON config from fd to EOF: the EOF is the gate.
@@ -179,6 +183,14 @@ func supervise(cfg *Config) (Status, error) {
 	lapsed := watchLease(os.NewFile(fdLease, "lease"), time.Duration(cfg.LeaseMs)*time.Millisecond)
 	select {
 	case <-waited:
+		// The peer may be paused or cut off and see this end only later:
+		// end what the task left in its cgroup now (as the peer would when
+		// it looks) and stamp when the run was gone, so that the peer's
+		// journal records when the run ended, not when it noticed.
+		if len(cfg.Cgroups) > 0 {
+			killCgroupProcs(cfg.Cgroups, 5*time.Second)
+			st.GoneAtUs = time.Now().UnixMicro()
+		}
 	case why := <-lapsed:
 		// The peer is stopped, cut off or dead: it cannot stop the run
 		// itself. Report first, then take the whole group, supervisor
