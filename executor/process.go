@@ -720,11 +720,16 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 		return res
 	}
 	// The run ended while this peer could not see it (paused, or busy):
-	// its end is when the supervisor found it gone.
+	// it ended when the supervisor found it gone, which the journal and
+	// the result record (and the declared estimate follows), not when
+	// this peer noticed.
 	if at := time.UnixMicro(st.GoneAtUs); st.GoneAtUs > 0 && at.Before(goneAt) && at.After(res.Start) {
 		goneAt = at
 		if at.Before(res.End) {
 			res.End = at
+			if res.EnergySource == EnergyDeclared {
+				res.EnergyMilliJ = milliJ(m.BusyMilliW(), res.End.Sub(res.Start))
+			}
 		}
 	}
 	if st.LeaseLapsed != "" {
