@@ -289,24 +289,9 @@ func validateSpec(s *TaskSpec, needArgv bool) *taskError {
 	return nil
 }
 
-// localPath checks that name is a relative path that stays inside the
-// directory it is joined to: no absolute path, no "..", no empty or "."
-// element after cleaning.
-func localPath(name string) error {
-	switch {
-	case name == "":
-		return errors.New("empty")
-	case strings.IndexByte(name, 0) >= 0:
-		return errors.New("contains a NUL byte")
-	case filepath.IsAbs(name):
-		return errors.New("absolute path")
-	case !filepath.IsLocal(name):
-		return errors.New("escapes the work directory")
-	case filepath.Clean(name) == ".":
-		return errors.New("names the work directory itself")
-	}
-	return nil
-}
+// localPath is the supervisor's check of a path inside the work
+// directory (supervise.LocalPath).
+func localPath(name string) error { return supervise.LocalPath(name) }
 
 func validateInputNames(in map[string][]byte) *taskError {
 	if len(in) > maxInputFiles {

@@ -81,17 +81,6 @@ func SubmitTasks(req api.SubmitRequest, requestID string) *ledger.SubmitTasks {
 	return &ledger.SubmitTasks{RequestID: requestID, Tasks: specs}
 }
 
-// EncodeCommand validates c completely and encodes it, in one pass
-// (ledger.EncodeCommand); a refusal is the API's error (Error). For a
-// submission the message names the task at fault ("tasks[3]: size 0 MFlop
-// out of range …"), as the API's own checks do.
-func EncodeCommand(c ledger.Command) ([]byte, error) {
-	data, err := ledger.EncodeCommand(c)
-	if err != nil {
-		return nil, Error(err)
-	}
-	return data, nil
-}
 
 func digestOf(data []byte) string {
 	sum := sha256.Sum256(data)

@@ -40,7 +40,7 @@ func TestExampleJobsValidate(t *testing.T) {
 		if err := api.ValidateSubmit(req, api.SubmitLimits{}); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
-		if _, err := apiconv.EncodeCommand(submitCommand(req)); err != nil {
+		if _, err := encodeSubmit(submitCommand(req)); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 		if req.Job != job.Name || len(req.Tasks) != len(job.Tasks) {
@@ -83,7 +83,7 @@ func TestSubmitTasks(t *testing.T) {
 		t.Errorf("digest %s, want the request's", d)
 	}
 	// The ledger accepts what the conversion gives.
-	if _, err := apiconv.EncodeCommand(submitCommand(req)); err != nil {
+	if _, err := encodeSubmit(submitCommand(req)); err != nil {
 		t.Error(err)
 	}
 	// The conversion copies: changing the request later does not change the spec.
@@ -123,7 +123,7 @@ func TestEncodeSubmitRefusals(t *testing.T) {
 			if err := api.ValidateSubmit(tc.req, api.SubmitLimits{}); err != nil {
 				t.Fatalf("the API's own checks refuse it: %v", err)
 			}
-			_, err := apiconv.EncodeCommand(submitCommand(tc.req))
+			_, err := encodeSubmit(submitCommand(tc.req))
 			if tc.err == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -175,4 +175,14 @@ func TestLimitMilliW(t *testing.T) {
 			t.Errorf("%+v of %d mW: %d mW, want %d", tc.req, tc.quota, got, tc.want)
 		}
 	}
+}
+
+// encodeSubmit is what node.Submit does with a submission: the ledger's
+// checks and encoding, a refusal mapped to the API's error.
+func encodeSubmit(c ledger.Command) ([]byte, error) {
+	data, err := ledger.EncodeCommand(c)
+	if err != nil {
+		return nil, apiconv.Error(err)
+	}
+	return data, nil
 }

@@ -44,7 +44,7 @@ func Resolve(argv0, workDir string, allow []string, allowAny bool, pathList stri
 		if !allowAny {
 			return "", ReasonNotAllowed, fmt.Sprintf("relative executable %q: the machine owner's policy allows files shipped with the task only with allow_any", argv0)
 		}
-		if err := localPath(argv0); err != nil {
+		if err := LocalPath(argv0); err != nil {
 			return "", ReasonBadSpec, fmt.Sprintf("executable %q: %v", argv0, err)
 		}
 		path = filepath.Join(workDir, argv0)
@@ -80,8 +80,11 @@ func Resolve(argv0, workDir string, allow []string, allowAny bool, pathList stri
 	return "", ReasonNotAllowed, fmt.Sprintf("executable %q (%s) is not on the machine owner's allow list", argv0, path)
 }
 
-// localPath checks that name is a path inside the work directory.
-func localPath(name string) error {
+// LocalPath checks that name is a relative path that stays inside the
+// directory it is joined to: no absolute path, no "..", no empty or "."
+// element after cleaning. The executor checks input and output names
+// with it too, so that both sides of the supervisor agree.
+func LocalPath(name string) error {
 	switch {
 	case name == "":
 		return errors.New("empty")
