@@ -67,3 +67,28 @@ func TestMembershipRoutes(t *testing.T) {
 		t.Fatalf("backend without membership: %v", err)
 	}
 }
+
+// TestMembershipRoutesNeedTheToken: issuing an invitation or voting to
+// remove a member acts for this peer's organisation; a caller without the
+// API token (or with a wrong one) is refused and the backend never asked.
+func TestMembershipRoutesNeedTheToken(t *testing.T) {
+	seeded, err := apitest.NewSeeded(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &inviting{Backend: seeded}
+	srv := serveBackend(t, b, api.ServerOptions{})
+	for _, auth := range []string{"", "Bearer wrong-token"} {
+		for _, route := range []struct{ path, body string }{
+			{"/v1/invitations", `{"org":"uni-z"}`},
+			{"/v1/removals", `{"org":"uni-b"}`},
+		} {
+			if r := call(t, srv, "POST", route.path, route.body, auth); r.status != 401 {
+				t.Errorf("POST %s with authorization %q: status %d, want 401", route.path, auth, r.status)
+			}
+		}
+	}
+	if len(b.asked) != 0 {
+		t.Fatalf("an unauthenticated invitation reached the backend: %v", b.asked)
+	}
+}
