@@ -64,8 +64,10 @@ func TestLeaseHelperProcess(t *testing.T) {
 	}
 	lease, task := 500*time.Millisecond, leaseTask("paused", dir)
 	if os.Getenv("COOPGRID_LEASE_HELPER_SHORT") != "" {
-		// A task that ends by itself well within a long lease.
-		lease, task = time.Minute, sh("short", "sleep 0.2")
+		// A task that ends by itself well within a long lease. It says
+		// when it runs: Start only queues it, and a helper stopped before
+		// the run began would start it after the resume.
+		lease, task = time.Minute, sh("short", "echo $$ > "+filepath.Join(dir, "short-running")+"; sleep 0.5")
 	}
 	e, err := NewProcessExecutor(ProcessConfig{TasksDir: filepath.Join(dir, "tasks"), Machines: testMachines, Policy: allowShell(),
 		DisableRAPL: true, Logger: quiet, JournalPath: filepath.Join(dir, RunJournalFile), Lease: lease})
@@ -76,6 +78,9 @@ func TestLeaseHelperProcess(t *testing.T) {
 	if err := e.Start(context.Background(), "m1", task); err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
+	}
+	if task.ID == "short" {
+		waitFile(t, filepath.Join(dir, "short-running"))
 	}
 	fmt.Println("started")
 	time.Sleep(10 * time.Minute)
@@ -173,7 +178,7 @@ func TestRunEndingWhilePeerPausedIsJournaledWhenItEnded(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second) // the task's 0.2 s end well inside the pause
+	time.Sleep(2 * time.Second) // the task's 0.5 s end well inside the pause
 	resumed := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
