@@ -19,8 +19,9 @@ import (
 //
 //   - A journal run's interval is [start, end]: start is taken just before
 //     the spawn; end is when the process group was found empty, or, for a
-//     run its daemon died with (kill -9), the next boot of that daemon (an
-//     upper bound: the group leader dies with the daemon); a run still
+//     run its daemon died with (kill -9), when its supervisor found it
+//     over (its end marker, which the next boot journals once that
+//     supervisor is gone), else that boot (an upper bound); a run still
 //     open when its peer stopped has no end (+∞). Runs that spawned no
 //     process have no interval.
 //   - Two runs of one task overlap when the later starts before the
@@ -36,10 +37,10 @@ import (
 //     the lease has its supervisor kill the run before the heartbeat
 //     timeout lets the leader place the task again; a daemon killed with
 //     kill -9 has its supervisors kill its runs at once, and the next
-//     boot journals that time (one exception remains, counted apart as
-//     "lost, daemon killed": the last make chaos saw a killed daemon's run
-//     journaled as ending at the next boot, 0.7 s after the task ran
-//     elsewhere, so that end is only an upper bound there; issue 16).
+//     boot journals that time — also for a run that had ended by itself
+//     before the daemon could journal it (a make chaos once saw such a run
+//     journaled at the next boot, 0.7 s after the task ran elsewhere: its
+//     supervisor marked only the runs it killed).
 //     A run that ends by itself while its peer
 //     is paused is journaled as ended when its supervisor found it gone
 //     (the peer used to journal when it noticed, after the pause, which
@@ -66,7 +67,7 @@ type peerJournal struct {
 type runsReport struct {
 	runs, processes, abandoned, open, noProcess int
 	matched, unrecorded                         int
-	// overlaps by why they are allowed ("preempted", "lost", "cancelled",
+	// overlaps by why they are allowed ("preempted", "cancelled",
 	// "unrecorded"); longest is the longest overlap seen.
 	overlaps map[string]int
 	longest  time.Duration
@@ -207,11 +208,6 @@ func checkRuns(details []api.TaskDetail, journals []peerJournal, skewed bool) ru
 					why = "unrecorded"
 				} else if o := d.Segments[a.seg].Outcome; o == "preempted" || o == "cancelled" {
 					why = o
-				} else if o == "lost" && a.Ending == executor.JournalAbandoned {
-					// Its daemon was killed: the journaled end is the
-					// supervisor's kill stamp when the next boot found it,
-					// else that boot (an upper bound). Counted apart.
-					why = "lost, daemon killed"
 				}
 				if why == "" {
 					fail("task %s ran twice at once: run %d on %s [%d, %s] (ledger: %s) and run %d on %s from %d",

@@ -6,11 +6,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/coopgrid/coopgrid/executor/internal/supervise"
 	"golang.org/x/sys/unix"
 )
 
@@ -137,11 +137,11 @@ func alive(pid int) bool {
 	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
 		return false
 	}
-	st, err := readProcStat(strconv.Itoa(pid))
+	st, err := supervise.ReadProcStat(pid)
 	if err != nil {
 		return false
 	}
-	return st.state != 'Z' && st.state != 'X'
+	return st.State != 'Z' && st.State != 'X'
 }
 
 // gone waits (generously) until kill(pid, 0) fails with ESRCH: the process

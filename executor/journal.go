@@ -150,9 +150,10 @@ type journalTurn struct {
 // records every run a previous daemon left open as abandoned, and appends
 // a boot record.
 //
-// An abandoned run's time is the one its supervisor recorded when it killed
-// the run after the daemon died (endMarkerFile under tasksDir), when there
-// is one: the run was dead by then. Otherwise it is the boot.
+// An abandoned run's time is the one its supervisor recorded once the run
+// was over (its end marker under tasksDir), when there is one: the run was
+// dead by then. Otherwise it is the boot, taken once no supervisor of
+// those runs lives any more.
 func openRunJournal(path string, opt JournalOptions, tasksDir string) (*runJournal, error) {
 	if opt.MaxBytes < 0 || opt.Keep < 0 {
 		return nil, fmt.Errorf("run journal %s: negative limit (max %d bytes, keep %d)", path, opt.MaxBytes, opt.Keep)
@@ -217,15 +218,15 @@ func openRunJournal(path string, opt JournalOptions, tasksDir string) (*runJourn
 	if err := syncDir(filepath.Dir(path)); err != nil {
 		return fail(err)
 	}
+	open := sortedRuns(j.open)
+	ends := abandonedEnds(tasksDir, open, j.open)
 	now := time.Now().UnixMicro()
 	var batch []JournalRecord
-	for _, run := range sortedRuns(j.open) {
+	for i, run := range open {
 		s := j.open[run]
 		at := now
-		if tasksDir != "" && s.Attempt > 0 && validIdent(s.Task, maxTaskIDLen) {
-			if m, ok := supervise.ReadEndMarker(supervise.EndMarkerFile(tasksDir, s.Task, s.Attempt)); ok && m >= s.AtUs && m <= now {
-				at = m
-			}
+		if m := ends[i]; m >= s.AtUs && m <= now {
+			at = m
 		}
 		batch = append(batch, JournalRecord{Event: JournalAbandoned, Run: run, Task: s.Task, Machine: s.Machine, PID: s.PID, AtUs: at})
 	}
@@ -237,6 +238,28 @@ func openRunJournal(path string, opt JournalOptions, tasksDir string) (*runJourn
 		return fail(err)
 	}
 	return j, nil
+}
+
+// MarkerWait bounds how long a boot waits for the supervisors of the runs
+// a dead daemon left open to end them (they do at once when the daemon
+// dies; a stopped one is then killed with its run). Each also needs its
+// SIGKILL to take effect, for as long again at most.
+const MarkerWait = 10 * time.Second
+
+// abandonedEnds is, for each of the open runs (numbers into starts), the
+// time its supervisor's end marker holds, 0 for none; it returns once
+// none of those supervisors lives (supervise.AwaitEndMarkers), so that a
+// run is never journaled as ended while its supervisor may still be
+// killing it.
+func abandonedEnds(tasksDir string, runs []uint64, starts map[uint64]JournalRecord) []int64 {
+	waits := make([]supervise.OpenRun, len(runs))
+	for i, run := range runs {
+		s := starts[run]
+		if tasksDir != "" && s.Attempt > 0 && validIdent(s.Task, maxTaskIDLen) {
+			waits[i] = supervise.OpenRun{Marker: supervise.EndMarkerFile(tasksDir, s.Task, s.Attempt), PGID: s.PID}
+		}
+	}
+	return supervise.AwaitEndMarkers(waits, MarkerWait)
 }
 
 func sortedRuns(m map[uint64]JournalRecord) []uint64 {

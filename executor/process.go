@@ -525,8 +525,7 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	defer statusR.Close()
 	defer statusW.Close()
 	sc := &supervise.Config{Argv: spec.Argv, Env: env, Dir: dirs.work, Allow: pol.Allow, AllowAny: pol.AllowAny,
-		Path: pol.path(), Rlimits: pol.rlimits(e.cgroups == nil), LeaseMs: time.Duration(e.lease.Load()).Milliseconds(),
-		EndMarker: supervise.EndMarkerFile(e.cfg.TasksDir, spec.ID, dirs.attempt)}
+		Path: pol.path(), Rlimits: pol.rlimits(e.cgroups == nil), LeaseMs: time.Duration(e.lease.Load()).Milliseconds()}
 	if runAs {
 		sc.RunAs = &supervise.Credential{UID: uid, GID: gid}
 	} else if e.sandbox {
@@ -562,8 +561,10 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 		}
 	}
 	cmd := &exec.Cmd{
-		Path:       e.cfg.SupervisorPath,
-		Args:       []string{supervise.SupervisorArg0},
+		Path: e.cfg.SupervisorPath,
+		// The end marker, where the supervisor records when the run was
+		// over for a next boot to read, should this peer die first.
+		Args:       []string{supervise.SupervisorArg0, supervise.EndMarkerFile(e.cfg.TasksDir, spec.ID, dirs.attempt)},
 		Env:        []string{supervise.Env + "=supervisor"},
 		Dir:        "/",
 		Stdout:     stdout.w,
@@ -977,56 +978,7 @@ func killGroup(pgid int, wait time.Duration) (survivors bool) {
 
 // groupAlive reports whether a process that is not a zombie is in the
 // process group, by scanning /proc.
-func groupAlive(pgid int) bool {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return false
-	}
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		st, err := readProcStat(e.Name())
-		if err != nil {
-			continue
-		}
-		if st.pgrp == pgid && st.state != 'Z' && st.state != 'X' {
-			return true
-		}
-	}
-	return false
-}
-
-type procStat struct {
-	state byte
-	ppid  int
-	pgrp  int
-}
-
-// readProcStat parses /proc/<pid>/stat. The command name is in parentheses
-// and may itself contain spaces and parentheses, so fields are counted from
-// the last ')'.
-func readProcStat(pid string) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return procStat{}, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return procStat{}, fmt.Errorf("/proc/%s/stat: malformed", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 3 || len(f[0]) != 1 {
-		return procStat{}, fmt.Errorf("/proc/%s/stat: malformed", pid)
-	}
-	ppid, err1 := strconv.Atoi(f[1])
-	pgrp, err2 := strconv.Atoi(f[2])
-	if err1 != nil || err2 != nil {
-		return procStat{}, fmt.Errorf("/proc/%s/stat: malformed", pid)
-	}
-	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp}, nil
-}
+func groupAlive(pgid int) bool { return len(supervise.GroupMembers(pgid)) > 0 }
 
 // capture writes one of the task's streams to a file, keeping at most max
 // bytes and draining the rest so the task never blocks on a full pipe.

@@ -87,10 +87,6 @@ type Config struct {
 	// LeaseMs, when positive, kills the run when no renewal byte arrived on
 	// fdLease for that long.
 	LeaseMs int64 `json:"lease_ms,omitempty"`
-	// EndMarker is the file where the supervisor records, durably, when
-	// it killed the run for want of a lease: a peer killed with SIGKILL
-	// reads it at its next boot as the run's end (journal.go).
-	EndMarker string `json:"end_marker,omitempty"`
 	// Landlock, when set, hides the peer's data directory from the task.
 	Landlock *Landlock `json:"landlock,omitempty"`
 }
@@ -151,12 +147,22 @@ func superviseMain() int {
 	// supervisor must outlive them to report. Notify (not Ignore), so the
 	// task does not inherit an ignored disposition.
 	signal.Notify(make(chan os.Signal, 1), unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT)
+	// The marker comes first, named on the command line rather than in
+	// the config, so that a run whose peer died before opening the gate
+	// has its end recorded too (nothing of the task ran).
+	var marker *endMarker
+	if len(os.Args) > 1 {
+		marker = openEndMarker(os.Args[1])
+	}
 	var cfg Config
 	if err := readConfig(fdConfig, &cfg); err != nil {
+		marker.mark(time.Now().UnixMicro(), false)
 		return helperFail(SupervisorArg0, err)
 	}
 	status := os.NewFile(fdStatus, "status")
-	st, err := supervise(&cfg)
+	st, err := supervise(&cfg, marker)
+	// Every way out that did not mark (the task never ran) marks now.
+	marker.mark(time.Now().UnixMicro(), false)
 	if err != nil {
 		return helperFail(SupervisorArg0, err)
 	}
@@ -167,7 +173,11 @@ func superviseMain() int {
 // supervise starts the task, and waits for it while watching the lease.
 // A refused task (not allowed, limits that cannot be set) is a Status with
 // InitReason, not an error: nothing of it ran.
-func supervise(cfg *Config) (Status, error) {
+//
+// The end marker gets the time the run was over, every process of it
+// gone, before the peer can learn of the end: a peer killed in between
+// finds it at its next boot.
+func supervise(cfg *Config, marker *endMarker) (Status, error) {
 	var st Status
 	// The task's death signal and this thread's no_new_privs are tied to
 	// the thread that forks it, and only that thread may detach it: the
@@ -183,25 +193,30 @@ func supervise(cfg *Config) (Status, error) {
 	lapsed := watchLease(os.NewFile(fdLease, "lease"), time.Duration(cfg.LeaseMs)*time.Millisecond)
 	select {
 	case <-waited:
-		// The peer may be paused or cut off and see this end only later:
-		// end what the task left in its cgroup now (as the peer would when
-		// it looks) and stamp when the run was gone, so that the peer's
-		// journal records when the run ended, not when it noticed.
+		// The peer may be paused, cut off or dead and see this end only
+		// later, or never: end what the task left in its cgroup (or, without
+		// one, its process group) now, as the peer would when it looks, and
+		// stamp when the run was gone, so that the peer's journal records
+		// when the run ended, not when it noticed.
+		endRest(cfg.Cgroups)
+		gone := time.Now().UnixMicro()
 		if len(cfg.Cgroups) > 0 {
-			killCgroupProcs(cfg.Cgroups, 5*time.Second)
-			st.GoneAtUs = time.Now().UnixMicro()
+			st.GoneAtUs = gone
 		}
+		marker.mark(gone, false)
 	case why := <-lapsed:
 		// The peer is stopped, cut off or dead: it cannot stop the run
-		// itself. Report first, then take the whole group, supervisor
-		// included (the peer's cgroup kill catches what left it).
+		// itself. Kill it whole, stamp when it is gone, record that, report,
+		// then take the group, supervisor included (the peer's cgroup kill
+		// catches what left it).
 		st.LeaseLapsed = why
-		killCgroupProcs(cfg.Cgroups, 5*time.Second)
+		_ = unix.Kill(cmd.Process.Pid, unix.SIGKILL)
+		endRest(cfg.Cgroups)
+		<-waited
 		st.KilledAtUs = time.Now().UnixMicro()
-		writeEndMarker(cfg.EndMarker, st.KilledAtUs)
+		marker.mark(st.KilledAtUs, true)
 		writeStatusNow(st)
 		_ = unix.Kill(-unix.Getpgrp(), unix.SIGKILL)
-		<-waited
 	}
 	ps := cmd.ProcessState
 	st.Exited = true
@@ -258,6 +273,82 @@ func watchLease(f *os.File, lease time.Duration) <-chan string {
 	return out
 }
 
+// endRest kills what is left of the run once its leader is gone or
+// killed: every process of its cgroup, or, without one, of the
+// supervisor's process group but the supervisor (a setsid child is out
+// of reach then, as it is of the peer's own kill).
+func endRest(cgroups []string) {
+	if len(cgroups) > 0 {
+		killCgroupProcs(cgroups, 5*time.Second)
+		return
+	}
+	self, pgid := os.Getpid(), unix.Getpgrp()
+	KillUntilEmpty(5*time.Second, func() int {
+		n := 0
+		for _, pid := range GroupMembers(pgid) {
+			if pid != self {
+				_ = unix.Kill(pid, unix.SIGKILL)
+				n++
+			}
+		}
+		return n
+	})
+}
+
+// GroupMembers lists the live (not zombie nor dead) processes of process group
+// pgid, by scanning /proc.
+func GroupMembers(pgid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := ReadProcStat(pid)
+		if err == nil && st.Pgrp == pgid && st.State != 'Z' && st.State != 'X' {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// ProcStat is what /proc/<pid>/stat says of a process's place.
+type ProcStat struct {
+	State byte
+	PPid  int
+	Pgrp  int
+}
+
+// ReadProcStat parses /proc/<pid>/stat. The command name is in parentheses
+// and may itself contain spaces and parentheses, so fields are counted from
+// the last ')'.
+func ReadProcStat(pid int) (ProcStat, error) {
+	name := "/proc/" + strconv.Itoa(pid) + "/stat"
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return ProcStat{}, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ProcStat{}, fmt.Errorf("%s: malformed", name)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 3 || len(f[0]) != 1 {
+		return ProcStat{}, fmt.Errorf("%s: malformed", name)
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	pgrp, err2 := strconv.Atoi(f[2])
+	if err1 != nil || err2 != nil {
+		return ProcStat{}, fmt.Errorf("%s: malformed", name)
+	}
+	return ProcStat{State: f[0][0], PPid: ppid, Pgrp: pgrp}, nil
+}
+
 // killCgroupProcs SIGKILLs every process listed in the run's cgroup.procs
 // files until they list none (the pids limit bounds a fork race), or wait
 // has passed. The supervisor is not in the cgroup.
@@ -278,36 +369,6 @@ func killCgroupProcs(files []string, wait time.Duration) {
 		}
 		return n
 	})
-}
-
-// writeEndMarker records when the run was killed, fsync'd, for a peer that
-// may be dead and read it only at its next boot.
-func writeEndMarker(path string, atUs int64) {
-	if path == "" {
-		return
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return
-	}
-	_, _ = fmt.Fprintf(f, "%d\n", atUs)
-	_ = f.Sync()
-	_ = f.Close()
-}
-
-// ReadEndMarker is writeEndMarker's time, if the file holds one.
-func ReadEndMarker(path string) (int64, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return v, err == nil && v > 0
-}
-
-// EndMarkerFile is where the supervisor of attempt's run writes its marker.
-func EndMarkerFile(tasksDir, task string, attempt int) string {
-	return filepath.Join(tasksDir, task, "attempt-"+strconv.Itoa(attempt), "supervisor.end")
 }
 
 // Rlimit is one resource limit the task init sets on itself.

@@ -1,0 +1,173 @@
+package supervise
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The end marker is how a run's end reaches the journal when the peer
+// died before journaling it (kill -9, crash): the supervisor creates it
+// before it reads its config, holds an exclusive flock on it for as long
+// as it lives, and writes into it when the run was over — every process
+// of it gone — before it reports anything to the peer. The peer's next
+// boot waits for the lock of every run the journal left open (so that a
+// supervisor still killing its run is not overtaken) and journals the
+// run as ended at the marker's time. A marker with no time (its
+// supervisor was killed before it could write) leaves the boot's time,
+// an upper bound.
+//
+// The lock, not the supervisor's pid, says whether the supervisor lives:
+// it goes with the process, and a pid can be reused.
+
+// EndMarkerFile is where the supervisor of attempt's run writes its marker.
+func EndMarkerFile(tasksDir, task string, attempt int) string {
+	return filepath.Join(tasksDir, task, "attempt-"+strconv.Itoa(attempt), "supervisor.end")
+}
+
+// endMarker is the supervisor's open, locked marker; nil when the peer
+// named none or it could not be created (the boot then journals its own
+// time, an upper bound).
+type endMarker struct {
+	f       *os.File
+	written bool
+}
+
+// openEndMarker creates path empty and locks it. The descriptor is
+// close-on-exec: the task never holds the lock.
+func openEndMarker(path string) *endMarker {
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: end marker: %v\n", SupervisorArg0, err)
+		return nil
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: end marker: lock: %v\n", SupervisorArg0, err)
+		f.Close()
+		return nil
+	}
+	return &endMarker{f: f}
+}
+
+// mark records that the run was over at atUs; the first call counts.
+// sync makes it durable: needed only when it may outlive the host, not
+// the peer (a peer killed with kill -9 reads it from the page cache);
+// without the sync, a power loss leaves the marker empty or cut short,
+// which the boot reads as no time (the newline ends a time).
+func (m *endMarker) mark(atUs int64, sync bool) {
+	if m == nil || m.written {
+		return
+	}
+	m.written = true
+	if _, err := m.f.WriteAt([]byte(strconv.FormatInt(atUs, 10)+"\n"), 0); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: end marker: %v\n", SupervisorArg0, err)
+		return
+	}
+	if sync {
+		_ = m.f.Sync()
+	}
+}
+
+// ReadEndMarker is the time a marker holds, if it holds a whole one.
+func ReadEndMarker(path string) (int64, bool) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	return readMarker(f)
+}
+
+func readMarker(f *os.File) (int64, bool) {
+	b := make([]byte, 32)
+	n, _ := f.ReadAt(b, 0)
+	s, ok := strings.CutSuffix(string(b[:n]), "\n")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	return v, err == nil && v > 0
+}
+
+// OpenRun is a run a dead peer left open: its marker and its
+// supervisor's process group (the supervisor's pid).
+type OpenRun struct {
+	Marker string
+	PGID   int
+}
+
+// AwaitEndMarkers waits until no supervisor holds the marker of any of
+// runs, and returns the time each marker holds (0: none). A supervisor
+// still holding its marker after wait is stuck (stopped, or unable to
+// kill its run): the lock proves it is alive with its journaled pid, so
+// its process group is killed, and its run ends when the lock is free —
+// the time then returned is 0 and the caller journals its own, later,
+// time. A missing marker (a run started by an older build, or its
+// directory removed) is no time.
+func AwaitEndMarkers(runs []OpenRun, wait time.Duration) []int64 {
+	out := make([]int64, len(runs))
+	files := make([]*os.File, len(runs))
+	defer func() {
+		for _, f := range files {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}()
+	pending := 0
+	for i, r := range runs {
+		f, err := os.OpenFile(r.Marker, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		if err != nil {
+			continue
+		}
+		files[i] = f
+		pending++
+	}
+	deadline := time.Now().Add(wait)
+	killed := make([]bool, len(runs))
+	for pending > 0 {
+		for i, f := range files {
+			if f == nil || out[i] != 0 {
+				continue
+			}
+			err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+			if errors.Is(err, unix.EWOULDBLOCK) || errors.Is(err, unix.EINTR) {
+				if time.Now().After(deadline) && !killed[i] && runs[i].PGID > 0 {
+					killed[i] = true
+					_ = unix.Kill(-runs[i].PGID, unix.SIGKILL)
+				}
+				continue
+			}
+			pending--
+			if v, ok := readMarker(f); ok && !killed[i] {
+				out[i] = v
+			} else {
+				out[i] = -1
+			}
+			f.Close()
+			files[i] = nil
+		}
+		if pending > 0 {
+			if time.Now().After(deadline.Add(wait)) {
+				break // a supervisor SIGKILL did not end: no time
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for i := range out {
+		if out[i] < 0 {
+			out[i] = 0
+		}
+	}
+	return out
+}
