@@ -210,7 +210,7 @@ func supervise(cfg *Config, marker *endMarker) (Status, error) {
 		// then take the group, supervisor included (the peer's cgroup kill
 		// catches what left it).
 		st.LeaseLapsed = why
-		_ = unix.Kill(cmd.Process.Pid, unix.SIGKILL)
+		_ = cmd.Process.Kill() // not by pid: it may be reaped already
 		endRest(cfg.Cgroups)
 		<-waited
 		st.KilledAtUs = time.Now().UnixMicro()
