@@ -157,7 +157,7 @@ func readFileQuiet(p string) string {
 func killPid(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
 
 // TestDiscardRemovesAttemptDir: after keep_task_dirs the attempt
-// directory goes; the checkpoint directory stays; anything that is not an
+// directory and the outputs' staging directory go; the checkpoint directory stays; anything that is not an
 // attempt directory of the executor is left alone.
 func TestDiscardRemovesAttemptDir(t *testing.T) {
 	pol := allowShell()
@@ -165,24 +165,31 @@ func TestDiscardRemovesAttemptDir(t *testing.T) {
 	e := newProc(t, pol)
 	s := sh("gc", `echo x > out.txt; echo state > "$CHECKPOINT_DIR/s"`)
 	s.Checkpointable = true
+	s.OutputPatterns = []string{"out.txt"}
 	r := run(t, e, s)
 	if !r.OK() {
 		t.Fatal(r)
 	}
 	attempt := filepath.Dir(r.WorkDir)
+	staging := e.stagingDir("gc", r.Attempt)
+	if got := r.Outputs["out.txt"]; got != filepath.Join(staging, "out.txt") {
+		t.Fatalf("output staged at %q, want under %s", got, staging)
+	}
 	e.Discard(Result{ID: "gc", WorkDir: "/etc/x"})     // not ours
 	e.Discard(Result{ID: "../gc", WorkDir: r.WorkDir}) // bad ID
 	e.Discard(Result{ID: "other", WorkDir: r.WorkDir}) // another task's
 	e.Discard(r)
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(attempt); os.IsNotExist(err) {
-			break
+	for _, dir := range []string{attempt, staging} {
+		for {
+			if _, err := os.Stat(dir); os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still there", dir)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still there", attempt)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	if _, err := os.Stat(filepath.Join(r.CheckpointDir, "s")); err != nil {
 		t.Errorf("checkpoint: %v", err)

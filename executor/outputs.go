@@ -6,7 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"syscall"
+
+	"github.com/coopgrid/coopgrid/executor/internal/supervise"
 )
 
 // maxWalkEntries bounds the scan of a work directory for outputs, so a task
@@ -35,11 +38,12 @@ func matchOutput(patterns []string, rel string) bool {
 }
 
 // collectOutputs lists the regular files under workDir matched by patterns
-// (relative path → workDir/relative path, the file to ship). It never
-// leaves workDir and follows no symbolic link: links are skipped and named
-// in skipped. The list is a snapshot: whoever reads an output must open it
-// again without following links (transfer does, with internal/safeopen),
-// since the task's processes may still change the directory. A file not
+// (relative path → workDir/relative path). It never leaves workDir and
+// follows no symbolic link: links, and anything else that is not a
+// regular file with one link, are skipped and named in skipped. The list
+// is a snapshot: the output copier opens each again without following
+// links (internal/safeopen), since a process of the task's user may still
+// change the directory. A file not
 // owned by uid, the run's user, is skipped and named too: the task could
 // not have made it itself (a set-user-ID helper gave it to root, or another
 // user planted it), and the peer, perhaps root, must not read it on the
@@ -91,10 +95,18 @@ func collectOutputs(workDir string, patterns []string, uid uint32, maxBytes int6
 			return err
 		}
 		if !fi.Mode().IsRegular() {
+			skipped = append(skipped, fmt.Sprintf("%s (%s: outputs must be regular files)", rel, fileKind(fi.Mode())))
 			return nil
 		}
-		if o, ok := statOwner(fi); !ok || o.uid != uid {
+		o, ok := statOwner(fi)
+		if !ok || o.uid != uid {
 			skipped = append(skipped, fmt.Sprintf("%s (owned by uid %d, not the run's user uid %d: outputs must be the task's own files)", rel, o.uid, uid))
+			return nil
+		}
+		if o.nlink != 1 {
+			// Another name of the same file, perhaps outside the work
+			// directory: not necessarily the task's to ship.
+			skipped = append(skipped, fmt.Sprintf("%s (%d hard links: outputs must be files with one name)", rel, o.nlink))
 			return nil
 		}
 		target := p
@@ -132,12 +144,67 @@ func chownTree(dir string, uid, gid uint32) error {
 	})
 }
 
-type owner struct{ uid, gid uint32 }
+type owner struct {
+	uid, gid uint32
+	nlink    uint64
+}
 
 func statOwner(fi os.FileInfo) (owner, bool) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return owner{}, false
 	}
-	return owner{uid: st.Uid, gid: st.Gid}, true
+	return owner{uid: st.Uid, gid: st.Gid, nlink: uint64(st.Nlink)}, true
+}
+
+// fileKind names what a non-regular file is.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	case m&fs.ModeDevice != 0:
+		return "block device"
+	}
+	return "not a regular file"
+}
+
+// outputs lists the run's outputs in its work directory (collectOutputs)
+// and has the output copier copy them into the run's staging directory,
+// from which they are shipped (relative path → staged file). The copier
+// runs as the run's user: run_as, or the peer's own user in the task's
+// Landlock sandbox (only its work directory reachable under the data
+// directory), or, when the owner opted into unsafe_run_as_peer_user, the
+// peer's user with nothing to drop. What it cannot open as the task
+// could, or finds swapped since the listing, it skips, and skipped says
+// why.
+func (e *ProcessExecutor) outputs(spec *TaskSpec, dirs taskDirs, runAs bool, uid, gid uint32) (map[string]string, []string, *taskError) {
+	pol := e.cfg.Policy
+	owner := uint32(os.Geteuid())
+	if runAs {
+		owner = uid
+	}
+	listed, skipped, te := collectOutputs(dirs.work, spec.OutputPatterns, owner, pol.maxOutputBytes(), pol.maxOutputFiles())
+	if te != nil || len(listed) == 0 {
+		return listed, skipped, te
+	}
+	if e.afterListing != nil {
+		e.afterListing(dirs.work)
+	}
+	j := copyJob{work: dirs.work, staging: e.stagingDir(spec.ID, dirs.attempt), uid: owner,
+		maxBytes: pol.maxOutputBytes(), maxFiles: pol.maxOutputFiles()}
+	for rel := range listed {
+		j.names = append(j.names, filepath.ToSlash(rel))
+	}
+	sort.Strings(j.names)
+	if runAs {
+		j.cred = &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
+	} else if e.sandbox {
+		j.sandbox = &supervise.Landlock{Hide: e.cfg.HideDir, Allow: []string{dirs.work}}
+	}
+	staged, more, te := e.stage(j)
+	return staged, append(skipped, more...), te
 }

@@ -95,6 +95,10 @@ type ProcessExecutor struct {
 	cgroups cgroupMaker
 	// sandbox: tasks without run_as run in a Landlock sandbox.
 	sandbox bool
+	// copierPath is the output copier's binary (the supervisor's);
+	// afterListing, for tests, runs between the listing and the copy.
+	copierPath   string
+	afterListing func(work string)
 	// lease and contact: ProcessConfig's, or SetLease's.
 	lease   atomic.Int64 // nanoseconds
 	contact atomic.Pointer[func() time.Time]
@@ -192,7 +196,7 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process executor: %w", err)
 	}
-	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{}), cgroups: cg, sandbox: sandbox}
+	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{}), cgroups: cg, sandbox: sandbox, copierPath: cfg.SupervisorPath}
 	e.SetLease(cfg.Lease, cfg.Contact)
 	if cfg.JournalPath != "" {
 		if e.journal, err = openRunJournal(cfg.JournalPath, cfg.Journal, dir); err != nil {
@@ -769,12 +773,7 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 		res.Reason = ReasonOK
 	}
 
-	// The run's user owns what the task made: run_as, else the peer's own.
-	owner := uint32(os.Geteuid())
-	if runAs {
-		owner = uid
-	}
-	outs, skipped, te := collectOutputs(dirs.work, spec.OutputPatterns, owner, pol.maxOutputBytes(), pol.maxOutputFiles())
+	outs, skipped, te := e.outputs(spec, dirs, runAs, uid, gid)
 	if len(skipped) > 0 {
 		note := "outputs skipped: " + strings.Join(skipped, "; ")
 		if res.Detail != "" {

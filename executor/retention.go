@@ -20,8 +20,9 @@ func (p Policy) keepTaskDirs() time.Duration {
 }
 
 // Discard removes a finished run's attempt directory (work directory,
-// $TMPDIR, captured logs) once the caller has delivered what it needed
-// from it, after the policy's keep_task_dirs. The task's checkpoint
+// $TMPDIR, captured logs) and its outputs' staging directory once the
+// caller has delivered what it needed from them, after the policy's
+// keep_task_dirs. The task's checkpoint
 // directory is kept: a later run restores it. A result that names no
 // attempt directory of this executor is ignored. A peer that stops
 // before the delay has passed leaves the directory behind.
@@ -30,9 +31,15 @@ func (e *ProcessExecutor) Discard(res Result) {
 	if !ok {
 		return
 	}
+	// outputs-N beside attempt-N (stagingDir).
+	staging := filepath.Join(filepath.Dir(dir), "outputs-"+strings.TrimPrefix(filepath.Base(dir), "attempt-"))
 	time.AfterFunc(e.cfg.Policy.keepTaskDirs(), func() {
 		// RemoveAll does not follow symbolic links, and a run's
 		// processes are all gone by the time its result exists.
+		if err := os.RemoveAll(staging); err != nil {
+			e.log.Warn("outputs staging directory: remove", "dir", staging, "err", err)
+			return
+		}
 		if err := os.RemoveAll(dir); err != nil {
 			e.log.Warn("task directory: remove", "dir", dir, "err", err)
 			return

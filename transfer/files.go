@@ -564,27 +564,23 @@ func (s *Service) shipFile(ctx context.Context, to peer.ID, task, machine, name,
 	}
 }
 
-// openOutput opens an output the executor listed: src is the run's work
-// directory joined with rel (executor.Result.Outputs). The task may still
-// hold that directory (a process that escaped its group, or a task that
-// swaps its files while they ship), so nothing on the way is followed: no
-// symbolic link, nothing outside the work directory, a regular file with
-// one link only — read at the moment it is opened, not when it was listed.
-// And the file must be owned by the run's user, who owns the work
-// directory (the executor gives it to the run_as user, or makes it as the
-// peer, whose user the task then runs as; the task cannot give it away:
-// no CAP_CHOWN, no_new_privs). This peer may be root: a file the task
-// could not have made (given to root by a set-user-ID helper, or planted
-// by another user) is not read on its behalf.
+// openOutput opens an output the executor staged: src is a directory of
+// its own joined with rel (executor.Result.Outputs), where the output
+// copier, a process with no privilege the task lacked, put a copy of the
+// task's file; the peer never reads the task's work directory itself.
+// The task cannot reach the staging directory, yet nothing on the way is
+// followed all the same: no symbolic link, nothing outside that
+// directory, a regular file with one link only, owned by the owner of
+// that directory (the peer) — read at the moment it is opened.
 func openOutput(src, rel string) (*os.File, error) {
 	rel = filepath.FromSlash(rel)
 	root, ok := strings.CutSuffix(src, string(filepath.Separator)+rel)
 	if !ok || root == "" {
-		return nil, fmt.Errorf("output %s is not %s under a work directory", src, rel)
+		return nil, fmt.Errorf("output %s is not %s under a staging directory", src, rel)
 	}
 	f, err := safeopen.OpenOwned(root, rel, safeopen.OwnerOfRoot)
 	if errors.Is(err, safeopen.ErrOwner) {
-		return nil, fmt.Errorf("%w (the run's user owns the work directory): outputs must be the task's own files", err)
+		return nil, fmt.Errorf("%w (the owner of the staging directory): outputs must be the task's own files", err)
 	}
 	return f, err
 }

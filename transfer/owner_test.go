@@ -21,8 +21,8 @@ import (
 // writes a.txt and waits; meanwhile a file of another user appears in its
 // work directory (as a set-user-ID helper giving one to root, or another
 // user planting one, would leave it). The executor does not list it and
-// says why in Detail; and a listed output replaced afterwards by a file of
-// another user is refused when it is read, with the reason. Run as the
+// says why in Detail; and a staged output replaced afterwards by a file of
+// a user other than the peer is refused when it is read, with the reason. Run as the
 // run_as user coopgrid-task (the stranger is root), and as the peer's own
 // user with the opt-in (the stranger is coopgrid-task).
 func TestOutputOwnedByRunUser(t *testing.T) {
@@ -121,8 +121,19 @@ func TestOutputOwnedByRunUser(t *testing.T) {
 				t.Fatalf("a.txt: %v", err)
 			}
 			f.Close()
-			// Replaced after listing by another user's file: refused.
-			stranger("a.txt")
+			// Replaced where it ships from (the peer's staging directory)
+			// by a file of a user other than the peer: refused.
+			staged := filepath.Dir(r.Outputs["a.txt"])
+			tmp := filepath.Join(staged, ".tmp")
+			if err := os.WriteFile(tmp, []byte("root:secret"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(tmp, taskUID, taskGID); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, r.Outputs["a.txt"]); err != nil {
+				t.Fatal(err)
+			}
 			f, err = openOutput(r.Outputs["a.txt"], "a.txt")
 			if err == nil {
 				b, _ := io.ReadAll(f)

@@ -11,12 +11,14 @@ import (
 	"github.com/coopgrid/coopgrid/executor"
 )
 
-// TestOutputSwappedAfterListing: a real task lists its outputs; then a
-// process of the task that outlived it (or the task itself, while the
-// outputs ship) swaps them for symbolic links — to a file, and through a
-// directory — to a secret of the host. Opening the listed outputs refuses
-// both; the secret is never read (issue 16: 41 of 90 shipped files held
-// /etc/shadow).
+// TestOutputSwappedAfterListing: a real task's outputs are copied into
+// the peer's staging directory (executor: the output copier), from which
+// they ship. The task cannot reach it; should the staged files be swapped
+// anyway for symbolic links — to a file, and through a directory — to a
+// secret of the host, or for a hard link to it, opening them refuses
+// each; the secret is never read (issue 16: 41 of 90 shipped files held
+// /etc/shadow). The executor's tests swap the work directory itself
+// (TestOutputSwapAfterListing).
 func TestOutputSwappedAfterListing(t *testing.T) {
 	secretDir := t.TempDir()
 	secret := filepath.Join(secretDir, "shadow")
@@ -56,17 +58,21 @@ func TestOutputSwappedAfterListing(t *testing.T) {
 		}
 		f.Close()
 	}
-	// The swap.
+	// The swap, where the outputs ship from.
+	dir := filepath.Dir(r.Outputs["a.txt"])
+	if filepath.Dir(r.Outputs[filepath.Join("d", "b.txt")]) != filepath.Join(dir, "d") {
+		t.Fatalf("outputs %v not in one directory", r.Outputs)
+	}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(os.Remove(filepath.Join(r.WorkDir, "a.txt")))
-	must(os.Symlink(secret, filepath.Join(r.WorkDir, "a.txt")))
-	must(os.RemoveAll(filepath.Join(r.WorkDir, "d")))
-	must(os.Symlink(secretDir, filepath.Join(r.WorkDir, "d")))
+	must(os.Remove(filepath.Join(dir, "a.txt")))
+	must(os.Symlink(secret, filepath.Join(dir, "a.txt")))
+	must(os.RemoveAll(filepath.Join(dir, "d")))
+	must(os.Symlink(secretDir, filepath.Join(dir, "d")))
 	for rel, src := range r.Outputs {
 		f, err := openOutput(src, rel)
 		if err == nil {
@@ -76,8 +82,8 @@ func TestOutputSwappedAfterListing(t *testing.T) {
 		}
 	}
 	// And a hard link to the secret in place of an output.
-	must(os.Remove(filepath.Join(r.WorkDir, "a.txt")))
-	must(os.Link(secret, filepath.Join(r.WorkDir, "a.txt")))
+	must(os.Remove(filepath.Join(dir, "a.txt")))
+	must(os.Link(secret, filepath.Join(dir, "a.txt")))
 	if f, err := openOutput(r.Outputs["a.txt"], "a.txt"); err == nil {
 		f.Close()
 		t.Error("a hard link to another file opened")

@@ -29,7 +29,7 @@ var rules = []struct {
 	{"jobfile", []string{"internal/yamlfile"}, "job files"},
 	{"checkpoint", []string{"p2p"}, "archives and their replication"},
 	{"internal/safeopen", nil, "opening files beneath a directory without following links"},
-	{"executor/internal/supervise", nil, "the run supervisor (re-executed peer binary): stdlib and x/sys only"},
+	{"executor/internal/supervise", []string{"internal/safeopen"}, "the run supervisor and output copier (re-executed peer binary): stdlib, x/sys and safeopen only"},
 	{"executor", []string{"internal/yamlfile", "internal/safeopen", "executor/internal/supervise"}, "running tasks"},
 	{"consensus", []string{"ledger", "p2p"}, "generic replication: no policy, no scheduling"},
 	{"leader", []string{"consensus", "ledger", "policy", "p2p"}, "every leader duty"},

@@ -48,6 +48,12 @@ func handledRights(abi int) (all, file uint64) {
 	return all, file
 }
 
+// RestrictThread applies l to the calling thread, which must be locked to
+// its goroutine (runtime.LockOSThread), never unlocked (the thread then
+// ends with its goroutine), and have no_new_privs set: what it forks
+// inherits the sandbox (the peer starts the output copier so).
+func (l *Landlock) RestrictThread() error { return l.apply() }
+
 // apply restricts the calling thread: everything but l.Hide keeps every
 // right (each entry beside each directory on the way from / to l.Hide is
 // granted), listing directories stays allowed everywhere, and under

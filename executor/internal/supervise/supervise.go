@@ -2,8 +2,12 @@
 // supervisor, the running binary re-executed (docs/EXECUTOR.md, "The
 // supervisor").
 //
-// It is a package of its own, with the standard library and x/sys as its
-// only dependencies, so that its init function — the dispatch — runs
+// The same binary, re-executed as coopgrid-copier, is a run's output
+// copier (copier.go).
+//
+// It is a package of its own, with the standard library, x/sys and
+// internal/safeopen (itself the standard library and x/sys) as its only
+// dependencies, so that its init function — the dispatch — runs
 // before most packages of the rest of the binary are initialized: every
 // supervisor pays less start-up for them.
 //
@@ -65,6 +69,9 @@ func init() {
 	a0 := filepath.Base(os.Args[0])
 	if mode == "supervisor" && a0 == SupervisorArg0 {
 		os.Exit(superviseMain())
+	}
+	if mode == CopierMode && a0 == CopierArg0 {
+		os.Exit(copierMain())
 	}
 }
 
