@@ -580,7 +580,7 @@ func openOutput(src, rel string) (*os.File, error) {
 	}
 	f, err := safeopen.OpenOwned(root, rel, safeopen.OwnerOfRoot)
 	if errors.Is(err, safeopen.ErrOwner) {
-		return nil, fmt.Errorf("%w (the owner of the staging directory): outputs must be the task's own files", err)
+		return nil, fmt.Errorf("%w (the peer, who owns the staging directory): a staged output is the peer's own copy", err)
 	}
 	return f, err
 }

@@ -140,7 +140,7 @@ func TestOutputOwnedByRunUser(t *testing.T) {
 				f.Close()
 				t.Fatalf("another user's a.txt opened, read %q", b)
 			}
-			if !errors.Is(err, safeopen.ErrOwner) || !strings.Contains(err.Error(), "outputs must be the task's own files") {
+			if !errors.Is(err, safeopen.ErrOwner) || !strings.Contains(err.Error(), "a staged output is the peer's own copy") {
 				t.Errorf("refused with %v", err)
 			}
 		})
