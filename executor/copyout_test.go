@@ -3,6 +3,7 @@ package executor
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/user"
@@ -417,5 +418,61 @@ func TestHostileCopierStandIn(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCopierSandboxRefusesLinkedWorkDir: a work directory replaced by a
+// symbolic link to the data directory (a sandboxed task may rename its
+// own work directory) does not grant the copier the link's target: the
+// sandbox is refused and nothing is copied.
+func TestCopierSandboxRefusesLinkedWorkDir(t *testing.T) {
+	needLandlock(t)
+	data := searchableTempDir(t)
+	if err := os.WriteFile(filepath.Join(data, "federation.key"), []byte("peer-secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	attempt := filepath.Join(data, "tasks", "x", "attempt-1")
+	if err := os.MkdirAll(attempt, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(attempt, "work")
+	if err := os.Symlink(data, work); err != nil {
+		t.Fatal(err)
+	}
+	e := newProc(t, allowShell())
+	j := copyJob{work: work, staging: filepath.Join(t.TempDir(), "staging"), names: []string{"federation.key"},
+		uid: uint32(os.Geteuid()), maxBytes: 1 << 20, maxFiles: 10,
+		sandbox: &supervise.Landlock{Hide: data, Allow: []string{work}}}
+	outs, _, te := e.stage(j)
+	if te == nil || !strings.Contains(te.detail, "symbolic link") {
+		t.Fatalf("copy through a linked work directory: outputs %v, error %v", outs, te)
+	}
+	if _, err := os.Stat(j.staging); err == nil {
+		t.Error("the staging directory is left")
+	}
+}
+
+// BenchmarkStageOutputs: one run's outputs (one 4 KiB file) copied out by
+// the copier process into a staging directory.
+func BenchmarkStageOutputs(b *testing.B) {
+	dir := b.TempDir()
+	work := filepath.Join(dir, "work")
+	if err := os.Mkdir(work, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "out.txt"), bytes.Repeat([]byte("x"), 4096), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	e, err := NewProcessExecutor(ProcessConfig{TasksDir: filepath.Join(dir, "tasks"), Policy: allowShell(), DisableRAPL: true, Logger: quiet, Machines: testMachines})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	for i := 0; b.Loop(); i++ {
+		j := copyJob{work: work, staging: filepath.Join(dir, "staging-"+strconv.Itoa(i)), names: []string{"out.txt"},
+			uid: uint32(os.Geteuid()), maxBytes: 1 << 20, maxFiles: 10}
+		if _, _, te := e.stage(j); te != nil {
+			b.Fatal(te)
+		}
 	}
 }

@@ -96,7 +96,9 @@ func (l *Landlock) apply() error {
 			if ent.Name() == filepath.Base(p) || ent.Type()&os.ModeSymlink != 0 {
 				continue
 			}
-			if err := addRule(int(fd), filepath.Join(parent, ent.Name()), all, file); err != nil {
+			// One that became a link since it was listed is skipped, as
+			// the links listed are.
+			if err := addRule(int(fd), filepath.Join(parent, ent.Name()), all, file); err != nil && !errors.Is(err, errSymlink) {
 				return err
 			}
 		}
@@ -112,9 +114,14 @@ func (l *Landlock) apply() error {
 	return nil
 }
 
+// errSymlink: a path to grant is a symbolic link.
+var errSymlink = errors.New("a symbolic link, not granted")
+
 // addRule grants rights beneath path (file rights only, for a file).
 func addRule(ruleset int, path string, rights, file uint64) error {
-	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	// Not followed: a directory the task could replace with a link (the
+	// output copier's work directory) must not grant the link's target.
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) {
 			return nil // gone, or not ours to grant
@@ -125,6 +132,9 @@ func addRule(ruleset int, path string, rights, file uint64) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("landlock: %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return fmt.Errorf("landlock: %s: %w", path, errSymlink)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		rights &= file
