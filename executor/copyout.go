@@ -98,14 +98,21 @@ func (e *ProcessExecutor) runCopier(j copyJob) (map[string]string, []string, err
 	}
 	defer repR.Close()
 	stderr := &boundedBuffer{max: 2048}
+	copier := e.copierPath
+	if copier == "" {
+		copier = e.cfg.SupervisorPath
+	}
 	cmd := &exec.Cmd{
-		Path:       e.copierPath,
+		Path:       copier,
 		Args:       []string{supervise.CopierArg0},
 		Env:        []string{supervise.Env + "=" + supervise.CopierMode},
 		Dir:        "/",
 		Stdout:     outW,
 		Stderr:     stderr,
 		ExtraFiles: []*os.File{cfgR, repW},
+		// Its stderr is copied by a goroutine of Wait's: whatever else
+		// holds that pipe must not hold the run once the copier is gone.
+		WaitDelay: 2 * time.Second,
 		SysProcAttr: &syscall.SysProcAttr{
 			Setpgid:    true,
 			Pdeathsig:  syscall.SIGKILL,
@@ -117,7 +124,7 @@ func (e *ProcessExecutor) runCopier(j copyJob) (map[string]string, []string, err
 	outW.Close()
 	repW.Close()
 	if err != nil {
-		return nil, nil, fmt.Errorf("start the output copier %s: %w", e.copierPath, err)
+		return nil, nil, fmt.Errorf("start the output copier %s: %w", copier, err)
 	}
 	var timedOut atomic.Bool
 	limit := copyTimeout(j.maxBytes)

@@ -95,8 +95,9 @@ type ProcessExecutor struct {
 	cgroups cgroupMaker
 	// sandbox: tasks without run_as run in a Landlock sandbox.
 	sandbox bool
-	// copierPath is the output copier's binary (the supervisor's);
-	// afterListing, for tests, runs between the listing and the copy.
+	// copierPath, when set (tests), replaces the output copier's binary
+	// (the supervisor's); afterListing, for tests, runs between the
+	// listing and the copy.
 	copierPath   string
 	afterListing func(work string)
 	// lease and contact: ProcessConfig's, or SetLease's.
@@ -196,7 +197,7 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process executor: %w", err)
 	}
-	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{}), cgroups: cg, sandbox: sandbox, copierPath: cfg.SupervisorPath}
+	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{}), cgroups: cg, sandbox: sandbox}
 	e.SetLease(cfg.Lease, cfg.Contact)
 	if cfg.JournalPath != "" {
 		if e.journal, err = openRunJournal(cfg.JournalPath, cfg.Journal, dir); err != nil {
