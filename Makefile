@@ -75,7 +75,9 @@ chaos:
 # End-to-end throughput beside Slurm (issue 9, docs/BENCHMARKS.md): installs
 # slurm-wlm and munge with apt-get if missing, then alternates a private
 # single-host Slurm (its own munge key, state and ports) and federations of
-# real peer processes running `true`, and prints tasks/s and the ratio.
+# real peer processes running `true`, and prints tasks/s and the ratio; each
+# repeat also times the host alone running the same `true` processes 64 at a
+# time, and coopgrid's rate as a fraction of it (issue 22).
 # About an hour with the defaults; SIZES="1000" REPEATS=3, VARIANTS="A",
 # SLURM_MODES="array", PROFILE=1 (perf + Raft-log timeline), OUT=dir.
 .PHONY: bench-e2e

@@ -54,6 +54,9 @@ type Client struct {
 	// SubmitBackoff is the pause before the first resend, doubled before
 	// each next one; 0 means DefaultSubmitBackoff.
 	SubmitBackoff time.Duration
+	// StreamIdleTimeout is how long Events waits without a byte before it
+	// takes the peer for lost; 0 means DefaultStreamIdleTimeout.
+	StreamIdleTimeout time.Duration
 }
 
 var _ Backend = (*Client)(nil)

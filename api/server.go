@@ -46,6 +46,14 @@ type ServerOptions struct {
 	// Logger receives one debug line per request, and errors. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// The watch streams (GET /v1/events, events.go): at most
+	// MaxEventStreams at once (default DefaultMaxEventStreams); a client
+	// that takes longer than EventWriteTimeout to take one write is
+	// dropped (default DefaultEventWriteTimeout); a ping every
+	// EventKeepAlive (default DefaultEventKeepAlive).
+	MaxEventStreams   int
+	EventWriteTimeout time.Duration
+	EventKeepAlive    time.Duration
 }
 
 // Server is the peer's HTTP API over a Backend. It is an http.Handler;
@@ -61,6 +69,7 @@ type Server struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	metrics  *metricDescs
+	streams  *streamState
 }
 
 // NewServer returns the API server for b.
@@ -72,7 +81,16 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 		opts.MaxSubmitBytes = DefaultMaxSubmitBytes
 	}
 	opts.Submit = opts.Submit.withDefaults()
-	s := &Server{b: b, opts: opts, log: opts.Logger, mux: http.NewServeMux(), reg: prometheus.NewRegistry(), metrics: newMetricDescs()}
+	if opts.MaxEventStreams <= 0 {
+		opts.MaxEventStreams = DefaultMaxEventStreams
+	}
+	if opts.EventWriteTimeout <= 0 {
+		opts.EventWriteTimeout = DefaultEventWriteTimeout
+	}
+	if opts.EventKeepAlive <= 0 {
+		opts.EventKeepAlive = DefaultEventKeepAlive
+	}
+	s := &Server{b: b, opts: opts, log: opts.Logger, mux: http.NewServeMux(), reg: prometheus.NewRegistry(), metrics: newMetricDescs(), streams: newStreamState()}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -106,6 +124,7 @@ func (s *Server) routes() {
 	s.handle("/v1/leave", map[string]handlerFunc{http.MethodPost: s.leave})
 	s.handle("/v1/limit", map[string]handlerFunc{http.MethodPut: s.setLimit})
 	s.handle("/v1/ledger", map[string]handlerFunc{http.MethodGet: s.ledger})
+	s.handle("/v1/events", map[string]handlerFunc{http.MethodGet: s.events})
 	s.handle("/v1/invitations", map[string]handlerFunc{http.MethodPost: s.invite})
 	s.handle("/v1/removals", map[string]handlerFunc{http.MethodPost: s.voteRemoval})
 	// Test-only fault injection (api/debug.go): refused unless the peer
@@ -612,6 +631,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("api: serve on %s: %w", ln.Addr(), err)
 	case <-ctx.Done():
 	}
+	// The watch streams end now, with an end event: the graceful
+	// shutdown would wait for them.
+	s.streams.stop()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	err := hs.Shutdown(sctx)

@@ -118,6 +118,11 @@ type Config struct {
 	// every applied command, in log order. It must not block (signal a
 	// channel, do not propose).
 	OnApply func(res *ledger.Result)
+	// OnRestore, when set, is called on the state machine's goroutine
+	// after a snapshot replaced the state (at start, or a follower far
+	// behind), with the snapshot's index: what came before it is not
+	// applied here one entry at a time. It must not block.
+	OnRestore func(index uint64)
 }
 
 // DefaultConfig returns LAN defaults for a data directory.

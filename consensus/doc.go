@@ -37,7 +37,8 @@
 //   - Notifications: Config.OnLeadership runs while this node leads (its
 //     context is cancelled the moment Raft reports the loss of leadership,
 //     and the node waits for it to return); Config.OnApply sees every
-//     applied command in log order.
+//     applied command in log order, Config.OnRestore every snapshot that
+//     replaced the state.
 //   - Subscriptions: the executor of a peer receives the committed starts and
 //     stops for its organisation's machines.
 //

@@ -111,7 +111,7 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 	}
 	n.fsm = newFSM(cfg.CheckInvariants, n.log)
 	n.fsm.afterApply = n.afterApply
-	n.fsm.afterRestore = n.hub.restored
+	n.fsm.afterRestore = n.afterRestore
 
 	hlog := newRaftLogger(n.log)
 	var err error
@@ -404,6 +404,15 @@ func (n *Node) afterApply(res *ledger.Result) {
 	n.hub.publish(res)
 	if n.cfg.OnApply != nil {
 		n.cfg.OnApply(res)
+	}
+}
+
+// afterRestore runs on the FSM goroutine after a snapshot replaced the
+// state.
+func (n *Node) afterRestore(index uint64) {
+	n.hub.restored(index)
+	if n.cfg.OnRestore != nil {
+		n.cfg.OnRestore(index)
 	}
 }
 

@@ -199,6 +199,7 @@ func (l *Ledger) submit(o *Org, b *SubmitTasks, index uint64, atMs int64, digest
 		l.tasks[t.ID] = t
 		l.bySeq = append(l.bySeq, t)
 		res.TaskIDs = append(res.TaskIDs, t.ID)
+		res.moved(t, "", "", "submitted")
 	}
 	if rec != nil {
 		l.remember(rec)
@@ -220,6 +221,7 @@ func (b *CancelTask) check(l *Ledger, c *Command) (change, *Error) {
 		return nil, errf(CodeBadState, "task %s is already %s", t.ID, t.State)
 	}
 	return func(_ uint64, res *Result) {
+		from, machine := t.State, t.Machine
 		if t.State.Placed() {
 			m := l.machines[t.Machine]
 			if t.State == TaskRunning {
@@ -232,6 +234,7 @@ func (b *CancelTask) check(l *Ledger, c *Command) (change, *Error) {
 		l.unfinished[t.Org]--
 		t.EndedMs = c.AtMs
 		t.Reason = "cancelled by " + c.Org
+		res.moved(t, from, machine, "cancelled")
 	}, nil
 }
 
@@ -306,11 +309,14 @@ func (l *Ledger) decide(d Decision, res *Result) *Error {
 		if v.State == TaskRunning {
 			l.markStopping(v, m.ID, OutcomePreempting)
 		}
+		from := v.State
 		l.unplace(v, m)
 		v.State = TaskQueued
+		res.moved(v, from, m.ID, "preempted")
 		res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStop, Task: v.ID, Reason: "preempted"})
 	}
 	l.place(t, m)
+	res.moved(t, TaskQueued, m.ID, "allocated")
 	res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStart, Task: t.ID, Reason: "allocated"})
 	return nil
 }
@@ -376,6 +382,7 @@ func (b *TaskStarted) check(l *Ledger, c *Command) (change, *Error) {
 			t.RemainingMFlop = t.SizeMFlop
 		}
 		t.State = TaskRunning
+		res.moved(t, TaskAssigned, m.ID, "started")
 		t.Attempts++
 		seg := Segment{Machine: m.ID, MachineOrg: m.Org, StartMs: c.AtMs, Outcome: OutcomeRunning}
 		if l.rules != nil {
@@ -563,7 +570,8 @@ func (b *TaskEnded) check(l *Ledger, c *Command) (change, *Error) {
 	if err != nil {
 		return nil, err
 	}
-	end := func() {
+	end := func(res *Result) {
+		from := t.State
 		t.ExitCode = b.ExitCode
 		t.Reason = b.Reason
 		t.EndedMs = c.AtMs
@@ -574,6 +582,7 @@ func (b *TaskEnded) check(l *Ledger, c *Command) (change, *Error) {
 			t.State = TaskDone
 			t.RemainingMFlop = 0
 		}
+		res.moved(t, from, m.ID, string(t.State))
 	}
 	outcome := OutcomeDone
 	if b.Failed {
@@ -596,13 +605,13 @@ func (b *TaskEnded) check(l *Ledger, c *Command) (change, *Error) {
 		if err := l.checkClosing(run); err != nil {
 			return nil, err
 		}
-		return func(uint64, *Result) {
+		return func(_ uint64, res *Result) {
 			l.closeSegments(c.AtMs, run)
 			if !b.Failed {
 				l.observeDone(t, run.i, m)
 			}
 			l.unplace(t, m)
-			end()
+			end(res)
 		}, nil
 	case stale >= 0:
 		// The ledger already took the task off this machine (preempted or
@@ -628,7 +637,7 @@ func (b *TaskEnded) check(l *Ledger, c *Command) (change, *Error) {
 			l.closeSegments(c.AtMs, run)
 			if done {
 				l.observeDone(t, stale, m)
-				end()
+				end(res)
 				return
 			}
 			res.Notes = append(res.Notes, fmt.Sprintf("task %s: exit on %q booked as the end of its %s run; the task is %s%s", t.ID, m.ID, t.Segments[stale].Outcome, t.State, onMachine(t)))
@@ -639,9 +648,9 @@ func (b *TaskEnded) check(l *Ledger, c *Command) (change, *Error) {
 		if !b.Failed || b.EnergyMilliJ != 0 {
 			return nil, errf(CodeBadState, "task %s never started on %q: only a failure with no energy can be reported", t.ID, m.ID)
 		}
-		return func(uint64, *Result) {
+		return func(_ uint64, res *Result) {
 			l.unplace(t, m)
-			end()
+			end(res)
 		}, nil
 	default:
 		return nil, errf(CodeBadState, "task %s is %s%s, not running on %q", t.ID, t.State, onMachine(t), m.ID)
@@ -701,8 +710,10 @@ func (b *MachineLostCmd) check(l *Ledger, c *Command) (change, *Error) {
 	return func(_ uint64, res *Result) {
 		l.closeSegments(c.AtMs, opens...)
 		if held != nil {
+			from := held.State
 			l.unplace(held, m)
 			held.State = TaskQueued
+			res.moved(held, from, m.ID, "lost")
 			res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStop, Task: held.ID, Reason: "lost"})
 		}
 		m.State = MachineLost

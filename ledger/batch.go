@@ -151,6 +151,7 @@ func (l *Ledger) applyReport(index uint64, sub Command, res *Result) ReportResul
 	}
 	rr.Notes = ir.Notes
 	res.Changes = append(res.Changes, ir.Changes...)
+	res.Transitions = append(res.Transitions, ir.Transitions...)
 	res.Notes = append(res.Notes, ir.Notes...)
 	return rr
 }

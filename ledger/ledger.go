@@ -116,6 +116,11 @@ type Result struct {
 	Reports []ReportResult `json:"reports,omitempty"`
 	// Changes are the effects on machines, in the order they happened.
 	Changes []Change `json:"changes,omitempty"`
+	// Transitions are the tasks' changes of state, in the order they
+	// happened (transitions.go). Every peer derives them when it applies
+	// the entry, so they are not encoded with a result (which keeps the
+	// results golden_test.go pins).
+	Transitions []Transition `json:"-"`
 	// Notes explain accepted commands whose parts were ignored (e.g. a late
 	// checkpoint for a task that already runs elsewhere).
 	Notes []string `json:"notes,omitempty"`

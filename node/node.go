@@ -59,6 +59,9 @@ type Options struct {
 	// FaultClockOffset starts the peer with its wall clock already
 	// stepped (requires FaultInjection): a restart under a wrong clock.
 	FaultClockOffset time.Duration
+	// EventLogCapacity is how many recent task transitions the peer keeps
+	// for GET /v1/events (default api.DefaultEventLogCapacity).
+	EventLogCapacity int
 }
 
 // Node is a running peer: the libp2p host, the Raft member holding the
@@ -90,6 +93,8 @@ type Node struct {
 	files       *transfer.Service
 	// runner runs what the ledger places on this peer's machines.
 	runner *runner.Runner
+	// events keeps the recent task transitions (events.go).
+	events *api.EventLog
 
 	gossip *gossip.Gossip
 	// boot orders this peer's heartbeats across restarts (the replay
@@ -346,7 +351,12 @@ func (n *Node) startReplication() error {
 	}
 	n.lead = lead
 	ccfg.Admit = lead.Admit
-	ccfg.OnApply = lead.Applied
+	n.events = api.NewEventLog(n.opts.EventLogCapacity)
+	ccfg.OnApply = func(res *ledger.Result) {
+		lead.Applied(res)
+		n.recordApplied(res)
+	}
+	ccfg.OnRestore = n.events.Reset
 	ccfg.OnLeadership = func(ctx context.Context, c *consensus.Node) { lead.Establish(ctx, c) }
 	if n.cons, err = consensus.New(ccfg, n.host); err != nil {
 		return err

@@ -34,11 +34,15 @@ type Backend struct {
 	inputs map[string][]api.InputFile
 	left   bool
 	nm     api.NodeMetrics
+	// events holds the task transitions of the applied commands, as a
+	// peer keeps them for GET /v1/events.
+	events *api.EventLog
 }
 
 var (
-	_ api.Backend       = (*Backend)(nil)
-	_ api.MetricsSource = (*Backend)(nil)
+	_ api.Backend         = (*Backend)(nil)
+	_ api.MetricsSource   = (*Backend)(nil)
+	_ api.TaskEventSource = (*Backend)(nil)
 )
 
 // New returns a backend acting as peer for organisation org, over an
@@ -51,6 +55,7 @@ func New(org, peer string, now func() int64) *Backend {
 	return &Backend{
 		l: ledger.New(), org: org, peer: peer, now: now,
 		logs: map[string]map[string][]byte{}, inputs: map[string][]api.InputFile{},
+		events: api.NewEventLog(0),
 	}
 }
 
@@ -87,6 +92,7 @@ func (b *Backend) stamp(c ledger.Command) ledger.Command {
 func (b *Backend) applyEncoded(data []byte) (ledger.Result, error) {
 	b.idx++
 	r := b.l.Apply(b.idx, data)
+	b.events.Append(b.idx, apiconv.TaskEvents(&r))
 	if err := b.l.CheckInvariants(); err != nil {
 		return r, fmt.Errorf("ledger invariants broken after index %d: %w", b.idx, err)
 	}
@@ -432,4 +438,20 @@ func NewSeeded(now func() int64) (*Backend, error) {
 	b.now = now
 	b.mu.Unlock()
 	return b, nil
+}
+
+// TaskEvents is the log of the task transitions applied so far (GET
+// /v1/events).
+func (b *Backend) TaskEvents() *api.EventLog {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.events
+}
+
+// SetEventLog replaces the event log with l (a small one, to test what a
+// client that falls behind it gets); call it before any command.
+func (b *Backend) SetEventLog(l *api.EventLog) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.events = l
 }

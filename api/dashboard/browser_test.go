@@ -218,6 +218,15 @@ func TestDashboardInBrowser(t *testing.T) {
 	b.eval(`window.__noReload = "yes"`)
 	b.waitEqual("#leader-id", "this peer")
 	b.waitEqual("#raft-state", "Leader")
+	// The page follows the task events (GET /v1/events) instead of polling
+	// every 1.5 s.
+	for deadline := time.Now().Add(20 * time.Second); b.eval(`document.getElementById("conn").dataset.live || ""`) != "yes"; {
+		if time.Now().After(deadline) {
+			b.shot("failure")
+			t.Fatal("the page never opened the event stream")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	b.waitEqual(`#orgmachines-table tr[data-org="alpha"] td:nth-child(2)`, "1")
 	// nodetest's machine runs tasks as the peer's own user: the table says so.
 	b.waitEqual(`#machines-table tbody tr td:first-child`, "alpha/m1 (UNPROTECTED!: tasks run as its peer's own user)")

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make bench-e2e (issue 9): end-to-end throughput of coopgrid and of Slurm,
 # side by side, on this machine, with the same work: N tasks that each run
-# `true`, timed from the first submission until every task is done.
+# `true`, timed from the first submission until every task is done; and in
+# every repeat the host's own rate of running the same N `true` processes
+# 64 at a time (issue 22), which the table gives coopgrid as a fraction of.
 #
 #   SIZES="1000 10000"   task counts, in order
 #   REPEATS=3            measurements of each system and size (0 with
@@ -143,11 +145,25 @@ run_coopgrid() {
 	tail -n 1 "$results" | awk -F'\t' '{printf "  %s: %.2f s, %.1f tasks/s\n", $1, $4, $2 / $4}' >&2
 }
 
+# run_host N REPEAT: the host's own rate of running the same N `true`
+# processes, 64 at a time (internal/benche2e/host.go): the limit coopgrid
+# is measured against.
+run_host() {
+	local n="$1" r="$2" load out
+	load="$(load1)"
+	log "this host alone, $n processes, repeat $r (load $load)"
+	out="$base/host-$n-$r.out"
+	"$base/benche2e" host --tasks "$n" >"$out"
+	awk -v r="$r" -v l="$load" '$1 == "RESULT" {printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", $2, $3, r, $4, $5, $6, l}' "$out" >>"$results"
+	tail -n 1 "$results" | awk -F'\t' '{printf "  %s: %.2f s, %.1f processes/s\n", $1, $4, $2 / $4}' >&2
+}
+
 read -r -a modes <<<"$SLURM_MODES"
 read -r -a variants <<<"$VARIANTS"
 pairs=$((${#modes[@]} > ${#variants[@]} ? ${#modes[@]} : ${#variants[@]}))
 for n in $SIZES; do
 	for r in $(seq "$REPEATS"); do
+		run_host "$n" "$r"
 		for ((i = 0; i < pairs; i++)); do
 			first=slurm
 			[ $(((r + i) % 2)) = 0 ] && first=coopgrid

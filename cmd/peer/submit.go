@@ -26,6 +26,8 @@ type submitOutput struct {
 	TaskIDs  []string     `json:"task_ids"`
 	Tasks    []submitLine `json:"tasks"`
 	DryRun   bool         `json:"dry_run,omitempty"`
+	// States are the tasks' end states, with --wait.
+	States map[string]string `json:"states,omitempty"`
 }
 
 type submitLine struct {
@@ -37,6 +39,7 @@ func newSubmitCmd() *cobra.Command {
 	var f clientFlags
 	var dryRun bool
 	var requestID string
+	var wait bool
 	cmd := &cobra.Command{
 		Use:   "submit JOBFILE",
 		Short: "Submit a job file's tasks to the federation and print their IDs",
@@ -56,10 +59,16 @@ ledger never queues the same request twice. If the command still fails
 without knowing whether the tasks were queued, run it again with the
 printed --request-id: tasks already queued are not queued again and their
 IDs are printed ("already submitted"). Batch i ≥ 1 of a large job uses
-"<request-id>.<i>".`,
+"<request-id>.<i>".
+
+--wait then waits until every task ended, following the peer's events
+(GET /v1/events), and prints how they ended; the exit code is 0 when all
+ended done, 3 when some failed or were cancelled (1 when the peer could not
+tell, 2 for a usage error).`,
 		Example: `  peer submit --data /var/lib/coopgrid examples/jobs/sweep.yaml
   peer submit --data /var/lib/coopgrid --json job.yaml | jq -r '.task_ids[]'
-  peer submit --data /var/lib/coopgrid --request-id sweep-2026-11-22 examples/jobs/sweep.yaml`,
+  peer submit --data /var/lib/coopgrid --request-id sweep-2026-11-22 examples/jobs/sweep.yaml
+  peer submit --data /var/lib/coopgrid --wait examples/jobs/sweep.yaml && echo all done`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// The one check on this side: jobfile holds the job to the
@@ -81,10 +90,27 @@ IDs are printed ("already submitted"). Batch i ≥ 1 of a large job uses
 			for _, t := range req.Tasks {
 				out.Tasks = append(out.Tasks, submitLine{Name: t.Name})
 			}
+			if dryRun && wait {
+				return usageErr("--wait and --dry-run: a dry run submits nothing to wait for")
+			}
+			var waiter *waitTasks
+			var org string
 			if !dryRun {
 				c, err := f.connect()
 				if err != nil {
 					return err
+				}
+				if wait {
+					// The stream opens before the submission: no end
+					// can come before it.
+					st, err := c.Status(cmd.Context())
+					if err != nil {
+						return c.fail("submit --wait: status", err)
+					}
+					org = st.Org
+					if waiter, err = startWaiting(cmd.Context(), c, org); err != nil {
+						return c.fail("submit --wait: watch the tasks", err)
+					}
 				}
 				if requestID == "" {
 					requestID = api.NewRequestID()
@@ -110,6 +136,21 @@ IDs are printed ("already submitted"). Batch i ≥ 1 of a large job uses
 					}
 					return c.fail(fmt.Sprintf("submit %s: only the first %d of %d tasks were submitted; resend with --request-id %s to submit the rest without queuing these again", args[0], len(ids), len(req.Tasks), requestID), err)
 				}
+				if waiter != nil {
+					if !f.json {
+						_ = printSubmitted(cmd.OutOrStdout(), out)
+						fmt.Fprintf(cmd.OutOrStdout(), "waiting for %d tasks to end\n", len(ids))
+					}
+					states, err := waiter.wait(cmd.Context(), org, ids)
+					if err != nil {
+						return c.fail("submit --wait", err)
+					}
+					out.States = states
+					if f.json {
+						_ = printJSON(cmd.OutOrStdout(), out)
+					}
+					return waitVerdict(cmd.OutOrStdout(), states, f.json)
+				}
 			}
 			w := cmd.OutOrStdout()
 			if f.json {
@@ -124,6 +165,7 @@ IDs are printed ("already submitted"). Batch i ≥ 1 of a large job uses
 	}
 	addClientFlags(cmd, &f, true)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check the job file and print what would be submitted, without contacting the peer")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until every task ended; exit 0 only if all ended done (3 otherwise)")
 	cmd.Flags().StringVar(&requestID, "request-id", "", "idempotency key of this submission (1-128 of [A-Za-z0-9._:-]; default: random): resending the job with the same one never queues its tasks twice")
 	return cmd
 }

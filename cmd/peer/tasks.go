@@ -18,6 +18,7 @@ func newTasksCmd() *cobra.Command {
 	var f clientFlags
 	var q api.TaskQuery
 	var states []string
+	var watch bool
 	cmd := &cobra.Command{
 		Use:   "tasks",
 		Short: "List the federation's tasks",
@@ -25,9 +26,16 @@ func newTasksCmd() *cobra.Command {
 states (queued, assigned, running, done, failed, cancelled).
 
 --json prints a list of {"id","org","name","state","machine","attempts",
-"exit_code","reason","size_gflop","submitted_ms","ended_ms"}.`,
+"exit_code","reason","size_gflop","submitted_ms","ended_ms"}.
+
+--watch lists the tasks, then prints every change of state as the peer
+applies it (GET /v1/events): event ID, task, organisation, old → new state,
+machine, reason; with --org only that organisation's tasks. It reconnects
+by itself after the last event seen, and lists again if it fell too far
+behind. With --json it prints the events only, one JSON object per line.`,
 		Example: `  peer tasks --data /var/lib/coopgrid
-  peer tasks --data /var/lib/coopgrid --org alpha --state queued,running --json`,
+  peer tasks --data /var/lib/coopgrid --org alpha --state queued,running --json
+  peer tasks --data /var/lib/coopgrid --watch --org alpha`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, s := range states {
@@ -43,6 +51,9 @@ states (queued, assigned, running, done, failed, cancelled).
 			c, err := f.connect()
 			if err != nil {
 				return err
+			}
+			if watch {
+				return watchTasks(cmd.Context(), c, cmd.OutOrStdout(), q, f.json)
 			}
 			ts, err := c.Tasks(cmd.Context(), q)
 			if err != nil {
@@ -62,6 +73,7 @@ states (queued, assigned, running, done, failed, cancelled).
 	fl.StringVar(&q.Org, "org", "", "only this organisation's tasks")
 	fl.StringSliceVar(&states, "state", nil, "only tasks in these states (repeat or separate with commas)")
 	fl.IntVar(&q.Limit, "limit", 0, "at most this many tasks (0: all)")
+	fl.BoolVar(&watch, "watch", false, "after the list, print every change of state as it happens, until interrupted")
 	return cmd
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -17,14 +18,18 @@ type measurement struct {
 	// Submitted is when the last submission was answered (its tasks are
 	// in the local ledger of the submitting peer).
 	Submitted time.Time
-	// Detected is the first poll that saw every task finished; the
-	// measurement's resolution is the poll period.
+	// Detected is when the driver learnt that every task finished: the
+	// arrival of the last task's end on the first peer's event stream (GET
+	// /v1/events), or, if the stream failed, the first poll that saw them
+	// all (the resolution is then the poll period; Polled says so).
 	Detected time.Time
+	Polled   bool
 	// LastEndedMs is the latest task's end in the ledger (the TaskEnded
 	// command's time, proposer's clock, ms): exact up to the commit of
 	// that one command.
 	LastEndedMs int64
-	// Polls counts the Orgs calls made while waiting.
+	// Polls counts the Orgs calls made while waiting (0 when the events
+	// told).
 	Polls int
 }
 
@@ -61,10 +66,16 @@ func share(n, k int) []int {
 
 // measure submits n trivial tasks, split among the organisations (each
 // submits its share, all at once, in one submission each), and waits
-// until the first peer's ledger shows every task finished, polling every
-// period. It fails if a task did not end done.
+// until the first peer has applied every task's end: it follows that
+// peer's event stream, opened before the submissions, and polls every
+// period only if the stream fails. It fails if a task did not end done.
 func (f *federation) measure(ctx context.Context, n int, period, timeout time.Duration) (measurement, error) {
 	m := measurement{Tasks: n}
+	watch := f.peers[0].client
+	ends, err := watchEnds(ctx, watch, n)
+	if err != nil {
+		return m, err
+	}
 	shares := share(n, len(f.peers))
 	errs := make([]error, len(f.peers))
 	var wg sync.WaitGroup
@@ -92,8 +103,23 @@ func (f *federation) measure(ctx context.Context, n int, period, timeout time.Du
 			return m, err
 		}
 	}
-	watch := f.peers[0].client
 	deadline := m.Start.Add(timeout)
+	select {
+	case r := <-ends:
+		if r.err == nil {
+			m.Detected = r.at
+			if r.failed > 0 {
+				return m, fmt.Errorf("%d of %d tasks did not end done", r.failed, n)
+			}
+			return m.withLastEnded(ctx, watch, n)
+		}
+		// The stream failed: poll instead.
+		m.Polled = true
+	case <-time.After(time.Until(deadline)):
+		return m, fmt.Errorf("not finished after %v", timeout)
+	case <-ctx.Done():
+		return m, ctx.Err()
+	}
 	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
@@ -115,12 +141,64 @@ func (f *federation) measure(ctx context.Context, n int, period, timeout time.Du
 		case <-tick.C:
 		}
 	}
-	last, err := lastEnded(ctx, watch, n)
+	return m.withLastEnded(ctx, watch, n)
+}
+
+// withLastEnded checks the n tasks and records the last end.
+func (m measurement) withLastEnded(ctx context.Context, c *api.Client, n int) (measurement, error) {
+	last, err := lastEnded(ctx, c, n)
 	if err != nil {
 		return m, err
 	}
 	m.LastEndedMs = last
 	return m, nil
+}
+
+// endsSeen is what the event stream told: when the n-th task ended and
+// how many of them not done, or why the stream failed.
+type endsSeen struct {
+	at     time.Time
+	failed int
+	err    error
+}
+
+// watchEnds opens c's event stream from the present and returns once it
+// is open; the channel then gives the arrival of the n-th task's end (the
+// federation runs nothing else), or the stream's failure.
+func watchEnds(ctx context.Context, c *api.Client, n int) (<-chan endsSeen, error) {
+	out := make(chan endsSeen, 1)
+	opened := make(chan struct{})
+	var once sync.Once
+	errDone := errors.New("every task ended")
+	go func() {
+		var ended, failed int
+		seen := map[string]bool{}
+		_, err := api.Follow(ctx, []*api.Client{c}, api.EventQuery{OnOpen: func(string) { once.Do(func() { close(opened) }) }}, func(e api.TaskEvent) error {
+			if !e.Terminal() || seen[e.Task] {
+				return nil
+			}
+			seen[e.Task] = true
+			ended++
+			if e.To != "done" {
+				failed++
+			}
+			if ended == n {
+				out <- endsSeen{at: time.Now(), failed: failed}
+				return errDone
+			}
+			return nil
+		})
+		if !errors.Is(err, errDone) {
+			once.Do(func() { close(opened) })
+			out <- endsSeen{err: fmt.Errorf("event stream: %w", err)}
+		}
+	}()
+	select {
+	case <-opened:
+		return out, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // countFinished sums the organisations' finished tasks (done, failed,

@@ -13,7 +13,7 @@ import (
 // a tab-separated line "system tasks repeat elapsed_s submit_s
 // resolution_s load1", after a header line starting with "system".
 type result struct {
-	System  string // slurm-wrap, slurm-array, coopgrid-A, coopgrid-B
+	System  string // host, slurm-wrap, slurm-array, coopgrid-A, coopgrid-B
 	Tasks   int
 	Repeat  int
 	Elapsed float64 // seconds, submission start → all done (as polled)
@@ -26,9 +26,10 @@ type result struct {
 func (r result) Rate() float64 { return float64(r.Tasks) / r.Elapsed }
 
 // systems in the order of the table.
-var systems = []string{"slurm-wrap", "slurm-array", "coopgrid-A", "coopgrid-B"}
+var systems = []string{"host", "slurm-wrap", "slurm-array", "coopgrid-A", "coopgrid-B"}
 
 var systemNames = map[string]string{
+	"host":        "this host alone: the same `true` processes, 64 at a time (`benche2e host`)",
 	"slurm-wrap":  "Slurm, one `sbatch --wrap true` per job",
 	"slurm-array": "Slurm, job array (`sbatch --array`)",
 	"coopgrid-A":  "coopgrid A: 1 org × 64 machines, 1 peer",
@@ -112,6 +113,30 @@ func ratioPairs(rows []result, variant string, tasks int) []float64 {
 	return out
 }
 
+// hostFractions pairs each coopgrid measurement of a variant with the
+// host's own run of the same size and repeat, and returns coopgrid's rate
+// as a fraction of the host's for every repeat that has both.
+func hostFractions(rows []result, variant string, tasks int) []float64 {
+	host := map[int]float64{}
+	for _, r := range rows {
+		if r.Tasks == tasks && r.System == "host" {
+			host[r.Repeat] = r.Rate()
+		}
+	}
+	var out []float64
+	for _, r := range rows {
+		if r.Tasks == tasks && r.System == variant {
+			if h, ok := host[r.Repeat]; ok && h > 0 {
+				out = append(out, r.Rate()/h)
+			}
+		}
+	}
+	return out
+}
+
+// hostGoal is the fraction of the host's rate issue 22 sets each variant.
+var hostGoal = map[string]float64{"coopgrid-A": 0.8, "coopgrid-B": 0.6}
+
 // writeTable prints, per size, tasks/s of every system (median and range
 // over the repeats), then coopgrid/Slurm per pair.
 func writeTable(w io.Writer, rows []result) error {
@@ -163,5 +188,32 @@ func writeTable(w io.Writer, rows []result) error {
 			fmt.Fprintf(w, "| %d | %s | %d | %.2f | %.2f-%.2f | %s |\n", n, v, len(rs), median(rs), slices.Min(rs), slices.Max(rs), goal)
 		}
 	}
+	writeHostFractions(w, rows, sizes)
 	return nil
+}
+
+// writeHostFractions prints coopgrid's rate as a fraction of the host's,
+// per pair, when the results have host runs.
+func writeHostFractions(w io.Writer, rows []result, sizes []int) {
+	if !slices.ContainsFunc(rows, func(r result) bool { return r.System == "host" }) {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Fraction of the host's raw rate per pair: each coopgrid run's tasks/s over the host's own run of the same size in the same repeat.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| tasks | coopgrid variant | pairs | fraction median | fraction range | goal |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	for _, n := range sizes {
+		for _, v := range []string{"coopgrid-A", "coopgrid-B"} {
+			fs := hostFractions(rows, v, n)
+			if len(fs) == 0 {
+				continue
+			}
+			goal := "no"
+			if median(fs) >= hostGoal[v] {
+				goal = "yes"
+			}
+			fmt.Fprintf(w, "| %d | %s | %d | %.2f | %.2f-%.2f | ≥ %.2f: %s |\n", n, v, len(fs), median(fs), slices.Min(fs), slices.Max(fs), hostGoal[v], goal)
+		}
+	}
 }

@@ -1,11 +1,16 @@
-// coopgrid dashboard: polls this peer's JSON API (/v1/...) with the bearer
-// token the user gave once, and renders the federation's state. Plain
+// coopgrid dashboard: reads this peer's JSON API (/v1/...) with the bearer
+// token the user gave once, and renders the federation's state. It follows
+// the task events (GET /v1/events) and refreshes when a task changes state,
+// with a slow background refresh; while the stream is down it polls every
+// 1.5 s, as before the watch API. Plain
 // JavaScript, no build step; charts through the vendored uPlot. Every value
 // from the API goes into the page as text (textContent), never as HTML: task
 // names and commands come from other organisations.
 "use strict";
 (function () {
-  const POLL_MS = 1500;
+  const POLL_MS = 1500; // without the event stream
+  const LIVE_POLL_MS = 5000; // with it: what changes without a task event (heartbeats, limits)
+  const REFRESH_DELAY_MS = 150; // a burst of task events makes one refresh
   const MAX_POINTS = 800; // 20 minutes of history at 1.5 s
   const TOKEN_KEY = "coopgrid.api.token";
   const MAX_TASK_ROWS = 1000;
@@ -15,6 +20,11 @@
   let token = sessionStorage.getItem(TOKEN_KEY) || "";
   let timer = null;
   let polling = false;
+  let stream = null; // the AbortController of the open event stream
+  let lastEventId = ""; // where the stream resumes
+  let streamRetryMs = 1000;
+  let streamTimer = null;
+  let refreshTimer = null;
   let status = null;
   let tab = "overview";
   let selected = null; // the task ID whose detail is open
@@ -203,15 +213,125 @@
     $("#logout").hidden = false;
     showTab(location.hash.slice(1) || "overview");
     poll();
-    timer = setInterval(poll, POLL_MS);
+    setLive(false);
+    openStream();
   }
 
   function stop() {
     if (timer) clearInterval(timer);
     timer = null;
+    if (stream) stream.abort();
+    stream = null;
+    if (streamTimer) clearTimeout(streamTimer);
+    streamTimer = null;
+    lastEventId = "";
   }
 
-  // --- polling ------------------------------------------------------------
+  // --- the event stream ---------------------------------------------------
+  // GET /v1/events is read with fetch rather than EventSource: EventSource
+  // cannot send the Authorization header, and the token must not go into a
+  // URL (logs, history).
+
+  function setLive(on) {
+    if (timer) clearInterval(timer);
+    timer = setInterval(poll, on ? LIVE_POLL_MS : POLL_MS);
+    $("#conn").dataset.live = on ? "yes" : "no";
+  }
+
+  async function openStream() {
+    if (!token || stream) return;
+    const ctrl = new AbortController();
+    stream = ctrl;
+    try {
+      const headers = { Authorization: "Bearer " + token, Accept: "text/event-stream" };
+      if (lastEventId) headers["Last-Event-ID"] = lastEventId;
+      const r = await fetch("/v1/events", { headers: headers, cache: "no-store", signal: ctrl.signal });
+      if (r.status === 401) {
+        stream = null;
+        return wrongToken();
+      }
+      if (r.status === 410) lastEventId = ""; // the peer no longer holds them: the next refresh lists, then the present
+      if (!r.ok || !r.body) throw new Error("HTTP " + r.status);
+      streamRetryMs = 1000;
+      await readStream(r.body.getReader());
+    } catch (_) {
+      // Aborted, refused or lost: polling covers until the stream is back.
+    }
+    if (stream !== ctrl) return; // stopped (logout) meanwhile
+    stream = null;
+    if (!timer) return;
+    setLive(false);
+    scheduleRefresh();
+    streamTimer = setTimeout(() => {
+      streamTimer = null;
+      if (timer) openStream();
+    }, streamRetryMs);
+    streamRetryMs = Math.min(streamRetryMs * 2, 30000);
+  }
+
+  // readStream parses server-sent events (event, id, data lines; a blank
+  // line ends one).
+  async function readStream(reader) {
+    const dec = new TextDecoder();
+    let buf = "";
+    let ev = {};
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += dec.decode(value, { stream: true });
+      let i;
+      while ((i = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, i).replace(/\r$/, "");
+        buf = buf.slice(i + 1);
+        if (line === "") {
+          onStreamEvent(ev);
+          ev = {};
+          continue;
+        }
+        const c = line.indexOf(":");
+        const field = c < 0 ? line : line.slice(0, c);
+        let v = c < 0 ? "" : line.slice(c + 1);
+        if (v.startsWith(" ")) v = v.slice(1);
+        if (field === "event") ev.event = v;
+        else if (field === "id") ev.id = v;
+        else if (field === "data") ev.data = ev.data === undefined ? v : ev.data + "\n" + v;
+      }
+    }
+  }
+
+  function onStreamEvent(ev) {
+    if (ev.id) lastEventId = ev.id;
+    switch (ev.event) {
+      case "open":
+        setLive(true);
+        break;
+      case "task":
+        scheduleRefresh();
+        break;
+      case "end":
+        // too_slow: the page missed changes; shutting_down: the peer
+        // stops. Either way a full refresh, then a new stream.
+        try {
+          const end = JSON.parse(ev.data);
+          if (end.code === "too_slow") lastEventId = "";
+        } catch (_) { /* not JSON: ignore */ }
+        scheduleRefresh();
+        break;
+    }
+  }
+
+  // scheduleRefresh refreshes everything shortly, once for a burst of
+  // events, and again after a refresh still in flight.
+  function scheduleRefresh() {
+    if (refreshTimer) return;
+    refreshTimer = setTimeout(() => {
+      refreshTimer = null;
+      if (polling) return scheduleRefresh();
+      poll();
+    }, REFRESH_DELAY_MS);
+  }
+
+  // --- refreshing ---------------------------------------------------------
 
   function taskPath() {
     const st = $("#task-state").value;
