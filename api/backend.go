@@ -98,6 +98,9 @@ type Status struct {
 	Raft   RaftStatus `json:"raft"`
 	Peers  []PeerView `json:"peers"`
 	Orgs   []OrgView  `json:"orgs"`
+	// Build is the answering peer's build; the server sets it (a Backend
+	// leaves it nil).
+	Build *BuildInfo `json:"build,omitempty"`
 }
 
 // RaftStatus is this peer's view of the log.

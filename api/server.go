@@ -46,6 +46,9 @@ type ServerOptions struct {
 	// Logger receives one debug line per request, and errors. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// Build names the peer's build in GET /v1/status and the
+	// coopgrid_build_info metric (default: ReadBuild("", "")).
+	Build BuildInfo
 }
 
 // Server is the peer's HTTP API over a Backend. It is an http.Handler;
@@ -72,6 +75,9 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 		opts.MaxSubmitBytes = DefaultMaxSubmitBytes
 	}
 	opts.Submit = opts.Submit.withDefaults()
+	if opts.Build.Version == "" {
+		opts.Build = ReadBuild(opts.Build.Version, opts.Build.Commit)
+	}
 	s := &Server{b: b, opts: opts, log: opts.Logger, mux: http.NewServeMux(), reg: prometheus.NewRegistry(), metrics: newMetricDescs()}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -84,7 +90,7 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 		Name: "coopgrid_api_requests_total",
 		Help: "HTTP API requests served, by route pattern and status code.",
 	}, []string{"route", "code"})
-	s.reg.MustRegister(s.requests)
+	s.reg.MustRegister(s.requests, buildInfoGauge(opts.Build))
 	s.routes()
 	return s
 }
@@ -329,6 +335,8 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 	if st.Orgs == nil {
 		st.Orgs = []OrgView{}
 	}
+	build := s.opts.Build
+	st.Build = &build
 	writeJSON(w, http.StatusOK, st)
 	return nil
 }

@@ -93,12 +93,13 @@ func runPeer(cmd *cobra.Command, o node.Options) error {
 	if err != nil {
 		return errors.Join(err, stopNode())
 	}
-	srv := api.NewServer(n, api.ServerOptions{Token: token, Logger: log})
+	build := buildInfo()
+	srv := api.NewServer(n, api.ServerOptions{Token: token, Logger: log, Build: build})
 	ln, err := srv.Listen(n.APIAddr())
 	if err != nil {
 		return errors.Join(err, stopNode())
 	}
-	fmt.Fprintf(out, "peer %s of organisation %s\n", n.ID(), n.Org())
+	fmt.Fprintf(out, "peer %s of organisation %s, version %s\n", n.ID(), n.Org(), versionLine(build))
 	for _, a := range n.Addrs() {
 		fmt.Fprintf(out, "listening on %s\n", a)
 	}
