@@ -84,7 +84,7 @@ func (f *clientFlags) connect() (*conn, error) {
 	tokenFile := f.tokenFile
 	if tokenFile == "" {
 		if f.data == "" {
-			return nil, usageErr("no API token: give --data DIR (the peer's data directory, holding %s) or --token-file FILE", api.TokenFile)
+			return nil, usageErr("no API token: give --data DIR (the peer's data directory, holding %s; or set %s) or --token-file FILE", api.TokenFile, envData)
 		}
 		tokenFile = filepath.Join(f.data, api.TokenFile)
 	}

@@ -68,7 +68,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 				return usageErr("--log-level %q: want debug, info, warn or error", logLevel)
 			}
 			slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})))
-			return nil
+			return applyEnv(cmd)
 		},
 	}
 	root.SetVersionTemplate("peer {{.Version}}\n")
@@ -82,5 +82,6 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newDemoCmd())
 	root.AddCommand(newVerifyCmd())
 	root.AddCommand(newVersionCmd())
+	documentEnv(root)
 	return root
 }

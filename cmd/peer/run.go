@@ -44,7 +44,7 @@ does.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.DataDir == "" {
-				return usageErr("--data is required")
+				return usageErr("--data is required (or set " + envData + ")")
 			}
 			var err error
 			if o.Invitation, err = readInvitation(o.Invitation); err != nil {
