@@ -52,6 +52,13 @@ const (
 	CodeMethodInvalid = "method_not_allowed"
 )
 
+// CodeNoQuorum (503): the peer has known no leader for its leader wait (5 s
+// with the lan preset): it reaches no majority of the voters, so the
+// federation takes no write through it until they are back. The write was
+// not appended (an earlier attempt of a submission may still commit: its
+// request ID makes a resend safe).
+const CodeNoQuorum = "no_quorum"
+
 // Error is the JSON error body {"error":{"code":…,"message":…}} and the
 // error type Backend implementations return to pick the status.
 type Error struct {
@@ -82,7 +89,7 @@ func StatusOf(code string) int {
 		return http.StatusConflict
 	case CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case CodeUnavailable:
+	case CodeUnavailable, CodeNoQuorum:
 		return http.StatusServiceUnavailable
 	case CodeMethodInvalid:
 		return http.StatusMethodNotAllowed
