@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/coopgrid/coopgrid/api/dashboard"
 )
@@ -49,6 +50,9 @@ type ServerOptions struct {
 	// Build names the peer's build in GET /v1/status and the
 	// coopgrid_build_info metric (default: ReadBuild("", "")).
 	Build BuildInfo
+	// Collectors are exposed on /metrics beside the server's own metrics
+	// (the daemon's latency histograms, node.Node.Collectors).
+	Collectors []prometheus.Collector
 }
 
 // Server is the peer's HTTP API over a Backend. It is an http.Handler;
@@ -90,7 +94,13 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 		Name: "coopgrid_api_requests_total",
 		Help: "HTTP API requests served, by route pattern and status code.",
 	}, []string{"route", "code"})
-	s.reg.MustRegister(s.requests, buildInfoGauge(opts.Build))
+	s.reg.MustRegister(s.requests, buildInfoGauge(opts.Build),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, c := range opts.Collectors {
+		if err := s.reg.Register(c); err != nil {
+			s.log.Error("api: metrics: a collector is not exposed", "err", err)
+		}
+	}
 	s.routes()
 	return s
 }

@@ -94,7 +94,7 @@ func runPeer(cmd *cobra.Command, o node.Options) error {
 		return errors.Join(err, stopNode())
 	}
 	build := buildInfo()
-	srv := api.NewServer(n, api.ServerOptions{Token: token, Logger: log, Build: build})
+	srv := api.NewServer(n, api.ServerOptions{Token: token, Logger: log, Build: build, Collectors: n.Collectors()})
 	ln, err := srv.Listen(n.APIAddr())
 	if err != nil {
 		return errors.Join(err, stopNode())
