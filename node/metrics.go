@@ -21,7 +21,7 @@ type metrics struct {
 // pass and a commit take milliseconds on a LAN, seconds when in trouble.
 var (
 	taskBuckets   = []float64{1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 12 * 3600, 24 * 3600, 72 * 3600}
-	commitBuckets = prometheus.ExponentialBuckets(0.001, 2, 14) // 1 ms to 8.2 s
+	commitBuckets = prometheus.ExponentialBuckets(0.001, 2, 14)  // 1 ms to 8.2 s
 	passBuckets   = prometheus.ExponentialBuckets(0.0005, 2, 14) // 0.5 ms to 4.1 s
 )
 
