@@ -166,6 +166,8 @@ type MachineView struct {
 	// to tasks running with its peer's own user and privileges, neither as
 	// a dedicated user nor in a sandbox (docs/SECURITY.md, "Tasks").
 	Unprotected bool `json:"unprotected,omitempty"`
+	// Drained: its owner drained it (peer machines drain): no new work.
+	Drained bool `json:"drained,omitempty"`
 }
 
 // TaskQuery filters GET /v1/tasks (?org=&state=&limit=).

@@ -433,3 +433,20 @@ func NewSeeded(now func() int64) (*Backend, error) {
 	b.mu.Unlock()
 	return b, nil
 }
+
+// DrainMachine implements api.MachineDrainer.
+func (b *Backend) DrainMachine(_ context.Context, req api.DrainRequest) (api.MachineView, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.writable(); err != nil {
+		return api.MachineView{}, err
+	}
+	body := apiconv.DrainCommand(b.org, req)
+	if _, err := b.apply(ledger.Command{DrainMachine: body}); err != nil {
+		return api.MachineView{}, apiconv.Error(err)
+	}
+	m, _ := b.l.Machine(body.Machine)
+	return apiconv.Machine(m), nil
+}
+
+var _ api.MachineDrainer = (*Backend)(nil)

@@ -180,7 +180,11 @@ func newMachinesCmd() *cobra.Command {
 					id += " " + unprotectedMark
 					unprotected = true
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, m.Org, machineSpeed(m), num(m.BusyW), idle, m.State, orDash(m.Task), when(m.LastHeartbeatMs))
+				state := m.State
+				if m.Drained {
+					state += " (drained)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, m.Org, machineSpeed(m), num(m.BusyW), idle, state, orDash(m.Task), when(m.LastHeartbeatMs))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -192,6 +196,7 @@ func newMachinesCmd() *cobra.Command {
 		},
 	}
 	addClientFlags(cmd, &f, true)
+	cmd.AddCommand(newDrainCmd(true), newDrainCmd(false))
 	return cmd
 }
 
