@@ -8,8 +8,16 @@ STATICCHECK_VERSION := v0.8.2
 
 all: build
 
+# The binary names its build (peer version, /v1/status, coopgrid_build_info):
+# VERSION is `git describe` of the checkout, COMMIT its full revision; either
+# can be given (make build VERSION=v1.2.0). Outside a git checkout both are
+# empty and the binary falls back to what Go stamped into it, else "dev".
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/peer
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/peer
 
 # The full test suite: vet, every package's tests (multi-peer tests, real
 # peer processes, the demo at CI scale), and the race detector on the

@@ -52,6 +52,13 @@ const (
 	CodeMethodInvalid = "method_not_allowed"
 )
 
+// CodeNoQuorum (503): the peer has known no leader for its leader wait (5 s
+// with the lan preset): it reaches no majority of the voters, so the
+// federation takes no write through it until they are back. The write was
+// not appended (an earlier attempt of a submission may still commit: its
+// request ID makes a resend safe).
+const CodeNoQuorum = "no_quorum"
+
 // Error is the JSON error body {"error":{"code":…,"message":…}} and the
 // error type Backend implementations return to pick the status.
 type Error struct {
@@ -82,7 +89,7 @@ func StatusOf(code string) int {
 		return http.StatusConflict
 	case CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case CodeUnavailable:
+	case CodeUnavailable, CodeNoQuorum:
 		return http.StatusServiceUnavailable
 	case CodeMethodInvalid:
 		return http.StatusMethodNotAllowed
@@ -98,6 +105,9 @@ type Status struct {
 	Raft   RaftStatus `json:"raft"`
 	Peers  []PeerView `json:"peers"`
 	Orgs   []OrgView  `json:"orgs"`
+	// Build is the answering peer's build; the server sets it (a Backend
+	// leaves it nil).
+	Build *BuildInfo `json:"build,omitempty"`
 }
 
 // RaftStatus is this peer's view of the log.
@@ -156,6 +166,8 @@ type MachineView struct {
 	// to tasks running with its peer's own user and privileges, neither as
 	// a dedicated user nor in a sandbox (docs/SECURITY.md, "Tasks").
 	Unprotected bool `json:"unprotected,omitempty"`
+	// Drained: its owner drained it (peer machines drain): no new work.
+	Drained bool `json:"drained,omitempty"`
 }
 
 // TaskQuery filters GET /v1/tasks (?org=&state=&limit=).

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/coopgrid/coopgrid/api/dashboard"
 )
@@ -54,6 +55,12 @@ type ServerOptions struct {
 	MaxEventStreams   int
 	EventWriteTimeout time.Duration
 	EventKeepAlive    time.Duration
+	// Build names the peer's build in GET /v1/status and the
+	// coopgrid_build_info metric (default: ReadBuild("", "")).
+	Build BuildInfo
+	// Collectors are exposed on /metrics beside the server's own metrics
+	// (the daemon's latency histograms, node.Node.Collectors).
+	Collectors []prometheus.Collector
 }
 
 // Server is the peer's HTTP API over a Backend. It is an http.Handler;
@@ -90,6 +97,9 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 	if opts.EventKeepAlive <= 0 {
 		opts.EventKeepAlive = DefaultEventKeepAlive
 	}
+	if opts.Build.Version == "" {
+		opts.Build = ReadBuild(opts.Build.Version, opts.Build.Commit)
+	}
 	s := &Server{b: b, opts: opts, log: opts.Logger, mux: http.NewServeMux(), reg: prometheus.NewRegistry(), metrics: newMetricDescs(), streams: newStreamState()}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -102,7 +112,13 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 		Name: "coopgrid_api_requests_total",
 		Help: "HTTP API requests served, by route pattern and status code.",
 	}, []string{"route", "code"})
-	s.reg.MustRegister(s.requests)
+	s.reg.MustRegister(s.requests, buildInfoGauge(opts.Build),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, c := range opts.Collectors {
+		if err := s.reg.Register(c); err != nil {
+			s.log.Error("api: metrics: a collector is not exposed", "err", err)
+		}
+	}
 	s.routes()
 	return s
 }
@@ -117,6 +133,7 @@ func (s *Server) routes() {
 	s.handle("/v1/status", map[string]handlerFunc{http.MethodGet: s.status})
 	s.handle("/v1/orgs", map[string]handlerFunc{http.MethodGet: s.orgs})
 	s.handle("/v1/machines", map[string]handlerFunc{http.MethodGet: s.machines})
+	s.handle("/v1/machines/drain", map[string]handlerFunc{http.MethodPost: s.drain})
 	s.handle("/v1/tasks", map[string]handlerFunc{http.MethodGet: s.tasks, http.MethodPost: s.submit})
 	s.handle("/v1/tasks/{id}", map[string]handlerFunc{http.MethodGet: s.task})
 	s.handle("/v1/tasks/{id}/logs", map[string]handlerFunc{http.MethodGet: s.logs})
@@ -348,6 +365,8 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 	if st.Orgs == nil {
 		st.Orgs = []OrgView{}
 	}
+	build := s.opts.Build
+	st.Build = &build
 	writeJSON(w, http.StatusOK, st)
 	return nil
 }

@@ -66,9 +66,10 @@ func outcome(err error) string {
 		return outNotFound
 	case api.CodeConflict:
 		return outConflict
-	case api.CodeUnreachable, api.CodeUnavailable, api.CodeInternal:
+	case api.CodeUnreachable, api.CodeUnavailable, api.CodeInternal, api.CodeNoQuorum:
 		// Internal covers a proposal the node gave up on (no leader, lost
-		// leadership mid-commit): it may still commit.
+		// leadership mid-commit): it may still commit. So may a submission
+		// answered no_quorum after an attempt whose outcome was unknown.
 		return outAmbiguous
 	}
 	return ""

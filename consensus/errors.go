@@ -18,6 +18,11 @@ const (
 	CodeNotLeader = "not_leader"
 	// CodeNoLeader: no leader became known in time (not appended).
 	CodeNoLeader = "no_leader"
+	// CodeNoQuorum: this node has known no leader for LeaderWaitTimeout,
+	// many election timeouts: it reaches no majority of the voters (they
+	// are down, or it is cut off from them). Not appended; nothing is
+	// until a majority is back.
+	CodeNoQuorum = "no_quorum"
 	// CodeOutcomeUnknown: the command may or may not have been committed
 	// (leadership was lost or the connection broke after it was sent).
 	// Read the state before retrying a non-idempotent command.
@@ -55,7 +60,7 @@ func Retryable(err error) bool {
 	var pe *p2p.Error
 	if errors.As(err, &pe) {
 		switch pe.Code {
-		case CodeNoLeader, CodeNotLeader, CodeOutcomeUnknown, CodeTimeout, p2p.CodeUnavailable:
+		case CodeNoLeader, CodeNoQuorum, CodeNotLeader, CodeOutcomeUnknown, CodeTimeout, p2p.CodeUnavailable:
 			return true
 		}
 		return false
@@ -68,7 +73,7 @@ func Retryable(err error) bool {
 // whatever it is.
 func certainlyNotApplied(err error) bool {
 	switch p2p.Code(err) {
-	case CodeNotLeader, CodeNoLeader:
+	case CodeNotLeader, CodeNoLeader, CodeNoQuorum:
 		return true
 	}
 	return errors.Is(err, p2p.ErrUnreachable)

@@ -72,6 +72,8 @@ type Node struct {
 	dialing map[peer.ID]bool
 	// pilot runs raft-autopilot while this node leads (voters.go).
 	pilot *pilot
+	// leaderless tells how long no leader has been known (quorum.go).
+	leaderless *leaderlessSince
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -108,6 +110,7 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 		kickCh:       make(chan struct{}, 1),
 		obsCh:        make(chan raft.Observation, 64),
 		dialing:      map[peer.ID]bool{},
+		leaderless:   newLeaderlessSince(time.Now()),
 	}
 	n.fsm = newFSM(cfg.CheckInvariants, n.log)
 	n.fsm.afterApply = n.afterApply
@@ -288,7 +291,8 @@ func (n *Node) Leader() (peer.ID, bool) {
 }
 
 // WaitLeader waits until a leader is known, up to the context's deadline or
-// Config.LeaderWaitTimeout.
+// Config.LeaderWaitTimeout. Once no leader has been known for
+// LeaderWaitTimeout, it fails with CodeNoQuorum (quorum.go), at once.
 func (n *Node) WaitLeader(ctx context.Context) (peer.ID, error) {
 	ctx, cancel := n.withTimeout(ctx, n.cfg.LeaderWaitTimeout)
 	defer cancel()
@@ -297,6 +301,9 @@ func (n *Node) WaitLeader(ctx context.Context) (peer.ID, error) {
 	for {
 		if id, ok := n.Leader(); ok {
 			return id, nil
+		}
+		if n.quorumLost() {
+			return "", n.noQuorumError()
 		}
 		select {
 		case <-ctx.Done():
@@ -431,6 +438,7 @@ func (n *Node) watchLeadership() {
 			stop = func() {}
 			gen := n.term.begin()
 			if !leader {
+				n.leaderless.leadEnded(time.Now())
 				n.log.Info("consensus: lost leadership")
 				continue
 			}

@@ -18,7 +18,8 @@ import (
 // log; on a follower it is forwarded over a libp2p stream to the leader,
 // which checks it and commits it. If the command certainly did not reach the
 // log because the leader changed (CodeNotLeader, CodeNoLeader, the old
-// leader unreachable), it is sent once more to the new leader.
+// leader unreachable), it is sent again to the new leader, until the
+// context ends or this node finds no quorum (CodeNoQuorum, quorum.go).
 //
 // The command must act as this peer (Command.Peer == ID()): the leader
 // refuses a forwarded command whose Peer differs from the authenticated
@@ -39,12 +40,18 @@ func (n *Node) Propose(ctx context.Context, data []byte) (ledger.Result, error) 
 	ctx, cancel := n.withTimeout(ctx, n.cfg.ApplyTimeout)
 	defer cancel()
 	leader, res, err := n.proposeOnce(ctx, &c, data)
-	if err != nil && certainlyNotApplied(err) {
+	// Sent again while it certainly did not reach a log, until the context
+	// ends or no quorum is left: a follower may still name a dead leader
+	// for a heartbeat timeout, and waitLeaderChange paces the attempts.
+	for err != nil && certainlyNotApplied(err) {
 		n.log.Debug("consensus: propose retry after leader change", "leader", leader, "err", err)
 		if werr := n.waitLeaderChange(ctx, leader); werr != nil {
+			if p2p.Code(werr) == CodeNoQuorum {
+				return ledger.Result{}, werr
+			}
 			return ledger.Result{}, err
 		}
-		_, res, err = n.proposeOnce(ctx, &c, data)
+		leader, res, err = n.proposeOnce(ctx, &c, data)
 	}
 	return res, err
 }
@@ -95,6 +102,9 @@ func (n *Node) waitLeaderChange(ctx context.Context, old peer.ID) error {
 	for {
 		if id, ok := n.Leader(); ok && (id != old || id == n.self || time.Since(start) >= n.cfg.HeartbeatTimeout) {
 			return nil
+		}
+		if n.quorumLost() {
+			return n.noQuorumError()
 		}
 		if time.Now().After(deadline) {
 			return errorf(CodeNoLeader, "no new leader after %s", n.cfg.LeaderWaitTimeout)

@@ -65,6 +65,8 @@ type Config struct {
 	Now func() time.Time
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Observer, when set, receives the timing of the scheduling passes.
+	Observer PassObserver
 }
 
 // DefaultConfig returns the defaults (those of config.yaml's consensus

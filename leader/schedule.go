@@ -34,6 +34,20 @@ func (l *Leader) SchedulerStats() SchedulerStats {
 	}
 }
 
+// PassObserver receives the timing of each scheduling pass that ran the
+// policy, for metrics: policy is the view, the policy and the encoding;
+// commit the decisions' entry from append to applied (0 when the pass
+// decided nothing).
+type PassObserver interface {
+	ObservePass(policy, commit time.Duration)
+}
+
+func (l *Leader) observePass(policy, commit time.Duration) {
+	if l.cfg.Observer != nil {
+		l.cfg.Observer.ObservePass(policy, commit)
+	}
+}
+
 // schedule is the leader's scheduling loop. It runs from the moment this
 // peer becomes leader until ctx is cancelled (leadership lost or
 // shutdown). Each pass takes a view of the ledger, runs the policy and
@@ -92,8 +106,13 @@ func (l *Leader) schedulePass(ctx context.Context, r Replica) {
 	if ctx.Err() != nil || !r.IsLeader() {
 		return
 	}
+	start, passes := time.Now(), l.stats.passes.Load()
 	data, count, ok := l.plan(r)
+	planned := time.Since(start)
 	if !ok || count == 0 {
+		if l.stats.passes.Load() != passes {
+			l.observePass(planned, 0)
+		}
 		return
 	}
 	// Leadership may have gone while the policy ran; raft would refuse the
@@ -101,6 +120,7 @@ func (l *Leader) schedulePass(ctx context.Context, r Replica) {
 	if ctx.Err() != nil {
 		return
 	}
+	committing := time.Now()
 	res, err := r.AppendAsLeader(ctx, data)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -109,6 +129,7 @@ func (l *Leader) schedulePass(ctx context.Context, r Replica) {
 		}
 		return
 	}
+	l.observePass(planned, time.Since(committing))
 	accepted := res.AcceptedDecisions()
 	l.stats.proposed.Add(uint64(count))
 	l.stats.accepted.Add(uint64(accepted))

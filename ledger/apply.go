@@ -283,6 +283,9 @@ func (l *Ledger) decide(d Decision, res *Result) *Error {
 	if m.State != MachineUp {
 		return errf(CodeMachineDown, "machine %q is %s", m.ID, m.State)
 	}
+	if m.Drained {
+		return errf(CodeMachineDown, "machine %q is drained", m.ID)
+	}
 	o := l.orgs[t.Org]
 	pi := l.pi[t.Org] + m.BusyMilliW
 	var v *Task

@@ -30,6 +30,9 @@ var kindTraits = map[Kind]struct{ report, wakes, leaderOnly bool }{
 	// A zero membership body is a removal vote; an admission is
 	// leader-only (TestMembershipLeaderOnly).
 	KindMembership: {wakes: true},
+	// Undraining offers a machine again (draining wakes a pass that
+	// decides nothing: the trait sees only the Result).
+	KindDrainMachine: {wakes: true},
 }
 
 // TestEveryKindHasABody: every pointer field of Command is a body in the

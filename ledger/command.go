@@ -105,6 +105,9 @@ type Command struct {
 	// reports (batch.go). Last, and omitted when unset, so that every other
 	// command encodes as before it existed.
 	Reports *Reports `json:"reports,omitempty"`
+	// DrainMachine (drain.go) is omitted when unset, so that every other
+	// command encodes as before it existed.
+	DrainMachine *DrainMachine `json:"drain_machine,omitempty"`
 	// Sig is Peer's Ed25519 signature over SignaturePrefix and the
 	// command's encoding without Sig (sign.go; EncodeSigned). It covers
 	// the whole command, every item of a reports batch included. Last and

@@ -209,6 +209,20 @@ func goldenCommands() []goldenCmd {
 			cmd: with(func(c *Command) {
 				c.Reports = &Reports{Items: []Report{{TaskStarted: started}, {TaskStopped: stopped}, {TaskEnded: ended}, {Checkpoint: recorded}}}
 			})},
+		// Added with the kind (issue 17); the expectations were generated
+		// by its first encoder and must not be regenerated either.
+		{name: "drain_machine", kind: KindDrainMachine,
+			json:   `{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"drain_machine":{"machine":"uni-a/m1","drained":true}}`,
+			result: `{"index":0,"kind":"drain_machine"}`,
+			hash:   "f69a644caed15328affd8d8c342bd917914901ac3820ecad64763a20c794146e",
+			cmd:    with(func(c *Command) { c.DrainMachine = &DrainMachine{Machine: "uni-a/m1", Drained: true} })},
+		{name: "undrain_machine", kind: KindDrainMachine,
+			// Undraining a machine that is not drained changes nothing:
+			// the fixture's hash, as before the kind existed.
+			json:   `{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"drain_machine":{"machine":"uni-a/m2","drained":false}}`,
+			result: `{"index":0,"kind":"drain_machine"}`,
+			hash:   "d2e510987a1bb58e5d4d9ae6c705ea6a27fdb4ee916616b1b49a2922c2a384a9",
+			cmd:    with(func(c *Command) { c.DrainMachine = &DrainMachine{Machine: "uni-a/m2"} })},
 	}
 }
 

@@ -146,6 +146,9 @@ type Machine struct {
 	// placed here run with its owner's peer's own user and privileges.
 	// Omitted when false, so that older states encode and hash as before.
 	Unprotected bool `json:"unprotected,omitempty"`
+	// Drained: its owner drained it (DrainMachine): no new work. Omitted
+	// when false, so that older states encode and hash as before.
+	Drained bool `json:"drained,omitempty"`
 	// State is up or lost.
 	State MachineState `json:"state"`
 	// LastHeartbeatMs is the time of the last heartbeat (or of the

@@ -21,7 +21,7 @@ type ViewMap struct {
 // PolicyView builds the state a policy decides on, at time nowMs (the
 // leader's clock):
 //   - Orgs: every organisation, in registration order, with its limit;
-//   - Machines: the machines that are up, sorted by ID, each with its
+//   - Machines: the machines that are up and not drained, sorted by ID, each with its
 //     effective speed (Machine.EffectiveMFLOPS: the declared one, corrected
 //     down when enough observed runs show the machine slower);
 //   - Queued: the queued tasks by submit sequence, each with its remaining
@@ -51,6 +51,10 @@ func (l *Ledger) PolicyView(nowMs int64, checkpointBlockSeconds float64) (*polic
 		if m.State != MachineUp {
 			continue
 		}
+		if m.Drained {
+			drainedInView(s, m, l.tasks, orgIdx)
+			continue
+		}
 		machIdx[id] = len(s.Machines)
 		vm.Machines = append(vm.Machines, id)
 		s.Machines = append(s.Machines, policy.Machine{ID: id, Owner: orgIdx[m.Org], MFLOPS: m.EffectiveMFLOPS(), BusyMilliW: m.BusyMilliW})
@@ -78,6 +82,22 @@ func (l *Ledger) PolicyView(nowMs int64, checkpointBlockSeconds float64) (*polic
 		s.Running = append(s.Running, r)
 	}
 	return s, vm
+}
+
+// drainedInView leaves a drained machine (DrainMachine) out of the view, so
+// that the policy neither places work on it nor preempts its task. Its
+// task keeps drawing power against its organisation's limit, which the
+// view then shows lowered by the machine's busy power: the headroom the
+// policy sees is the ledger's. (The machine's speed leaves its owner's
+// quota in the view, and the task's allocation its organisation's, while
+// it is drained.)
+func drainedInView(s *policy.State, m *Machine, tasks map[string]*Task, orgIdx map[string]int) {
+	t := tasks[m.Task]
+	if t == nil {
+		return
+	}
+	o := &s.Orgs[orgIdx[t.Org]]
+	o.LimitMilliW = max(o.LimitMilliW-m.BusyMilliW, 0)
 }
 
 func policyTask(t *Task, orgIdx map[string]int) policy.Task {

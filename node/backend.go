@@ -158,6 +158,9 @@ func (n *Node) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitRes
 	}
 	res, err := n.proposeSubmit(ctx, encoded, key)
 	if err != nil {
+		if p2p.Code(err) == consensus.CodeNoQuorum {
+			return api.SubmitResponse{}, api.Errorf(api.CodeNoQuorum, "%s; nothing is queued until a majority of the voters is back: resend with request ID %s then (safe even if an earlier attempt commits after all)", p2pMessage(err), key)
+		}
 		if resendable(err) || ctx.Err() != nil {
 			return api.SubmitResponse{}, api.Errorf(api.CodeUnavailable, "the submission may or may not have been queued (%v): resend it with request ID %s to be sure not to queue it twice", err, key)
 		}
@@ -205,7 +208,9 @@ func (n *Node) proposeSubmit(ctx context.Context, encoded []byte, key string) (l
 	_, _ = backoff.Retry(ctx, func() (struct{}, error) {
 		attempt++
 		res, last = n.proposeEncoded(ctx, encoded)
-		if last != nil && !resendable(last) {
+		// No quorum is resendable later, not within this request: the
+		// answer would be the same.
+		if last != nil && (!resendable(last) || p2p.Code(last) == consensus.CodeNoQuorum) {
 			return struct{}{}, backoff.Permanent(last)
 		}
 		return struct{}{}, last
@@ -398,6 +403,8 @@ func apiError(err error) error {
 			return api.Errorf(api.CodeConflict, "%v", err)
 		case p2p.CodeTooLarge:
 			return api.Errorf(api.CodeTooLarge, "%v", err)
+		case consensus.CodeNoQuorum:
+			return api.Errorf(api.CodeNoQuorum, "%s", p2pMessage(err))
 		case consensus.CodeNoLeader, consensus.CodeNotLeader, consensus.CodeOutcomeUnknown, consensus.CodeShutdown,
 			consensus.CodeTimeout, consensus.CodeMembership, p2p.CodeUnavailable, p2p.CodeCanceled, p2p.CodeTruncated:
 			return api.Errorf(api.CodeUnavailable, "%v", err)
@@ -411,6 +418,16 @@ func apiError(err error) error {
 		return api.Errorf(api.CodeUnavailable, "%v", err)
 	}
 	return api.Errorf(api.CodeInternal, "%v", err)
+}
+
+// p2pMessage is the message of a coded error without its code (which the
+// API error carries as its own).
+func p2pMessage(err error) string {
+	var pe *p2p.Error
+	if errors.As(err, &pe) && pe.Message != "" {
+		return pe.Message
+	}
+	return err.Error()
 }
 
 // Metrics reports the leader loop's counters (api.MetricsSource): the

@@ -114,6 +114,8 @@ type Node struct {
 	// faults is the test-only fault-injection state, nil unless
 	// Options.FaultInjection.
 	faults *faultControl
+	// metrics are the latency histograms of /metrics (metrics.go).
+	metrics *metrics
 
 	// crashed makes every component drop its work without proposing
 	// anything: an abrupt stop, as when the process dies.
@@ -210,6 +212,7 @@ func prepare(opts Options) (*Node, *executor.MachinesFile, error) {
 		ready:    make(chan struct{}),
 		done:     make(chan struct{}),
 		faults:   faults,
+		metrics:  newMetrics(),
 	}
 	n.boot = config.NextBoot(dir, n.now().UnixMilli(), n.log)
 	mf, err := n.loadMachines()
@@ -412,6 +415,7 @@ func (n *Node) newLeader(ccfg consensus.Config) (*leader.Leader, error) {
 	lcfg.Serving = func() bool { return n.isReady() && !n.crashed.Load() && !n.closing.Load() }
 	lcfg.Now = n.now
 	lcfg.Logger = n.log
+	lcfg.Observer = n.metrics
 	if n.opts.Leader != nil {
 		n.opts.Leader(&lcfg)
 	}
@@ -720,10 +724,12 @@ func (n *Node) encode(c ledger.Command) ([]byte, error) {
 // proposeEncoded proposes an encoded command and waits until this peer
 // has applied it; a ledger refusal is the error.
 func (n *Node) proposeEncoded(ctx context.Context, data []byte) (ledger.Result, error) {
+	start := time.Now()
 	res, err := n.cons.Propose(ctx, data)
 	if err != nil {
 		return res, err
 	}
+	n.metrics.observeProposal(time.Since(start))
 	if err := n.waitApplied(ctx, res.Index); err != nil {
 		return res, err
 	}

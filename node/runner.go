@@ -48,6 +48,7 @@ func (n *Node) newRunner() (*runner.Runner, error) {
 		ReconcileInterval: n.opts.ReconcileInterval,
 		Now:               n.now,
 		Logger:            n.log,
+		Observer:          n.metrics,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start: %w", err)

@@ -453,6 +453,9 @@ func (b *bridge) start(ctx context.Context, r *run) {
 	if err != nil {
 		b.log.Info("start not recorded; stopping the run", "task", t.ID, "machine", r.machine, "err", err)
 	} else {
+		if b.cfg.Observer != nil && r.attempt == 1 {
+			b.cfg.Observer.RunStarted(b.cfg.Now().Sub(time.UnixMilli(t.SubmittedMs)))
+		}
 		b.log.Info("task started", "task", t.ID, "machine", r.machine, "from_mflop", r.doneMFlop, "restored", restored)
 		if t.Spec.Checkpointable && b.cfg.Checkpoint.Interval > 0 && !needStop {
 			b.wg.Go(func() { b.periodicCheckpoints(ctx, r, ckDir) })
@@ -610,6 +613,9 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 	if err != nil && ctx.Err() == nil {
 		b.log.Warn("report of a run's end refused", "task", t.ID, "machine", r.machine, "reason", res.Reason, "err", err)
 	} else if err == nil {
+		if b.cfg.Observer != nil {
+			b.cfg.Observer.RunEnded(res.End.Sub(res.Start), runOutcome(stopReason, res))
+		}
 		b.log.Info("task run ended", "task", t.ID, "machine", r.machine, "reason", res.Reason, "energy_mj", energy, "source", source)
 		for _, note := range out.Notes {
 			b.log.Info("ledger note", "task", t.ID, "note", note)
@@ -622,6 +628,18 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 	// A task that ended, or a checkpoint that replaced another, may leave
 	// archives to collect.
 	b.ck.poke()
+}
+
+// runOutcome names how a reported run ended, for Observer: "stopped" (the
+// ledger preempted or cancelled it), "done" or "failed".
+func runOutcome(stopReason string, res executor.Result) string {
+	switch {
+	case stopReason != "" && res.Reason == executor.ReasonStopped:
+		return "stopped"
+	case res.OK():
+		return "done"
+	}
+	return "failed"
 }
 
 // resendPlausible follows a report of r's end that the ledger refused as

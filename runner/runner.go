@@ -131,6 +131,18 @@ type Config struct {
 	Now func() time.Time
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Observer, when set, receives the timing of this peer's runs.
+	Observer Observer
+}
+
+// Observer receives the timing of the runs on this peer's machines, for
+// metrics. RunStarted: a task's first run was recorded as started, queueWait
+// after its submission (ledger times). RunEnded: the end of a run was
+// recorded; runTime is the executor's, outcome "done", "failed" or
+// "stopped".
+type Observer interface {
+	RunStarted(queueWait time.Duration)
+	RunEnded(runTime time.Duration, outcome string)
 }
 
 // CheckpointSubdir is a task's $CHECKPOINT_DIR below TasksDir/<id>/, the

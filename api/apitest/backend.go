@@ -455,3 +455,19 @@ func (b *Backend) SetEventLog(l *api.EventLog) {
 	defer b.mu.Unlock()
 	b.events = l
 }
+// DrainMachine implements api.MachineDrainer.
+func (b *Backend) DrainMachine(_ context.Context, req api.DrainRequest) (api.MachineView, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.writable(); err != nil {
+		return api.MachineView{}, err
+	}
+	body := apiconv.DrainCommand(b.org, req)
+	if _, err := b.apply(ledger.Command{DrainMachine: body}); err != nil {
+		return api.MachineView{}, apiconv.Error(err)
+	}
+	m, _ := b.l.Machine(body.Machine)
+	return apiconv.Machine(m), nil
+}
+
+var _ api.MachineDrainer = (*Backend)(nil)

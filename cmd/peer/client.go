@@ -54,10 +54,11 @@ func addClientFlags(cmd *cobra.Command, f *clientFlags, withJSON bool) {
 	fl.StringVar(&f.data, "data", "", "the peer's data directory (holds "+api.TokenFile+" and "+configFile+")")
 	fl.StringVar(&f.apiURL, "api", "", "the peer's API address, HOST:PORT or URL (default: the api key of DATA/"+configFile+", else "+api.DefaultAddr+")")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the API's bearer token (default DATA/"+api.TokenFile+")")
-	fl.DurationVar(&f.timeout, "timeout", 2*time.Minute, "give up on the API after this long (0: never)")
+	fl.DurationVar(&f.timeout, "timeout", defaultTimeout, "give up on the whole command after this long (0: never; a command that follows the peer with --watch or --wait: only when given)")
 	if withJSON {
 		fl.BoolVar(&f.json, "json", false, "print JSON instead of a table")
 	}
+	boundWhole(cmd, f)
 }
 
 // usageArgs wraps a cobra argument check so that a wrong number of
@@ -84,7 +85,7 @@ func (f *clientFlags) connect() (*conn, error) {
 	tokenFile := f.tokenFile
 	if tokenFile == "" {
 		if f.data == "" {
-			return nil, usageErr("no API token: give --data DIR (the peer's data directory, holding %s) or --token-file FILE", api.TokenFile)
+			return nil, usageErr("no API token: give --data DIR (the peer's data directory, holding %s; or set %s) or --token-file FILE", api.TokenFile, envData)
 		}
 		tokenFile = filepath.Join(f.data, api.TokenFile)
 	}
@@ -108,7 +109,9 @@ func (f *clientFlags) connect() (*conn, error) {
 	if err != nil {
 		return nil, usageErr("%v", err)
 	}
-	hc := &http.Client{Timeout: f.timeout}
+	// No per-request timeout: --timeout bounds the command as a whole
+	// (boundWhole), through the requests' context.
+	hc := &http.Client{}
 	return &conn{Client: api.NewClient(base, token, hc), tokenFrom: tokenFile}, nil
 }
 
@@ -175,6 +178,8 @@ func (c *conn) fail(what string, err error) error {
 		return &exitError{code: 1, err: fmt.Errorf("cannot reach the peer's API at %s: is `peer run` running?", c.BaseURL())}
 	case api.CodeUnauthorized:
 		return &exitError{code: 1, err: fmt.Errorf("the peer's API at %s refused the token from %s: is it the token of this peer's data directory?", c.BaseURL(), c.tokenFrom)}
+	case api.CodeNoQuorum:
+		return &exitError{code: 1, err: fmt.Errorf("%s: no quorum: %s", what, e.Message)}
 	case api.CodeBadRequest, api.CodeTooLarge:
 		return &exitError{code: 2, err: fmt.Errorf("%s: %s: %s", what, e.Code, e.Message)}
 	}

@@ -43,7 +43,7 @@ An initialised directory is never overwritten.`,
 			case o.Org == "":
 				return usageErr("--org is required")
 			case o.DataDir == "":
-				return usageErr("--data is required")
+				return usageErr("--data is required (or set " + envData + ")")
 			case o.NewFederation == (o.SecretFile != ""):
 				return usageErr("give exactly one of --new-federation (start a federation) and --secret FILE (join one)")
 			}

@@ -16,9 +16,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
-
 // exitError carries a process exit code through cobra.
 type exitError struct {
 	code int
@@ -62,7 +59,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "peer",
 		Short:         "coopgrid: a peer-to-peer scheduler for federations of institutions that share their computers",
-		Version:       version,
+		Version:       versionLine(buildInfo()),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -71,9 +68,10 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 				return usageErr("--log-level %q: want debug, info, warn or error", logLevel)
 			}
 			slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})))
-			return nil
+			return applyEnv(cmd)
 		},
 	}
+	root.SetVersionTemplate("peer {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error")
@@ -83,5 +81,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newClientCmds()...)
 	root.AddCommand(newDemoCmd())
 	root.AddCommand(newVerifyCmd())
+	root.AddCommand(newVersionCmd())
+	documentEnv(root)
 	return root
 }

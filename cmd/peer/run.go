@@ -44,7 +44,7 @@ does.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.DataDir == "" {
-				return usageErr("--data is required")
+				return usageErr("--data is required (or set " + envData + ")")
 			}
 			var err error
 			if o.Invitation, err = readInvitation(o.Invitation); err != nil {
@@ -93,12 +93,13 @@ func runPeer(cmd *cobra.Command, o node.Options) error {
 	if err != nil {
 		return errors.Join(err, stopNode())
 	}
-	srv := api.NewServer(n, api.ServerOptions{Token: token, Logger: log})
+	build := buildInfo()
+	srv := api.NewServer(n, api.ServerOptions{Token: token, Logger: log, Build: build, Collectors: n.Collectors()})
 	ln, err := srv.Listen(n.APIAddr())
 	if err != nil {
 		return errors.Join(err, stopNode())
 	}
-	fmt.Fprintf(out, "peer %s of organisation %s\n", n.ID(), n.Org())
+	fmt.Fprintf(out, "peer %s of organisation %s, version %s\n", n.ID(), n.Org(), versionLine(build))
 	for _, a := range n.Addrs() {
 		fmt.Fprintf(out, "listening on %s\n", a)
 	}

@@ -24,7 +24,8 @@ limit, power in use (PI), DP, task counts and energy.
 
 --json prints {"self","org","leader","raft":{…},"peers":[{"id","org","voter",
 "leader","addrs"}],"orgs":[{"name","quota_gflops","power_quota_w","limit_w",
-"pi_w","dp","queued","running","done","failed","energy_j",…}]}.`,
+"pi_w","dp","queued","running","done","failed","energy_j",…}],"build":{"version",
+"commit","go_version",…}} (build: the running peer's, see peer version).`,
 		Example: `  peer status --data /var/lib/coopgrid
   peer status --data /var/lib/coopgrid --json | jq '.orgs[] | {name, pi_w, limit_w}'`,
 		Args: usageArgs(cobra.NoArgs),
@@ -64,6 +65,9 @@ func printStatus(w io.Writer, st api.Status) error {
 	fmt.Fprintf(tw, "peer\t%s (%s)\n", st.Self, orDash(st.Org))
 	fmt.Fprintf(tw, "leader\t%s\n", leader)
 	fmt.Fprintf(tw, "raft\t%s, applied index %d, state hash %s\n", orDash(st.Raft.State), st.Raft.AppliedIndex, short(st.Raft.StateHash))
+	if st.Build != nil {
+		fmt.Fprintf(tw, "version\t%s\n", versionLine(*st.Build))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -176,7 +180,11 @@ func newMachinesCmd() *cobra.Command {
 					id += " " + unprotectedMark
 					unprotected = true
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, m.Org, machineSpeed(m), num(m.BusyW), idle, m.State, orDash(m.Task), when(m.LastHeartbeatMs))
+				state := m.State
+				if m.Drained {
+					state += " (drained)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, m.Org, machineSpeed(m), num(m.BusyW), idle, state, orDash(m.Task), when(m.LastHeartbeatMs))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -188,6 +196,7 @@ func newMachinesCmd() *cobra.Command {
 		},
 	}
 	addClientFlags(cmd, &f, true)
+	cmd.AddCommand(newDrainCmd(true), newDrainCmd(false))
 	return cmd
 }
 

@@ -58,7 +58,7 @@ usage. --json prints the whole report.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if data == "" {
-				return usageErr("--data is required")
+				return usageErr("--data is required (or set " + envData + ")")
 			}
 			if expect != "" && upTo == 0 {
 				return usageErr("--expect-hash needs --upto: a hash is only meaningful at a committed index")

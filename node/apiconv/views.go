@@ -64,6 +64,7 @@ func Machine(m ledger.Machine) api.MachineView {
 		EffectiveGFLOPS: effectiveGFLOPS(m),
 		SpeedMismatch:   m.SpeedMismatch(),
 		Unprotected:     m.Unprotected,
+		Drained:         m.Drained,
 	}
 }
 
