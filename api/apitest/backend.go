@@ -455,6 +455,7 @@ func (b *Backend) SetEventLog(l *api.EventLog) {
 	defer b.mu.Unlock()
 	b.events = l
 }
+
 // DrainMachine implements api.MachineDrainer.
 func (b *Backend) DrainMachine(_ context.Context, req api.DrainRequest) (api.MachineView, error) {
 	b.mu.Lock()
