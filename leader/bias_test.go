@@ -98,7 +98,7 @@ func TestTriggerPlacesWhatThePolicyDecides(t *testing.T) {
 	now := time.Now().UnixMilli()
 	var want []ledger.Decision
 	f.m.node.View(func(lg *ledger.Ledger) {
-		st, vm := lg.PolicyView(now, ledger.DefaultCheckpointBlockSeconds)
+		st, vm := lg.PolicyView(now, ledger.DefaultCheckpointBlockMs/1000)
 		ds, err := policy.EHOSEP{}.Schedule(st)
 		if err != nil {
 			t.Fatal(err)

@@ -81,23 +81,23 @@ type Scheduling struct {
 	// Policy names the policy (policy.Names()). In a command "" means
 	// DefaultSchedulingPolicy; the ledger stores the name it applies.
 	Policy string `json:"policy"`
-	// CheckpointBlockSeconds is policy.State.CheckpointBlockSeconds: 0
-	// means no checkpointing.
-	CheckpointBlockSeconds int64 `json:"checkpoint_block_s"`
+	// CheckpointBlockMs is policy.State.CheckpointBlockSeconds, in ms
+	// like every duration of the ledger: 0 means no checkpointing.
+	CheckpointBlockMs int64 `json:"checkpoint_block_ms"`
 }
 
 // The settings a federation created by `peer init --new-federation` gets
 // unless its configuration names others (the consensus section's defaults).
 const (
-	DefaultSchedulingPolicy       = "ehosep"
-	DefaultCheckpointBlockSeconds = 300
-	// MaxCheckpointBlockSeconds bounds the setting: one week.
-	MaxCheckpointBlockSeconds = 7 * 24 * 3600
+	DefaultSchedulingPolicy  = "ehosep"
+	DefaultCheckpointBlockMs = 300_000
+	// MaxCheckpointBlockMs bounds the setting: one week.
+	MaxCheckpointBlockMs = 7 * 24 * 3600 * 1000
 )
 
 // DefaultScheduling returns the default settings.
 func DefaultScheduling() *Scheduling {
-	return &Scheduling{Policy: DefaultSchedulingPolicy, CheckpointBlockSeconds: DefaultCheckpointBlockSeconds}
+	return &Scheduling{Policy: DefaultSchedulingPolicy, CheckpointBlockMs: DefaultCheckpointBlockMs}
 }
 
 func (s *Scheduling) validate() *Error {
@@ -106,8 +106,8 @@ func (s *Scheduling) validate() *Error {
 			return errf(CodeMalformed, "rules: scheduling: %v", err)
 		}
 	}
-	if s.CheckpointBlockSeconds < 0 || s.CheckpointBlockSeconds > MaxCheckpointBlockSeconds {
-		return errf(CodeMalformed, "rules: scheduling: checkpoint_block_s %d out of range [0, %d]", s.CheckpointBlockSeconds, int64(MaxCheckpointBlockSeconds))
+	if s.CheckpointBlockMs < 0 || s.CheckpointBlockMs > MaxCheckpointBlockMs {
+		return errf(CodeMalformed, "rules: scheduling: checkpoint_block_ms %d out of range [0, %d]", s.CheckpointBlockMs, int64(MaxCheckpointBlockMs))
 	}
 	return nil
 }
@@ -164,7 +164,7 @@ func (l *Ledger) SchedulingPass(nowMs int64) (*Pass, *Error) {
 		// named policy gets here, and every such peer alike.
 		return nil, errf(CodePolicyFailed, "policy %q: %v", s.Policy, err)
 	}
-	st, vm := l.PolicyView(nowMs, float64(s.CheckpointBlockSeconds))
+	st, vm := l.PolicyView(nowMs, float64(s.CheckpointBlockMs)/1000)
 	return &Pass{settings: s, policy: pol, state: st, view: vm}, nil
 }
 

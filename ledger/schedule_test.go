@@ -13,7 +13,7 @@ import (
 // the view at the trigger's time, and a leader cannot choose them.
 
 func schedRules(pol string, block int64) *Rules {
-	return &Rules{Executors: ExecutorsSimulated, Scheduling: &Scheduling{Policy: pol, CheckpointBlockSeconds: block}}
+	return &Rules{Executors: ExecutorsSimulated, Scheduling: &Scheduling{Policy: pol, CheckpointBlockMs: block}}
 }
 
 func trigger(org string, at int64) Command {
@@ -36,13 +36,13 @@ func schedFed(t testing.TB, r *Rules) *fed {
 
 // expectedPass is what the named policy decides on l's view at nowMs,
 // computed here without the ledger's pass.
-func expectedPass(t *testing.T, l *Ledger, name string, nowMs, block int64) []Decision {
+func expectedPass(t *testing.T, l *Ledger, name string, nowMs, blockMs int64) []Decision {
 	t.Helper()
 	pol, err := policy.New(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, vm := l.PolicyView(nowMs, float64(block))
+	st, vm := l.PolicyView(nowMs, float64(blockMs)/1000)
 	pds, err := pol.Schedule(st)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
@@ -70,8 +70,8 @@ func decisionsOf(r Result) []Decision {
 func TestScheduleTriggerRunsTheFederationsPolicy(t *testing.T) {
 	for _, name := range policy.Names() {
 		t.Run(name, func(t *testing.T) {
-			f := schedFed(t, schedRules(name, 300))
-			want := expectedPass(t, f.l, name, 5000, 300)
+			f := schedFed(t, schedRules(name, 300_000))
+			want := expectedPass(t, f.l, name, 5000, 300_000)
 			if len(want) == 0 {
 				t.Fatal("the policy decides nothing: the test proves nothing")
 			}
@@ -108,7 +108,7 @@ func placementOf(l *Ledger) map[string]string {
 // gives the same verdict.
 func TestScheduleRefusals(t *testing.T) {
 	withTrigger := func(t testing.TB) *fed {
-		f := schedFed(t, schedRules("ehosep", 300))
+		f := schedFed(t, schedRules("ehosep", 300_000))
 		f.must(trigger("uni-a", 5000))
 		return f
 	}
@@ -155,7 +155,7 @@ func TestScheduleRefusals(t *testing.T) {
 // TestScheduleTimeIsMonotonic: a trigger may repeat the last trigger's
 // time but not go before it, and a snapshot carries that time.
 func TestScheduleTimeIsMonotonic(t *testing.T) {
-	f := schedFed(t, schedRules("ehosep", 300))
+	f := schedFed(t, schedRules("ehosep", 300_000))
 	f.must(trigger("uni-a", 5000))
 	if f.l.ScheduledAtMs() != 5000 {
 		t.Fatalf("last trigger at %d", f.l.ScheduledAtMs())
@@ -191,10 +191,10 @@ func TestScheduleTimeIsMonotonic(t *testing.T) {
 // change them; bad settings are malformed.
 func TestSchedulingSettingsFixedByFirstRegistration(t *testing.T) {
 	f := newFed(t)
-	f.must(registerRules("uni-a", 1, schedRules("", 60)))
+	f.must(registerRules("uni-a", 1, schedRules("", 60_000)))
 	f.must(registerRules("uni-b", 1, schedRules("osep", 0)))
 	s, ok := f.l.SchedulingSettings()
-	if !ok || s != (Scheduling{Policy: DefaultSchedulingPolicy, CheckpointBlockSeconds: 60}) {
+	if !ok || s != (Scheduling{Policy: DefaultSchedulingPolicy, CheckpointBlockMs: 60_000}) {
 		t.Fatalf("settings %+v (%v)", s, ok)
 	}
 	// Accessors return copies.
@@ -203,7 +203,7 @@ func TestSchedulingSettingsFixedByFirstRegistration(t *testing.T) {
 	if s, _ := f.l.SchedulingSettings(); s.Policy != DefaultSchedulingPolicy {
 		t.Fatal("Rules shares the settings")
 	}
-	for _, bad := range []*Scheduling{{Policy: "fifo"}, {CheckpointBlockSeconds: -1}, {CheckpointBlockSeconds: MaxCheckpointBlockSeconds + 1}} {
+	for _, bad := range []*Scheduling{{Policy: "fifo"}, {CheckpointBlockMs: -1}, {CheckpointBlockMs: MaxCheckpointBlockMs + 1}} {
 		c := registerRules("uni-c", 1, &Rules{Executors: ExecutorsSimulated, Scheduling: bad})
 		if _, err := EncodeCommand(c); CodeOf(err) != CodeMalformed {
 			t.Errorf("%+v: %v, want malformed", bad, err)
@@ -262,7 +262,7 @@ func TestScheduledRunToCompletion(t *testing.T) {
 		}
 		return out
 	}
-	rules := schedRules("ehosep", 5)
+	rules := schedRules("ehosep", 5000)
 	for _, c := range []Command{
 		registerRules("u1", whole, rules, specs(4, 2000, 200_000)...),
 		registerRules("u2", whole, nil, specs(4, 1000, 100_000)...),
@@ -321,7 +321,7 @@ func TestScheduledRunToCompletion(t *testing.T) {
 			t.Fatal(perr)
 		}
 		if len(ds) > 0 {
-			want := expectedPass(t, f.l, "ehosep", now, 5)
+			want := expectedPass(t, f.l, "ehosep", now, 5000)
 			r := apply(trigger("u1", now))
 			triggers++
 			if got := decisionsOf(r); !reflect.DeepEqual(got, want) || !reflect.DeepEqual(got, ds) {

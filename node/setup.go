@@ -261,8 +261,8 @@ func (n *Node) executorRules(first, hasMachines bool) *ledger.Rules {
 	r := &ledger.Rules{Executors: mode}
 	if first {
 		r.Scheduling = &ledger.Scheduling{
-			Policy:                 n.cfg.Consensus.Policy,
-			CheckpointBlockSeconds: int64(n.cfg.Consensus.CheckpointBlock / time.Second),
+			Policy:            n.cfg.Consensus.Policy,
+			CheckpointBlockMs: n.cfg.Consensus.CheckpointBlock.Milliseconds(),
 		}
 	}
 	return r
