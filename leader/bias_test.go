@@ -61,7 +61,9 @@ func TestMaliciousLeaderCannotBiasPlacement(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			before := f.c.converge()
-			res := appendAsLeader(t, f.leader, command(f.leader, ledger.Command{Decisions: &ledger.Decisions{Decisions: ds}}))
+			res, _ := appendAsTheLeader(t, f.c, func(*tpeer) ledger.Command {
+				return ledger.Command{Decisions: &ledger.Decisions{Decisions: ds}}
+			})
 			if res.Err == nil || res.Err.Code != ledger.CodeSchedulingMode {
 				t.Fatalf("biased decisions: %v, want %s", res.Err, ledger.CodeSchedulingMode)
 			}
@@ -70,6 +72,27 @@ func TestMaliciousLeaderCannotBiasPlacement(t *testing.T) {
 				t.Fatalf("placed: %v", got)
 			}
 		})
+	}
+}
+
+// appendAsTheLeader appends the command build makes for whoever leads
+// now, retrying with the next leader when leadership moves under the call
+// (a loaded machine loses leaders): a refusal must not be the election's.
+// A command whose outcome was unknown is appended again: every command
+// here is refused or changes nothing the second time.
+func appendAsTheLeader(t *testing.T, c *cluster, build func(leader *tpeer) ledger.Command) (ledger.Result, *tpeer) {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		l := c.waitLeader()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		res, err := l.node.AppendAsLeader(ctx, command(l, build(l)))
+		cancel()
+		if err == nil {
+			return res, l
+		}
+		if code := p2p.Code(err); attempt >= 5 || code != consensus.CodeNotLeader && code != consensus.CodeOutcomeUnknown {
+			t.Fatalf("%s append: %v", l.name, err)
+		}
 	}
 }
 
@@ -110,7 +133,7 @@ func TestTriggerPlacesWhatThePolicyDecides(t *testing.T) {
 	if len(want) != 3 {
 		t.Fatalf("EHOSEP decides %d placements, want the 3 queued tasks: %+v", len(want), want)
 	}
-	res := appendAsLeader(t, f.leader, command(f.leader, ledger.Command{AtMs: now, Schedule: &ledger.Schedule{}}))
+	res, _ := appendAsTheLeader(t, f.c, func(*tpeer) ledger.Command { return ledger.Command{AtMs: now, Schedule: &ledger.Schedule{}} })
 	if !res.Applied() || res.AcceptedDecisions() != len(want) {
 		t.Fatalf("trigger: %v %+v", res.Err, res.Decisions)
 	}
@@ -135,7 +158,7 @@ func TestTriggerPlacesWhatThePolicyDecides(t *testing.T) {
 	t.Run("the past", func(t *testing.T) {
 		submit(t, f.victim, 1)
 		before := f.c.converge()
-		res := appendAsLeader(t, f.leader, command(f.leader, ledger.Command{AtMs: now - 1, Schedule: &ledger.Schedule{}}))
+		res, _ := appendAsTheLeader(t, f.c, func(*tpeer) ledger.Command { return ledger.Command{AtMs: now - 1, Schedule: &ledger.Schedule{}} })
 		if res.Err == nil || res.Err.Code != ledger.CodeClockBackwards {
 			t.Fatalf("trigger in the past: %v, want %s", res.Err, ledger.CodeClockBackwards)
 		}
@@ -143,19 +166,40 @@ func TestTriggerPlacesWhatThePolicyDecides(t *testing.T) {
 	})
 
 	t.Run("a follower's trigger", func(t *testing.T) {
-		before, last := f.c.converge(), f.leader.node.Raft().LastIndex()
-		trigger := command(f.m, ledger.Command{Schedule: &ledger.Schedule{}})
+		before := f.c.converge()
+		leader := f.c.waitLeader()
+		follower := f.c.other(leader)
+		last := leader.node.Raft().LastIndex()
+		asked := leader
+		trigger := command(follower, ledger.Command{Schedule: &ledger.Schedule{}})
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		if _, err := f.m.node.Propose(ctx, trigger); p2p.Code(err) != consensus.CodeForbidden {
+		if _, err := follower.node.Propose(ctx, trigger); p2p.Code(err) != consensus.CodeForbidden {
 			t.Fatalf("proposed trigger: %v, want %s", err, consensus.CodeForbidden)
 		}
-		// Modified code skips its own admission: the leader's refuses.
-		if _, err := f.m.host.Request(ctx, f.leader.node.ID(), consensus.ProtoPropose, trigger); p2p.Code(err) != consensus.CodeForbidden {
-			t.Fatalf("forwarded trigger: %v, want %s", err, consensus.CodeForbidden)
+		// Modified code skips its own admission: the leader's refuses. A
+		// peer that lost leadership meanwhile answers not_leader: ask the
+		// next one.
+		for attempt := 0; ; attempt++ {
+			_, err := follower.host.Request(ctx, leader.node.ID(), consensus.ProtoPropose, trigger)
+			if p2p.Code(err) == consensus.CodeForbidden {
+				break
+			}
+			if p2p.Code(err) != consensus.CodeNotLeader || attempt >= 5 {
+				t.Fatalf("forwarded trigger: %v, want %s", err, consensus.CodeForbidden)
+			}
+			if leader = f.c.waitLeader(); leader == follower {
+				follower = f.c.other(leader)
+				trigger = command(follower, ledger.Command{Schedule: &ledger.Schedule{}})
+			}
 		}
-		if after := f.c.converge(); after != before || f.leader.node.Raft().LastIndex() != last {
-			t.Fatalf("a refused trigger changed the log or the state")
+		if after := f.c.converge(); after != before {
+			t.Fatalf("a refused trigger changed the state")
+		}
+		// The log too, unless an election (which appends its own entry)
+		// came between.
+		if leader == asked && f.c.waitLeader() == leader && leader.node.Raft().LastIndex() != last {
+			t.Fatalf("a refused trigger reached the log: %d → %d", last, leader.node.Raft().LastIndex())
 		}
 	})
 }
