@@ -13,9 +13,10 @@ import (
 // peer for its own proposals, the authenticated sender of a forwarded one);
 // state is the local ledger under its read lock.
 //
-//   - Decisions come only from the leader's scheduling pass, which appends
-//     them itself (Replica.AppendAsLeader) without admission: a proposed
-//     decisions batch is refused, from any peer, this one included.
+//   - Decisions and schedule triggers come only from the leader's
+//     scheduling pass, which appends them itself (Replica.AppendAsLeader)
+//     without admission: a proposed one is refused, from any peer, this
+//     one included.
 //   - The ledger lets any registered peer declare a machine lost; only the
 //     leader (which watches heartbeats) may do so for another
 //     organisation's machine, so a forwarded declaration about another
@@ -24,7 +25,7 @@ import (
 // Refusals are *p2p.Error with consensus.CodeForbidden.
 func (l *Leader) Admit(proposer peer.ID, c ledger.Command, state *ledger.Ledger) error {
 	if c.LeaderOnly() {
-		return p2p.Errorf(consensus.CodeForbidden, "decisions are proposed only by the leader's scheduling loop")
+		return p2p.Errorf(consensus.CodeForbidden, "%s commands are proposed only by the leader's scheduling loop", c.Kind())
 	}
 	if c.MachineLost != nil && proposer != l.cfg.Self {
 		if m, ok := state.Machine(c.MachineLost.Machine); ok && m.Org != "" && m.Org != c.Org {

@@ -34,7 +34,10 @@ type Config struct {
 	// tests and tools of a federation that does not sign.
 	Signer Signer
 
-	// Policy is the scheduling policy the leader runs (policy.Names()).
+	// Policy is the scheduling policy the leader runs (policy.Names()) on
+	// a federation whose leader decides. On one whose peers compute the
+	// passes (ledger.Scheduling in its rules), the federation's settings
+	// apply and Policy and CheckpointBlockSeconds are not used.
 	Policy string
 	// ScheduleInterval is the leader's tick: a pass runs at least this often
 	// while tasks wait, besides the passes woken by state changes.

@@ -9,7 +9,10 @@
 //     entry. The ledger re-validates each decision, so a pass decided on a
 //     stale view loses decisions but never breaks an invariant, and a
 //     decision committed twice (an old leader's pass racing a new leader's)
-//     is rejected as stale;
+//     is rejected as stale. On a federation whose peers compute the passes
+//     (ledger.Scheduling in its rules) it commits a schedule trigger
+//     instead, when the same pass run on its own view decides something,
+//     and every peer's Apply computes and applies the pass;
 //   - lost-machine detection (lost.go): a machine that is up in the ledger
 //     and silent on the gossip heartbeats for the timeout is declared lost;
 //   - command admission (admit.go): the rules a command must pass before

@@ -61,6 +61,8 @@ type tpeer struct {
 	// index: "" applied, else the refusal's code.
 	verdictMu sync.Mutex
 	verdicts  map[uint64]ledger.Code
+	// kinds holds the kind of each applied log index.
+	kinds map[uint64]ledger.Kind
 }
 
 // record keeps the verdict of an applied entry (consensus' OnApply).
@@ -69,7 +71,9 @@ func (p *tpeer) record(res *ledger.Result) {
 	defer p.verdictMu.Unlock()
 	if p.verdicts == nil {
 		p.verdicts = map[uint64]ledger.Code{}
+		p.kinds = map[uint64]ledger.Kind{}
 	}
+	p.kinds[res.Index] = res.Kind
 	var code ledger.Code
 	if res.Err != nil {
 		code = res.Err.Code
@@ -84,6 +88,22 @@ func (p *tpeer) verdict(index uint64) (ledger.Code, bool) {
 	defer p.verdictMu.Unlock()
 	c, ok := p.verdicts[index]
 	return c, ok
+}
+
+// appliedKinds counts the kinds of the entries this peer applied, and
+// how many of each were refused.
+func (p *tpeer) appliedKinds() (applied, refused map[ledger.Kind]int) {
+	p.verdictMu.Lock()
+	defer p.verdictMu.Unlock()
+	applied, refused = map[ledger.Kind]int{}, map[ledger.Kind]int{}
+	for i, k := range p.kinds {
+		if p.verdicts[i] == "" {
+			applied[k]++
+		} else {
+			refused[k]++
+		}
+	}
+	return applied, refused
 }
 
 func startPeer(tb testing.TB, name string, psk pnet.PSK, mut tweak) *tpeer {
@@ -248,6 +268,13 @@ type cluster struct {
 // every peer registers its organisation with the given machines.
 func newCluster(tb testing.TB, size, machines int, mut tweak) *cluster {
 	tb.Helper()
+	return newClusterWithRules(tb, size, machines, nil, mut)
+}
+
+// newClusterWithRules is newCluster whose first registration fixes the
+// federation's rules (nil: none, as before rules existed).
+func newClusterWithRules(tb testing.TB, size, machines int, rules *ledger.Rules, mut tweak) *cluster {
+	tb.Helper()
 	psk, err := p2p.GenerateSecret()
 	if err != nil {
 		tb.Fatal(err)
@@ -258,7 +285,7 @@ func newCluster(tb testing.TB, size, machines int, mut tweak) *cluster {
 		tb.Fatal(err)
 	}
 	c.waitLeader()
-	c.register(first, machines)
+	c.registerWith(first, machines, rules)
 	for i := 1; i < size; i++ {
 		p := c.add()
 		c.join(p, first)
@@ -337,11 +364,16 @@ next:
 
 func (c *cluster) register(p *tpeer, machines int) {
 	c.tb.Helper()
+	c.registerWith(p, machines, nil)
+}
+
+func (c *cluster) registerWith(p *tpeer, machines int, rules *ledger.Rules) {
+	c.tb.Helper()
 	var ms []ledger.MachineSpec
 	for i := 0; i < machines; i++ {
 		ms = append(ms, ledger.MachineSpec{Name: fmt.Sprintf("m%d", i), MFLOPS: 1000, BusyMilliW: 100_000})
 	}
-	res := mustPropose(c.tb, p, ledger.Command{RegisterOrg: &ledger.RegisterOrg{LimitMilliW: 1_000_000_000, Machines: ms}})
+	res := mustPropose(c.tb, p, ledger.Command{RegisterOrg: &ledger.RegisterOrg{LimitMilliW: 1_000_000_000, Machines: ms, Rules: rules}})
 	if !res.Applied() {
 		c.tb.Fatalf("register %s: %v", p.org, res.Err)
 	}

@@ -12,9 +12,10 @@ import (
 
 // SchedulerStats counts the scheduling passes this peer ran as leader.
 type SchedulerStats struct {
-	// Passes that ran the policy; Proposed decisions committed in entries;
-	// Accepted and Rejected by Apply (stale decisions are rejected);
-	// Errors counts passes whose entry failed to commit.
+	// Passes that ran the policy; Proposed decisions committed in entries
+	// (for a schedule trigger, the decisions every peer's pass made in
+	// Apply); Accepted and Rejected by Apply (stale decisions are
+	// rejected); Errors counts passes whose entry failed to commit.
 	Passes, Proposed, Accepted, Rejected, Errors uint64
 }
 
@@ -51,7 +52,8 @@ func (l *Leader) observePass(policy, commit time.Duration) {
 // schedule is the leader's scheduling loop. It runs from the moment this
 // peer becomes leader until ctx is cancelled (leadership lost or
 // shutdown). Each pass takes a view of the ledger, runs the policy and
-// commits all decisions of the pass as one log entry.
+// commits all decisions of the pass as one log entry, or, on a federation
+// whose peers compute the passes, a schedule trigger.
 func (l *Leader) schedule(ctx context.Context, r Replica) {
 	if !l.firstBarrier(ctx, r) {
 		return
@@ -107,11 +109,11 @@ func (l *Leader) schedulePass(ctx context.Context, r Replica) {
 		return
 	}
 	start, passes := time.Now(), l.stats.passes.Load()
-	data, count, ok := l.plan(r)
-	planned := time.Since(start)
-	if !ok || count == 0 {
+	p, ok := l.plan(r)
+	planTook := time.Since(start)
+	if !ok || p.count == 0 {
 		if l.stats.passes.Load() != passes {
-			l.observePass(planned, 0)
+			l.observePass(planTook, 0)
 		}
 		return
 	}
@@ -121,49 +123,90 @@ func (l *Leader) schedulePass(ctx context.Context, r Replica) {
 		return
 	}
 	committing := time.Now()
-	res, err := r.AppendAsLeader(ctx, data)
+	res, err := r.AppendAsLeader(ctx, p.data)
 	if err != nil {
 		if ctx.Err() == nil {
 			l.stats.errors.Add(1)
-			l.log.Warn("leader: commit decisions", "decisions", count, "err", err)
+			l.log.Warn("leader: commit "+string(p.kind), "decisions", p.count, "err", err)
 		}
 		return
 	}
-	l.observePass(planned, time.Since(committing))
+	l.observePass(planTook, time.Since(committing))
+	l.account(p, &res)
+}
+
+// account counts what Apply made of a committed pass. A trigger's
+// decisions are the ones every peer computed in Apply (Result.Decisions),
+// not the ones this peer's own pass foresaw.
+func (l *Leader) account(p planned, res *ledger.Result) {
+	proposed := len(res.Decisions)
+	if p.kind == ledger.KindDecisions {
+		// A refused batch proposed its decisions all the same.
+		proposed = p.count
+	}
 	accepted := res.AcceptedDecisions()
-	l.stats.proposed.Add(uint64(count))
+	l.stats.proposed.Add(uint64(proposed))
 	l.stats.accepted.Add(uint64(accepted))
-	l.stats.rejected.Add(uint64(count - accepted))
-	if res.Err != nil {
-		l.log.Warn("leader: decisions rejected", "index", res.Index, "err", res.Err)
-	} else if accepted < count {
-		l.log.Info("leader: stale decisions rejected", "index", res.Index, "accepted", accepted, "decisions", count)
+	l.stats.rejected.Add(uint64(proposed - accepted))
+	switch {
+	case res.Err != nil && res.Err.Code == ledger.CodeNothingToSchedule:
+		// The state changed between this peer's pass and the trigger's.
+		l.log.Debug("leader: schedule trigger found nothing to decide", "index", res.Index)
+	case res.Err != nil:
+		l.log.Warn("leader: "+string(p.kind)+" rejected", "index", res.Index, "err", res.Err)
+	case accepted < proposed:
+		l.log.Info("leader: stale decisions rejected", "index", res.Index, "accepted", accepted, "decisions", proposed)
 	}
 }
 
+// planned is an encoded pass to append: a decisions batch (a federation
+// whose leader decides) or a schedule trigger (one whose peers compute the
+// pass), with the number of decisions this peer's pass made.
+type planned struct {
+	kind  ledger.Kind
+	data  []byte
+	count int
+}
+
 // plan runs the policy on the current view and returns the encoded
-// decisions command and the number of decisions (ok false when there is
-// nothing to propose).
-func (l *Leader) plan(r StateViewer) (data []byte, count int, ok bool) {
+// command to append (ok false when there is nothing to propose). On a
+// federation whose peers compute the passes (ledger.Scheduling), the
+// leader runs the very pass a trigger would (Ledger.SchedulingPass, with
+// the federation's settings, not this peer's configuration) only to learn
+// whether it decides anything, and proposes the trigger.
+func (l *Leader) plan(r StateViewer) (p planned, ok bool) {
 	nowMs := l.cfg.Now().UnixMilli()
 	var (
-		st  *policy.State
-		vm  *ledger.ViewMap
-		org string
+		st      *policy.State
+		vm      *ledger.ViewMap
+		org     string
+		byPeers bool
+		pass    *ledger.Pass
+		perr    *ledger.Error
 	)
 	r.View(func(lg *ledger.Ledger) {
 		org, ok = lg.OrgOfPeer(l.cfg.Self.String())
 		if !ok {
 			return
 		}
+		if _, byPeers = lg.SchedulingSettings(); byPeers {
+			// A trigger may not be earlier than the last one: a clock
+			// behind it (another leader's ran ahead) uses its time.
+			nowMs = max(nowMs, lg.ScheduledAtMs())
+			pass, perr = lg.SchedulingPass(nowMs)
+			return
+		}
 		st, vm = lg.PolicyView(nowMs, l.cfg.CheckpointBlockSeconds)
 	})
 	if !ok {
 		l.log.Debug("leader: leader's peer has no organisation; not scheduling")
-		return nil, 0, false
+		return planned{}, false
+	}
+	if byPeers {
+		return l.planTrigger(org, nowMs, pass, perr)
 	}
 	if len(st.Queued) == 0 {
-		return nil, 0, false
+		return planned{}, false
 	}
 	// The view is a copy: the policy runs without holding the lock.
 	l.stats.passes.Add(1)
@@ -171,10 +214,10 @@ func (l *Leader) plan(r StateViewer) (data []byte, count int, ok bool) {
 	if err != nil {
 		l.stats.errors.Add(1)
 		l.log.Error("leader: policy failed", "policy", l.policy.Name(), "err", err)
-		return nil, 0, false
+		return planned{}, false
 	}
 	if len(ds) == 0 {
-		return nil, 0, false
+		return planned{}, false
 	}
 	if len(ds) > ledger.MaxDecisionsPerCommand {
 		ds = ds[:ledger.MaxDecisionsPerCommand]
@@ -183,13 +226,43 @@ func (l *Leader) plan(r StateViewer) (data []byte, count int, ok bool) {
 	if err != nil {
 		l.stats.errors.Add(1)
 		l.log.Error("leader: decisions do not fit the view", "err", err)
-		return nil, 0, false
+		return planned{}, false
 	}
-	data, err = l.encode(cmd)
+	return l.encoded(ledger.KindDecisions, cmd, len(ds))
+}
+
+// planTrigger runs the pass a trigger at nowMs would run (its view is a
+// copy: outside the lock) and proposes the trigger if it decides anything.
+func (l *Leader) planTrigger(org string, nowMs int64, pass *ledger.Pass, perr *ledger.Error) (planned, bool) {
+	if perr != nil {
+		l.stats.errors.Add(1)
+		l.log.Error("leader: scheduling pass", "err", perr)
+		return planned{}, false
+	}
+	if pass.Queued() == 0 {
+		return planned{}, false
+	}
+	l.stats.passes.Add(1)
+	ds, err := pass.Decide()
+	if err != nil {
+		// Every peer would refuse the trigger alike: do not append it.
+		l.stats.errors.Add(1)
+		l.log.Error("leader: scheduling pass", "pass", pass, "err", err)
+		return planned{}, false
+	}
+	if len(ds) == 0 {
+		return planned{}, false
+	}
+	cmd := ledger.Command{V: ledger.CommandVersion, Org: org, Peer: l.cfg.Self.String(), AtMs: nowMs, Schedule: &ledger.Schedule{}}
+	return l.encoded(ledger.KindSchedule, cmd, len(ds))
+}
+
+func (l *Leader) encoded(kind ledger.Kind, cmd ledger.Command, count int) (planned, bool) {
+	data, err := l.encode(cmd)
 	if err != nil {
 		l.stats.errors.Add(1)
-		l.log.Error("leader: encode decisions", "err", err)
-		return nil, 0, false
+		l.log.Error("leader: encode "+string(kind), "err", err)
+		return planned{}, false
 	}
-	return data, len(ds), true
+	return planned{kind: kind, data: data, count: count}, true
 }

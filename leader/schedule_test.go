@@ -16,10 +16,25 @@ import (
 // distinct machine, and the leader's counters account for every decision.
 // (Moved from consensus' TestClusterReplicatesAndSchedules, whose
 // replication half stays there.)
+//
+// On a federation whose peers compute the passes (scheduling settings in
+// its rules), the leader appends schedule triggers and never a decisions
+// batch, and its counters count the decisions Apply made.
 func TestClusterSchedules(t *testing.T) {
-	for _, size := range []int{3, 5} {
-		t.Run(fmt.Sprintf("%d peers", size), func(t *testing.T) {
-			c := newCluster(t, size, 4, nil)
+	peersCompute := &ledger.Rules{Executors: ledger.ExecutorsSimulated, Scheduling: ledger.DefaultScheduling()}
+	for _, tc := range []struct {
+		size  int
+		rules *ledger.Rules
+		// kind is what the leader appends.
+		kind ledger.Kind
+	}{
+		{3, nil, ledger.KindDecisions},
+		{5, nil, ledger.KindDecisions},
+		{3, peersCompute, ledger.KindSchedule},
+	} {
+		t.Run(fmt.Sprintf("%d peers %s", tc.size, tc.kind), func(t *testing.T) {
+			size := tc.size
+			c := newClusterWithRules(t, size, 4, tc.rules, nil)
 			leader := c.waitLeader()
 			members, err := leader.node.Members()
 			if err != nil {
@@ -82,8 +97,18 @@ func TestClusterSchedules(t *testing.T) {
 				}
 				seen[m] = task
 			}
-			if st := leader.lead.SchedulerStats(); st.Accepted != uint64(len(ids)) {
+			if st := leader.lead.SchedulerStats(); st.Accepted != uint64(len(ids)) || st.Proposed != st.Accepted+st.Rejected {
 				t.Fatalf("leader accepted %d decisions, want %d (%+v)", st.Accepted, len(ids), st)
+			}
+			for _, p := range c.running() {
+				applied, _ := p.appliedKinds()
+				other := ledger.KindSchedule
+				if tc.kind == ledger.KindSchedule {
+					other = ledger.KindDecisions
+				}
+				if applied[tc.kind] == 0 || applied[other] != 0 {
+					t.Fatalf("%s applied %d %s and %d %s entries", p.name, applied[tc.kind], tc.kind, applied[other], other)
+				}
 			}
 		})
 	}

@@ -245,13 +245,20 @@ func (b *Decisions) check(l *Ledger, c *Command) (change, *Error) {
 	if _, err := l.actor(c); err != nil {
 		return nil, err
 	}
-	return func(_ uint64, res *Result) {
-		ds := b.Decisions
-		res.Decisions = make([]DecisionResult, len(ds))
-		for i, d := range ds {
-			res.Decisions[i] = DecisionResult{Decision: d, Err: l.decide(d, res)}
-		}
-	}, nil
+	if _, ok := l.SchedulingSettings(); ok {
+		return nil, errf(CodeSchedulingMode, "this federation's peers compute every scheduling pass themselves: a leader proposes a schedule trigger, not decisions")
+	}
+	return func(_ uint64, res *Result) { l.applyDecisions(b.Decisions, res) }, nil
+}
+
+// applyDecisions applies ds in order, each judged against the state the
+// previous ones left, with its verdict in res.Decisions: a decisions
+// batch's and a schedule trigger's pass alike.
+func (l *Ledger) applyDecisions(ds []Decision, res *Result) {
+	res.Decisions = make([]DecisionResult, len(ds))
+	for i, d := range ds {
+		res.Decisions[i] = DecisionResult{Decision: d, Err: l.decide(d, res)}
+	}
 }
 
 // decide validates one decision against the current state and, if valid,

@@ -33,6 +33,8 @@ var kindTraits = map[Kind]struct{ report, wakes, leaderOnly bool }{
 	// Undraining offers a machine again (draining wakes a pass that
 	// decides nothing: the trait sees only the Result).
 	KindDrainMachine: {wakes: true},
+	// A trigger is the leader's pass, computed by every peer.
+	KindSchedule: {leaderOnly: true},
 }
 
 // TestEveryKindHasABody: every pointer field of Command is a body in the
@@ -164,6 +166,9 @@ func wakesSchedulerBefore(res *Result) bool {
 	switch res.Kind {
 	case KindHeartbeat, KindCheckpoint, KindDecisions:
 		return false
+	case KindSchedule:
+		// Added with the kind: a trigger is a pass, like decisions.
+		return false
 	case KindReports:
 		for _, it := range res.Reports {
 			if it.Err == nil && it.Kind != KindCheckpoint {
@@ -216,6 +221,7 @@ func TestWakesScheduler(t *testing.T) {
 		{"heartbeat", Result{Kind: KindHeartbeat}, false},
 		{"checkpoint", Result{Kind: KindCheckpoint}, false},
 		{"decisions", Result{Kind: KindDecisions}, false},
+		{"schedule", Result{Kind: KindSchedule}, false},
 		{"batch of checkpoints", Result{Kind: KindReports, Reports: []ReportResult{{Kind: KindCheckpoint}, {Kind: KindCheckpoint}}}, false},
 		{"batch with an accepted end", Result{Kind: KindReports, Reports: []ReportResult{{Kind: KindCheckpoint}, {Kind: KindTaskEnded}}}, true},
 		{"batch with a refused end", Result{Kind: KindReports, Reports: []ReportResult{{Kind: KindCheckpoint}, {Kind: KindTaskEnded, Err: refused}}}, false},

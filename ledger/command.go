@@ -108,6 +108,10 @@ type Command struct {
 	// DrainMachine (drain.go) is omitted when unset, so that every other
 	// command encodes as before it existed.
 	DrainMachine *DrainMachine `json:"drain_machine,omitempty"`
+	// Schedule is a scheduling trigger every peer computes itself
+	// (schedule.go). Omitted when unset, so that every other command
+	// encodes as before it existed.
+	Schedule *Schedule `json:"schedule,omitempty"`
 	// Sig is Peer's Ed25519 signature over SignaturePrefix and the
 	// command's encoding without Sig (sign.go; EncodeSigned). It covers
 	// the whole command, every item of a reports batch included. Last and
@@ -240,6 +244,11 @@ type Decisions struct {
 }
 
 func (*Decisions) Kind() Kind { return KindDecisions }
+
+// A federation whose rules carry Scheduling refuses decisions batches
+// (CodeSchedulingMode): its peers compute every pass themselves from a
+// schedule trigger (schedule.go), so that a leader cannot choose
+// placements.
 
 // leaderOnly: decisions come only from the leader's own scheduling loop.
 func (*Decisions) leaderOnly() bool { return true }

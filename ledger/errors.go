@@ -56,6 +56,20 @@ const (
 	// CodeExecutorMode: a registration declares simulated executors on a
 	// live federation, or live ones on a simulated federation.
 	CodeExecutorMode Code = "executor_mode"
+	// CodeSchedulingMode: the command does not match how the federation
+	// schedules: a decisions batch on a federation whose peers compute
+	// every pass themselves (Rules.Scheduling), or a schedule trigger on
+	// one without those settings (schedule.go).
+	CodeSchedulingMode Code = "scheduling_mode"
+	// CodeClockBackwards: a schedule trigger's time is before the last
+	// applied trigger's.
+	CodeClockBackwards Code = "clock_backwards"
+	// CodeNothingToSchedule: the pass a schedule trigger asks for decides
+	// nothing on the current state.
+	CodeNothingToSchedule Code = "nothing_to_schedule"
+	// CodePolicyFailed: the federation's policy failed on the pass a
+	// schedule trigger asks for (identically on every peer).
+	CodePolicyFailed Code = "policy_failed"
 )
 
 // Error is a rejected command or decision.

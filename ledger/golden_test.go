@@ -71,6 +71,15 @@ func goldenCommands() []goldenCmd {
 			cmd: with(func(c *Command) {
 				c.RegisterOrg = &RegisterOrg{Rules: &Rules{Executors: ExecutorsLive, MaxQueuedPerOrg: 50}}
 			})},
+		// scheduling (issue 15) is omitempty: the rules above, without
+		// it, keep their bytes.
+		{name: "register_org with scheduling rules", kind: KindRegisterOrg,
+			json:   `{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"register_org":{"limit_mw":0,"machines":null,"rules":{"executors":"live","scheduling":{"policy":"ehosep","checkpoint_block_ms":300000}}}}`,
+			result: `{"index":0,"kind":"register_org","err":{"code":"exists","msg":"organisation \"uni-a\" is already registered"}}`,
+			hash:   "d2e510987a1bb58e5d4d9ae6c705ea6a27fdb4ee916616b1b49a2922c2a384a9",
+			cmd: with(func(c *Command) {
+				c.RegisterOrg = &RegisterOrg{Rules: &Rules{Executors: ExecutorsLive, Scheduling: &Scheduling{Policy: "ehosep", CheckpointBlockMs: 300_000}}}
+			})},
 		{name: "add_machine", kind: KindAddMachine,
 			json:   `{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"add_machine":{"machine":{"name":"m3","mflops":10,"busy_mw":10,"idle_mw":1}}}`,
 			result: `{"index":0,"kind":"add_machine"}`,
@@ -131,6 +140,13 @@ func goldenCommands() []goldenCmd {
 			result: `{"index":0,"kind":"decisions"}`,
 			hash:   "d2e510987a1bb58e5d4d9ae6c705ea6a27fdb4ee916616b1b49a2922c2a384a9",
 			cmd:    with(func(c *Command) { c.Decisions = &Decisions{} })},
+		// A trigger where the leader decides (assignedFixture has no
+		// rules) is refused, the state unchanged.
+		{name: "schedule", kind: KindSchedule,
+			json:   `{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"schedule":{}}`,
+			result: `{"index":0,"kind":"schedule","err":{"code":"scheduling_mode","msg":"this federation's leader proposes decisions: it has no scheduling settings for its peers to compute a pass"}}`,
+			hash:   "d2e510987a1bb58e5d4d9ae6c705ea6a27fdb4ee916616b1b49a2922c2a384a9",
+			cmd:    with(func(c *Command) { c.Schedule = &Schedule{} })},
 		{name: "task_started", kind: KindTaskStarted,
 			json:   `{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"task_started":{"task":"uni-a-1","machine":"uni-a/m1"}}`,
 			result: `{"index":0,"kind":"task_started"}`,
@@ -280,6 +296,9 @@ func goldenRejectInputs() []string {
 		e(`,"reports":{"items":[` + strings.TrimSuffix(strings.Repeat(`{},`, MaxReportsPerCommand+1), ",") + `]}`),
 		e(`,"register_org":{"limit_mw":1,"machines":[],"rules":{"executors":"fake"}}`),
 		e(`,"register_org":{"limit_mw":1,"machines":[],"rules":{"executors":"live","max_queued_per_org":-1}}`),
+		e(`,"register_org":{"limit_mw":1,"machines":[],"rules":{"executors":"live","scheduling":{"policy":"fifo","checkpoint_block_ms":0}}}`),
+		e(`,"register_org":{"limit_mw":1,"machines":[],"rules":{"executors":"live","scheduling":{"policy":"ehosep","checkpoint_block_ms":-1}}}`),
+		e(`,"schedule":{"now_ms":1}`),
 	}
 }
 
@@ -347,6 +366,9 @@ var goldenRejections = []struct{ code, msg string }{
 	{"malformed", "10001 reports: want 1 to 10000"},
 	{"malformed", "rules: executors \"fake\": want live or simulated"},
 	{"malformed", "rules: max_queued_per_org -1 out of range [0, 10000000]"},
+	{"malformed", "rules: scheduling: unknown policy \"fifo\" (want one of osep, hosep, ehosep, ehosep-bestfit)"},
+	{"malformed", "rules: scheduling: checkpoint_block_ms -1 out of range [0, 604800000]"},
+	{"malformed", "decode command: json: unknown field \"now_ms\""},
 }
 
 // goldenItemsResult is what applying goldenItemsBatch to assignedFixture
@@ -511,5 +533,34 @@ func TestGoldenLiveRun(t *testing.T) {
 	}
 	if got := f.l.Hash(); got != hash {
 		t.Errorf("hash %s, want %s", got, hash)
+	}
+}
+
+// TestGoldenScheduleRun pins what a schedule trigger does on a federation
+// whose peers compute the passes (issue 15): the decisions of the pass, the
+// state it leaves (the settings and the trigger's time in the canonical
+// encoding), and the refusal of a leader's decisions batch there.
+func TestGoldenScheduleRun(t *testing.T) {
+	f := schedFed(t, &Rules{Executors: ExecutorsLive, Scheduling: &Scheduling{CheckpointBlockMs: 300_000}})
+	r := f.apply(trigger("uni-a", 5000))
+	r.Index = 0
+	const (
+		result = `{"index":0,"kind":"schedule","decisions":[{"decision":{"kind":"allocate","task":"uni-a-1","machine":"uni-a/m2"}},{"decision":{"kind":"allocate","task":"uni-b-2","machine":"uni-b/x1"}},{"decision":{"kind":"allocate","task":"uni-a-2","machine":"uni-a/m1"}}],"changes":[{"machine":"uni-a/m2","machine_org":"uni-a","action":"start","task":"uni-a-1","reason":"allocated"},{"machine":"uni-b/x1","machine_org":"uni-b","action":"start","task":"uni-b-2","reason":"allocated"},{"machine":"uni-a/m1","machine_org":"uni-a","action":"start","task":"uni-a-2","reason":"allocated"}]}`
+		hash   = "4a29145362b7a101c170070b29e7bd354e31b1804939ea18627ceec19f62daea"
+	)
+	if got := string(mustJSON(r)); got != result {
+		t.Errorf("result changed:\n got %s\nwant %s", got, result)
+	}
+	if got := f.l.Hash(); got != hash {
+		t.Errorf("hash %s, want %s", got, hash)
+	}
+	r = f.apply(decide("uni-a", 6000, alloc("uni-a-3", "uni-b/x1")))
+	r.Index = 0
+	const refused = `{"index":0,"kind":"decisions","err":{"code":"scheduling_mode","msg":"this federation's peers compute every scheduling pass themselves: a leader proposes a schedule trigger, not decisions"}}`
+	if got := string(mustJSON(r)); got != refused {
+		t.Errorf("decisions result changed:\n got %s\nwant %s", got, refused)
+	}
+	if got := f.l.Hash(); got != hash {
+		t.Errorf("hash after the refused batch %s, want %s", got, hash)
 	}
 }

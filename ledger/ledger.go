@@ -34,6 +34,9 @@ type Ledger struct {
 	// not done, failed or cancelled.
 	rules      *Rules
 	unfinished map[string]int64
+	// scheduledMs is the time of the last applied schedule trigger
+	// (schedule.go): the next one may not be earlier.
+	scheduledMs int64
 
 	// members holds the federation's membership decisions (membership.go).
 	members membership

@@ -62,6 +62,11 @@ type Rules struct {
 	// failed or cancelled) tasks. In a command 0 means
 	// DefaultMaxQueuedPerOrg; the ledger stores the figure it applies.
 	MaxQueuedPerOrg int64 `json:"max_queued_per_org,omitempty"`
+	// Scheduling, when set, makes every peer compute each scheduling pass
+	// from a schedule trigger, with these settings, and refuses decisions
+	// batches (schedule.go). Omitted when unset: rules from before it
+	// encode, hash and behave as before (the leader proposes decisions).
+	Scheduling *Scheduling `json:"scheduling,omitempty"`
 }
 
 // The documented margins of the plausibility rules.
@@ -99,6 +104,9 @@ func (r Rules) normalized() *Rules {
 	if r.MaxQueuedPerOrg == 0 {
 		r.MaxQueuedPerOrg = DefaultMaxQueuedPerOrg
 	}
+	if r.Scheduling != nil {
+		r.Scheduling = r.Scheduling.normalized()
+	}
 	return &r
 }
 
@@ -109,6 +117,9 @@ func (r *Rules) validate() *Error {
 	if r.MaxQueuedPerOrg < 0 || r.MaxQueuedPerOrg > MaxQueuedPerOrgLimit {
 		return errf(CodeMalformed, "rules: max_queued_per_org %d out of range [0, %d]", r.MaxQueuedPerOrg, int64(MaxQueuedPerOrgLimit))
 	}
+	if r.Scheduling != nil {
+		return r.Scheduling.validate()
+	}
 	return nil
 }
 
@@ -118,7 +129,12 @@ func (l *Ledger) Rules() (Rules, bool) {
 	if l.rules == nil {
 		return Rules{}, false
 	}
-	return *l.rules, true
+	r := *l.rules
+	if r.Scheduling != nil {
+		s := *r.Scheduling
+		r.Scheduling = &s
+	}
+	return r, true
 }
 
 func (l *Ledger) live() bool { return l.rules != nil && l.rules.Executors == ExecutorsLive }

@@ -19,6 +19,9 @@ type gen struct {
 	pol policy.Policy
 	// views keeps recent policy views, to decide on a stale one.
 	views []viewAt
+	// sched: the first registration fixes scheduling settings, and the
+	// leader mostly sends schedule triggers (schedule.go).
+	sched bool
 }
 
 type viewAt struct {
@@ -85,6 +88,9 @@ func (g *gen) command() Command {
 		org := orgPool[g.pick(len(orgPool))]
 		c := g.env(org)
 		c.RegisterOrg = &RegisterOrg{LimitMilliW: int64(g.pick(1_000_000)), Machines: g.machineSpecs(g.pick(4))}
+		if g.sched && len(g.registered()) == 0 {
+			c.RegisterOrg.Rules = &Rules{Executors: ExecutorsSimulated, Scheduling: DefaultScheduling()}
+		}
 		return c
 	case w < 7:
 		org := g.actor()
@@ -196,6 +202,15 @@ func ownerOf(machine string) string {
 // a view several steps old, or made up.
 func (g *gen) decisions() Command {
 	leader := g.actor()
+	if g.sched && g.chance(0.8) {
+		// A trigger now, or (rarely) before the last one.
+		c := g.env(leader)
+		if g.chance(0.05) {
+			c.AtMs = g.l.ScheduledAtMs() - 1 - int64(g.pick(1000))
+		}
+		c.Schedule = &Schedule{}
+		return c
+	}
 	s, vm := g.l.PolicyView(g.now, 300)
 	g.views = append(g.views, viewAt{s, vm})
 	if len(g.views) > 30 {

@@ -50,6 +50,10 @@ type canonical struct {
 	// omitted when empty, like Requests: a state without it hashes as
 	// before it existed.
 	Membership *canonicalMembers `json:"membership,omitempty"`
+	// ScheduledAtMs is the time of the last schedule trigger (schedule.go),
+	// omitted before the first: a state without one hashes as before
+	// triggers existed.
+	ScheduledAtMs int64 `json:"scheduled_at_ms,omitempty"`
 }
 
 type snapshotFile struct {
@@ -72,6 +76,8 @@ func (l *Ledger) canonical() canonical {
 		Requests:   l.canonicalRequests(),
 		Rules:      l.rules,
 		Membership: l.canonicalMembership(),
+
+		ScheduledAtMs: l.scheduledMs,
 	}
 	for _, n := range l.order {
 		c.Orgs = append(c.Orgs, l.orgs[n])
@@ -235,6 +241,13 @@ func fromCanonical(applied uint64, c *canonical) (*Ledger, error) {
 	if err := l.restoreMembership(c.Membership); err != nil {
 		return nil, err
 	}
+	if c.ScheduledAtMs != 0 && (l.rules == nil || l.rules.Scheduling == nil) {
+		return nil, fmt.Errorf("a schedule trigger at %d ms on a federation without scheduling settings", c.ScheduledAtMs)
+	}
+	if c.ScheduledAtMs < 0 || c.ScheduledAtMs > MaxTimeMs {
+		return nil, fmt.Errorf("last schedule trigger at %d ms out of range", c.ScheduledAtMs)
+	}
+	l.scheduledMs = c.ScheduledAtMs
 	l.rebuildDerived()
 	return l, nil
 }

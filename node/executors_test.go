@@ -40,6 +40,11 @@ func TestExecutorsEarnTrust(t *testing.T) {
 	if rules.Executors != ledger.ExecutorsLive || rules.MaxQueuedPerOrg != ledger.DefaultMaxQueuedPerOrg {
 		t.Fatalf("rules %+v: want a live federation with the default cap", rules)
 	}
+	// The first peer's consensus settings became the federation's: its
+	// peers compute every scheduling pass (issue 15).
+	if s := rules.Scheduling; s == nil || *s != (ledger.Scheduling{Policy: "ehosep", CheckpointBlockMs: 300_000}) {
+		t.Fatalf("scheduling settings %+v: want the consensus defaults", s)
+	}
 
 	task := sleepTask("4", 1000)
 	task.Checkpointable = true

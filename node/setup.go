@@ -245,8 +245,11 @@ func (n *Node) adoptSigning(ctx context.Context, limitMilliW int64) error {
 // executorRules is what this peer's registration declares (docs/SECURITY.md,
 // "Executors"): its executors, live or simulated (executor.kind: sim), which
 // on the federation's first registration fix the federation's rules with
-// the default queue cap. A peer offering no machines runs no executor: it
-// declares nothing unless it is the first.
+// the default queue cap and the scheduling settings every peer computes
+// the passes with (consensus.policy and consensus.checkpoint_block of the
+// first peer's config.yaml; docs/SECURITY.md, "Member leader"). A peer
+// offering no machines runs no executor: it declares nothing unless it is
+// the first.
 func (n *Node) executorRules(first, hasMachines bool) *ledger.Rules {
 	if !first && !hasMachines {
 		return nil
@@ -255,7 +258,14 @@ func (n *Node) executorRules(first, hasMachines bool) *ledger.Rules {
 	if n.cfg.Executor.Kind == "sim" {
 		mode = ledger.ExecutorsSimulated
 	}
-	return &ledger.Rules{Executors: mode}
+	r := &ledger.Rules{Executors: mode}
+	if first {
+		r.Scheduling = &ledger.Scheduling{
+			Policy:            n.cfg.Consensus.Policy,
+			CheckpointBlockMs: n.cfg.Consensus.CheckpointBlock.Milliseconds(),
+		}
+	}
+	return r
 }
 
 // machineSpec is how this peer declares one of its machines: its figures,

@@ -107,7 +107,7 @@ func (b *Backend) applyEncoded(data []byte) (ledger.Result, error) {
 			b.nm.DecisionsRejected++
 		}
 	}
-	if r.Kind == ledger.KindDecisions {
+	if r.Kind == ledger.KindDecisions || r.Kind == ledger.KindSchedule {
 		b.nm.SchedulingPasses++
 	}
 	return r, nil

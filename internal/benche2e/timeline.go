@@ -198,7 +198,8 @@ func buildTimeline(r *replay, since, until int64) *timeline {
 			if tl.FirstSubmit == 0 || e.Cmd.AtMs < tl.FirstSubmit {
 				tl.FirstSubmit = e.Cmd.AtMs
 			}
-		case ledger.KindDecisions:
+		case ledger.KindDecisions, ledger.KindSchedule:
+			// A trigger's decisions are the ones its Apply made.
 			tl.Passes++
 			ds := e.Res.Decisions
 			for _, dr := range ds {
