@@ -53,6 +53,7 @@ type options struct {
 	settle   time.Duration
 	failover bool
 	perf     bool
+	perfRole string
 	keep     bool
 	root     string
 	set      map[string]string
@@ -69,6 +70,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.settle, "settle", 10*time.Second, "wait after formation before the window (the last joins' catch-up, autopilot's first rounds)")
 	fs.BoolVar(&o.failover, "failover", true, "after the window, kill -9 the leader and time the election of the next")
 	fs.BoolVar(&o.perf, "perf", false, "record the leader with perf over a second window (perf.data and perf.txt in the work directory)")
+	fs.StringVar(&o.perfRole, "perf-role", "leader", "whom --perf records: leader or nonvoter (the last non-voter)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory")
 	fs.StringVar(&o.root, "dir", "", "work directory (default: a new one under $TMPDIR)")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "the peers' --log-level")
@@ -127,7 +129,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.perf {
-		if err := fed.profileLeader(ctx, o.window, filepath.Join(o.root, "perf")); err != nil {
+		if err := fed.profile(ctx, o.perfRole, o.window, filepath.Join(o.root, "perf")); err != nil {
 			log.Warn("perf", "err", err)
 		}
 	}

@@ -128,13 +128,20 @@ func loadavg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// profileLeader records the leader with perf (frame-pointer call graphs)
-// for d and writes perf.txt: the functions by cumulative share (children)
-// and by own share.
-func (f *federation) profileLeader(ctx context.Context, d time.Duration, base string) error {
-	leader, _, err := f.roles(ctx, f.peers[0])
+// profile records the leader (or the last non-voter) with perf
+// (frame-pointer call graphs) for d and writes perf.txt: the functions by
+// cumulative share (children) and by own share.
+func (f *federation) profile(ctx context.Context, role string, d time.Duration, base string) error {
+	leader, voters, err := f.roles(ctx, f.peers[0])
 	if err != nil {
 		return err
+	}
+	if role == "nonvoter" {
+		for _, p := range f.peers {
+			if !voters[p.id] {
+				leader = p
+			}
+		}
 	}
 	data := base + ".data"
 	secs := strconv.Itoa(int(d.Seconds()))
@@ -156,7 +163,7 @@ func (f *federation) profileLeader(ctx context.Context, d time.Duration, base st
 			return fmt.Errorf("perf report: %w", err)
 		}
 	}
-	f.log.Info("leader profile", "file", txt, "leader", leader.org)
+	f.log.Info("profile", "file", txt, "role", role, "org", leader.org)
 	return nil
 }
 
