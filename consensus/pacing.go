@@ -32,8 +32,10 @@ import (
 //     when this peer's suffrage changes). A non-voter never stands for
 //     election, so this costs no fail-over time.
 //
-// Voters keep the LAN timing: fail-over still takes one HeartbeatTimeout
-// and an election.
+// Voters keep the preset's heartbeats: fail-over still takes one
+// HeartbeatTimeout and an election. Their idle AppendEntries, which only
+// repeat the heartbeats when there is no news, go once per
+// HeartbeatTimeout instead of every CommitTimeout.
 
 // Pacing of the leader's no-news RPCs to non-voters.
 const (
@@ -133,10 +135,16 @@ func (t *pacedTransport) slot(id raft.ServerID, args *raft.AppendEntriesRequest,
 		t.news = make(chan struct{})
 	}
 	t.readSuffrage(now)
-	if !t.nonVoter[id] {
-		return 0, nil
-	}
 	interval := NonVoterInterval(t.nonVoters, t.heartbeatTimeout)
+	if !t.nonVoter[id] {
+		// A voter's heartbeats keep the preset's timing (fail-over and
+		// the leader's lease depend on them); its idle appends, which
+		// only repeat them, go once per heartbeat timeout.
+		if isHeartbeat(args) {
+			return 0, nil
+		}
+		interval = t.heartbeatTimeout
+	}
 	if len(args.Entries) > 0 || args.LeaderCommitIndex > t.acked[id] {
 		t.next[id] = now.Add(interval)
 		return 0, nil
@@ -148,6 +156,13 @@ func (t *pacedTransport) slot(id raft.ServerID, args *raft.AppendEntriesRequest,
 	}
 	t.next[id] = at.Add(interval)
 	return at.Sub(now), t.news
+}
+
+// isHeartbeat says whether args is raft's heartbeat: it names no previous
+// entry and no commit index (replication always names both once the log
+// has an entry).
+func isHeartbeat(args *raft.AppendEntriesRequest) bool {
+	return len(args.Entries) == 0 && args.PrevLogEntry == 0 && args.LeaderCommitIndex == 0
 }
 
 // readSuffrage refreshes the non-voters from the configuration when the
@@ -165,8 +180,12 @@ func (t *pacedTransport) readSuffrage(now time.Time) {
 			t.nonVoters++
 		}
 	}
+	member := make(map[raft.ServerID]bool, len(cfg.Servers))
+	for _, s := range cfg.Servers {
+		member[s.ID] = true
+	}
 	for id := range t.next {
-		if !t.nonVoter[id] {
+		if !member[id] {
 			delete(t.next, id)
 			delete(t.acked, id)
 		}

@@ -78,10 +78,14 @@ func TestPacerSlots(t *testing.T) {
 		name  string
 		steps []step
 	}{
-		{"a voter is never paced", []step{
+		{"a voter's heartbeats are never paced, its idle appends once per heartbeat timeout", []step{
 			{"heartbeat", "v1", heartbeat(), 0, 0, 0, false},
 			{"heartbeat again", "v1", heartbeat(), time.Millisecond, 0, 0, false},
-			{"idle append", "v1", idle(9), 2 * time.Millisecond, 9, 0, false},
+			{"first idle append", "v1", idle(9), 2 * time.Millisecond, 9, 0, false},
+			{"heartbeat after it", "v1", heartbeat(), 3 * time.Millisecond, 9, 0, false},
+			{"next idle append", "v1", idle(9), 4 * time.Millisecond, 9, lan - 2*time.Millisecond, true},
+			{"entries", "v1", entries, 5 * time.Millisecond, 9, 0, false},
+			{"a new commit", "v1", idle(10), 6 * time.Millisecond, 9, 0, false},
 		}},
 		{"no-news RPCs to a non-voter take successive slots", []step{
 			{"first heartbeat goes at once", "n1", heartbeat(), 0, 0, 0, false},

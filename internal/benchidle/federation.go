@@ -27,7 +27,7 @@ const (
 	// initWorkers bounds the `peer init` run at once (not timed).
 	initWorkers = 4
 	// joinWave is how many peers start together once the voters have.
-	joinWave = 10
+	joinWave = 5
 )
 
 // peerProc is one organisation's data directory and `peer run` process.
@@ -81,12 +81,12 @@ func (f *federation) start(ctx context.Context) (time.Duration, error) {
 	for i := range f.peers {
 		f.peers[i] = &peerProc{org: fmt.Sprintf("org-%03d", i+1), data: filepath.Join(f.root, fmt.Sprintf("org-%03d", i+1))}
 	}
-	if err := f.initPeer(ctx, f.peers[0], mf, "--new-federation"); err != nil {
+	if err := f.initPeer(ctx, f.peers[0], "--new-federation"); err != nil {
 		return 0, err
 	}
 	secret := filepath.Join(f.peers[0].data, "federation.key")
 	if err := f.parallel(f.peers[1:], initWorkers, func(p *peerProc) error {
-		return f.initPeer(ctx, p, mf, "--secret", secret)
+		return f.initPeer(ctx, p, "--secret", secret)
 	}); err != nil {
 		return 0, err
 	}
@@ -132,13 +132,29 @@ func (f *federation) start(ctx context.Context) (time.Duration, error) {
 // maxJoinAttempts bounds the starts of one joiner: `peer run` exits when
 // its join fails (the leader lost its lease while committing it, on a
 // loaded host), and an operator would run it again.
-const maxJoinAttempts = 3
+const maxJoinAttempts = 6
 
 // join starts p's `peer run` with a fresh invitation until it prints
 // ready, up to maxJoinAttempts times; each start has its own log files.
 func (f *federation) join(ctx context.Context, p *peerProc, boot string) error {
 	var last error
 	for attempt := 1; attempt <= maxJoinAttempts; attempt++ {
+		if attempt > 1 {
+			// A fresh data directory: what the failed start left (a
+			// half-done join) is not what is measured.
+			f.retries.Add(1)
+			f.log.Warn("join failed; starting the peer again from a new data directory", "org", p.org, "attempt", attempt, "err", last)
+			// And a new organisation: the failed join may have bound the
+			// old one to the old identity.
+			if err := os.RemoveAll(p.data); err != nil {
+				return err
+			}
+			p.org = fmt.Sprintf("%s-r%d", strings.SplitN(p.org, "-r", 2)[0], attempt)
+			p.data = filepath.Join(f.root, p.org)
+			if err := f.initPeer(ctx, p, "--secret", filepath.Join(f.peers[0].data, "federation.key")); err != nil {
+				return err
+			}
+		}
 		ictx, cancel := context.WithTimeout(ctx, callTimeout)
 		inv, err := f.peers[0].client.Invite(ictx, api.InviteRequest{Org: p.org})
 		cancel()
@@ -146,11 +162,6 @@ func (f *federation) join(ctx context.Context, p *peerProc, boot string) error {
 			return fmt.Errorf("invite %s: %w", p.org, err)
 		}
 		base := filepath.Join(f.root, "logs", p.org)
-		if attempt > 1 {
-			base += fmt.Sprintf(".%d", attempt)
-			f.retries.Add(1)
-			f.log.Warn("join failed; starting the peer again", "org", p.org, "attempt", attempt, "err", last)
-		}
 		run := []string{"run", "--data", p.data, "--log-level", f.logLevel, "--bootstrap", boot, "--invitation", inv.Token}
 		if p.proc, err = peerproc.Start(p.org, f.bin, base, run...); err != nil {
 			return err
@@ -167,7 +178,8 @@ func (f *federation) join(ctx context.Context, p *peerProc, boot string) error {
 
 // initPeer runs `peer init` for p on a loopback port of its own and
 // applies the --set keys.
-func (f *federation) initPeer(ctx context.Context, p *peerProc, machines string, extra ...string) error {
+func (f *federation) initPeer(ctx context.Context, p *peerProc, extra ...string) error {
+	machines := filepath.Join(f.root, "machines.yaml")
 	port, err := peerproc.FreePort()
 	if err != nil {
 		return err
@@ -220,7 +232,8 @@ func (f *federation) parallel(ps []*peerProc, workers int, fn func(*peerProc) er
 	return first
 }
 
-// waitFormed waits until every peer sees N members, N organisations and
+// waitFormed waits until every peer sees N members, N organisations (at
+// least) and
 // the same leader, and the leader sees min(N, 5) voters. Peers are asked
 // in order and a round stops at the first that disagrees, so that the
 // polling itself stays cheap; a peer that exits fails the wait.
@@ -270,7 +283,9 @@ func (f *federation) formedRound(ctx context.Context) (bool, string, error) {
 				voters++
 			}
 		}
-		if len(s.Peers) != f.n || len(s.Orgs) != f.n || s.Leader == "" {
+		// At least: a join retried from a new data directory may leave
+		// the failed attempt's peer a member.
+		if len(s.Peers) < f.n || len(s.Orgs) < f.n || s.Leader == "" {
 			return false, fmt.Sprintf("%s: %d members, %d orgs, leader %q", p.org, len(s.Peers), len(s.Orgs), s.Leader), nil
 		}
 		if leader != "" && s.Leader != leader {
