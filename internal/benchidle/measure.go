@@ -71,9 +71,12 @@ type result struct {
 	LoadEnd   string
 	// Fail-over: kill -9 of the leader until a surviving voter says it
 	// leads; and the new leader's log lines over the 10 s after.
-	FailoverMs   int64
-	LogLines     int
-	HeartbeatErr int
+	// LeaderChanged: the peer that led at the window's start did not at
+	// its end (its figure then covers part of the window only).
+	LeaderChanged bool
+	FailoverMs    int64
+	LogLines      int
+	HeartbeatErr  int
 }
 
 // measureIdle reads every peer's CPU time at the start and the end of the
@@ -111,7 +114,9 @@ func (f *federation) measureIdle(ctx context.Context, window time.Duration, res 
 		}
 	}
 	if l2, _, err := f.roles(ctx, f.peers[0]); err != nil || l2 != leader {
-		return fmt.Errorf("the leader changed during the window (%s, then %v, %v): measure again", leader.org, l2, err)
+		// Reported, not fatal: on a loaded host an election in the
+		// window is part of what was measured.
+		res.LeaderChanged = true
 	}
 	return nil
 }
@@ -256,12 +261,15 @@ func (r result) print(w io.Writer) {
 	nm, nmed, nx := stats(r.NonVoters)
 	fmt.Fprintf(w, "peers %d: formed in %.1f s (%d joins retried); idle window %s (load %s -> %s)\n", r.N, r.Formed.Seconds(), r.JoinRetries, r.Window, r.LoadStart, r.LoadEnd)
 	fmt.Fprintf(w, "  leader              %6.2f %% of a core (RSS %d MiB)\n", r.Leader, r.LeaderRSS>>20)
+	if r.LeaderChanged {
+		fmt.Fprintln(w, "  (the leader changed during the window: an election happened while idle)")
+	}
 	fmt.Fprintf(w, "  voters (%3d)        mean %5.2f %%  max %5.2f %%\n", len(r.Voters), vm, vx)
 	fmt.Fprintf(w, "  non-voters (%3d)    mean %5.2f %%  median %5.2f %%  max %5.2f %%\n", len(r.NonVoters), nm, nmed, nx)
 	fmt.Fprintf(w, "  all peers together  %6.2f %% of a core\n", r.Total)
 	if r.FailoverMs > 0 {
 		fmt.Fprintf(w, "  fail-over           %d ms (kill -9 of the leader to a voter leading); new leader's log: %d lines in 10 s, %d about failed heartbeats or appends\n", r.FailoverMs, r.LogLines, r.HeartbeatErr)
 	}
-	fmt.Fprintf(w, "RESULT n=%d formed_s=%.1f join_retries=%d window_s=%.0f leader_pct=%.2f voter_mean_pct=%.2f voter_max_pct=%.2f nonvoter_mean_pct=%.2f nonvoter_max_pct=%.2f total_pct=%.1f failover_ms=%d log_lines_10s=%d heartbeat_err_lines_10s=%d\n",
-		r.N, r.Formed.Seconds(), r.JoinRetries, r.Window.Seconds(), r.Leader, vm, vx, nm, nx, r.Total, r.FailoverMs, r.LogLines, r.HeartbeatErr)
+	fmt.Fprintf(w, "RESULT n=%d formed_s=%.1f join_retries=%d window_s=%.0f leader_changed=%t leader_pct=%.2f voter_mean_pct=%.2f voter_max_pct=%.2f nonvoter_mean_pct=%.2f nonvoter_max_pct=%.2f total_pct=%.1f failover_ms=%d log_lines_10s=%d heartbeat_err_lines_10s=%d\n",
+		r.N, r.Formed.Seconds(), r.JoinRetries, r.Window.Seconds(), r.LeaderChanged, r.Leader, vm, vx, nm, nx, r.Total, r.FailoverMs, r.LogLines, r.HeartbeatErr)
 }
