@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	autopilot "github.com/hashicorp/raft-autopilot"
 )
 
 // TestNonVoterIntervalBoundsTheLeadersRate: the interval grows with the
@@ -210,4 +211,48 @@ func TestNonVotersFollowPaced(t *testing.T) {
 		t.Fatalf("%d task ids", len(ids))
 	}
 	c.converge()
+}
+
+// TestStatsTargetsBounded: every autopilot round asks every voter and at
+// most maxNonVoterStatsPerRound non-voters, and a turn of rounds asks
+// every non-voter.
+func TestStatsTargetsBounded(t *testing.T) {
+	for _, nv := range []int{0, 3, 10, 11, 95} {
+		t.Run(fmt.Sprint(nv), func(t *testing.T) {
+			servers := map[raft.ServerID]*autopilot.Server{}
+			for _, s := range configOf(5, nv).Servers {
+				typ := autopilot.NodeType("nonvoter")
+				if s.Suffrage == raft.Voter {
+					typ = autopilot.NodeVoter
+				}
+				servers[s.ID] = &autopilot.Server{ID: s.ID, NodeType: typ}
+			}
+			asked := map[raft.ServerID]int{}
+			cursor, rounds := 0, 0
+			for round := 0; round == 0 || round < rounds; round++ {
+				var ask []raft.ServerID
+				ask, cursor, rounds = statsTargets(servers, cursor)
+				voters, nonVoters := 0, 0
+				for _, sid := range ask {
+					asked[sid]++
+					if servers[sid].NodeType == autopilot.NodeVoter {
+						voters++
+					} else {
+						nonVoters++
+					}
+				}
+				if voters != 5 || nonVoters > maxNonVoterStatsPerRound {
+					t.Fatalf("round %d: %d voters, %d non-voters asked", round, voters, nonVoters)
+				}
+			}
+			if want := (nv + maxNonVoterStatsPerRound - 1) / maxNonVoterStatsPerRound; nv > 0 && rounds != want {
+				t.Fatalf("a turn takes %d rounds, want %d", rounds, want)
+			}
+			for sid := range servers {
+				if asked[sid] == 0 {
+					t.Fatalf("%s never asked in a turn", sid)
+				}
+			}
+		})
+	}
 }
