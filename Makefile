@@ -91,3 +91,14 @@ chaos:
 .PHONY: bench-e2e
 bench-e2e:
 	bash bench/e2e/run.sh
+
+# What an idle federation costs (issue 17, docs/BENCHMARKS.md): N real peer
+# processes on loopback (simulated executor), formed with peer init /
+# invite / run --bootstrap; each process's CPU over an idle WINDOW from
+# /proc/PID/stat, then a fail-over (kill -9 of the leader). PERF=1 also
+# records the leader with perf; ARGS="--set heartbeat.interval=5s" etc.
+N      ?= 10
+WINDOW ?= 30s
+.PHONY: bench-idle
+bench-idle: build
+	N=$(N) WINDOW=$(WINDOW) bash bench/idle/run.sh

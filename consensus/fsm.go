@@ -37,6 +37,9 @@ type fsm struct {
 	// state.
 	afterApply   func(res *ledger.Result)
 	afterRestore func(index uint64)
+	// afterConfiguration is called, outside the lock, after a batch that
+	// held a configuration entry.
+	afterConfiguration func()
 }
 
 var _ raft.BatchingFSM = (*fsm)(nil)
@@ -56,9 +59,11 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
 	results := make([]*ledger.Result, 0, len(logs))
 	f.mu.Lock()
+	configuration := false
 	for i, e := range logs {
 		f.seen = max(f.seen, e.Index)
 		if e.Type != raft.LogCommand {
+			configuration = configuration || e.Type == raft.LogConfiguration
 			continue
 		}
 		res := f.l.Apply(e.Index, e.Data)
@@ -77,6 +82,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		for _, r := range results {
 			f.afterApply(r)
 		}
+	}
+	if configuration && f.afterConfiguration != nil {
+		f.afterConfiguration()
 	}
 	return out
 }

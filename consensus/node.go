@@ -48,6 +48,9 @@ type Node struct {
 	hub   *hub
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
+	// paced is trans as Raft uses it: no pipeline, RPCs to non-voters
+	// paced (pacing.go).
+	paced *pacedTransport
 	// gate admits the senders of Raft RPCs (gate.go).
 	gate  *gate
 	store *raftboltdb.BoltStore
@@ -115,6 +118,9 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 	n.fsm = newFSM(cfg.CheckInvariants, n.log)
 	n.fsm.afterApply = n.afterApply
 	n.fsm.afterRestore = n.afterRestore
+	// A committed configuration change may change this peer's suffrage:
+	// adjust the Raft timeouts now, not at the next tick (pacing.go).
+	n.fsm.afterConfiguration = n.kick
 
 	hlog := newRaftLogger(n.log)
 	var err error
@@ -168,7 +174,8 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 		n.store.Close()
 		return nil, fmt.Errorf("consensus: raft config: %w", err)
 	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, stableStore, n.snaps, noPipeline{n.trans})
+	n.paced = newPacedTransport(noPipeline{n.trans}, cfg.HeartbeatTimeout, n.gate.configuration)
+	n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, stableStore, n.snaps, n.paced)
 	if err != nil {
 		n.trans.Close()
 		n.store.Close()
@@ -257,6 +264,7 @@ func (n *Node) Shutdown() error {
 		// hashicorp/raft#717). Closed first, no new RPC arrives, and an
 		// RPC already in flight ends long before raft's own shutdown
 		// does. Raft sends nothing it needs to shut down.
+		n.paced.stop()
 		terr := n.trans.Close()
 		err := n.raft.Shutdown().Error()
 		n.raft.DeregisterObserver(n.observer)
@@ -495,6 +503,7 @@ func (n *Node) maintain() {
 				n.log.Info("consensus: removed from the cluster")
 			}
 		}
+		n.adjustTiming()
 		n.reconnect()
 		n.vouchRound(n.ctx)
 		if n.IsLeader() {

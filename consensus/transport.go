@@ -53,16 +53,25 @@ const (
 var rpcNames = [...]string{"AppendEntries", "RequestVote", "InstallSnapshot", "TimeoutNow", "RequestPreVote"}
 
 // newTransport is go-libp2p-raft's NewLibp2pTransport (same protocol ID,
-// server addresses that are peer IDs, no connection pool) with a stream
-// layer whose every accepted RPC passes the membership gate first.
+// server addresses that are peer IDs) with a stream layer whose every
+// accepted RPC passes the membership gate first, and with a pool of
+// streams.
 func newTransport(h host.Host, g *gate, timeout time.Duration) (*raft.NetworkTransport, error) {
 	sl := newGatedStreams(h, g)
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		ServerAddressProvider: peerIDAddrs{},
 		Logger:                &libp2praft.HcLogToLogger{},
 		Stream:                sl,
-		// Streams over an existing libp2p connection are cheap: no pool.
-		MaxPool: 0,
+		// A stream per RPC is not cheap: the NetworkTransport gives every
+		// new connection a 256 KiB write buffer, and the receiving side a
+		// 256 KiB read buffer (and gatedConn another), so at LAN timing
+		// (about 50 RPCs a second to each follower, most of them empty)
+		// the leader spent a third of a core of ten peers allocating and
+		// collecting them (make bench-idle, docs/BENCHMARKS.md). Pooled
+		// streams stay open: the gate still checks every RPC read from one
+		// (gatedConn). Two per follower: the heartbeat and the replication
+		// loop each hold one at a time.
+		MaxPool: 2,
 		Timeout: timeout,
 	}), nil
 }

@@ -3,6 +3,7 @@ package consensus
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -86,13 +87,51 @@ type pilot struct {
 	// it was first seen in the configuration by this leader.
 	lastOK map[raft.ServerID]time.Time
 	seen   map[raft.ServerID]time.Time
+	// Non-voters are asked a few per round (statsTargets): cursor is
+	// where the next round starts, rounds how many rounds a full turn
+	// takes, last each one's latest stats, handed to autopilot between
+	// two asks.
+	cursor int
+	rounds int
+	last   map[raft.ServerID]*autopilot.ServerStats
+}
+
+// maxNonVoterStatsPerRound bounds the non-voters asked for their stats in
+// one autopilot round (every MaintenanceInterval); voters are asked every
+// round. Non-voters' stats only decide which one is promoted, so the
+// leader's cost stays flat as they grow in number (issue 17).
+const maxNonVoterStatsPerRound = 10
+
+// statsTargets are the servers to ask this round: every voter, and up to
+// maxNonVoterStatsPerRound non-voters from cursor on, in ID order,
+// wrapping. It returns the next cursor and how many rounds a full turn of
+// the non-voters takes.
+func statsTargets(servers map[raft.ServerID]*autopilot.Server, cursor int) (ask []raft.ServerID, next, rounds int) {
+	var nonVoters []raft.ServerID
+	for sid, srv := range servers {
+		if srv.NodeType == autopilot.NodeVoter {
+			ask = append(ask, sid)
+		} else {
+			nonVoters = append(nonVoters, sid)
+		}
+	}
+	if len(nonVoters) == 0 {
+		return ask, 0, 1
+	}
+	slices.Sort(nonVoters)
+	k := min(len(nonVoters), maxNonVoterStatsPerRound)
+	for i := range k {
+		ask = append(ask, nonVoters[(cursor+i)%len(nonVoters)])
+	}
+	rounds = (len(nonVoters) + maxNonVoterStatsPerRound - 1) / maxNonVoterStatsPerRound
+	return ask, (cursor + k) % len(nonVoters), rounds
 }
 
 // startAutopilot registers the stats protocol and runs autopilot while
 // this node leads (one line of wiring in New).
 func (n *Node) startAutopilot() {
 	n.host.Handle(ProtoStats, n.handleStats)
-	p := &pilot{n: n, lastOK: map[raft.ServerID]time.Time{}, seen: map[raft.ServerID]time.Time{}}
+	p := &pilot{n: n, lastOK: map[raft.ServerID]time.Time{}, seen: map[raft.ServerID]time.Time{}, rounds: 1, last: map[raft.ServerID]*autopilot.ServerStats{}}
 	p.ap = autopilot.New(n.raft, p,
 		autopilot.WithLogger(newRaftLogger(n.log).Named("autopilot")),
 		autopilot.WithPromoter(p),
@@ -123,6 +162,7 @@ func (p *pilot) run() {
 		case lead && !running:
 			p.mu.Lock()
 			p.lastOK, p.seen = map[raft.ServerID]time.Time{}, map[raft.ServerID]time.Time{}
+			p.last, p.cursor, p.rounds = map[raft.ServerID]*autopilot.ServerStats{}, 0, 1
 			p.mu.Unlock()
 			p.ap.Start(p.n.ctx)
 			running = true
@@ -134,7 +174,8 @@ func (p *pilot) run() {
 }
 
 // reachable says whether the leader reaches id: connected, and answering
-// stats requests lately when autopilot has asked.
+// stats requests lately when autopilot has asked (within three turns of
+// the stats rounds: a non-voter is asked once a turn).
 func (p *pilot) reachable(id peer.ID) bool {
 	if p.n.host.Network().Connectedness(id) != network.Connected {
 		return false
@@ -143,7 +184,7 @@ func (p *pilot) reachable(id peer.ID) bool {
 	defer p.mu.Unlock()
 	sid := raft.ServerID(id.String())
 	ok, asked := p.lastOK[sid]
-	return !asked || time.Since(ok) <= 3*p.n.cfg.MaintenanceInterval
+	return !asked || time.Since(ok) <= 3*time.Duration(max(p.rounds, 1))*p.n.cfg.MaintenanceInterval
 }
 
 // safeToAddVoter says whether a joiner may become a voter in cfg now.
@@ -181,12 +222,25 @@ func (p *pilot) AutopilotConfig() *autopilot.Config {
 // reachable instead.
 func (p *pilot) NotifyState(*autopilot.State) {}
 
-// FetchServerStats asks every server for its stats, in parallel.
+// FetchServerStats asks every voter and some non-voters (statsTargets)
+// for their stats, in parallel; the non-voters not asked this round keep
+// their last stats.
 func (p *pilot) FetchServerStats(ctx context.Context, servers map[raft.ServerID]*autopilot.Server) map[raft.ServerID]*autopilot.ServerStats {
 	var mu sync.Mutex
 	out := map[raft.ServerID]*autopilot.ServerStats{}
+	p.mu.Lock()
+	ask, next, rounds := statsTargets(servers, p.cursor)
+	p.cursor, p.rounds = next, rounds
+	for sid, st := range p.last {
+		if _, ok := servers[sid]; ok {
+			out[sid] = st
+		} else {
+			delete(p.last, sid)
+		}
+	}
+	p.mu.Unlock()
 	var wg sync.WaitGroup
-	for sid := range servers {
+	for _, sid := range ask {
 		id, err := peer.Decode(string(sid))
 		if err != nil {
 			continue
@@ -203,11 +257,13 @@ func (p *pilot) FetchServerStats(ctx context.Context, servers map[raft.ServerID]
 					return
 				}
 			}
+			stats := &autopilot.ServerStats{LastContact: time.Duration(st.LastContactNs), LastTerm: st.LastTerm, LastIndex: st.LastIndex}
 			mu.Lock()
-			out[sid] = &autopilot.ServerStats{LastContact: time.Duration(st.LastContactNs), LastTerm: st.LastTerm, LastIndex: st.LastIndex}
+			out[sid] = stats
 			mu.Unlock()
 			p.mu.Lock()
 			p.lastOK[sid] = time.Now()
+			p.last[sid] = stats
 			p.mu.Unlock()
 		}()
 	}

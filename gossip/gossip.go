@@ -23,8 +23,17 @@ type Config struct {
 	// Boot is this start's boot stamp (Heartbeat.Boot): never at or below
 	// the previous start's.
 	Boot int64
-	// Interval paces this peer's heartbeats (default 1s).
+	// Interval paces this peer's heartbeats (default 1s) in a small
+	// federation. Every peer receives, checks and relays every peer's
+	// heartbeats, so each one's cost grows with the peers on the topic:
+	// with MaxInterval set, the interval grows with them (PublishInterval)
+	// up to MaxInterval.
 	Interval time.Duration
+	// MaxInterval bounds the grown interval; at most Interval (the
+	// default) keeps Interval whatever the size. The node sets a third of
+	// the leader's heartbeat timeout, so that a machine is declared lost
+	// only after three heartbeats in a row went missing.
+	MaxInterval time.Duration
 	// Now stamps the heartbeats (default time.Now).
 	Now func() time.Time
 	// IsMember, when set, says whether a peer is in the federation's Raft
@@ -206,9 +215,30 @@ func (g *Gossip) StartPublishing(src Source) {
 	go g.publishLoop(src)
 }
 
+// perPeer is the share of one peer on the topic in the publication
+// interval: with PublishInterval, each peer receives at most
+// 1/perPeer (20) heartbeats a second, until the interval reaches its cap.
+const perPeer = 50 * time.Millisecond
+
+// PublishInterval is the interval between two heartbeats of a peer when
+// peers (this one included) are on the topic: peers × 50 ms, at least
+// base, at most limit (base when limit is below it).
+func PublishInterval(peers int, base, limit time.Duration) time.Duration {
+	return min(max(time.Duration(peers)*perPeer, base), max(limit, base))
+}
+
+// publishInterval is PublishInterval for the peers this peer sees on the
+// topic now.
+func (g *Gossip) publishInterval() time.Duration {
+	if g.cfg.MaxInterval <= g.cfg.Interval || g.topic == nil {
+		return g.cfg.Interval
+	}
+	return PublishInterval(len(g.topic.ListPeers())+1, g.cfg.Interval, g.cfg.MaxInterval)
+}
+
 func (g *Gossip) publishLoop(src Source) {
 	defer g.wg.Done()
-	t := time.NewTicker(g.cfg.Interval)
+	t := time.NewTimer(g.publishInterval())
 	defer t.Stop()
 	for {
 		// A peer without machines sends heartbeats too: they carry its
@@ -221,6 +251,7 @@ func (g *Gossip) publishLoop(src Source) {
 		case <-g.ctx.Done():
 			return
 		case <-t.C:
+			t.Reset(g.publishInterval())
 		}
 	}
 }

@@ -347,7 +347,8 @@ func (n *Node) startReplication() error {
 	if n.opts.Consensus != nil {
 		n.opts.Consensus(&ccfg)
 	}
-	n.gossip = gossip.New(gossip.Config{Org: n.org, Boot: n.boot, Interval: n.cfg.Heartbeat.Interval, Now: n.now, Logger: n.log, IsMember: n.gossipMember})
+	n.gossip = gossip.New(gossip.Config{Org: n.org, Boot: n.boot, Interval: n.cfg.Heartbeat.Interval, MaxInterval: n.cfg.Heartbeat.Timeout / 3,
+		Now: n.now, Logger: n.log, IsMember: n.gossipMember})
 	lead, err := n.newLeader(ccfg)
 	if err != nil {
 		return err

@@ -48,6 +48,7 @@ var rules = []struct {
 	{"cmd/peer", []string{"node", "node/apiconv", "api", "jobfile", "config", "lab/...", "internal/audit"}, "the one binary: daemon and client commands"},
 	{"internal/peerproc", []string{"api"}, "test harness for real peer processes"},
 	{"internal/benche2e", []string{"api", "consensus", "ledger", "internal/peerproc"}, "the end-to-end benchmark"},
+	{"internal/benchidle", []string{"api", "internal/peerproc"}, "the idle-cost benchmark"},
 	{"internal/benchtable", nil, "benchmark tables"},
 	{"internal/layers", nil, "this test"},
 	{"chaos", nil, "fault injection (tests only)"},

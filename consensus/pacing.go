@@ -1,0 +1,232 @@
+package consensus
+
+import (
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Many peers, cheap when idle (issue 17). hashicorp/raft replicates to
+// every server of the configuration at one timing: a heartbeat every
+// HeartbeatTimeout/10 and, from the replication loop, an AppendEntries
+// every CommitTimeout even when nothing changed (so that followers learn
+// the commit index). With the LAN preset that is about 50 RPCs a second to
+// each follower, voter or not, so the leader's idle cost grew with every
+// peer that joined. Raft has no per-follower timing, so the transport
+// paces what the leader sends to non-voters instead:
+//
+//   - An AppendEntries that carries news for a non-voter (log entries, or
+//     a commit index above the last one it acknowledged) goes at once: a
+//     non-voter receives entries and learns commits as soon as a voter
+//     does, one round trip behind at most.
+//   - One that carries no news (a heartbeat, or the replication loop's
+//     idle AppendEntries) waits for the non-voter's next slot: one every
+//     NonVoterInterval(non-voters), which grows with the number of
+//     non-voters so that the leader sends all of them together a bounded
+//     number of such RPCs a second (1/perNonVoter). A waiting RPC leaves
+//     at once when news goes to any follower, so a paced loop never holds
+//     back new entries.
+//   - A non-voter, for its part, waits NonVoterHeartbeatTimeout before it
+//     considers the leader gone (Node.adjustTiming reloads Raft's timeouts
+//     when this peer's suffrage changes). A non-voter never stands for
+//     election, so this costs no fail-over time.
+//
+// Voters keep the preset's heartbeats: fail-over still takes one
+// HeartbeatTimeout and an election. Their idle AppendEntries, which only
+// repeat the heartbeats when there is no news, go once per
+// HeartbeatTimeout instead of every CommitTimeout.
+
+// Pacing of the leader's no-news RPCs to non-voters.
+const (
+	// perNonVoter is the share of one non-voter in the interval: the
+	// leader sends non-voters at most 1/perNonVoter (20) no-news RPCs a
+	// second, however many there are, until maxNonVoterInterval.
+	perNonVoter = 50 * time.Millisecond
+	// maxNonVoterInterval bounds the interval (a non-voter learns of a new
+	// leader within it); past 100 non-voters the leader's cost grows
+	// again, by 1/maxNonVoterInterval per non-voter.
+	maxNonVoterInterval = 5 * time.Second
+	// nonVoterTimeoutFactor is how many intervals a non-voter waits
+	// before it considers the leader gone.
+	nonVoterTimeoutFactor = 3
+	// suffrageTTL is how long the pacer reuses the configuration it read.
+	suffrageTTL = 250 * time.Millisecond
+)
+
+// NonVoterInterval is the time between two no-news AppendEntries the leader
+// sends one non-voter when the configuration has nonVoters of them:
+// nonVoters × 50 ms, at least the voters' heartbeat timeout, at most 5 s.
+func NonVoterInterval(nonVoters int, heartbeatTimeout time.Duration) time.Duration {
+	d := time.Duration(nonVoters) * perNonVoter
+	return min(max(d, heartbeatTimeout), max(maxNonVoterInterval, heartbeatTimeout))
+}
+
+// NonVoterHeartbeatTimeout is the follower timeout of a non-voter: three of
+// its intervals, so that a leader whose count of non-voters is ahead of
+// this peer's by a few joins still reaches it in time.
+func NonVoterHeartbeatTimeout(nonVoters int, heartbeatTimeout time.Duration) time.Duration {
+	return nonVoterTimeoutFactor * NonVoterInterval(nonVoters, heartbeatTimeout)
+}
+
+// pacedTransport is the Raft transport (without pipelining) with the
+// leader's RPCs to non-voters paced as above.
+type pacedTransport struct {
+	noPipeline
+	heartbeatTimeout time.Duration
+	// configuration reads the latest Raft configuration.
+	configuration func() raft.Configuration
+	done          chan struct{}
+	closeOnce     sync.Once
+
+	mu sync.Mutex
+	// suffrage, read at readAt: the non-voters and how many.
+	readAt    time.Time
+	nonVoter  map[raft.ServerID]bool
+	nonVoters int
+	// next is each non-voter's next free slot; acked the highest commit
+	// index it acknowledged.
+	next  map[raft.ServerID]time.Time
+	acked map[raft.ServerID]uint64
+	// commit is the highest commit index sent to anyone; news is closed
+	// (and replaced) when entries or a higher commit index go out.
+	commit uint64
+	news   chan struct{}
+}
+
+func newPacedTransport(t noPipeline, heartbeatTimeout time.Duration, configuration func() raft.Configuration) *pacedTransport {
+	return &pacedTransport{
+		noPipeline: t, heartbeatTimeout: heartbeatTimeout, configuration: configuration, done: make(chan struct{}),
+		next: map[raft.ServerID]time.Time{}, acked: map[raft.ServerID]uint64{}, news: make(chan struct{}),
+	}
+}
+
+// AppendEntries sends an AppendEntries, after its slot when it carries a
+// non-voter no news.
+func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if wait, news := t.slot(id, args, time.Now()); wait > 0 {
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-news:
+		case <-t.done:
+			timer.Stop()
+			return raft.ErrTransportShutdown
+		}
+		timer.Stop()
+	}
+	err := t.noPipeline.AppendEntries(id, target, args, resp)
+	if err == nil && args.LeaderCommitIndex > 0 {
+		t.mu.Lock()
+		t.acked[id] = max(t.acked[id], args.LeaderCommitIndex)
+		t.mu.Unlock()
+	}
+	return err
+}
+
+// slot records the news args carries and says how long it must wait (0:
+// go now), and the channel that ends the wait early.
+func (t *pacedTransport) slot(id raft.ServerID, args *raft.AppendEntriesRequest, now time.Time) (time.Duration, <-chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(args.Entries) > 0 || args.LeaderCommitIndex > t.commit {
+		t.commit = max(t.commit, args.LeaderCommitIndex)
+		close(t.news)
+		t.news = make(chan struct{})
+	}
+	t.readSuffrage(now)
+	interval := NonVoterInterval(t.nonVoters, t.heartbeatTimeout)
+	if !t.nonVoter[id] {
+		// A voter's heartbeats keep the preset's timing (fail-over and
+		// the leader's lease depend on them); its idle appends, which
+		// only repeat them, go once per heartbeat timeout.
+		if isHeartbeat(args) {
+			return 0, nil
+		}
+		interval = t.heartbeatTimeout
+	}
+	if len(args.Entries) > 0 || args.LeaderCommitIndex > t.acked[id] {
+		t.next[id] = now.Add(interval)
+		return 0, nil
+	}
+	at := t.next[id]
+	if !at.After(now) {
+		t.next[id] = now.Add(interval)
+		return 0, nil
+	}
+	t.next[id] = at.Add(interval)
+	return at.Sub(now), t.news
+}
+
+// isHeartbeat says whether args is raft's heartbeat: it names no previous
+// entry and no commit index (replication always names both once the log
+// has an entry).
+func isHeartbeat(args *raft.AppendEntriesRequest) bool {
+	return len(args.Entries) == 0 && args.PrevLogEntry == 0 && args.LeaderCommitIndex == 0
+}
+
+// readSuffrage refreshes the non-voters from the configuration when the
+// copy is older than suffrageTTL.
+func (t *pacedTransport) readSuffrage(now time.Time) {
+	if t.nonVoter != nil && now.Sub(t.readAt) < suffrageTTL {
+		return
+	}
+	cfg := t.configuration()
+	t.nonVoter = make(map[raft.ServerID]bool, len(cfg.Servers))
+	t.nonVoters = 0
+	for _, s := range cfg.Servers {
+		if s.Suffrage != raft.Voter {
+			t.nonVoter[s.ID] = true
+			t.nonVoters++
+		}
+	}
+	member := make(map[raft.ServerID]bool, len(cfg.Servers))
+	for _, s := range cfg.Servers {
+		member[s.ID] = true
+	}
+	for id := range t.next {
+		if !member[id] {
+			delete(t.next, id)
+			delete(t.acked, id)
+		}
+	}
+	t.readAt = now
+}
+
+// stop ends the waits; the NetworkTransport is closed by its owner.
+func (t *pacedTransport) stop() { t.closeOnce.Do(func() { close(t.done) }) }
+
+// followerTimeouts are the heartbeat and election timeouts this peer's
+// Raft should use with the configuration cfg: the configured (LAN or WAN)
+// ones for a voter or a peer not in it, NonVoterHeartbeatTimeout for a
+// non-voter.
+func (c Config) followerTimeouts(cfg raft.Configuration, self raft.ServerID) (heartbeat, election time.Duration) {
+	nonVoters, selfNonVoter := 0, false
+	for _, s := range cfg.Servers {
+		if s.Suffrage != raft.Voter {
+			nonVoters++
+			selfNonVoter = selfNonVoter || s.ID == self
+		}
+	}
+	if !selfNonVoter {
+		return c.HeartbeatTimeout, c.ElectionTimeout
+	}
+	hb := NonVoterHeartbeatTimeout(nonVoters, c.HeartbeatTimeout)
+	return hb, max(hb, c.ElectionTimeout)
+}
+
+// adjustTiming reloads Raft's follower timeouts when this peer's suffrage
+// (or the number of non-voters) calls for others.
+func (n *Node) adjustTiming() {
+	hb, el := n.cfg.followerTimeouts(n.gate.configuration(), raft.ServerID(n.self.String()))
+	cur := n.raft.ReloadableConfig()
+	if cur.HeartbeatTimeout == hb && cur.ElectionTimeout == el {
+		return
+	}
+	cur.HeartbeatTimeout, cur.ElectionTimeout = hb, el
+	if err := n.raft.ReloadConfig(cur); err != nil {
+		n.log.Warn("consensus: reload raft timeouts", "heartbeat_timeout", hb, "err", err)
+		return
+	}
+	n.log.Debug("consensus: raft timeouts reloaded", "heartbeat_timeout", hb, "election_timeout", el)
+}

@@ -1,0 +1,258 @@
+package consensus
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	autopilot "github.com/hashicorp/raft-autopilot"
+)
+
+// TestNonVoterIntervalBoundsTheLeadersRate: the interval grows with the
+// non-voters so that the leader sends them together at most 1/perNonVoter
+// no-news RPCs a second up to 100 non-voters, never more often than the
+// voters' heartbeat timeout, never less than every 5 s; a non-voter waits
+// several intervals before it gives the leader up.
+func TestNonVoterIntervalBoundsTheLeadersRate(t *testing.T) {
+	const lan = 400 * time.Millisecond
+	maxRate := float64(time.Second / perNonVoter)
+	for _, nv := range []int{0, 1, 5, 8, 45, 95, 100, 150} {
+		t.Run(fmt.Sprint(nv), func(t *testing.T) {
+			iv := NonVoterInterval(nv, lan)
+			if iv < lan || iv > maxNonVoterInterval {
+				t.Fatalf("interval %v outside [%v, %v]", iv, lan, maxNonVoterInterval)
+			}
+			rate := float64(nv) / iv.Seconds()
+			if nv <= 100 && rate > maxRate {
+				t.Fatalf("%d non-voters every %v: %.1f RPCs a second, above %.0f", nv, iv, rate, maxRate)
+			}
+			if nv > 100 && iv != maxNonVoterInterval {
+				t.Fatalf("%d non-voters: interval %v, want the cap %v", nv, iv, maxNonVoterInterval)
+			}
+			if to := NonVoterHeartbeatTimeout(nv, lan); to < nonVoterTimeoutFactor*iv {
+				t.Fatalf("timeout %v below %d intervals of %v", to, nonVoterTimeoutFactor, iv)
+			}
+		})
+	}
+	// WAN timing: the interval never undercuts the heartbeat timeout.
+	if iv := NonVoterInterval(200, 10*time.Second); iv != 10*time.Second {
+		t.Fatalf("WAN-like timeout 10s: interval %v", iv)
+	}
+}
+
+func configOf(voters, nonVoters int) raft.Configuration {
+	var cfg raft.Configuration
+	for i := range voters {
+		cfg.Servers = append(cfg.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(fmt.Sprintf("v%d", i))})
+	}
+	for i := range nonVoters {
+		cfg.Servers = append(cfg.Servers, raft.Server{Suffrage: raft.Nonvoter, ID: raft.ServerID(fmt.Sprintf("n%d", i))})
+	}
+	return cfg
+}
+
+// TestPacerSlots: what waits and what goes at once. Times are given, not
+// measured.
+func TestPacerSlots(t *testing.T) {
+	const lan = 400 * time.Millisecond
+	cfg := configOf(3, 20)
+	iv := NonVoterInterval(20, lan)
+	heartbeat := func() *raft.AppendEntriesRequest { return &raft.AppendEntriesRequest{Term: 2} }
+	idle := func(commit uint64) *raft.AppendEntriesRequest {
+		return &raft.AppendEntriesRequest{Term: 2, PrevLogEntry: 9, PrevLogTerm: 2, LeaderCommitIndex: commit}
+	}
+	entries := &raft.AppendEntriesRequest{Term: 2, PrevLogEntry: 9, Entries: []*raft.Log{{Index: 10}}, LeaderCommitIndex: 9}
+	t0 := time.Unix(1_000_000, 0)
+
+	type step struct {
+		name     string
+		to       raft.ServerID
+		req      *raft.AppendEntriesRequest
+		at       time.Duration // after t0
+		acked    uint64        // commit index the target acknowledged before
+		wait     time.Duration
+		wakeable bool // the wait ends early on news
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"a voter's heartbeats are never paced, its idle appends once per heartbeat timeout", []step{
+			{"heartbeat", "v1", heartbeat(), 0, 0, 0, false},
+			{"heartbeat again", "v1", heartbeat(), time.Millisecond, 0, 0, false},
+			{"first idle append", "v1", idle(9), 2 * time.Millisecond, 9, 0, false},
+			{"heartbeat after it", "v1", heartbeat(), 3 * time.Millisecond, 9, 0, false},
+			{"next idle append", "v1", idle(9), 4 * time.Millisecond, 9, lan - 2*time.Millisecond, true},
+			{"entries", "v1", entries, 5 * time.Millisecond, 9, 0, false},
+			{"a new commit", "v1", idle(10), 6 * time.Millisecond, 9, 0, false},
+		}},
+		{"no-news RPCs to a non-voter take successive slots", []step{
+			{"first heartbeat goes at once", "n1", heartbeat(), 0, 0, 0, false},
+			{"the idle append waits one interval", "n1", idle(9), time.Millisecond, 9, iv - time.Millisecond, true},
+			{"the next heartbeat waits two", "n1", heartbeat(), 2 * time.Millisecond, 9, 2*iv - 2*time.Millisecond, true},
+		}},
+		{"news to a non-voter goes at once", []step{
+			{"heartbeat", "n2", heartbeat(), 0, 0, 0, false},
+			{"entries", "n2", entries, time.Millisecond, 9, 0, false},
+			{"a commit it has not acknowledged", "n2", idle(10), 2 * time.Millisecond, 9, 0, false},
+		}},
+		{"another non-voter has its own slots", []step{
+			{"n3", "n3", heartbeat(), 0, 0, 0, false},
+			{"n4", "n4", heartbeat(), 0, 0, 0, false},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPacedTransport(noPipeline{}, lan, func() raft.Configuration { return cfg })
+			for _, s := range tc.steps {
+				p.acked[s.to] = s.acked
+				p.commit = 9
+				wait, news := p.slot(s.to, s.req, t0.Add(s.at))
+				if wait != s.wait || (news != nil) != s.wakeable {
+					t.Fatalf("%s: wait %v (wakeable %v), want %v (%v)", s.name, wait, news != nil, s.wait, s.wakeable)
+				}
+			}
+		})
+	}
+}
+
+// TestPacerWakesOnNews: a paced RPC's wait ends when entries or a higher
+// commit index go to any follower.
+func TestPacerWakesOnNews(t *testing.T) {
+	cfg := configOf(3, 4)
+	p := newPacedTransport(noPipeline{}, 400*time.Millisecond, func() raft.Configuration { return cfg })
+	now := time.Unix(1_000_000, 0)
+	p.slot("n0", &raft.AppendEntriesRequest{}, now)
+	wait, news := p.slot("n0", &raft.AppendEntriesRequest{}, now)
+	if wait <= 0 || news == nil {
+		t.Fatalf("second heartbeat: wait %v", wait)
+	}
+	select {
+	case <-news:
+		t.Fatal("woken before any news")
+	default:
+	}
+	// An idle append to a voter with the same commit index is no news.
+	p.slot("v0", &raft.AppendEntriesRequest{LeaderCommitIndex: p.commit}, now)
+	select {
+	case <-news:
+		t.Fatal("woken by no news")
+	default:
+	}
+	p.slot("v0", &raft.AppendEntriesRequest{Entries: []*raft.Log{{Index: 1}}}, now)
+	select {
+	case <-news:
+	default:
+		t.Fatal("entries to a voter did not wake the paced RPC")
+	}
+}
+
+// TestFollowerTimeouts: a non-voter waits NonVoterHeartbeatTimeout; a
+// voter, and a peer not in the configuration (joining), keep the preset's.
+func TestFollowerTimeouts(t *testing.T) {
+	c := DefaultConfig("x")
+	cfg := configOf(5, 45)
+	for _, tc := range []struct {
+		self   raft.ServerID
+		hb, el time.Duration
+	}{
+		{"v0", c.HeartbeatTimeout, c.ElectionTimeout},
+		{"nobody", c.HeartbeatTimeout, c.ElectionTimeout},
+		{"n7", NonVoterHeartbeatTimeout(45, c.HeartbeatTimeout), NonVoterHeartbeatTimeout(45, c.HeartbeatTimeout)},
+	} {
+		hb, el := c.followerTimeouts(cfg, tc.self)
+		if hb != tc.hb || el != tc.el {
+			t.Errorf("%s: heartbeat %v election %v, want %v %v", tc.self, hb, el, tc.hb, tc.el)
+		}
+	}
+}
+
+// TestNonVotersFollowPaced: a real federation of five with three voters.
+// The two non-voters reload their follower timeout to the non-voters'
+// one, the voters keep the preset's, and a write proposed through a
+// non-voter is applied there and everywhere (pacing holds no news back).
+func TestNonVotersFollowPaced(t *testing.T) {
+	c := newCluster(t, 5, 1, func(cfg *Config) { cfg.MaxVoters = 3 })
+	leader := c.waitLeader()
+	want := NonVoterHeartbeatTimeout(2, DefaultConfig("").HeartbeatTimeout)
+	var nonVoter *tpeer
+	eventually(t, 20*time.Second, func() error {
+		members, err := leader.node.Members()
+		if err != nil {
+			return err
+		}
+		voter := map[string]bool{}
+		for _, m := range members {
+			voter[m.ID.String()] = m.Voter
+		}
+		for _, p := range c.peers {
+			hb := p.node.Raft().ReloadableConfig().HeartbeatTimeout
+			isVoter := voter[p.node.ID().String()]
+			switch {
+			case isVoter && hb != DefaultConfig("").HeartbeatTimeout:
+				return fmt.Errorf("voter %s: heartbeat timeout %v", p.name, hb)
+			case !isVoter && hb != want:
+				return fmt.Errorf("non-voter %s: heartbeat timeout %v, want %v", p.name, hb, want)
+			case !isVoter:
+				nonVoter = p
+			}
+		}
+		return nil
+	})
+	ids := submit(t, nonVoter, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	idx := leader.node.Raft().LastIndex()
+	if err := nonVoter.node.WaitApplied(ctx, idx); err != nil {
+		t.Fatalf("non-voter %s did not apply %d: %v", nonVoter.name, idx, err)
+	}
+	if len(ids) != 2 {
+		t.Fatalf("%d task ids", len(ids))
+	}
+	c.converge()
+}
+
+// TestStatsTargetsBounded: every autopilot round asks every voter and at
+// most maxNonVoterStatsPerRound non-voters, and a turn of rounds asks
+// every non-voter.
+func TestStatsTargetsBounded(t *testing.T) {
+	for _, nv := range []int{0, 3, 10, 11, 95} {
+		t.Run(fmt.Sprint(nv), func(t *testing.T) {
+			servers := map[raft.ServerID]*autopilot.Server{}
+			for _, s := range configOf(5, nv).Servers {
+				typ := autopilot.NodeType("nonvoter")
+				if s.Suffrage == raft.Voter {
+					typ = autopilot.NodeVoter
+				}
+				servers[s.ID] = &autopilot.Server{ID: s.ID, NodeType: typ}
+			}
+			asked := map[raft.ServerID]int{}
+			cursor, rounds := 0, 0
+			for round := 0; round == 0 || round < rounds; round++ {
+				var ask []raft.ServerID
+				ask, cursor, rounds = statsTargets(servers, cursor)
+				voters, nonVoters := 0, 0
+				for _, sid := range ask {
+					asked[sid]++
+					if servers[sid].NodeType == autopilot.NodeVoter {
+						voters++
+					} else {
+						nonVoters++
+					}
+				}
+				if voters != 5 || nonVoters > maxNonVoterStatsPerRound {
+					t.Fatalf("round %d: %d voters, %d non-voters asked", round, voters, nonVoters)
+				}
+			}
+			if want := (nv + maxNonVoterStatsPerRound - 1) / maxNonVoterStatsPerRound; nv > 0 && rounds != want {
+				t.Fatalf("a turn takes %d rounds, want %d", rounds, want)
+			}
+			for sid := range servers {
+				if asked[sid] == 0 {
+					t.Fatalf("%s never asked in a turn", sid)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,98 @@
+package gossip
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/coopgrid/coopgrid/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// TestPublishIntervalBoundsWhatEachPeerReceives: every peer receives every
+// heartbeat, so with the interval grown by PublishInterval a peer receives
+// at most 1/perPeer heartbeats a second until the cap; the interval is
+// never below the configured one nor above the cap.
+func TestPublishIntervalBoundsWhatEachPeerReceives(t *testing.T) {
+	const base, limit = 2 * time.Second, 5 * time.Second
+	maxRate := float64(time.Second / perPeer)
+	for _, peers := range []int{1, 10, 40, 41, 50, 100, 101, 500} {
+		t.Run(fmt.Sprint(peers), func(t *testing.T) {
+			iv := PublishInterval(peers, base, limit)
+			if iv < base || iv > limit {
+				t.Fatalf("interval %v outside [%v, %v]", iv, base, limit)
+			}
+			rate := float64(peers) / iv.Seconds()
+			if iv < limit && rate > maxRate {
+				t.Fatalf("%d peers every %v: each receives %.1f a second, above %.0f", peers, iv, rate, maxRate)
+			}
+			if peers >= 100 && iv != limit {
+				t.Fatalf("%d peers: %v, want the cap %v", peers, iv, limit)
+			}
+		})
+	}
+	if iv := PublishInterval(1000, base, time.Second); iv != base {
+		t.Fatalf("a cap below the base: %v, want the base %v", iv, base)
+	}
+}
+
+// TestPublishIntervalFollowsTheTopic: three real peers on the topic; each
+// one's interval is derived from the peers it sees there, and stays the
+// configured one without MaxInterval.
+func TestPublishIntervalFollowsTheTopic(t *testing.T) {
+	psk, err := p2p.GenerateSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	hosts := make([]*p2p.Host, n)
+	orgs := map[string]peer.ID{}
+	for i := range hosts {
+		h, err := p2p.New(p2p.Config{DataDir: filepath.Join(t.TempDir(), "p2p"), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Secret: psk, Logger: testLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		hosts[i] = h
+		orgs[fmt.Sprintf("o%d", i)] = h.ID()
+	}
+	view := newLedgerView(t, orgs)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, h := range hosts[1:] {
+		if _, err := h.ConnectAddr(ctx, hosts[0].FullAddrs()[0].String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := hosts[2].ConnectAddr(ctx, hosts[1].FullAddrs()[0].String()); err != nil {
+		t.Fatal(err)
+	}
+	const base = 10 * time.Millisecond
+	gs := make([]*Gossip, n)
+	for i := range gs {
+		maxIv := time.Second
+		if i == 0 {
+			maxIv = 0 // no growth
+		}
+		gs[i] = New(Config{Org: fmt.Sprintf("o%d", i), Boot: time.Now().UnixMilli(), Interval: base, MaxInterval: maxIv, Logger: testLogger()})
+		defer gs[i].Close()
+		if err := gs[i].Join(hosts[i], view); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := PublishInterval(n, base, time.Second)
+	for i, g := range gs {
+		w := want
+		if i == 0 {
+			w = base
+		}
+		for g.publishInterval() != w {
+			if ctx.Err() != nil {
+				t.Fatalf("peer %d: interval %v, want %v (%d peers on the topic)", i, g.publishInterval(), w, len(g.topic.ListPeers()))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}

@@ -1,0 +1,342 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/internal/peerproc"
+)
+
+// Deadlines that bound a hung start; they measure nothing.
+const (
+	callTimeout  = 30 * time.Second
+	formTimeout  = 10 * time.Minute
+	readyTimeout = 2 * time.Minute
+	// initWorkers bounds the `peer init` run at once (not timed).
+	initWorkers = 4
+	// joinWave is how many peers start together once the voters have.
+	joinWave = 5
+)
+
+// peerProc is one organisation's data directory and `peer run` process.
+type peerProc struct {
+	org    string
+	data   string
+	client *api.Client
+	proc   *peerproc.Proc
+	id     string // libp2p peer ID, once formed
+}
+
+// federation is the N peers; the first creates the federation.
+type federation struct {
+	bin      string
+	root     string
+	n        int
+	set      map[string]string
+	logLevel string
+	log      *slog.Logger
+	peers    []*peerProc
+	// retries counts the joiners started again (join).
+	retries atomic.Int64
+}
+
+// machinesFile offers one simulated machine, with its figures given so
+// that init measures nothing.
+const machinesFile = `machines:
+  - name: m1
+    gflops: 10
+    busy_watts: 100
+    idle_watts: 20
+policy:
+  allow: [/bin/true]
+  unsafe_run_as_peer_user: true
+  max_wall_clock: 10m
+`
+
+// start initialises every data directory (not timed), then starts the
+// first peer, has it invite the others, starts them all at once and waits
+// until the federation has formed. It returns the time from the first
+// `peer run` to formation.
+func (f *federation) start(ctx context.Context) (time.Duration, error) {
+	if err := os.MkdirAll(filepath.Join(f.root, "logs"), 0o755); err != nil {
+		return 0, err
+	}
+	mf := filepath.Join(f.root, "machines.yaml")
+	if err := os.WriteFile(mf, []byte(machinesFile), 0o644); err != nil {
+		return 0, err
+	}
+	f.peers = make([]*peerProc, f.n)
+	for i := range f.peers {
+		f.peers[i] = &peerProc{org: fmt.Sprintf("org-%03d", i+1), data: filepath.Join(f.root, fmt.Sprintf("org-%03d", i+1))}
+	}
+	if err := f.initPeer(ctx, f.peers[0], "--new-federation"); err != nil {
+		return 0, err
+	}
+	secret := filepath.Join(f.peers[0].data, "federation.key")
+	if err := f.parallel(f.peers[1:], initWorkers, func(p *peerProc) error {
+		return f.initPeer(ctx, p, "--secret", secret)
+	}); err != nil {
+		return 0, err
+	}
+	f.log.Info("initialised", "peers", f.n)
+
+	t0 := time.Now()
+	first := f.peers[0]
+	var err error
+	if first.proc, err = peerproc.Start(first.org, f.bin, filepath.Join(f.root, "logs", first.org), "run", "--data", first.data, "--log-level", f.logLevel); err != nil {
+		return 0, err
+	}
+	if _, err := first.proc.WaitLine(`(?m)^ready: `, callTimeout); err != nil {
+		return 0, err
+	}
+	addrs := first.proc.Addrs()
+	if len(addrs) == 0 {
+		return 0, fmt.Errorf("%s printed no full multiaddr", first.org)
+	}
+	// The voters join one at a time, then the others in waves of
+	// joinWave: institutions do not all join in the same second, and a
+	// stampede of starting processes on a small host delays the second
+	// voter's answers past the leader's lease (docs/BENCHMARKS.md).
+	rest := f.peers[1:]
+	for len(rest) > 0 {
+		k := joinWave
+		if done := f.n - len(rest); done < wantVoters(f.n) {
+			k = 1
+		}
+		wave := rest[:min(k, len(rest))]
+		rest = rest[len(wave):]
+		if err := f.parallel(wave, len(wave), func(p *peerProc) error {
+			return f.join(ctx, p, addrs[0])
+		}); err != nil {
+			return 0, err
+		}
+	}
+	if err := f.waitFormed(ctx); err != nil {
+		return 0, err
+	}
+	return time.Since(t0), nil
+}
+
+// maxJoinAttempts bounds the starts of one joiner: `peer run` exits when
+// its join fails (the leader lost its lease while committing it, on a
+// loaded host), and an operator would run it again.
+const maxJoinAttempts = 6
+
+// join starts p's `peer run` with a fresh invitation until it prints
+// ready, up to maxJoinAttempts times; each start has its own log files.
+func (f *federation) join(ctx context.Context, p *peerProc, boot string) error {
+	var last error
+	for attempt := 1; attempt <= maxJoinAttempts; attempt++ {
+		if attempt > 1 {
+			// A fresh data directory: what the failed start left (a
+			// half-done join) is not what is measured.
+			f.retries.Add(1)
+			f.log.Warn("join failed; starting the peer again from a new data directory", "org", p.org, "attempt", attempt, "err", last)
+			// And a new organisation: the failed join may have bound the
+			// old one to the old identity.
+			if err := os.RemoveAll(p.data); err != nil {
+				return err
+			}
+			p.org = fmt.Sprintf("%s-r%d", strings.SplitN(p.org, "-r", 2)[0], attempt)
+			p.data = filepath.Join(f.root, p.org)
+			if err := f.initPeer(ctx, p, "--secret", filepath.Join(f.peers[0].data, "federation.key")); err != nil {
+				return err
+			}
+		}
+		ictx, cancel := context.WithTimeout(ctx, callTimeout)
+		inv, err := f.peers[0].client.Invite(ictx, api.InviteRequest{Org: p.org})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("invite %s: %w", p.org, err)
+		}
+		base := filepath.Join(f.root, "logs", p.org)
+		run := []string{"run", "--data", p.data, "--log-level", f.logLevel, "--bootstrap", boot, "--invitation", inv.Token}
+		if p.proc, err = peerproc.Start(p.org, f.bin, base, run...); err != nil {
+			return err
+		}
+		if _, last = p.proc.WaitLine(`(?m)^ready: `, readyTimeout); last == nil {
+			return nil
+		}
+		if !p.proc.Exited() {
+			return last
+		}
+	}
+	return last
+}
+
+// initPeer runs `peer init` for p on a loopback port of its own and
+// applies the --set keys.
+func (f *federation) initPeer(ctx context.Context, p *peerProc, extra ...string) error {
+	machines := filepath.Join(f.root, "machines.yaml")
+	port, err := peerproc.FreePort()
+	if err != nil {
+		return err
+	}
+	apiAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	args := append([]string{"init", "--org", p.org, "--data", p.data, "--listen", "/ip4/127.0.0.1/tcp/0", "--api", apiAddr, "--machines", machines}, extra...)
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(cctx, f.bin, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("peer %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	if len(f.set) > 0 {
+		if err := peerproc.EditConfig(filepath.Join(p.data, "config.yaml"), f.set); err != nil {
+			return err
+		}
+	}
+	tok, err := os.ReadFile(filepath.Join(p.data, api.TokenFile))
+	if err != nil {
+		return fmt.Errorf("read %s's API token: %w", p.org, err)
+	}
+	p.client = api.NewClient(apiAddr, strings.TrimSpace(string(tok)), &http.Client{Timeout: callTimeout})
+	return nil
+}
+
+// parallel runs fn on every peer, at most workers at once, and returns
+// the first error.
+func (f *federation) parallel(ps []*peerProc, workers int, fn func(*peerProc) error) error {
+	sem := make(chan struct{}, workers)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for _, p := range ps {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := fn(p); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// waitFormed waits until every peer sees N members, N organisations (at
+// least) and
+// the same leader, and the leader sees min(N, 5) voters. Peers are asked
+// in order and a round stops at the first that disagrees, so that the
+// polling itself stays cheap; a peer that exits fails the wait.
+func (f *federation) waitFormed(ctx context.Context) error {
+	deadline := time.Now().Add(formTimeout)
+	seen := ""
+	for {
+		ok, why, err := f.formedRound(ctx)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if why != seen {
+			f.log.Info("forming", "seen", why)
+			seen = why
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not formed after %v; last seen: %s", formTimeout, why)
+		}
+		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// wantVoters is the voters a formed federation of n has (consensus's
+// default MaxVoters).
+func wantVoters(n int) int { return min(n, 5) }
+
+func (f *federation) formedRound(ctx context.Context) (bool, string, error) {
+	leader := ""
+	for _, p := range f.peers {
+		if p.proc.Exited() {
+			return false, "", fmt.Errorf("%s exited: %v\n%s", p.org, p.proc.Err(), peerproc.Tail(peerproc.ReadFile(p.proc.Stderr), 20))
+		}
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		s, err := p.client.Status(cctx)
+		cancel()
+		if err != nil {
+			return false, fmt.Sprintf("%s: %v", p.org, err), nil
+		}
+		voters := 0
+		for _, pv := range s.Peers {
+			if pv.Voter {
+				voters++
+			}
+		}
+		// At least: a join retried from a new data directory may leave
+		// the failed attempt's peer a member.
+		if len(s.Peers) < f.n || len(s.Orgs) < f.n || s.Leader == "" {
+			return false, fmt.Sprintf("%s: %d members, %d orgs, leader %q", p.org, len(s.Peers), len(s.Orgs), s.Leader), nil
+		}
+		if leader != "" && s.Leader != leader {
+			return false, fmt.Sprintf("leaders %s and %s", leader, s.Leader), nil
+		}
+		if s.Leader == s.Self && voters != wantVoters(f.n) {
+			return false, fmt.Sprintf("leader %s: %d voters", p.org, voters), nil
+		}
+		leader = s.Leader
+		p.id = s.Self
+	}
+	return true, "", nil
+}
+
+// roles asks peer from for the leader and the voters.
+func (f *federation) roles(ctx context.Context, from *peerProc) (leader *peerProc, voters map[string]bool, err error) {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	s, err := from.client.Status(cctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	voters = map[string]bool{}
+	for _, pv := range s.Peers {
+		voters[pv.ID] = pv.Voter
+	}
+	for _, p := range f.peers {
+		if p.id == s.Leader {
+			leader = p
+		}
+	}
+	if leader == nil {
+		return nil, nil, fmt.Errorf("%s names leader %q, none of the peers", from.org, s.Leader)
+	}
+	return leader, voters, nil
+}
+
+// stop ends every peer by pid: SIGTERM, SIGKILL after a grace.
+func (f *federation) stop() {
+	var wg sync.WaitGroup
+	for _, p := range f.peers {
+		if p == nil || p.proc == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.proc.Stop(20 * time.Second); err != nil && !p.proc.Exited() {
+				f.log.Warn("stop peer", "org", p.org, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
