@@ -56,6 +56,12 @@ const (
 	// CodeExecutorMode: a registration declares simulated executors on a
 	// live federation, or live ones on a simulated federation.
 	CodeExecutorMode Code = "executor_mode"
+	// CodeNoMatch: a decision places a task on a machine whose owner's
+	// policy, attributes or capacity can never take it.
+	CodeNoMatch Code = "no_match"
+	// CodeTooLarge: a submitted task asks for more memory, CPUs or GPUs
+	// than any machine of the federation has.
+	CodeTooLarge Code = "too_large"
 )
 
 // Error is a rejected command or decision.

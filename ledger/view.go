@@ -53,7 +53,7 @@ func (l *Ledger) PolicyView(nowMs int64, checkpointBlockSeconds float64) (*polic
 		}
 		machIdx[id] = len(s.Machines)
 		vm.Machines = append(vm.Machines, id)
-		s.Machines = append(s.Machines, policy.Machine{ID: id, Owner: orgIdx[m.Org], MFLOPS: m.EffectiveMFLOPS(), BusyMilliW: m.BusyMilliW})
+		s.Machines = append(s.Machines, m.policyMachine(orgIdx[m.Org]))
 	}
 	for _, t := range l.bySeq {
 		if t.State == TaskQueued {
@@ -61,27 +61,21 @@ func (l *Ledger) PolicyView(nowMs int64, checkpointBlockSeconds float64) (*polic
 		}
 	}
 	for _, id := range vm.Machines {
-		m := l.machines[id]
-		if m.Task == "" {
-			continue
-		}
-		t := l.tasks[m.Task]
-		r := policy.Running{Task: policyTask(t, orgIdx), Machine: machIdx[id]}
-		if i := t.openSegment(id, OutcomeRunning); i >= 0 {
-			start := t.Segments[i].StartMs
-			r.RunSeconds = seconds(nowMs - start)
-			if ck := t.Checkpoint; ck != nil && ck.AtMs >= start {
-				r.HasCheckpoint = true
-				r.SinceCheckpointSeconds = seconds(nowMs - ck.AtMs)
+		for _, tid := range l.machines[id].Tasks() {
+			t := l.tasks[tid]
+			r := policy.Running{Task: policyTask(t, orgIdx), Machine: machIdx[id]}
+			if i := t.openSegment(id, OutcomeRunning); i >= 0 {
+				start := t.Segments[i].StartMs
+				r.RunSeconds = seconds(nowMs - start)
+				if ck := t.Checkpoint; ck != nil && ck.AtMs >= start {
+					r.HasCheckpoint = true
+					r.SinceCheckpointSeconds = seconds(nowMs - ck.AtMs)
+				}
 			}
+			s.Running = append(s.Running, r)
 		}
-		s.Running = append(s.Running, r)
 	}
 	return s, vm
-}
-
-func policyTask(t *Task, orgIdx map[string]int) policy.Task {
-	return policy.Task{ID: t.ID, Org: orgIdx[t.Org], SizeMFlop: t.RemainingMFlop, Seq: t.Seq}
 }
 
 // seconds converts a duration in ms to seconds, never negative (clocks of
