@@ -138,7 +138,8 @@ type OwnerPolicy struct {
 	AllowAny bool
 	Allow    []string
 	// MaxWallMs caps a run's wall-clock time; 0 means no cap. A task whose
-	// own wall limit is longer, or which has none, is not placed there.
+	// own wall limit is longer is not placed there (one without a limit is:
+	// the executor cuts it at the cap, as it always did).
 	MaxWallMs int64
 	// Orgs names the organisations that may use the machine besides its
 	// owner; empty means every organisation.
@@ -170,7 +171,7 @@ func (p *OwnerPolicy) allowsOrg(org string, owner string) bool {
 }
 
 func (p *OwnerPolicy) allowsWall(wallMs int64) bool {
-	return p == nil || p.MaxWallMs == 0 || wallMs > 0 && wallMs <= p.MaxWallMs
+	return p == nil || p.MaxWallMs == 0 || wallMs <= p.MaxWallMs
 }
 
 // Unrestricted says the policy refuses nothing.
@@ -191,7 +192,7 @@ func Mismatch(m Machine, t Task, orgs []Org) string {
 	case !m.Policy.allowsExecutable(t.Executable):
 		return fmt.Sprintf("owner of %s refuses executable %s", m.ID, t.Executable)
 	case !m.Policy.allowsWall(t.WallLimitMs):
-		return fmt.Sprintf("owner of %s caps runs at %d ms", m.ID, m.Policy.MaxWallMs)
+		return fmt.Sprintf("owner of %s caps runs at %d ms, below the task's wall limit", m.ID, m.Policy.MaxWallMs)
 	}
 	for _, r := range t.Requirements {
 		if !r.met(m.Attrs) {

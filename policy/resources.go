@@ -82,6 +82,13 @@ func (r Resources) minus(o Resources) Resources {
 	return Resources{r.CPUs - o.CPUs, r.MemoryBytes - o.MemoryBytes, r.GPUs - o.GPUs}
 }
 
+// Plus is r + o, resource by resource.
+func (r Resources) Plus(o Resources) Resources { return r.plus(o) }
+
+// Fits reports whether request req fits in free, the free part of a machine
+// of capacity capa (memory is not checked when capa declares none).
+func Fits(req, free, capa Resources) bool { return fitsIn(req, free, capa) }
+
 func (r Resources) plus(o Resources) Resources {
 	return Resources{r.CPUs + o.CPUs, r.MemoryBytes + o.MemoryBytes, r.GPUs + o.GPUs}
 }

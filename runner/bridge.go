@@ -201,11 +201,18 @@ func (b *bridge) reconcile(ctx context.Context) bool {
 			delete(b.settled, id)
 		}
 	}
-	// A machine still holding a run the executor has not finished (one
-	// stopping after a preemption, say) takes no new run yet.
+	// A machine still holding a run the executor has not finished whose
+	// task the ledger no longer places there (one stopping after a
+	// preemption, say) takes no new run yet: the room the new run was
+	// given is the stopping run's. Runs of tasks still placed there are
+	// the machine's other shares (several tasks share a multi-CPU machine).
+	placed := make(map[string]string, len(allocs)) // task → machine
+	for _, a := range allocs {
+		placed[a.Task.ID] = a.Machine.ID
+	}
 	occupied := map[string]bool{}
 	for _, r := range b.runs {
-		if r.phase != phaseReporting {
+		if r.phase != phaseReporting && placed[r.task.ID] != r.machine {
 			occupied[r.machine] = true
 		}
 	}
@@ -239,7 +246,6 @@ func (b *bridge) reconcile(ctx context.Context) bool {
 				continue
 			}
 			if !occupied[a.Machine.ID] {
-				occupied[a.Machine.ID] = true
 				b.startRun(ctx, a)
 			}
 		case ledger.TaskRunning:
