@@ -76,7 +76,7 @@ type Node struct {
 	// owner is the replicated part of the machines file's policy, declared
 	// with every machine (ledger.OwnerPolicy); nil declares none.
 	owner *ledger.OwnerPolicy
-	opts     Options
+	opts  Options
 
 	host *p2p.Host
 	// signer signs every command this peer authors (propose, Submit) with
