@@ -247,6 +247,20 @@ type SubmitTask struct {
 	Inputs         []InputFile       `json:"inputs,omitempty"`
 	Outputs        []string          `json:"outputs,omitempty"`
 	Checkpointable bool              `json:"checkpointable,omitempty"`
+	// CPUs (0 means 1), MemoryBytes and GPUs are what the task needs of a
+	// machine; Requirements constrain the machine's attributes
+	// (docs/JOBS.md, "Resources and requirements"). The ledger checks them.
+	CPUs         int64         `json:"cpus,omitempty"`
+	MemoryBytes  int64         `json:"memory_bytes,omitempty"`
+	GPUs         int64         `json:"gpus,omitempty"`
+	Requirements []Requirement `json:"requirements,omitempty"`
+}
+
+// Requirement is one constraint of a task on a machine's attributes.
+type Requirement struct {
+	Attribute string `json:"attribute"`
+	Operator  string `json:"operator"`
+	Value     string `json:"value,omitempty"`
 }
 
 // InputFile is one input file of a task.

@@ -59,9 +59,9 @@ const (
 	// CodeNoMatch: a decision places a task on a machine whose owner's
 	// policy, attributes or capacity can never take it.
 	CodeNoMatch Code = "no_match"
-	// CodeTooLarge: a submitted task asks for more memory, CPUs or GPUs
+	// CodeNoMachineFits: a submitted task asks for more memory, CPUs or GPUs
 	// than any machine of the federation has.
-	CodeTooLarge Code = "too_large"
+	CodeNoMachineFits Code = "no_machine_fits"
 )
 
 // Error is a rejected command or decision.

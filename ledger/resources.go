@@ -262,7 +262,7 @@ func (l *Ledger) mismatch(m *Machine, t *Task) string {
 	return policy.Mismatch(m.policyMachine(0), policyTask(t, map[string]int{m.Org: 0, t.Org: 1}), orgs)
 }
 
-// checkFits refuses (CodeTooLarge) a task that asks for more of a
+// checkFits refuses (CodeNoMachineFits) a task that asks for more of a
 // resource than every registered machine has: it could never run. A
 // federation without machines yet refuses nothing. Requests that fit some
 // machine each, but no one machine together, are queued: their pending
@@ -283,11 +283,11 @@ func (l *Ledger) checkFits(ts []TaskSpec) *Error {
 		r := policy.Resources{CPUs: t.Spec.CPUs, MemoryBytes: t.Spec.MemoryBytes, GPUs: t.Spec.GPUs}.Request()
 		switch {
 		case r.MemoryBytes > most.MemoryBytes && !anyMemory:
-			return errf(CodeTooLarge, "tasks[%d]: asks for %d bytes of memory; the largest machine of the federation has %d", i, r.MemoryBytes, most.MemoryBytes)
+			return errf(CodeNoMachineFits, "tasks[%d]: asks for %d bytes of memory; the largest machine of the federation has %d", i, r.MemoryBytes, most.MemoryBytes)
 		case r.CPUs > most.CPUs:
-			return errf(CodeTooLarge, "tasks[%d]: asks for %d CPUs; the largest machine of the federation has %d", i, r.CPUs, most.CPUs)
+			return errf(CodeNoMachineFits, "tasks[%d]: asks for %d CPUs; the largest machine of the federation has %d", i, r.CPUs, most.CPUs)
 		case r.GPUs > most.GPUs:
-			return errf(CodeTooLarge, "tasks[%d]: asks for %d GPUs; the most any machine of the federation has is %d", i, r.GPUs, most.GPUs)
+			return errf(CodeNoMachineFits, "tasks[%d]: asks for %d GPUs; the most any machine of the federation has is %d", i, r.GPUs, most.GPUs)
 		}
 	}
 	return nil

@@ -71,21 +71,21 @@ func TestSharedMachineInTheLedger(t *testing.T) {
 }
 
 // TestSubmitRefusesTooLarge: a memory request larger than every machine is
-// refused at submit with CodeTooLarge and changes nothing; a federation
+// refused at submit with CodeNoMachineFits and changes nothing; a federation
 // with a machine of undeclared memory takes any request.
 func TestSubmitRefusesTooLarge(t *testing.T) {
 	f := newFed(t)
 	f.must(register("u1", 1_000_000, bigMachine("big")))
 	before := f.l.Hash()
 	r := f.apply(submitReq("u1", 2000, "sh", TaskRequest{MemoryBytes: 64 << 30}, 1))
-	if r.Err == nil || r.Err.Code != CodeTooLarge || !strings.Contains(r.Err.Msg, "memory") {
-		t.Fatalf("64 GiB on a 16 GiB federation: %v, want too_large", r.Err)
+	if r.Err == nil || r.Err.Code != CodeNoMachineFits || !strings.Contains(r.Err.Msg, "memory") {
+		t.Fatalf("64 GiB on a 16 GiB federation: %v, want no_machine_fits", r.Err)
 	}
 	if f.l.Hash() != before {
 		t.Fatal("a refused submit changed the state")
 	}
-	if r := f.apply(submitReq("u1", 2000, "sh", TaskRequest{CPUs: 9}, 1)); r.Err == nil || r.Err.Code != CodeTooLarge {
-		t.Fatalf("9 CPUs on an 8-CPU federation: %v, want too_large", r.Err)
+	if r := f.apply(submitReq("u1", 2000, "sh", TaskRequest{CPUs: 9}, 1)); r.Err == nil || r.Err.Code != CodeNoMachineFits {
+		t.Fatalf("9 CPUs on an 8-CPU federation: %v, want no_machine_fits", r.Err)
 	}
 	add := act("u1", 2500)
 	add.AddMachine = &AddMachine{Machine: mspec("plain", 1000, 10_000)}
