@@ -178,6 +178,11 @@ type TaskView struct {
 	SizeGFlop   float64 `json:"size_gflop"`
 	SubmittedMs int64   `json:"submitted_ms"`
 	EndedMs     int64   `json:"ended_ms,omitempty"`
+	// Pending says why a queued task waits: a stable code (no_match,
+	// power_limit, fair_share, no_free_resources, next_pass) and a
+	// sentence (docs/POLICY.md, "Pending reasons"). Empty unless queued.
+	Pending       string `json:"pending,omitempty"`
+	PendingDetail string `json:"pending_detail,omitempty"`
 }
 
 // TaskDetail is `peer task ID`.

@@ -215,3 +215,5 @@ func TestSharedHandWorked(t *testing.T) {
 		t.Fatalf("two half-machine tasks count %d MFLOPS %d mW, want the whole machine", u.AllocatedMFLOPS[0], u.PIMilliW[0])
 	}
 }
+
+func newRand(a, b uint64) *rand.Rand { return rand.New(rand.NewPCG(a, b)) }

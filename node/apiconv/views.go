@@ -116,6 +116,16 @@ func Task(t *ledger.Task) api.TaskView {
 	}
 }
 
+// WithPending fills in the pending reason of every queued task of views
+// (ledger.Ledger.Pending).
+func WithPending(views []api.TaskView, reasons map[string]ledger.PendingReason) {
+	for i := range views {
+		if r, ok := reasons[views[i].ID]; ok && views[i].State == string(ledger.TaskQueued) {
+			views[i].Pending, views[i].PendingDetail = r.Code, r.Detail
+		}
+	}
+}
+
 // Tasks converts a list of tasks, keeping the order; never nil.
 func Tasks(ts []ledger.Task) []api.TaskView {
 	out := make([]api.TaskView, len(ts))
