@@ -8,8 +8,9 @@ const (
 	// (its owner refuses the executable or the organisation, an attribute
 	// requirement is unmet, or the machine is too small).
 	PendingNoMatch = "no_match"
-	// PendingPowerLimit: running it anywhere it may run would take its
-	// organisation over its power limit (PI + draw > Lim).
+	// PendingPowerLimit: a machine it may use has room for it, but running
+	// it there would take its organisation over its power limit
+	// (PI + draw > Lim).
 	PendingPowerLimit = "power_limit"
 	// PendingFairShare: the machines it may run on are busy with other
 	// organisations' tasks, and its own organisation already has at least
@@ -72,32 +73,35 @@ func pendingOne(s *State, t Task, u Usage, tot Totals, free []Resources, runsOf 
 		return PendingReason{PendingNoMatch, "no machine matches: " + firstUnmet(s, t)}
 	}
 	lim, pi := s.Orgs[t.Org].LimitMilliW, u.PIMilliW[t.Org]
-	var minDraw int64 = -1
-	room, busyWithOthers := false, false
+	var minDraw int64 = -1 // the least draw among the machines with room
+	room, roomWithin, busyWithOthers := false, false, false
 	for _, m := range match {
 		mc := s.Machines[m]
-		draw := ShareOf(mc.Capacity, t.Request).Of(mc.BusyMilliW)
-		if minDraw < 0 || draw < minDraw {
-			minDraw = draw
-		}
-		if pi+draw > lim {
-			continue
-		}
-		if fitsIn(t.Request.Request(), free[m], mc.Capacity.Capacity()) {
-			room = true
-		}
 		for org := range runsOf[m] {
 			if org != t.Org {
 				busyWithOthers = true
 			}
 		}
+		if !fitsIn(t.Request.Request(), free[m], mc.Capacity.Capacity()) {
+			continue
+		}
+		draw := ShareOf(mc.Capacity, t.Request).Of(mc.BusyMilliW)
+		room = true
+		if minDraw < 0 || draw < minDraw {
+			minDraw = draw
+		}
+		if pi+draw <= lim {
+			roomWithin = true
+		}
 	}
+	// Resources first: when no machine it may use has room, raising the
+	// power limit would not start it.
 	switch {
-	case pi+minDraw > lim:
+	case roomWithin:
+		return PendingReason{PendingNextPass, "a machine has room for it: waiting for the next scheduling pass"}
+	case room:
 		return PendingReason{PendingPowerLimit, fmt.Sprintf("over the power limit of %s: %s in use + %s for this task > %s",
 			s.Orgs[t.Org].Name, watts(pi), watts(minDraw), watts(lim))}
-	case room:
-		return PendingReason{PendingNextPass, "a machine has room for it: waiting for the next scheduling pass"}
 	case busyWithOthers && !(DP(u.AllocatedMFLOPS[t.Org], tot.QuotaMFLOPS[t.Org]) < 0):
 		return PendingReason{PendingFairShare, fmt.Sprintf("waiting for its fair share: %s already has at least its quota and the machines it may use are busy", s.Orgs[t.Org].Name)}
 	}
