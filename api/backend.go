@@ -156,6 +156,25 @@ type MachineView struct {
 	// to tasks running with its peer's own user and privileges, neither as
 	// a dedicated user nor in a sandbox (docs/SECURITY.md, "Tasks").
 	Unprotected bool `json:"unprotected,omitempty"`
+	// Issue 14: the tasks it holds when several share it (Task is the
+	// first), its resources (CPUs 0 means one slot), attributes, and what
+	// its owner allows (nil: refuses nothing).
+	Tasks       []string         `json:"tasks,omitempty"`
+	CPUs        int64            `json:"cpus,omitempty"`
+	MemoryBytes int64            `json:"memory_bytes,omitempty"`
+	GPUs        int64            `json:"gpus,omitempty"`
+	OS          string           `json:"os,omitempty"`
+	Arch        string           `json:"arch,omitempty"`
+	Labels      []string         `json:"labels,omitempty"`
+	OwnerPolicy *OwnerPolicyView `json:"owner_policy,omitempty"`
+}
+
+// OwnerPolicyView is what a machine's owner lets run on it.
+type OwnerPolicyView struct {
+	AllowAny  bool     `json:"allow_any,omitempty"`
+	Allow     []string `json:"allow,omitempty"`
+	MaxWallMs int64    `json:"max_wall_ms,omitempty"`
+	Orgs      []string `json:"orgs,omitempty"`
 }
 
 // TaskQuery filters GET /v1/tasks (?org=&state=&limit=).

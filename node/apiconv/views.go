@@ -52,7 +52,7 @@ func Orgs(os []ledger.OrgInfo) []api.OrgView {
 // Machine converts one machine with the ledger's last heartbeat (the
 // daemon raises it to the latest one it heard by gossip).
 func Machine(m ledger.Machine) api.MachineView {
-	return api.MachineView{
+	v := api.MachineView{
 		ID:              m.ID,
 		Org:             m.Org,
 		GFLOPS:          gflops(m.MFLOPS),
@@ -64,7 +64,21 @@ func Machine(m ledger.Machine) api.MachineView {
 		EffectiveGFLOPS: effectiveGFLOPS(m),
 		SpeedMismatch:   m.SpeedMismatch(),
 		Unprotected:     m.Unprotected,
+		CPUs:            m.CPUs,
+		MemoryBytes:     m.MemoryBytes,
+		GPUs:            m.GPUs,
+		OS:              m.OS,
+		Arch:            m.Arch,
+		Labels:          append([]string(nil), m.Labels...),
 	}
+	if len(m.Also) > 0 {
+		v.Tasks = m.Tasks()
+	}
+	if p := m.Owner; p != nil {
+		v.OwnerPolicy = &api.OwnerPolicyView{AllowAny: p.AllowAny, Allow: append([]string(nil), p.Allow...),
+			MaxWallMs: p.MaxWallMs, Orgs: append([]string(nil), p.Orgs...)}
+	}
+	return v
 }
 
 // effectiveGFLOPS is the corrected speed, or 0 while it is the declared one.
