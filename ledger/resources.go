@@ -292,3 +292,9 @@ func (l *Ledger) checkFits(ts []TaskSpec) *Error {
 	}
 	return nil
 }
+
+// ShareOf is the part of x, a figure of the whole machine m (its draw, or
+// the energy measured or declared for it over a run), that task t's share
+// of m accounts for: x itself on a one-slot machine or for a task that
+// takes the whole machine.
+func (m *Machine) ShareOf(t *Task, x int64) int64 { return m.share(t).Of(x) }

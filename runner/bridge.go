@@ -570,7 +570,7 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 		b.discardDir(res)
 		return
 	}
-	energy := min(max(res.EnergyMilliJ, 0), ledger.MaxSegmentMilliJ)
+	energy := b.runShare(r, min(max(res.EnergyMilliJ, 0), ledger.MaxSegmentMilliJ))
 	source := ledger.EnergySource(res.EnergySource)
 	if source == "" {
 		source = ledger.EnergyDeclared
@@ -675,6 +675,20 @@ func refusal(err error) string {
 	return err.Error()
 }
 
+// runShare is the part of energy, measured or declared by the executor for
+// the whole machine over r's run, that r's task accounts for: its share of
+// the machine when several tasks share it (docs/POLICY.md, "Shared
+// machines"), all of it otherwise. RAPL measures the whole package, so on a
+// shared machine this is the run's proportional part of what was measured.
+func (b *bridge) runShare(r *run, energy int64) int64 {
+	b.cfg.Ledger.View(func(l *ledger.Ledger) {
+		if m, ok := l.Machine(r.machine); ok {
+			energy = m.ShareOf(&r.task, energy)
+		}
+	})
+	return energy
+}
+
 // declaredEstimate is the declared-power estimate of r's run: the
 // machine's busy power from the start of r's open segment in the ledger
 // until now (0 when the ledger shows none).
@@ -685,7 +699,7 @@ func (b *bridge) declaredEstimate(ctx context.Context, r *run) int64 {
 	)
 	err := b.cfg.Ledger.ReadConsistent(ctx, func(l *ledger.Ledger) {
 		if m, ok := l.Machine(r.machine); ok {
-			busy = m.BusyMilliW
+			busy = m.ShareOf(&r.task, m.BusyMilliW)
 		}
 		if t, ok := l.Task(r.task.ID); ok {
 			for _, s := range t.Segments {
