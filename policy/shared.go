@@ -33,8 +33,21 @@ type sharedPass struct {
 	capa    []Resources
 	free    []Resources
 	runs    [][]sharedRun // per machine
-	match   map[string][]bool
-	out     []Decision
+	// match caches, per task shape (shapeKey), the machines it matches;
+	// shapes caches each task's key. Tasks of one job usually share one
+	// shape, so a full federation with a long queue is scanned once per
+	// shape, not once per task.
+	match  map[string][]bool
+	shapes map[string]string
+	// noFree holds the shapes that found no machine with room within their
+	// organisation's limit. Within a pass room and remaining power only
+	// shrink, except when a preemption gives some back, which clears it.
+	noFree map[string]bool
+	// noVictim holds, per victim organisation, the shapes for which none
+	// of its running tasks would make room. Valid until that organisation
+	// gets a new running task (a new candidate) or a preemption frees room.
+	noVictim map[int]map[string]bool
+	out      []Decision
 }
 
 // sharedRun is a task running on a machine and what it counts for.
@@ -52,7 +65,7 @@ func newSharedPass(s *State, bestFit bool) *sharedPass {
 		s: s, bestFit: bestFit,
 		alloc: make([]int64, n), pi: make([]int64, n), queue: make([][]Task, n),
 		capa: make([]Resources, len(s.Machines)), free: make([]Resources, len(s.Machines)),
-		runs: make([][]sharedRun, len(s.Machines)), match: map[string][]bool{},
+		runs: make([][]sharedRun, len(s.Machines)), match: map[string][]bool{}, shapes: map[string]string{}, noFree: map[string]bool{}, noVictim: map[int]map[string]bool{},
 	}
 	if f := s.federation(); f != nil {
 		p.tot = f.tot
@@ -86,6 +99,7 @@ func (p *sharedPass) newRun(t Task, m int) sharedRun {
 }
 
 func (p *sharedPass) add(r sharedRun, m int) {
+	delete(p.noVictim, r.task.Org)
 	p.runs[m] = append(p.runs[m], r)
 	p.free[m] = p.free[m].minus(r.task.Request.Request())
 	p.alloc[r.task.Org] += r.mflops
@@ -101,16 +115,29 @@ func (p *sharedPass) remove(m, k int) sharedRun {
 	return r
 }
 
+// shapeKey is what decides where a task may run and how much room and
+// power it takes there: two tasks of one key are interchangeable for
+// bestFree and bestVictim.
+func (p *sharedPass) shapeKey(t Task) string {
+	k, ok := p.shapes[t.ID]
+	if !ok {
+		k = fmt.Sprintf("%d|%d|%d|%d|%d|%q|%q", t.Org, t.Request.CPUs, t.Request.MemoryBytes, t.Request.GPUs, t.WallLimitMs, t.Executable, t.Requirements)
+		p.shapes[t.ID] = k
+	}
+	return k
+}
+
 // matches says task t may ever run on machine m (owner policy, attributes,
-// capacity), cached per task for the pass.
+// capacity), cached per shape for the pass.
 func (p *sharedPass) matches(t Task, m int) bool {
-	ok, seen := p.match[t.ID]
+	k := p.shapeKey(t)
+	ok, seen := p.match[k]
 	if !seen {
 		ok = make([]bool, len(p.s.Machines))
 		for j, mc := range p.s.Machines {
 			ok[j] = Mismatch(mc, t, p.s.Orgs) == ""
 		}
-		p.match[t.ID] = ok
+		p.match[k] = ok
 	}
 	return ok[m]
 }
@@ -153,11 +180,16 @@ func (p *sharedPass) serveOne() bool {
 		}
 		bound := lim - p.pi[i]
 		for k, t := range p.queue[i] { // line 8
+			key := p.shapeKey(t)
+			if p.noFree[key] {
+				continue
+			}
 			if m := p.bestFree(t, bound); m >= 0 {
 				p.place(i, k, m)
 				p.out = append(p.out, Decision{Kind: Allocate, Task: t.ID, Org: i, Machine: m})
 				return true
 			}
+			p.noFree[key] = true
 		}
 		if !(dp[i] < 0) { // algorithm 5, line 1
 			continue
@@ -166,9 +198,18 @@ func (p *sharedPass) serveOne() bool {
 		if z < 0 {
 			continue
 		}
+		if p.noVictim[z] == nil {
+			p.noVictim[z] = map[string]bool{}
+		}
+		failed := p.noVictim[z]
 		for k, t := range p.queue[i] {
+			key := p.shapeKey(t)
+			if failed[key] {
+				continue
+			}
 			m, v := p.bestVictim(t, z, bound)
 			if m < 0 {
+				failed[key] = true
 				continue
 			}
 			// Line 6, with the victim's part of Allocated.
@@ -265,6 +306,8 @@ func (p *sharedPass) place(i, k, m int) {
 
 func (p *sharedPass) preempt(i, k, m, v, z int) {
 	victim := p.remove(m, v)
+	clear(p.noFree)
+	clear(p.noVictim)
 	waste, kept := victim.waste, victim.exec-victim.waste
 	requeued := victim.task
 	requeued.SizeMFlop = remainingAfter(victim.task.SizeMFlop, kept)
