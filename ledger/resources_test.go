@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 )
@@ -37,6 +38,22 @@ func TestSharedMachineInTheLedger(t *testing.T) {
 	}
 	if pi := f.l.pi["u1"]; pi != 80_000 {
 		t.Fatalf("PI = %d mW, want the whole machine's 80000 (two halves)", pi)
+	}
+	// A snapshot of the shared machine restores to the same state, with
+	// the same accounting, and replaying the log gives the same hash.
+	restored := New()
+	if err := restored.Restore(bytes.NewReader(snapshotOf(t, f.l))); err != nil {
+		t.Fatal(err)
+	}
+	if restored.Hash() != f.l.Hash() || restored.pi["u1"] != 80_000 || restored.CheckInvariants() != nil {
+		t.Fatalf("restored: hash %s (want %s), PI %d, %v", restored.Hash(), f.l.Hash(), restored.pi["u1"], restored.CheckInvariants())
+	}
+	replayed := New()
+	for i, e := range f.log {
+		replayed.Apply(uint64(i+1), e)
+	}
+	if replayed.Hash() != f.l.Hash() {
+		t.Fatal("replaying the log gives another state")
 	}
 	r := f.must(decide("u1", 3100, alloc("u1-3", "u1/big")))
 	if e := r.Decisions[0].Err; e == nil || e.Code != CodeMachineBusy || !strings.Contains(e.Msg, "no room") {
@@ -123,5 +140,23 @@ func TestMachineResourcesValidation(t *testing.T) {
 		if err := s.validate(); err == nil {
 			t.Errorf("request %+v accepted", req)
 		}
+	}
+}
+
+// TestInvariantsCatchOverCommit: a state whose machine holds more than its
+// capacity (never produced by Apply) fails CheckInvariants, which peer
+// verify runs after every entry.
+func TestInvariantsCatchOverCommit(t *testing.T) {
+	f := newFed(t)
+	f.must(register("u1", 1_000_000, bigMachine("big")))
+	f.must(submitReq("u1", 2000, "/bin/sh", TaskRequest{CPUs: 4}, 2))
+	f.must(decide("u1", 3000, alloc("u1-1", "u1/big"), alloc("u1-2", "u1/big")))
+	if err := f.l.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	f.l.machines["u1/big"].CPUs = 6 // as if the log had been tampered with
+	err := f.l.CheckInvariants()
+	if err == nil || !strings.Contains(err.Error(), "over-committed") {
+		t.Fatalf("an 8-CPU load on a 6-CPU machine: %v, want over-committed", err)
 	}
 }
