@@ -91,7 +91,6 @@ func SubmitTasks(req api.SubmitRequest, requestID string) *ledger.SubmitTasks {
 	return &ledger.SubmitTasks{RequestID: requestID, Tasks: specs}
 }
 
-
 func digestOf(data []byte) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
