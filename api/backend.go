@@ -168,6 +168,25 @@ type MachineView struct {
 	Unprotected bool `json:"unprotected,omitempty"`
 	// Drained: its owner drained it (peer machines drain): no new work.
 	Drained bool `json:"drained,omitempty"`
+	// Issue 14: the tasks it holds when several share it (Task is the
+	// first), its resources (CPUs 0 means one slot), attributes, and what
+	// its owner allows (nil: refuses nothing).
+	Tasks       []string         `json:"tasks,omitempty"`
+	CPUs        int64            `json:"cpus,omitempty"`
+	MemoryBytes int64            `json:"memory_bytes,omitempty"`
+	GPUs        int64            `json:"gpus,omitempty"`
+	OS          string           `json:"os,omitempty"`
+	Arch        string           `json:"arch,omitempty"`
+	Labels      []string         `json:"labels,omitempty"`
+	OwnerPolicy *OwnerPolicyView `json:"owner_policy,omitempty"`
+}
+
+// OwnerPolicyView is what a machine's owner lets run on it.
+type OwnerPolicyView struct {
+	AllowAny  bool     `json:"allow_any,omitempty"`
+	Allow     []string `json:"allow,omitempty"`
+	MaxWallMs int64    `json:"max_wall_ms,omitempty"`
+	Orgs      []string `json:"orgs,omitempty"`
 }
 
 // TaskQuery filters GET /v1/tasks (?org=&state=&limit=).
@@ -190,6 +209,11 @@ type TaskView struct {
 	SizeGFlop   float64 `json:"size_gflop"`
 	SubmittedMs int64   `json:"submitted_ms"`
 	EndedMs     int64   `json:"ended_ms,omitempty"`
+	// Pending says why a queued task waits: a stable code (no_match,
+	// power_limit, fair_share, no_free_resources, next_pass) and a
+	// sentence (docs/POLICY.md, "Pending reasons"). Empty unless queued.
+	Pending       string `json:"pending,omitempty"`
+	PendingDetail string `json:"pending_detail,omitempty"`
 }
 
 // TaskDetail is `peer task ID`.
@@ -259,6 +283,20 @@ type SubmitTask struct {
 	Inputs         []InputFile       `json:"inputs,omitempty"`
 	Outputs        []string          `json:"outputs,omitempty"`
 	Checkpointable bool              `json:"checkpointable,omitempty"`
+	// CPUs (0 means 1), MemoryBytes and GPUs are what the task needs of a
+	// machine; Requirements constrain the machine's attributes
+	// (docs/JOBS.md, "Resources and requirements"). The ledger checks them.
+	CPUs         int64         `json:"cpus,omitempty"`
+	MemoryBytes  int64         `json:"memory_bytes,omitempty"`
+	GPUs         int64         `json:"gpus,omitempty"`
+	Requirements []Requirement `json:"requirements,omitempty"`
+}
+
+// Requirement is one constraint of a task on a machine's attributes.
+type Requirement struct {
+	Attribute string `json:"attribute"`
+	Operator  string `json:"operator"`
+	Value     string `json:"value,omitempty"`
 }
 
 // InputFile is one input file of a task.

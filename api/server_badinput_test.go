@@ -144,7 +144,11 @@ func TestBadInputLeavesStateUnchanged(t *testing.T) {
 
 		// Unknown fields.
 		{name: "submit unknown top-level field", method: "POST", path: "/v1/tasks", body: `{"tasks":[{"argv":["/bin/true"],"size_mflop":1,"wall_limit_ms":1}],"priority":9}`, want: badResult{400, api.CodeBadRequest}},
-		{name: "submit unknown task field", method: "POST", path: "/v1/tasks", body: task(`"size_mflop":1,"wall_limit_ms":1,"gpus":1`), want: badResult{400, api.CodeBadRequest}},
+		{name: "submit unknown task field", method: "POST", path: "/v1/tasks", body: task(`"size_mflop":1,"wall_limit_ms":1,"priority":1`), want: badResult{400, api.CodeBadRequest}},
+		// Issue 14: a request no machine of the federation can hold, and a
+		// malformed requirement.
+		{name: "submit gpus no machine has", method: "POST", path: "/v1/tasks", body: task(`"size_mflop":1,"wall_limit_ms":1,"gpus":1`), want: badResult{409, api.CodeConflict}},
+		{name: "submit bad requirement", method: "POST", path: "/v1/tasks", body: task(`"size_mflop":1,"wall_limit_ms":1,"requirements":[{"attribute":"colour","operator":"="}]`), want: badResult{400, api.CodeBadRequest}},
 		{name: "submit org field (acting as another organisation)", method: "POST", path: "/v1/tasks", body: `{"org":"beta","tasks":[{"argv":["/bin/true"],"size_mflop":1,"wall_limit_ms":1}]}`, want: badResult{400, api.CodeBadRequest}},
 		{name: "limit unknown field", method: "PUT", path: "/v1/limit", body: `{"watts":1,"volts":230}`, want: badResult{400, api.CodeBadRequest}},
 		{name: "limit for another organisation", method: "PUT", path: "/v1/limit", body: `{"watts":1,"org":"beta"}`, want: badResult{400, api.CodeBadRequest}},

@@ -338,6 +338,20 @@ func encodeMachinesFile(mf *executor.MachinesFile) ([]byte, error) {
 		if m.IdleWatts != 0 {
 			fmt.Fprintf(&b, "    idle_watts: %s\n", num(m.IdleWatts))
 		}
+		for _, kv := range []struct {
+			k string
+			v int64
+		}{{"cpus", m.CPUs}, {"memory", m.MemoryBytes}, {"gpus", m.GPUs}} {
+			if kv.v != 0 {
+				fmt.Fprintf(&b, "    %s: %d\n", kv.k, kv.v)
+			}
+		}
+		if len(m.Labels) > 0 {
+			b.WriteString("    labels:\n")
+			for _, l := range m.Labels {
+				fmt.Fprintf(&b, "      - %s\n", q(l))
+			}
+		}
 	}
 	p := mf.Policy
 	if !reflect.DeepEqual(p, executor.Policy{}) {
@@ -350,6 +364,12 @@ func encodeMachinesFile(mf *executor.MachinesFile) ([]byte, error) {
 		}
 		if p.AllowAny {
 			b.WriteString("  allow_any: true\n")
+		}
+		if len(p.Orgs) > 0 {
+			b.WriteString("  orgs:\n")
+			for _, o := range p.Orgs {
+				fmt.Fprintf(&b, "    - %s\n", q(o))
+			}
 		}
 		if p.RunAs != "" {
 			fmt.Fprintf(&b, "  run_as: %s\n", q(p.RunAs))

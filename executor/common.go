@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -79,7 +81,7 @@ type registry[T any] struct {
 	mu     sync.Mutex
 	closed bool
 	tasks  map[string]T
-	busy   map[string]string // machine → task ID
+	busy   map[string][]string // machine → IDs of the tasks running there
 	// runs counts the accepted runs whose result is not queued yet. It is
 	// incremented under mu, so once close has run no Add races a Wait.
 	runs sync.WaitGroup
@@ -90,7 +92,7 @@ func newRegistry[T any](ms []MachineConfig) (*registry[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	return &registry[T]{machines: set, tasks: make(map[string]T), busy: make(map[string]string)}, nil
+	return &registry[T]{machines: set, tasks: make(map[string]T), busy: make(map[string][]string)}, nil
 }
 
 // reserve claims machine for task id, or says why no Result will come.
@@ -104,14 +106,17 @@ func (r *registry[T]) reserve(machine, id string, t T) (MachineConfig, error) {
 	case !ok:
 		return m, fmt.Errorf("start %s on %q: %w", id, machine, ErrUnknownMachine)
 	}
-	if other, busy := r.busy[machine]; busy {
-		return m, fmt.Errorf("start %s on %q: %w (running %s)", id, machine, ErrMachineBusy, other)
+	// A machine runs at most one task per CPU it declares (one, for a
+	// machine without CPUs): the ledger places only requests that fit,
+	// this is the executor's own bound on what it is asked.
+	if others := r.busy[machine]; len(others) >= int(max(1, m.CPUs)) {
+		return m, fmt.Errorf("start %s on %q: %w (running %s)", id, machine, ErrMachineBusy, strings.Join(others, ", "))
 	}
 	if _, running := r.tasks[id]; running {
 		return m, fmt.Errorf("start %s: %w", id, ErrTaskRunning)
 	}
 	r.tasks[id] = t
-	r.busy[machine] = id
+	r.busy[machine] = append(r.busy[machine], id)
 	r.runs.Add(1)
 	return m, nil
 }
@@ -120,8 +125,11 @@ func (r *registry[T]) release(machine, id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.tasks, id)
-	if r.busy[machine] == id {
-		delete(r.busy, machine)
+	if i := slices.Index(r.busy[machine], id); i >= 0 {
+		r.busy[machine] = slices.Delete(r.busy[machine], i, i+1)
+		if len(r.busy[machine]) == 0 {
+			delete(r.busy, machine)
+		}
 	}
 }
 

@@ -22,9 +22,14 @@ import (
 //	    gflops: 120        # optional: measured by `peer init` when absent
 //	    busy_watts: 180
 //	    idle_watts: 40     # optional, reported only
+//	    cpus: 8            # optional: tasks share them (default: one slot)
+//	    memory: 16GiB      # optional
+//	    gpus: 1            # optional
+//	    labels: [matlab, cuda=12.2]   # optional
 //	policy:                # optional: without it nothing may run
 //	  allow: [/usr/bin/python3, sh]
 //	  allow_any: false
+//	  orgs: [uni-b, uni-c] # optional: who besides the owner may use them
 //	  run_as: nobody
 //	  path: /usr/local/bin:/usr/bin:/bin
 //	  max_wall_clock: 12h
@@ -226,10 +231,26 @@ func (p fileParser) machines(n *yaml.Node, field string) ([]MachineConfig, error
 				if err := checkNumber(m.IdleWatts, maxWatts, true); err != nil {
 					return p.Errf(v, field, "%v", err)
 				}
+			case "cpus":
+				var c uint64
+				if c, err = p.Count(v, field); err == nil && c > maxCPUs {
+					err = p.Errf(v, field, "%d is over the limit %d", c, maxCPUs)
+				}
+				m.CPUs = int64(c)
+			case "gpus":
+				var c uint64
+				if c, err = p.Count(v, field); err == nil && c > maxGPUs {
+					err = p.Errf(v, field, "%d is over the limit %d", c, maxGPUs)
+				}
+				m.GPUs = int64(c)
+			case "memory":
+				m.MemoryBytes, err = p.Bytes(v, field)
+			case "labels":
+				m.Labels, err = p.labels(v, field)
 			default:
-				return p.Errf(k, field, "unknown key (want name, gflops, busy_watts, idle_watts)")
+				return p.Errf(k, field, "unknown key (want name, gflops, busy_watts, idle_watts, cpus, memory, gpus, labels)")
 			}
-			return nil
+			return err
 		})
 		if err != nil {
 			return nil, err
@@ -271,6 +292,8 @@ func (p fileParser) policy(n *yaml.Node, field string) (Policy, error) {
 			}
 		case "allow_any":
 			pol.AllowAny, err = p.Boolean(v, field)
+		case "orgs":
+			pol.Orgs, err = p.names(v, field)
 		case "unsafe_run_as_peer_user":
 			pol.UnsafeRunAsPeerUser, err = p.Boolean(v, field)
 		case "run_as":
@@ -335,4 +358,74 @@ func (p fileParser) policy(n *yaml.Node, field string) (Policy, error) {
 		return Policy{}, p.Errf(n, field, "%v", err)
 	}
 	return pol, nil
+}
+
+// labels reads a list of machine labels, "name" or "name=value".
+func (p fileParser) labels(n *yaml.Node, field string) ([]string, error) {
+	if n.Kind != yaml.SequenceNode {
+		return nil, p.Errf(n, field, "want a list of labels, got %s", yamlfile.KindName(n))
+	}
+	if len(n.Content) > maxLabels {
+		return nil, p.Errf(n, field, "%d labels, more than %d", len(n.Content), maxLabels)
+	}
+	seen := map[string]bool{}
+	var out []string
+	for i, e := range n.Content {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		s, err := p.Str(e, f)
+		if err != nil {
+			return nil, err
+		}
+		if !ValidLabel(s) {
+			return nil, p.Errf(e, f, "%q: want name or name=value (name: 1-64 characters of [A-Za-z0-9._-] starting with a letter or digit; value: at most 64 characters, no spaces or commas)", s)
+		}
+		name, _, _ := strings.Cut(s, "=")
+		if seen[name] {
+			return nil, p.Errf(e, f, "label %q declared twice", name)
+		}
+		seen[name] = true
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// names reads a list of organisation names.
+func (p fileParser) names(n *yaml.Node, field string) ([]string, error) {
+	if n.Kind != yaml.SequenceNode {
+		return nil, p.Errf(n, field, "want a list of organisations, got %s", yamlfile.KindName(n))
+	}
+	var out []string
+	for i, e := range n.Content {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		s, err := p.Str(e, f)
+		if err != nil {
+			return nil, err
+		}
+		if !validIdent(s, maxNameLen) {
+			return nil, p.Errf(e, f, "%q: want an organisation name (1-%d characters of [A-Za-z0-9._-])", s, maxNameLen)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// ValidLabel reports whether l is a machine label: "name" or "name=value"
+// (the ledger's rule, ledger.ValidLabel).
+func ValidLabel(l string) bool {
+	name, value, hasValue := strings.Cut(l, "=")
+	if !validIdent(name, 64) {
+		return false
+	}
+	if !hasValue {
+		return true
+	}
+	if value == "" || len(value) > 64 {
+		return false
+	}
+	for _, c := range value {
+		if c <= ' ' || c == ',' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }

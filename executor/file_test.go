@@ -101,6 +101,12 @@ func TestParseMachinesFileErrors(t *testing.T) {
 		{"bool as string", "machines:\n  - {name: a, busy_watts: 1}\npolicy:\n  allow_any: \"yes\"\n", `m.yaml:4: policy.allow_any: want true or false`},
 		{"root run_as", "machines:\n  - {name: a, busy_watts: 1}\npolicy:\n  run_as: \"0:0\"\n", "m.yaml:4: policy.run_as: must be an unprivileged user"},
 		{"relative path", "machines:\n  - {name: a, busy_watts: 1}\npolicy:\n  path: /bin:bin\n", `m.yaml:4: policy.path: path: element "bin" is not absolute`},
+		{"bad memory", "machines:\n  - name: a\n    busy_watts: 1\n    memory: lots\n", `m.yaml:4: machines[0].memory: want a size such as 16GiB`},
+		{"negative cpus", "machines:\n  - name: a\n    busy_watts: 1\n    cpus: -2\n", "m.yaml:4: machines[0].cpus: must not be negative"},
+		{"too many gpus", "machines:\n  - name: a\n    busy_watts: 1\n    gpus: 5000\n", "m.yaml:4: machines[0].gpus: 5000 is over the limit"},
+		{"bad label", "machines:\n  - name: a\n    busy_watts: 1\n    labels: [ok, \"two words\"]\n", `m.yaml:4: machines[0].labels[1]: "two words": want name or name=value`},
+		{"duplicate label", "machines:\n  - name: a\n    busy_watts: 1\n    labels: [cuda=11, cuda=12]\n", `m.yaml:4: machines[0].labels[1]: label "cuda" declared twice`},
+		{"bad org", "machines:\n  - {name: a, busy_watts: 1}\npolicy:\n  orgs: [uni-b, \"a/b\"]\n", `m.yaml:4: policy.orgs[1]: "a/b": want an organisation name`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseMachinesFile("m.yaml", []byte(c.yaml))
@@ -112,6 +118,40 @@ func TestParseMachinesFileErrors(t *testing.T) {
 				t.Errorf("%T is not a *FileError", err)
 			}
 		})
+	}
+}
+
+// TestParseMachineResources: cpus, memory with units, gpus, labels and the
+// organisations allowed are read as declared.
+func TestParseMachineResources(t *testing.T) {
+	const doc = `
+machines:
+  - name: big
+    busy_watts: 300
+    cpus: 8
+    memory: 16GiB
+    gpus: 2
+    labels: [matlab, cuda=12.2]
+  - name: small
+    busy_watts: 30
+    memory: 512000000
+policy:
+  allow: [sh]
+  orgs: [uni-b, uni-c]
+`
+	f, err := ParseMachinesFile("m.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, small := f.Machines[0], f.Machines[1]
+	if big.CPUs != 8 || big.MemoryBytes != 16<<30 || big.GPUs != 2 || !reflect.DeepEqual(big.Labels, []string{"matlab", "cuda=12.2"}) {
+		t.Errorf("big = %+v", big)
+	}
+	if small.CPUs != 0 || small.MemoryBytes != 512_000_000 || small.Labels != nil {
+		t.Errorf("small = %+v", small)
+	}
+	if !reflect.DeepEqual(f.Policy.Orgs, []string{"uni-b", "uni-c"}) {
+		t.Errorf("orgs = %v", f.Policy.Orgs)
 	}
 }
 

@@ -18,7 +18,23 @@ type MachineConfig struct {
 	// IdleWatts is reported only; it never enters the policy (the papers'
 	// binary power model).
 	IdleWatts float64
+	// CPUs, MemoryBytes and GPUs are what tasks share on the machine
+	// (0 CPUs: one slot, the papers' machine; 0 memory: not declared;
+	// docs/EXECUTOR.md, "Resources and labels").
+	CPUs        int64
+	MemoryBytes int64
+	GPUs        int64
+	// Labels are free-form attributes tasks can require: "name" or
+	// "name=value".
+	Labels []string
 }
+
+// Bounds on declared resources (the ledger's, policy.MaxCPUs and so on).
+const (
+	maxCPUs   = 1 << 16
+	maxGPUs   = 1 << 10
+	maxLabels = 64
+)
 
 // MFLOPS is the computing power in the ledger's unit, round(GFLOPS·1000).
 func (m MachineConfig) MFLOPS() int64 { return toMilli(m.GFLOPS) }

@@ -25,6 +25,11 @@ type Policy struct {
 	Allow []string
 	// AllowAny allows every executable, including files shipped as inputs.
 	AllowAny bool
+	// Orgs names the organisations that may use the machines besides their
+	// owner; empty lets every organisation. The scheduler enforces it (it
+	// is part of the machines' registration); the executor does not see
+	// who submitted a task.
+	Orgs []string
 	// RunAs is the unprivileged user tasks run as: a user name, "uid" or
 	// "uid:gid". It needs the peer to run as root; otherwise tasks fail with
 	// ReasonRunAsUnavailable. Empty runs tasks as the peer's own user.

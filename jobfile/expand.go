@@ -312,7 +312,8 @@ func (d *decoder) expandTask(p *plan, v *vars, in *inputReader) (Task, int64, bo
 	const overhead = 16 // a string header
 	size := int64(200)  // the Task itself, slices and map headers
 
-	t := Task{SizeMFlop: p.sizeMFlop, WallClockLimit: p.wall, Checkpointable: p.ckpt}
+	t := Task{SizeMFlop: p.sizeMFlop, WallClockLimit: p.wall, Checkpointable: p.ckpt,
+		CPUs: p.cpus, MemoryBytes: p.memory, GPUs: p.gpus, Requirements: p.reqs}
 	if p.name == nil {
 		t.Name = "task-" + strconv.Itoa(v.index)
 	} else {

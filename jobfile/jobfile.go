@@ -71,6 +71,13 @@ type Task struct {
 	// Checkpointable says the task saves its state under $CHECKPOINT_DIR
 	// and resumes from it.
 	Checkpointable bool
+	// CPUs (0 when not given: the default, DefaultCPUs), MemoryBytes and
+	// GPUs (default 0) are what the task needs of a machine; Requirements constrain the
+	// machine's attributes (nil when none). Tasks may share Requirements.
+	CPUs         int64
+	MemoryBytes  int64
+	GPUs         int64
+	Requirements []Requirement
 }
 
 // Input is one file shipped with a task.

@@ -32,7 +32,7 @@ const (
 )
 
 var (
-	taskKeys     = []string{"name", "argv", "env", "size", "runtime", "reference_gflops", "wall_clock_limit", "inputs", "outputs", "checkpointable"}
+	taskKeys     = []string{"name", "argv", "env", "size", "runtime", "reference_gflops", "wall_clock_limit", "inputs", "outputs", "checkpointable", "cpus", "memory", "gpus", "requirements"}
 	defaultsKeys = taskKeys[1:]
 	templateKeys = append(slices.Clone(taskKeys), "count", "params")
 	topKeys      = []string{"version", "name", "defaults", "tasks", "template"}
@@ -151,6 +151,7 @@ type fields struct {
 	inputs  *inputList
 	outputs *tmplList
 	ckpt    *bool
+	req     *request
 }
 
 type tmplList struct {
@@ -239,6 +240,8 @@ func (d *decoder) taskFields(n *yaml.Node, p string, m map[string]yamlfile.Entry
 			if v, ok := d.boolean(e.V, kp); ok {
 				f.ckpt = &v
 			}
+		case "cpus", "memory", "gpus", "requirements":
+			d.requestField(f, e.Key, e.V, kp)
 		}
 		if d.Count() > before {
 			f.invalid[e.Key] = true
@@ -433,6 +436,10 @@ type plan struct {
 	inputs    *inputList
 	outputs   []*tmpl
 	ckpt      bool
+	cpus      int64
+	memory    int64
+	gpus      int64
+	reqs      []Requirement
 }
 
 // plan merges a task's fields with the defaults: a task's value replaces
@@ -548,6 +555,12 @@ func (d *decoder) plan(t, defs *fields, template bool) (*plan, bool) {
 	if t.invalid["checkpointable"] || defs.invalid["checkpointable"] || t.invalid["name"] || t.invalid["argv"] || defs.invalid["argv"] {
 		ok = false
 	}
+	for _, k := range []string{"cpus", "memory", "gpus", "requirements"} {
+		if t.invalid[k] || defs.invalid[k] {
+			ok = false
+		}
+	}
+	p.cpus, p.memory, p.gpus, p.reqs = mergeRequest(t.req, defs.req)
 	return p, ok
 }
 

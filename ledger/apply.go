@@ -75,7 +75,7 @@ func newMachine(org string, s MachineSpec, atMs int64) *Machine {
 	return &Machine{
 		ID: org + "/" + s.Name, Org: org, Name: s.Name,
 		MFLOPS: s.MFLOPS, BusyMilliW: s.BusyMilliW, IdleMilliW: s.IdleMilliW, Unprotected: s.Unprotected,
-		State: MachineUp, LastHeartbeatMs: atMs,
+		State: MachineUp, LastHeartbeatMs: atMs, MachineResources: s.MachineResources.clone(),
 	}
 }
 
@@ -174,6 +174,9 @@ func (b *SubmitTasks) check(l *Ledger, c *Command) (change, *Error) {
 		}
 	}
 	if err := l.checkQueue(o, len(b.Tasks)); err != nil {
+		return nil, err
+	}
+	if err := l.checkFits(b.Tasks); err != nil {
 		return nil, err
 	}
 	return func(index uint64, res *Result) { l.submit(o, b, index, c.AtMs, digest, res) }, nil
@@ -294,23 +297,28 @@ func (l *Ledger) decide(d Decision, res *Result) *Error {
 		return errf(CodeMachineDown, "machine %q is drained", m.ID)
 	}
 	o := l.orgs[t.Org]
-	pi := l.pi[t.Org] + m.BusyMilliW
+	pi := l.pi[t.Org] + m.share(t).Of(m.BusyMilliW)
 	var v *Task
-	if d.Kind == DecideAllocate {
-		if m.Task != "" {
-			return errf(CodeMachineBusy, "machine %q holds task %s", m.ID, m.Task)
-		}
-	} else {
+	if d.Kind == DecidePreempt {
 		v = l.tasks[d.Victim]
 		if v == nil {
 			return errf(CodeUnknownTask, "victim %q is not in the ledger", d.Victim)
 		}
-		if m.Task != v.ID {
+		if !m.holds(v.ID) {
 			return errf(CodeStale, "victim %s does not hold machine %q", v.ID, m.ID)
 		}
 		if v.Org == t.Org {
-			pi -= m.BusyMilliW
+			pi -= m.share(v).Of(m.BusyMilliW)
 		}
+	}
+	if why := l.mismatch(m, t); why != "" {
+		return errf(CodeNoMatch, "task %s cannot run on %q: %s", t.ID, m.ID, why)
+	}
+	if !l.fits(m, t, v) {
+		if len(m.Also) == 0 && m.CPUs <= 1 && m.MemoryBytes == 0 && m.GPUs == 0 {
+			return errf(CodeMachineBusy, "machine %q holds task %s", m.ID, m.Task)
+		}
+		return errf(CodeMachineBusy, "machine %q has no room for task %s", m.ID, t.ID)
 	}
 	if pi > o.LimitMilliW {
 		return errf(CodeLimitExceeded, "placing %s on %q brings %q to %d mW, above its limit of %d mW", t.ID, m.ID, o.Name, pi, o.LimitMilliW)
@@ -334,17 +342,19 @@ func (l *Ledger) decide(d Decision, res *Result) *Error {
 func (l *Ledger) place(t *Task, m *Machine) {
 	t.State = TaskAssigned
 	t.Machine = m.ID
-	m.Task = t.ID
-	l.pi[t.Org] += m.BusyMilliW
-	l.alloc[t.Org] += m.MFLOPS
+	m.addTask(t.ID)
+	sh := m.share(t)
+	l.pi[t.Org] += sh.Of(m.BusyMilliW)
+	l.alloc[t.Org] += sh.Of(m.MFLOPS)
 }
 
 // unplace frees m from t; the caller sets t's new state.
 func (l *Ledger) unplace(t *Task, m *Machine) {
 	t.Machine = ""
-	m.Task = ""
-	l.pi[t.Org] -= m.BusyMilliW
-	l.alloc[t.Org] -= m.MFLOPS
+	m.removeTask(t.ID)
+	sh := m.share(t)
+	l.pi[t.Org] -= sh.Of(m.BusyMilliW)
+	l.alloc[t.Org] -= sh.Of(m.MFLOPS)
 }
 
 // markStopping turns t's running segment on machine into an open
@@ -696,14 +706,15 @@ func (b *MachineLostCmd) check(l *Ledger, c *Command) (change, *Error) {
 	// stopped there whose energy was never reported.
 	var opens []closing
 	add := func(t *Task, i int) {
-		mj := declaredMilliJ(m.BusyMilliW, t.Segments[i].StartMs, c.AtMs)
+		mj := declaredMilliJ(m.share(t).Of(m.BusyMilliW), t.Segments[i].StartMs, c.AtMs)
 		opens = append(opens, closing{t, i, mj, EnergyDeclared, OutcomeLost})
 	}
-	var held *Task
-	if m.Task != "" {
-		held = l.tasks[m.Task]
-		if i := held.openSegment(m.ID, OutcomeRunning); i >= 0 {
-			add(held, i)
+	var held []*Task
+	for _, id := range m.Tasks() {
+		h := l.tasks[id]
+		held = append(held, h)
+		if i := h.openSegment(m.ID, OutcomeRunning); i >= 0 {
+			add(h, i)
 		}
 	}
 	for _, id := range sortedKeys(l.stopping[m.ID]) {
@@ -719,12 +730,12 @@ func (b *MachineLostCmd) check(l *Ledger, c *Command) (change, *Error) {
 	}
 	return func(_ uint64, res *Result) {
 		l.closeSegments(c.AtMs, opens...)
-		if held != nil {
-			from := held.State
-			l.unplace(held, m)
-			held.State = TaskQueued
-			res.moved(held, from, m.ID, "lost")
-			res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStop, Task: held.ID, Reason: "lost"})
+		for _, h := range held {
+			from := h.State
+			l.unplace(h, m)
+			h.State = TaskQueued
+			res.moved(h, from, m.ID, "lost")
+			res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStop, Task: h.ID, Reason: "lost"})
 		}
 		m.State = MachineLost
 	}, nil

@@ -149,6 +149,9 @@ type MachineSpec struct {
 	// Declared so that every member sees it, not only the owner's log.
 	// Omitted when false: older entries encode and replay as before.
 	Unprotected bool `json:"unprotected,omitempty"`
+	// MachineResources: capacity, attributes and the owner's policy
+	// (resources.go); unset, the machine is one slot open to every task.
+	MachineResources
 }
 
 // AddMachine adds a machine to the acting organisation.
@@ -580,7 +583,7 @@ func (m MachineSpec) validate() *Error {
 	if m.IdleMilliW < 0 || m.IdleMilliW > MaxMachineMilliW {
 		return errf(CodeMalformed, "machine %q: idle power %d mW out of range [0, %d]", m.Name, m.IdleMilliW, int64(MaxMachineMilliW))
 	}
-	return nil
+	return m.MachineResources.validate(m.Name)
 }
 
 func (s *Spec) validate() *Error {
@@ -623,6 +626,9 @@ func (s *Spec) validate() *Error {
 			}
 			seen[n] = struct{}{}
 		}
+	}
+	if err := s.TaskRequest.validate(); err != nil {
+		return err
 	}
 	if len(s.Name) > MaxTaskNameBytes || !printable(s.Name) {
 		return errf(CodeMalformed, "name: want at most %d bytes of valid UTF-8 without control characters", MaxTaskNameBytes)

@@ -70,6 +70,12 @@ const (
 	// CodePolicyFailed: the federation's policy failed on the pass a
 	// schedule trigger asks for (identically on every peer).
 	CodePolicyFailed Code = "policy_failed"
+	// CodeNoMatch: a decision places a task on a machine whose owner's
+	// policy, attributes or capacity can never take it.
+	CodeNoMatch Code = "no_match"
+	// CodeNoMachineFits: a submitted task asks for more memory, CPUs or GPUs
+	// than any machine of the federation has.
+	CodeNoMachineFits Code = "no_machine_fits"
 )
 
 // Error is a rejected command or decision.

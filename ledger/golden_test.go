@@ -120,6 +120,26 @@ func goldenCommands() []goldenCmd {
 			cmd: with(func(c *Command) {
 				c.SubmitTasks = &SubmitTasks{RequestID: "req-1", Tasks: []TaskSpec{{SizeMFlop: 1, Spec: Spec{Argv: []string{"true"}}}}}
 			})},
+		// Issue 14: a machine's resources, attributes and owner policy, and
+		// a task's request and requirements (added; the entries above are
+		// unchanged by them).
+		{name: "add_machine with resources", kind: KindAddMachine,
+			json:   `{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"add_machine":{"machine":{"name":"m4","mflops":8000,"busy_mw":80000,"cpus":8,"memory_bytes":17179869184,"gpus":1,"os":"linux","arch":"amd64","labels":["infiniband","matlab=R2024a"],"owner_policy":{"allow":["/bin/sh"],"max_wall_ms":3600000,"orgs":["uni-b"]}}}}`,
+			result: `{"index":0,"kind":"add_machine"}`,
+			hash:   "34e79d13e9e6eeeda197fdfbe32720b2b178eb93ae2f8f0f18c22675c2ad85c4",
+			cmd: with(func(c *Command) {
+				c.AddMachine = &AddMachine{Machine: MachineSpec{Name: "m4", MFLOPS: 8000, BusyMilliW: 80_000, MachineResources: MachineResources{
+					CPUs: 8, MemoryBytes: 16 << 30, GPUs: 1, OS: "linux", Arch: "amd64", Labels: []string{"infiniband", "matlab=R2024a"},
+					Owner: &OwnerPolicy{Allow: []string{"/bin/sh"}, MaxWallMs: 3_600_000, Orgs: []string{"uni-b"}}}}}
+			})},
+		{name: "submit_tasks with requests", kind: KindSubmitTasks,
+			json:   `{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"submit_tasks":{"tasks":[{"size_mflop":10,"spec":{"argv":["/bin/sh"],"cpus":1,"memory_bytes":1073741824,"requirements":[{"attribute":"os","operator":"=","value":"linux"},{"attribute":"label.matlab","operator":"version","value":"\u003e= 2024"},{"attribute":"label.infiniband","operator":"is_set"}]}}]}}`,
+			result: `{"index":0,"kind":"submit_tasks","task_ids":["uni-a-4"]}`,
+			hash:   "c802a7bd0ce9e2ba4e4a8f947a1bcad034a8daab932fb5eeeb58776f7d875109",
+			cmd: with(func(c *Command) {
+				c.SubmitTasks = &SubmitTasks{Tasks: []TaskSpec{{SizeMFlop: 10, Spec: Spec{Argv: []string{"/bin/sh"}, TaskRequest: TaskRequest{
+					CPUs: 1, MemoryBytes: 1 << 30, Requirements: []Requirement{{"os", "=", "linux"}, {"label.matlab", "version", ">= 2024"}, {"label.infiniband", "is_set", ""}}}}}}}
+			})},
 		{name: "cancel_task", kind: KindCancelTask,
 			json:   `{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"cancel_task":{"task":"uni-a-9"}}`,
 			result: `{"index":0,"kind":"cancel_task","err":{"code":"unknown_task","msg":"task \"uni-a-9\" is not in the ledger"}}`,

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/coopgrid/coopgrid/policy"
 )
 
 // maxInvariantErrors bounds the report of a badly broken state.
@@ -89,23 +91,31 @@ func (l *Ledger) CheckInvariants() error {
 		if l.orgs[m.Org] == nil {
 			fail("machine %q: unknown organisation %q", id, m.Org)
 		}
-		if err := (MachineSpec{Name: m.Name, MFLOPS: m.MFLOPS, BusyMilliW: m.BusyMilliW, IdleMilliW: m.IdleMilliW}).validate(); err != nil {
+		if err := (MachineSpec{Name: m.Name, MFLOPS: m.MFLOPS, BusyMilliW: m.BusyMilliW, IdleMilliW: m.IdleMilliW, MachineResources: m.MachineResources}).validate(); err != nil {
 			fail("machine %q: %s", id, err.Msg)
 		}
 		if m.State != MachineUp && m.State != MachineLost {
 			fail("machine %q: unknown state %q", id, m.State)
 		}
-		if m.Task == "" {
-			continue
+		if m.Task == "" && len(m.Also) > 0 {
+			fail("machine %q lists tasks %v after none", id, m.Also)
 		}
-		t := l.tasks[m.Task]
-		switch {
-		case t == nil:
-			fail("machine %q holds unknown task %q", id, m.Task)
-		case !t.State.Placed() || t.Machine != id:
-			fail("machine %q holds task %s, which is %s%s", id, t.ID, t.State, onMachine(t))
-		case m.State != MachineUp:
-			fail("machine %q is %s but holds task %s", id, m.State, t.ID)
+		var used policy.Resources
+		for _, tid := range m.Tasks() {
+			t := l.tasks[tid]
+			switch {
+			case t == nil:
+				fail("machine %q holds unknown task %q", id, tid)
+				continue
+			case !t.State.Placed() || t.Machine != id:
+				fail("machine %q holds task %s, which is %s%s", id, t.ID, t.State, onMachine(t))
+			case m.State != MachineUp:
+				fail("machine %q is %s but holds task %s", id, m.State, t.ID)
+			}
+			used = used.Plus(t.request())
+		}
+		if capa := m.capacity(); !policy.Fits(used, capa, capa) {
+			fail("machine %q is over-committed: its tasks ask for %+v of %+v", id, used, capa)
 		}
 	}
 
@@ -146,11 +156,12 @@ func (l *Ledger) CheckInvariants() error {
 		}
 		if t.State.Placed() {
 			m := l.machines[t.Machine]
-			if m == nil || m.Task != id {
+			if m == nil || !m.holds(id) {
 				fail("task %s is %s on %q, which does not hold it", id, t.State, t.Machine)
 			} else {
-				pi[t.Org] += m.BusyMilliW
-				alloc[t.Org] += m.MFLOPS
+				sh := m.share(t)
+				pi[t.Org] += sh.Of(m.BusyMilliW)
+				alloc[t.Org] += sh.Of(m.MFLOPS)
 			}
 		} else if t.Machine != "" {
 			fail("task %s is %s but names machine %q", id, t.State, t.Machine)

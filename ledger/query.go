@@ -155,10 +155,9 @@ func (l *Ledger) Allocations(owner string) []Allocation {
 	var out []Allocation
 	for _, id := range sortedKeys(l.byOrgM[owner]) {
 		m := l.machines[id]
-		if m.Task == "" {
-			continue
+		for _, tid := range m.Tasks() {
+			out = append(out, Allocation{Machine: *m, Task: l.tasks[tid].clone()})
 		}
-		out = append(out, Allocation{Machine: *m, Task: l.tasks[m.Task].clone()})
 	}
 	return out
 }

@@ -265,8 +265,9 @@ func (l *Ledger) rebuildDerived() {
 		}
 		if t.State.Placed() {
 			if m := l.machines[t.Machine]; m != nil {
-				l.pi[t.Org] += m.BusyMilliW
-				l.alloc[t.Org] += m.MFLOPS
+				sh := m.share(t)
+				l.pi[t.Org] += sh.Of(m.BusyMilliW)
+				l.alloc[t.Org] += sh.Of(m.MFLOPS)
 			}
 		}
 		for _, s := range t.Segments {

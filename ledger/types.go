@@ -164,6 +164,12 @@ type Machine struct {
 	ObservedRuns  int64 `json:"observed_runs,omitempty"`
 	ObservedMFlop int64 `json:"observed_mflop,omitempty"`
 	ObservedMs    int64 `json:"observed_ms,omitempty"`
+	// Also are the other tasks placed on the machine when several share it,
+	// after Task in placement order (Tasks). Omitted while empty, so that a
+	// one-slot machine encodes and hashes as before.
+	Also []string `json:"also,omitempty"`
+	// MachineResources is the registration's (MachineSpec).
+	MachineResources
 }
 
 // Spec is what a task runs. The ledger validates its shape and size and
@@ -188,6 +194,8 @@ type Spec struct {
 	// serves, which the executing peer fetches and verifies. Optional, so
 	// that specs encoded before it existed stay valid.
 	InputDigests []string `json:"input_digests,omitempty"`
+	// TaskRequest: what the task asks of a machine (resources.go).
+	TaskRequest
 }
 
 // Segment is one run of a task on one machine.
@@ -281,6 +289,9 @@ func (s Spec) clone() Spec {
 	}
 	if s.InputDigests != nil {
 		c.InputDigests = append([]string(nil), s.InputDigests...)
+	}
+	if s.Requirements != nil {
+		c.Requirements = append([]Requirement(nil), s.Requirements...)
 	}
 	return c
 }

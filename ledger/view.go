@@ -57,7 +57,7 @@ func (l *Ledger) PolicyView(nowMs int64, checkpointBlockSeconds float64) (*polic
 		}
 		machIdx[id] = len(s.Machines)
 		vm.Machines = append(vm.Machines, id)
-		s.Machines = append(s.Machines, policy.Machine{ID: id, Owner: orgIdx[m.Org], MFLOPS: m.EffectiveMFLOPS(), BusyMilliW: m.BusyMilliW})
+		s.Machines = append(s.Machines, m.policyMachine(orgIdx[m.Org]))
 	}
 	for _, t := range l.bySeq {
 		if t.State == TaskQueued {
@@ -65,43 +65,39 @@ func (l *Ledger) PolicyView(nowMs int64, checkpointBlockSeconds float64) (*polic
 		}
 	}
 	for _, id := range vm.Machines {
-		m := l.machines[id]
-		if m.Task == "" {
-			continue
-		}
-		t := l.tasks[m.Task]
-		r := policy.Running{Task: policyTask(t, orgIdx), Machine: machIdx[id]}
-		if i := t.openSegment(id, OutcomeRunning); i >= 0 {
-			start := t.Segments[i].StartMs
-			r.RunSeconds = seconds(nowMs - start)
-			if ck := t.Checkpoint; ck != nil && ck.AtMs >= start {
-				r.HasCheckpoint = true
-				r.SinceCheckpointSeconds = seconds(nowMs - ck.AtMs)
+		for _, tid := range l.machines[id].Tasks() {
+			t := l.tasks[tid]
+			r := policy.Running{Task: policyTask(t, orgIdx), Machine: machIdx[id]}
+			if i := t.openSegment(id, OutcomeRunning); i >= 0 {
+				start := t.Segments[i].StartMs
+				r.RunSeconds = seconds(nowMs - start)
+				if ck := t.Checkpoint; ck != nil && ck.AtMs >= start {
+					r.HasCheckpoint = true
+					r.SinceCheckpointSeconds = seconds(nowMs - ck.AtMs)
+				}
 			}
+			s.Running = append(s.Running, r)
 		}
-		s.Running = append(s.Running, r)
 	}
 	return s, vm
 }
 
 // drainedInView leaves a drained machine (DrainMachine) out of the view, so
-// that the policy neither places work on it nor preempts its task. Its
-// task keeps drawing power against its organisation's limit, which the
-// view then shows lowered by the machine's busy power: the headroom the
-// policy sees is the ledger's. (The machine's speed leaves its owner's
-// quota in the view, and the task's allocation its organisation's, while
-// it is drained.)
+// that the policy neither places work on it nor preempts its tasks. Its
+// tasks keep drawing power against their organisations' limits, which the
+// view then shows lowered by each task's share of the machine's busy
+// power: the headroom the policy sees is the ledger's. (The machine's
+// speed leaves its owner's quota in the view, and the tasks' allocations
+// their organisations', while it is drained.)
 func drainedInView(s *policy.State, m *Machine, tasks map[string]*Task, orgIdx map[string]int) {
-	t := tasks[m.Task]
-	if t == nil {
-		return
+	for _, id := range m.Tasks() {
+		t := tasks[id]
+		if t == nil {
+			continue
+		}
+		o := &s.Orgs[orgIdx[t.Org]]
+		o.LimitMilliW = max(o.LimitMilliW-m.share(t).Of(m.BusyMilliW), 0)
 	}
-	o := &s.Orgs[orgIdx[t.Org]]
-	o.LimitMilliW = max(o.LimitMilliW-m.BusyMilliW, 0)
-}
-
-func policyTask(t *Task, orgIdx map[string]int) policy.Task {
-	return policy.Task{ID: t.ID, Org: orgIdx[t.Org], SizeMFlop: t.RemainingMFlop, Seq: t.Seq}
 }
 
 // seconds converts a duration in ms to seconds, never negative (clocks of

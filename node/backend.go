@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -88,12 +89,22 @@ func (n *Node) Tasks(ctx context.Context, q api.TaskQuery) ([]api.TaskView, erro
 	if err := n.requireReady(); err != nil {
 		return nil, err
 	}
-	var ts []ledger.Task
-	n.cons.View(func(l *ledger.Ledger) { ts = l.Tasks(apiconv.TaskFilter(q)) })
+	var (
+		ts      []ledger.Task
+		reasons map[string]ledger.PendingReason
+	)
+	n.cons.View(func(l *ledger.Ledger) {
+		ts = l.Tasks(apiconv.TaskFilter(q))
+		if slices.ContainsFunc(ts, func(t ledger.Task) bool { return t.State == ledger.TaskQueued }) {
+			reasons = l.Pending()
+		}
+	})
 	if q.Limit > 0 && len(ts) > q.Limit {
 		ts = ts[:q.Limit]
 	}
-	return apiconv.Tasks(ts), nil
+	views := apiconv.Tasks(ts)
+	apiconv.WithPending(views, reasons)
+	return views, nil
 }
 
 // Task returns one task in detail, with the outputs this peer holds for it.
@@ -102,14 +113,22 @@ func (n *Node) Task(ctx context.Context, id string) (api.TaskDetail, error) {
 		return api.TaskDetail{}, err
 	}
 	var (
-		t  ledger.Task
-		ok bool
+		t       ledger.Task
+		ok      bool
+		reasons map[string]ledger.PendingReason
 	)
-	n.cons.View(func(l *ledger.Ledger) { t, ok = l.Task(id) })
+	n.cons.View(func(l *ledger.Ledger) {
+		if t, ok = l.Task(id); ok && t.State == ledger.TaskQueued {
+			reasons = l.Pending()
+		}
+	})
 	if !ok {
 		return api.TaskDetail{}, api.Errorf(api.CodeNotFound, "task %q is not in the ledger", id)
 	}
 	d := apiconv.TaskDetail(&t)
+	one := []api.TaskView{d.TaskView}
+	apiconv.WithPending(one, reasons)
+	d.TaskView = one[0]
 	if t.Org == n.org {
 		d.OutputFiles = n.files.ListOutputs(t.ID)
 	}

@@ -76,7 +76,10 @@ type Node struct {
 	org      string
 	limit    config.Limit
 	machines map[string]executor.MachineConfig // by name
-	opts     Options
+	// owner is the replicated part of the machines file's policy, declared
+	// with every machine (ledger.OwnerPolicy); nil declares none.
+	owner *ledger.OwnerPolicy
+	opts  Options
 
 	host *p2p.Host
 	// signer signs every command this peer authors (propose, Submit) with
@@ -290,6 +293,7 @@ func (n *Node) loadMachines() (*executor.MachinesFile, error) {
 		}
 		n.machines[m.Name] = m
 	}
+	n.owner = ownerPolicy(n.cfg.Executor.Kind, mf.Policy)
 	return mf, nil
 }
 

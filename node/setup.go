@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"runtime"
 	"slices"
 	"time"
 
@@ -271,8 +273,42 @@ func (n *Node) executorRules(first, hasMachines bool) *ledger.Rules {
 // machineSpec is how this peer declares one of its machines: its figures,
 // and whether its tasks run unprotected (with this peer's own user), which
 // every member then sees in `peer machines`.
+//
+// Its resources and labels come from the machines file, its OS and
+// architecture are this host's, and its owner policy is what this peer's
+// executor enforces (ownerPolicy).
 func (n *Node) machineSpec(m executor.MachineConfig) ledger.MachineSpec {
-	return ledger.MachineSpec{Name: m.Name, MFLOPS: m.MFLOPS(), BusyMilliW: m.BusyMilliW(), IdleMilliW: m.IdleMilliW(), Unprotected: n.unprotected}
+	spec := ledger.MachineSpec{Name: m.Name, MFLOPS: m.MFLOPS(), BusyMilliW: m.BusyMilliW(), IdleMilliW: m.IdleMilliW(), Unprotected: n.unprotected}
+	spec.MachineResources = ledger.MachineResources{CPUs: m.CPUs, MemoryBytes: m.MemoryBytes, GPUs: m.GPUs,
+		OS: runtime.GOOS, Arch: runtime.GOARCH, Owner: n.owner}
+	if len(m.Labels) > 0 {
+		spec.Labels = ledger.SortLabels(m.Labels)
+	}
+	return spec
+}
+
+// ledgerSpec is how the ledger holds m's declaration, to compare with
+// what this peer would declare now.
+func ledgerSpec(m ledger.Machine) ledger.MachineSpec {
+	return ledger.MachineSpec{Name: m.Name, MFLOPS: m.MFLOPS, BusyMilliW: m.BusyMilliW, IdleMilliW: m.IdleMilliW, Unprotected: m.Unprotected, MachineResources: m.MachineResources}
+}
+
+// ownerPolicy is the part of the executor's policy the scheduler must
+// know. A process executor enforces the allowed executables and the
+// wall-clock cap, so they are declared; a simulated executor runs anything,
+// so only the organisations it admits are (nil when it admits all).
+func ownerPolicy(kind string, p executor.Policy) *ledger.OwnerPolicy {
+	if kind == "sim" {
+		if len(p.Orgs) == 0 {
+			return nil
+		}
+		return &ledger.OwnerPolicy{AllowAny: true, Orgs: slices.Clone(p.Orgs)}
+	}
+	o := &ledger.OwnerPolicy{AllowAny: p.AllowAny, Orgs: slices.Clone(p.Orgs), MaxWallMs: p.MaxWallClock.Milliseconds()}
+	if !p.AllowAny {
+		o.Allow = slices.Clone(p.Allow)
+	}
+	return o
 }
 
 func (n *Node) machineNames() []string {
@@ -293,9 +329,9 @@ func (n *Node) machineNames() []string {
 //     the queue and the open segments are closed with the declared-power
 //     estimate. The heartbeat loop then brings it back up (Heartbeat);
 //   - a machine that is no longer in the machines file is declared lost if
-//     it holds anything, then removed; one whose GFLOPS or watts changed,
-//     or whose protection changed (unsafe_run_as_peer_user), is removed and
-//     added again with the new figures;
+//     it holds anything, then removed; one whose declaration changed
+//     (GFLOPS, watts, protection, resources, labels, owner policy) is
+//     removed and added again with the new figures;
 //   - a machine of the file that the ledger lacks is added.
 //
 // Tasks only assigned (not started) are left alone: the bridge starts them.
@@ -329,8 +365,9 @@ func (n *Node) reconcileMachines(ctx context.Context) error {
 		want, configured := n.machines[m.Name]
 		// A changed protection re-registers the machine too, so that the
 		// ledger never shows a machine safer than it is.
-		changed := configured && (want.MFLOPS() != m.MFLOPS || want.BusyMilliW() != m.BusyMilliW || want.IdleMilliW() != m.IdleMilliW ||
-			n.unprotected != m.Unprotected)
+		// So does a change of resources, labels or owner policy (and the
+		// first start after an upgrade that declares them).
+		changed := configured && !reflect.DeepEqual(n.machineSpec(want), ledgerSpec(m))
 		orphan := running[m.ID] || stopped[m.ID]
 		if m.State == ledger.MachineUp && (orphan || ((!configured || changed) && m.Task != "")) {
 			if err := n.declareLost(ctx, m.ID); err != nil {

@@ -111,3 +111,31 @@ func benchPass(b *testing.B, p Policy, s *State) {
 		b.ReportMetric(perOp*1e9/float64(n), "ns/decision")
 	}
 }
+
+// BenchmarkSharedPass measures the shared-machine pass (a scan, not
+// indexed): a backlog of tasks asking for 1-4 CPUs onto 8-CPU machines,
+// one pass from an idle federation, and the same federation as one-slot
+// machines forced through the shared pass (to compare with the indexed
+// EHOSEP on the same state, BenchmarkEHOSEPScaling).
+func BenchmarkSharedPass(b *testing.B) {
+	for _, c := range []struct{ orgs, machines, tasks int }{
+		{10, 100, 1_000},
+		{100, 1_000, 10_000},
+	} {
+		s := benchState(c.orgs, c.machines, c.tasks, 4)
+		shared := *s
+		shared.Federation = nil
+		shared.Machines = append([]Machine(nil), s.Machines...)
+		for i := range shared.Machines {
+			shared.Machines[i].Capacity = Resources{CPUs: 8}
+		}
+		shared.Queued = append([]Task(nil), s.Queued...)
+		for i := range shared.Queued {
+			shared.Queued[i].Request = Resources{CPUs: int64(1 + i%4)}
+		}
+		name := fmt.Sprintf("orgs=%d/machines=%d/queue=%d", c.orgs, c.machines, c.tasks)
+		b.Run("8cpu/"+name, func(b *testing.B) { benchPass(b, EHOSEP{}, &shared) })
+		b.Run("oneslot-forced/"+name, func(b *testing.B) { benchPass(b, EHOSEP{}, asShared(s)) })
+		b.Run("oneslot-indexed/"+name, func(b *testing.B) { benchPass(b, EHOSEP{}, s) })
+	}
+}

@@ -34,6 +34,9 @@ func (p EHOSEP) Schedule(s *State) ([]Decision, error) {
 	if err := Validate(s); err != nil {
 		return nil, err
 	}
+	if !s.OneSlot() {
+		return newSharedPass(s, p.BestFit).run()
+	}
 	w := newEhosepPass(s, p.BestFit)
 	return w.run()
 }

@@ -18,6 +18,8 @@ type Federation struct {
 	nOrgs    int
 	tot      Totals
 	watt     wattOrder
+	// oneSlot: every machine is one slot open to every task (unitMachines).
+	oneSlot bool
 }
 
 // NewFederation validates machines owned by nOrgs organisations and
@@ -27,7 +29,7 @@ func NewFederation(nOrgs int, machines []Machine) (*Federation, error) {
 		return nil, err
 	}
 	s := &State{Orgs: make([]Org, nOrgs), Machines: machines}
-	return &Federation{machines: machines, nOrgs: nOrgs, tot: ComputeTotals(s), watt: newWattOrder(machines)}, nil
+	return &Federation{machines: machines, nOrgs: nOrgs, tot: ComputeTotals(s), watt: newWattOrder(machines), oneSlot: unitMachines(machines)}, nil
 }
 
 // federation returns s's prepared federation if it applies to s, else nil.
@@ -51,10 +53,56 @@ func validateMachines(nOrgs int, machines []Machine) error {
 		if m.MFLOPS <= 0 || m.BusyMilliW <= 0 {
 			return fmt.Errorf("policy state: machine %q: power %d MFLOPS and draw %d mW must be > 0", m.ID, m.MFLOPS, m.BusyMilliW)
 		}
+		if err := m.Capacity.validate("machine " + m.ID); err != nil {
+			return fmt.Errorf("policy state: %w", err)
+		}
 		if _, dup := mids[m.ID]; dup {
 			return fmt.Errorf("policy state: machines[%d]: duplicate id %q", i, m.ID)
 		}
 		mids[m.ID] = struct{}{}
 	}
 	return nil
+}
+
+// unitMachines says every machine is the papers' machine: one slot
+// (Capacity is the zero value or one CPU and nothing else) whose owner
+// refuses nothing.
+func unitMachines(ms []Machine) bool {
+	for _, m := range ms {
+		if m.Capacity.Capacity() != (Resources{CPUs: 1}) || !m.Policy.unrestricted() {
+			return false
+		}
+	}
+	return true
+}
+
+// unitTask says t takes a whole one-slot machine and asks nothing of its
+// attributes.
+func unitTask(t Task) bool {
+	return t.Request.CPUs <= 1 && t.Request.GPUs == 0 && len(t.Requirements) == 0
+}
+
+// OneSlot says s is the papers' model: every machine one slot open to
+// every task, every task a whole machine. EHOSEP then runs its indexed
+// implementation; otherwise the shared-machine pass, which decides the same
+// on such states (policy/shared_test.go).
+func (s *State) OneSlot() bool {
+	if f := s.federation(); f != nil {
+		if !f.oneSlot {
+			return false
+		}
+	} else if !unitMachines(s.Machines) {
+		return false
+	}
+	for _, t := range s.Queued {
+		if !unitTask(t) {
+			return false
+		}
+	}
+	for _, r := range s.Running {
+		if !unitTask(r.Task) {
+			return false
+		}
+	}
+	return true
 }

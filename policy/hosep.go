@@ -100,6 +100,9 @@ func (HOSEP) Schedule(s *State) ([]Decision, error) {
 	if err := Validate(s); err != nil {
 		return nil, err
 	}
+	if !s.OneSlot() {
+		return nil, errNotOneSlot("hosep")
+	}
 	p := newPlainPass(s, false)
 	for n := 0; ; n++ {
 		if n > p.limit() {
@@ -203,6 +206,9 @@ func (OSEP) Schedule(s *State) ([]Decision, error) {
 	if err := Validate(s); err != nil {
 		return nil, err
 	}
+	if !s.OneSlot() {
+		return nil, errNotOneSlot("osep")
+	}
 	p := newPlainPass(s, false)
 	owned := make([]int, len(s.Orgs))
 	for _, m := range s.Machines {
@@ -271,4 +277,11 @@ func (OSEP) Schedule(s *State) ([]Decision, error) {
 		inUse[u]++
 		inUse[o]--
 	}
+}
+
+// errNotOneSlot: OSEP and HOSEP are the papers' baselines, defined on
+// one-slot machines open to every task; only EHOSEP decides on shared
+// machines, owner policies and requirements (docs/POLICY.md).
+func errNotOneSlot(name string) error {
+	return fmt.Errorf("%s: decides only on one-slot machines open to every task (a machine here has resources or an owner policy, or a task a request or requirements): use ehosep", name)
 }

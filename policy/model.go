@@ -24,7 +24,9 @@ type Org struct {
 	LimitMilliW int64
 }
 
-// Machine runs one task at a time.
+// Machine runs tasks: one at a time when it is a one-slot machine (the
+// papers' model, and the zero Capacity), several when their requests fit
+// its Capacity.
 type Machine struct {
 	ID string
 	// Owner is the index of the owning organisation in State.Orgs.
@@ -34,6 +36,14 @@ type Machine struct {
 	// BusyMilliW is c_m, the power drawn while running a task (the papers'
 	// binary power model: 0 while idle).
 	BusyMilliW int64
+	// Capacity is what the machine offers (see Resources: the zero value is
+	// one slot).
+	Capacity Resources
+	// Attrs are the machine's attributes that requirements test ("os",
+	// "arch", "label.NAME"); nil has none.
+	Attrs map[string]string
+	// Policy is what its owner lets run on it; nil refuses nothing.
+	Policy *OwnerPolicy
 }
 
 // Task is a unit of independent work waiting for a machine.
@@ -47,6 +57,15 @@ type Task struct {
 	// Seq orders submissions: smaller was submitted earlier. It breaks ties
 	// between tasks of equal size (then ID does).
 	Seq uint64
+	// Request is what the task needs of a machine (the zero value: one CPU).
+	Request Resources
+	// Requirements constrain the machine's attributes.
+	Requirements []Requirement
+	// Executable is the task's argv[0] ("" for a simulated task) and
+	// WallLimitMs its own wall-clock limit (0: none), checked against the
+	// machine owner's policy.
+	Executable  string
+	WallLimitMs int64
 }
 
 // Running is a task currently executing on a machine.
@@ -70,7 +89,8 @@ type State struct {
 	Machines []Machine
 	// Queued are the waiting tasks, in any order.
 	Queued []Task
-	// Running are the busy machines; a machine appears at most once.
+	// Running are the running tasks; a machine appears several times when
+	// it runs several tasks, whose requests then fit its capacity together.
 	Running []Running
 	// Federation optionally carries what is derived from Machines, prepared
 	// once by NewFederation (see there). Nil means derive it in every call.
@@ -85,11 +105,11 @@ type State struct {
 type Kind uint8
 
 const (
-	// Allocate places a queued task on a free machine.
+	// Allocate places a queued task on a machine with room for it.
 	Allocate Kind = iota + 1
-	// Preempt stops the task running on a machine (it goes back to its
+	// Preempt stops a task running on a machine (it goes back to its
 	// owner's queue, keeping its checkpointed progress) and places a queued
-	// task on that machine.
+	// task on that machine, in the room the victim leaves.
 	Preempt
 )
 

@@ -387,7 +387,7 @@ func TestValidateRejectsMalformedState(t *testing.T) {
 		{"duplicate task", func(s *State) { s.Queued = append(s.Queued, s.Queued[0]) }, "duplicate id"},
 		{"machine runs two tasks", func(s *State) {
 			s.Running = []Running{{Task: Task{ID: "x"}, Machine: 0}, {Task: Task{ID: "y"}, Machine: 0}}
-		}, "runs two tasks"},
+		}, "runs more than its capacity"},
 		{"NaN run time", func(s *State) { s.Running = []Running{{Task: Task{ID: "x"}, RunSeconds: math.NaN()}} }, "finite"},
 		{"negative limit", func(s *State) { s.Orgs[0].LimitMilliW = -1 }, "limit"},
 		{"duplicate org", func(s *State) { s.Orgs = append(s.Orgs, s.Orgs[0]) }, "duplicate name"},

@@ -101,9 +101,10 @@ func ComputeTotals(s *State) Totals {
 // Usage is the dynamic per-organisation load of a State: what serves each
 // organisation's tasks now and how many tasks it has waiting.
 type Usage struct {
-	// AllocatedMFLOPS[i] = Σ d over machines running i's tasks.
+	// AllocatedMFLOPS[i] = Σ share·d over i's running tasks (d when each
+	// takes a whole machine).
 	AllocatedMFLOPS []int64
-	// PIMilliW[i] = Σ c over machines running i's tasks (instantaneous power).
+	// PIMilliW[i] = Σ share·c over i's running tasks (instantaneous power).
 	PIMilliW []int64
 	// Waiting[i] = E_i, the number of i's queued tasks.
 	Waiting []int
@@ -121,8 +122,9 @@ func ComputeUsage(s *State) Usage {
 			continue
 		}
 		m := s.Machines[r.Machine]
-		u.AllocatedMFLOPS[r.Task.Org] += m.MFLOPS
-		u.PIMilliW[r.Task.Org] += m.BusyMilliW
+		sh := ShareOf(m.Capacity, r.Task.Request)
+		u.AllocatedMFLOPS[r.Task.Org] += sh.Of(m.MFLOPS)
+		u.PIMilliW[r.Task.Org] += sh.Of(m.BusyMilliW)
 	}
 	for _, t := range s.Queued {
 		if t.Org >= 0 && t.Org < len(s.Orgs) {

@@ -6,31 +6,42 @@ import (
 )
 
 // referenceEHOSEP is a plain transliteration of seed 000 algorithms 3-5
-// (L755-893): every quantity is recomputed from scratch by a scan before
-// every decision and the organisation list is fully re-sorted. It is slow
-// and obviously correct; the indexed EHOSEP must agree with it decision for
-// decision.
+// (L755-893), extended to shared machines as docs/POLICY.md ("Shared
+// machines") states it: every quantity (Allocated, PI, each machine's free
+// resources, each running task's waste) is recomputed from scratch by a
+// scan before every decision, the organisation list and each queue are
+// fully re-sorted, and whether a task may use a machine is asked of
+// Mismatch every time. It is slow and obviously correct; the indexed EHOSEP
+// (one-slot states) and the shared-machine pass must agree with it decision
+// for decision.
 func referenceEHOSEP(s *State, bestFit bool) ([]Decision, error) {
 	if err := Validate(s); err != nil {
 		return nil, err
 	}
-	p := newPlainPass(s, bestFit)
 	tot := ComputeTotals(s)
-	sums := func() (alloc, pi []int64) {
-		alloc, pi = make([]int64, len(s.Orgs)), make([]int64, len(s.Orgs))
-		for m, mc := range s.Machines {
-			if p.busy[m] {
-				alloc[p.running[m].Org] += mc.MFLOPS
-				pi[p.running[m].Org] += mc.BusyMilliW
-			}
-		}
-		return alloc, pi
+	running := append([]Running(nil), s.Running...)
+	queued := append([]Task(nil), s.Queued...)
+	var out []Decision
+	counted := func(r Running) (mflops, milliW int64) {
+		m := s.Machines[r.Machine]
+		sh := ShareOf(m.Capacity, r.Task.Request)
+		return sh.Of(m.MFLOPS), sh.Of(m.BusyMilliW)
 	}
 	for step := 0; ; step++ {
-		if step > p.limit() {
+		if step > 4*(len(s.Queued)+len(s.Running)+len(s.Machines))+16 {
 			return nil, fmt.Errorf("reference: no quiescence")
 		}
-		alloc, pi := sums()
+		alloc, pi := make([]int64, len(s.Orgs)), make([]int64, len(s.Orgs))
+		free := make([]Resources, len(s.Machines))
+		for m, mc := range s.Machines {
+			free[m] = mc.Capacity.Capacity()
+		}
+		for _, r := range running {
+			d, c := counted(r)
+			alloc[r.Task.Org] += d
+			pi[r.Task.Org] += c
+			free[r.Machine] = free[r.Machine].minus(r.Task.Request.Request())
+		}
 		dp := make([]float64, len(s.Orgs))
 		for i := range dp {
 			dp[i] = DP(alloc[i], tot.QuotaMFLOPS[i])
@@ -45,25 +56,49 @@ func referenceEHOSEP(s *State, bestFit bool) ([]Decision, error) {
 			return orgBefore(dp[x], dp[y], tot.QuotaMFLOPS[x], tot.QuotaMFLOPS[y],
 				tot.PowerQuotaMilliW[x], tot.PowerQuotaMilliW[y], s.Orgs[x].Name, s.Orgs[y].Name)
 		})
+		sort.Slice(queued, func(a, b int) bool { return taskBefore(queued[a], queued[b], bestFit) })
+		draw := func(t Task, m int) int64 {
+			return ShareOf(s.Machines[m].Capacity, t.Request).Of(s.Machines[m].BusyMilliW)
+		}
+		place := func(q int, m int) Task {
+			t := queued[q]
+			queued = append(queued[:q:q], queued[q+1:]...)
+			running = append(running, Running{Task: t, Machine: m})
+			return t
+		}
 		served := false
 		for _, i := range users { // line 6
 			lim := s.Orgs[i].LimitMilliW
-			if !(pi[i] < lim && len(p.queue[i].items) > 0) { // line 7
+			var mine []int // i's waiting tasks, in queue order
+			for q, t := range queued {
+				if t.Org == i {
+					mine = append(mine, q)
+				}
+			}
+			if !(pi[i] < lim && len(mine) > 0) { // line 7
 				continue
 			}
-			// Line 8: a free machine that fits the limit.
-			best := -1
-			for m, mc := range s.Machines {
-				if p.busy[m] || mc.BusyMilliW+pi[i] > lim {
-					continue
+			// Line 8: i's first task that some machine has room for within
+			// the limit, on the least-energy such machine.
+			for _, q := range mine {
+				t := queued[q]
+				best := -1
+				for m, mc := range s.Machines {
+					if Mismatch(mc, t, s.Orgs) != "" || !fitsIn(t.Request.Request(), free[m], mc.Capacity.Capacity()) || pi[i]+draw(t, m) > lim {
+						continue
+					}
+					if best < 0 || energyBetter(mc, s.Machines[best]) {
+						best = m
+					}
 				}
-				if best < 0 || energyBetter(mc, s.Machines[best]) {
-					best = m
+				if best >= 0 {
+					place(q, best) // algorithm 4
+					out = append(out, Decision{Kind: Allocate, Task: t.ID, Org: i, Machine: best})
+					served = true
+					break
 				}
 			}
-			if best >= 0 {
-				p.allocate(i, best) // algorithm 4
-				served = true
+			if served {
 				break
 			}
 			// Algorithm 5.
@@ -88,26 +123,49 @@ func referenceEHOSEP(s *State, bestFit bool) ([]Decision, error) {
 			if z < 0 {
 				continue
 			}
-			y := -1
-			for m, mc := range s.Machines {
-				if !p.busy[m] || p.running[m].Org != z || mc.BusyMilliW+pi[i] > lim {
+			for _, q := range mine {
+				t := queued[q]
+				y := -1 // index in running
+				var yWaste float64
+				var yD int64
+				for k, r := range running {
+					m, mc := r.Machine, s.Machines[r.Machine]
+					if r.Task.Org != z || Mismatch(mc, t, s.Orgs) != "" || pi[i]+draw(t, m) > lim ||
+						!fitsIn(t.Request.Request(), free[m].plus(r.Task.Request.Request()), mc.Capacity.Capacity()) {
+						continue
+					}
+					d, _ := counted(r)
+					waste := Waste(r, d, s.CheckpointBlockSeconds)
+					if y < 0 || waste < yWaste || waste == yWaste && (d < yD || d == yD &&
+						(mc.ID < s.Machines[running[y].Machine].ID || mc.ID == s.Machines[running[y].Machine].ID && r.Task.ID < running[y].Task.ID)) {
+						y, yWaste, yD = k, waste, d
+					}
+				}
+				if y < 0 {
 					continue
 				}
-				if y < 0 || victimBetter(p.waste[m], p.waste[y], mc, s.Machines[y]) {
-					y = m
+				if !(PREPreempt(alloc[z], tot.QuotaMFLOPS[z], yD) >= 0 || lim < s.Orgs[z].LimitMilliW) {
+					break
 				}
-			}
-			if y < 0 {
-				continue
-			}
-			if PREPreempt(alloc[z], tot.QuotaMFLOPS[z], s.Machines[y].MFLOPS) >= 0 || lim < s.Orgs[z].LimitMilliW {
-				p.preemptFor(i, y)
+				v := running[y]
+				kept := Executed(v, yD) - yWaste
+				running = append(running[:y:y], running[y+1:]...)
+				requeued := v.Task
+				requeued.SizeMFlop = remainingAfter(v.Task.SizeMFlop, kept)
+				m := v.Machine
+				place(q, m)
+				queued = append(queued, requeued)
+				out = append(out, Decision{Kind: Preempt, Task: t.ID, Org: i, Machine: m,
+					Victim: v.Task.ID, VictimOrg: z, VictimWasteMFlop: yWaste, VictimKeptMFlop: kept})
 				served = true
+				break
+			}
+			if served {
 				break
 			}
 		}
 		if !served {
-			return p.out, nil
+			return out, nil
 		}
 	}
 }

@@ -40,6 +40,17 @@ func Validate(s *State) error {
 		if t.SizeMFlop < 0 {
 			return fmt.Errorf("policy state: %s task %q: size %d MFlop < 0", where, t.ID, t.SizeMFlop)
 		}
+		if err := t.Request.validate("task " + t.ID); err != nil {
+			return fmt.Errorf("policy state: %s %w", where, err)
+		}
+		if len(t.Requirements) > MaxRequirements {
+			return fmt.Errorf("policy state: %s task %q: %d requirements, more than %d", where, t.ID, len(t.Requirements), MaxRequirements)
+		}
+		for k, r := range t.Requirements {
+			if err := CheckRequirement(r); err != nil {
+				return fmt.Errorf("policy state: %s task %q: requirements[%d]: %w", where, t.ID, k, err)
+			}
+		}
 		if _, dup := tids[t.ID]; dup {
 			return fmt.Errorf("policy state: %s task %q: duplicate id", where, t.ID)
 		}
@@ -51,7 +62,7 @@ func Validate(s *State) error {
 			return err
 		}
 	}
-	busy := make([]bool, len(s.Machines))
+	used := make([]Resources, len(s.Machines))
 	for _, r := range s.Running {
 		if err := checkTask(r.Task, "running"); err != nil {
 			return err
@@ -59,10 +70,12 @@ func Validate(s *State) error {
 		if r.Machine < 0 || r.Machine >= len(s.Machines) {
 			return fmt.Errorf("policy state: running task %q: machine index %d out of range", r.Task.ID, r.Machine)
 		}
-		if busy[r.Machine] {
-			return fmt.Errorf("policy state: machine %q runs two tasks", s.Machines[r.Machine].ID)
+		m := s.Machines[r.Machine]
+		capa := m.Capacity.Capacity()
+		if !fitsIn(r.Task.Request.Request(), capa.minus(used[r.Machine]), capa) {
+			return fmt.Errorf("policy state: machine %q runs more than its capacity (task %q does not fit)", m.ID, r.Task.ID)
 		}
-		busy[r.Machine] = true
+		used[r.Machine] = used[r.Machine].plus(r.Task.Request.Request())
 		for _, v := range []float64{r.RunSeconds, r.SinceCheckpointSeconds} {
 			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 				return fmt.Errorf("policy state: running task %q: run time %v s must be finite and ≥ 0", r.Task.ID, v)

@@ -201,11 +201,18 @@ func (b *bridge) reconcile(ctx context.Context) bool {
 			delete(b.settled, id)
 		}
 	}
-	// A machine still holding a run the executor has not finished (one
-	// stopping after a preemption, say) takes no new run yet.
+	// A machine still holding a run the executor has not finished whose
+	// task the ledger no longer places there (one stopping after a
+	// preemption, say) takes no new run yet: the room the new run was
+	// given is the stopping run's. Runs of tasks still placed there are
+	// the machine's other shares (several tasks share a multi-CPU machine).
+	placed := make(map[string]string, len(allocs)) // task → machine
+	for _, a := range allocs {
+		placed[a.Task.ID] = a.Machine.ID
+	}
 	occupied := map[string]bool{}
 	for _, r := range b.runs {
-		if r.phase != phaseReporting {
+		if r.phase != phaseReporting && placed[r.task.ID] != r.machine {
 			occupied[r.machine] = true
 		}
 	}
@@ -239,7 +246,6 @@ func (b *bridge) reconcile(ctx context.Context) bool {
 				continue
 			}
 			if !occupied[a.Machine.ID] {
-				occupied[a.Machine.ID] = true
 				b.startRun(ctx, a)
 			}
 		case ledger.TaskRunning:
@@ -567,7 +573,7 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 		b.discardDir(res)
 		return
 	}
-	energy := min(max(res.EnergyMilliJ, 0), ledger.MaxSegmentMilliJ)
+	energy := b.runShare(r, min(max(res.EnergyMilliJ, 0), ledger.MaxSegmentMilliJ))
 	source := ledger.EnergySource(res.EnergySource)
 	if source == "" {
 		source = ledger.EnergyDeclared
@@ -687,6 +693,20 @@ func refusal(err error) string {
 	return err.Error()
 }
 
+// runShare is the part of energy, measured or declared by the executor for
+// the whole machine over r's run, that r's task accounts for: its share of
+// the machine when several tasks share it (docs/POLICY.md, "Shared
+// machines"), all of it otherwise. RAPL measures the whole package, so on a
+// shared machine this is the run's proportional part of what was measured.
+func (b *bridge) runShare(r *run, energy int64) int64 {
+	b.cfg.Ledger.View(func(l *ledger.Ledger) {
+		if m, ok := l.Machine(r.machine); ok {
+			energy = m.ShareOf(&r.task, energy)
+		}
+	})
+	return energy
+}
+
 // declaredEstimate is the declared-power estimate of r's run: the
 // machine's busy power from the start of r's open segment in the ledger
 // until now (0 when the ledger shows none).
@@ -697,7 +717,7 @@ func (b *bridge) declaredEstimate(ctx context.Context, r *run) int64 {
 	)
 	err := b.cfg.Ledger.ReadConsistent(ctx, func(l *ledger.Ledger) {
 		if m, ok := l.Machine(r.machine); ok {
-			busy = m.BusyMilliW
+			busy = m.ShareOf(&r.task, m.BusyMilliW)
 		}
 		if t, ok := l.Task(r.task.ID); ok {
 			for _, s := range t.Segments {

@@ -204,7 +204,9 @@ func (b *Backend) Tasks(_ context.Context, q api.TaskQuery) ([]api.TaskView, err
 	if q.Limit > 0 && len(ts) > q.Limit {
 		ts = ts[:q.Limit]
 	}
-	return apiconv.Tasks(ts), nil
+	views := apiconv.Tasks(ts)
+	apiconv.WithPending(views, b.l.Pending())
+	return views, nil
 }
 
 // Task implements api.Backend.
@@ -215,7 +217,11 @@ func (b *Backend) Task(_ context.Context, id string) (api.TaskDetail, error) {
 	if !ok {
 		return api.TaskDetail{}, api.Errorf(api.CodeNotFound, "no task %q", id)
 	}
-	return apiconv.TaskDetail(&t), nil
+	d := apiconv.TaskDetail(&t)
+	one := []api.TaskView{d.TaskView}
+	apiconv.WithPending(one, b.l.Pending())
+	d.TaskView = one[0]
+	return d, nil
 }
 
 // Submit implements api.Backend with submit_tasks commands of at most

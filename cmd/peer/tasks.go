@@ -91,10 +91,10 @@ func printTasks(w io.Writer, ts []api.TaskView) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tORG\tSTATE\tMACHINE\tATTEMPTS\tEXIT\tGFLOP\tSUBMITTED")
+	fmt.Fprintln(tw, "ID\tNAME\tORG\tSTATE\tMACHINE\tATTEMPTS\tEXIT\tGFLOP\tSUBMITTED\tWAITING")
 	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", t.ID, orDash(t.Name), t.Org, t.State,
-			orDash(t.Machine), t.Attempts, exitStr(t), num(t.SizeGFlop), when(t.SubmittedMs))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", t.ID, orDash(t.Name), t.Org, t.State,
+			orDash(t.Machine), t.Attempts, exitStr(t), num(t.SizeGFlop), when(t.SubmittedMs), orDash(t.Pending))
 	}
 	return tw.Flush()
 }
@@ -151,6 +151,9 @@ func printTask(w io.Writer, t api.TaskDetail) error {
 	}
 	if t.Reason != "" {
 		line("reason", t.Reason)
+	}
+	if t.Pending != "" {
+		line("waiting", t.Pending+": "+t.PendingDetail)
 	}
 	line("attempts", strconv.Itoa(t.Attempts))
 	line("size", num(t.SizeGFlop)+" GFlop ("+num(t.RemainingGFlop)+" remaining)")

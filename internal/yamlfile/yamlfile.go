@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode"
 
+	humanize "github.com/dustin/go-humanize"
 	"gopkg.in/yaml.v3"
 )
 
@@ -250,4 +251,37 @@ func Describe(n *yaml.Node) string {
 		return "the number " + n.Value
 	}
 	return fmt.Sprintf("%s %q", n.ShortTag(), n.Value)
+}
+
+// maxBytes bounds a Bytes value: 1 EiB, far above any machine.
+const maxBytes = 1 << 60
+
+// Bytes reads a size: a whole number of bytes, or a number with a unit as
+// github.com/dustin/go-humanize reads it ("16GiB", "512 MiB", "2GB": IEC
+// units are powers of 1024, SI units powers of 1000). At most 1 EiB.
+func (p Parser) Bytes(n *yaml.Node, field string) (int64, error) {
+	if err := p.Scalar(n, field); err != nil {
+		return 0, err
+	}
+	if n.Tag == "!!int" {
+		c, err := p.Count(n, field)
+		if err != nil {
+			return 0, err
+		}
+		if c > maxBytes {
+			return 0, p.Errf(n, field, "%d bytes is over the limit of 1 EiB", c)
+		}
+		return int64(c), nil
+	}
+	if n.Tag != "!!str" {
+		return 0, p.Errf(n, field, "want a size such as 16GiB or 512MiB, got %q", n.Value)
+	}
+	b, err := humanize.ParseBytes(n.Value)
+	if err != nil {
+		return 0, p.Errf(n, field, "want a size such as 16GiB or 512MiB, got %q", n.Value)
+	}
+	if b > maxBytes {
+		return 0, p.Errf(n, field, "%s is over the limit of 1 EiB", n.Value)
+	}
+	return int64(b), nil
 }

@@ -111,3 +111,33 @@ func TestOneLine(t *testing.T) {
 		t.Error("Join/Index")
 	}
 }
+
+// TestBytes: whole numbers of bytes, and sizes with IEC or SI units.
+func TestBytes(t *testing.T) {
+	p := testParser()
+	for _, c := range []struct {
+		src  string
+		want int64
+		err  string
+	}{
+		{"1024", 1024, ""},
+		{"16GiB", 16 << 30, ""},
+		{"512 MiB", 512 << 20, ""},
+		{"2GB", 2_000_000_000, ""},
+		{"-5", 0, "must not be negative"},
+		{"lots", 0, "want a size such as 16GiB"},
+		{"2EiB", 0, "over the limit of 1 EiB"},
+		{"1.5", 0, "want a size"},
+	} {
+		got, err := p.Bytes(root(t, c.src), "memory")
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: %v, want an error containing %q", c.src, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%q = %d, %v; want %d", c.src, got, err, c.want)
+		}
+	}
+}

@@ -16,7 +16,7 @@ import (
 //	not_owner, bad_signature                              → 403 forbidden
 //	exists, machine_busy, machine_down, limit_exceeded,
 //	bad_state, stale, overflow, implausible, queue_full,
-//	executor_mode                                         → 409 conflict
+//	executor_mode, no_match, no_machine_fits              → 409 conflict
 //
 // overflow is 409, not 500: the command is well formed and the peer works;
 // it is the state (an energy account near the int64 bound) that does not
@@ -39,6 +39,8 @@ var apiCodes = map[ledger.Code]string{
 	ledger.CodeImplausible:    api.CodeConflict,
 	ledger.CodeQueueFull:      api.CodeConflict,
 	ledger.CodeExecutorMode:   api.CodeConflict,
+	ledger.CodeNoMatch:        api.CodeConflict,
+	ledger.CodeNoMachineFits:  api.CodeConflict,
 }
 
 // Error maps a ledger refusal (*ledger.Error, possibly wrapped) to the API

@@ -90,9 +90,11 @@ func TestErrorCoversEveryLedgerCode(t *testing.T) {
 		// test double, 409 in the daemon).
 		ledger.CodeOverflow: {api.CodeConflict, http.StatusConflict},
 		// Refused by the federation's executor rules (issue 15).
-		ledger.CodeImplausible:  {api.CodeConflict, http.StatusConflict},
-		ledger.CodeQueueFull:    {api.CodeConflict, http.StatusConflict},
-		ledger.CodeExecutorMode: {api.CodeConflict, http.StatusConflict},
+		ledger.CodeImplausible:   {api.CodeConflict, http.StatusConflict},
+		ledger.CodeQueueFull:     {api.CodeConflict, http.StatusConflict},
+		ledger.CodeExecutorMode:  {api.CodeConflict, http.StatusConflict},
+		ledger.CodeNoMatch:       {api.CodeConflict, http.StatusConflict},
+		ledger.CodeNoMachineFits: {api.CodeConflict, http.StatusConflict},
 	}
 	codes := ledgerCodes(t)
 	for name, code := range codes {

@@ -25,6 +25,12 @@ func SubmitRequestFromJob(job *jobfile.Job) api.SubmitRequest {
 			WallLimitMs:    t.WallClockLimit.Milliseconds(),
 			Outputs:        t.Outputs,
 			Checkpointable: t.Checkpointable,
+			CPUs:           t.CPUs,
+			MemoryBytes:    t.MemoryBytes,
+			GPUs:           t.GPUs,
+		}
+		for _, r := range t.Requirements {
+			st.Requirements = append(st.Requirements, api.Requirement{Attribute: r.Attribute, Operator: r.Operator, Value: r.Value})
 		}
 		// A limit under a millisecond still limits.
 		if st.WallLimitMs == 0 && t.WallClockLimit > 0 {
@@ -58,6 +64,10 @@ func SubmitTasks(req api.SubmitRequest, requestID string) *ledger.SubmitTasks {
 			WallLimitMs:    t.WallLimitMs,
 			Outputs:        append([]string(nil), t.Outputs...),
 			Checkpointable: t.Checkpointable,
+			TaskRequest:    ledger.TaskRequest{CPUs: t.CPUs, MemoryBytes: t.MemoryBytes, GPUs: t.GPUs},
+		}
+		for _, r := range t.Requirements {
+			s.Requirements = append(s.Requirements, ledger.Requirement{Attribute: r.Attribute, Operator: r.Operator, Value: r.Value})
 		}
 		if s.Name == "" {
 			s.Name = req.Job
@@ -80,7 +90,6 @@ func SubmitTasks(req api.SubmitRequest, requestID string) *ledger.SubmitTasks {
 	}
 	return &ledger.SubmitTasks{RequestID: requestID, Tasks: specs}
 }
-
 
 func digestOf(data []byte) string {
 	sum := sha256.Sum256(data)

@@ -52,7 +52,7 @@ func Orgs(os []ledger.OrgInfo) []api.OrgView {
 // Machine converts one machine with the ledger's last heartbeat (the
 // daemon raises it to the latest one it heard by gossip).
 func Machine(m ledger.Machine) api.MachineView {
-	return api.MachineView{
+	v := api.MachineView{
 		ID:              m.ID,
 		Org:             m.Org,
 		GFLOPS:          gflops(m.MFLOPS),
@@ -65,7 +65,21 @@ func Machine(m ledger.Machine) api.MachineView {
 		SpeedMismatch:   m.SpeedMismatch(),
 		Unprotected:     m.Unprotected,
 		Drained:         m.Drained,
+		CPUs:            m.CPUs,
+		MemoryBytes:     m.MemoryBytes,
+		GPUs:            m.GPUs,
+		OS:              m.OS,
+		Arch:            m.Arch,
+		Labels:          append([]string(nil), m.Labels...),
 	}
+	if len(m.Also) > 0 {
+		v.Tasks = m.Tasks()
+	}
+	if p := m.Owner; p != nil {
+		v.OwnerPolicy = &api.OwnerPolicyView{AllowAny: p.AllowAny, Allow: append([]string(nil), p.Allow...),
+			MaxWallMs: p.MaxWallMs, Orgs: append([]string(nil), p.Orgs...)}
+	}
+	return v
 }
 
 // effectiveGFLOPS is the corrected speed, or 0 while it is the declared one.
@@ -114,6 +128,16 @@ func Task(t *ledger.Task) api.TaskView {
 		SizeGFlop:   gflops(t.SizeMFlop),
 		SubmittedMs: t.SubmittedMs,
 		EndedMs:     t.EndedMs,
+	}
+}
+
+// WithPending fills in the pending reason of every queued task of views
+// (ledger.Ledger.Pending).
+func WithPending(views []api.TaskView, reasons map[string]ledger.PendingReason) {
+	for i := range views {
+		if r, ok := reasons[views[i].ID]; ok && views[i].State == string(ledger.TaskQueued) {
+			views[i].Pending, views[i].PendingDetail = r.Code, r.Detail
+		}
 	}
 }
 
