@@ -99,6 +99,7 @@ one by one) and the figures as PNG. Progress goes to stderr.`,
 	fl.IntVar(&f.Workers, "workers", runtime.GOMAXPROCS(0), "runs simulated in parallel")
 	fl.StringVar(&f.Only, "only", "", "run only the cases whose name matches this regular expression (e.g. S1M1 or '^P1-')")
 	fl.StringVar(&f.Scenarios, "scenarios", filepath.Join("examples", "scenarios"), "directory holding model1.yaml, model2.yaml and hosep12-*.yaml")
+	fl.StringSliceVar(&f.Engines, "engines", nil, "simulator engines to run the campaign under: default and/or ispd (the author's iSPD semantics); default: both")
 	return cmd
 }
 

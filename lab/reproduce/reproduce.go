@@ -38,6 +38,11 @@ type Options struct {
 	// Scenarios is the directory holding model1.yaml, model2.yaml and
 	// hosep12-*.yaml.
 	Scenarios string
+	// Engines are the simulator engines to run the campaign under, in
+	// order: sim.EngineDefault (this project's model, always first when
+	// present) and sim.EngineISPD (the author's iSPD semantics). Empty
+	// means both.
+	Engines []string
 }
 
 // campaignCase is one case of the campaign: a scenario, a policy and the
@@ -137,8 +142,12 @@ type campaignResults struct {
 	runs   int
 	seed   uint64
 	only   string
+	engine string
 	order  []*caseResult
 	byName map[string]*caseResult
+	// ispd is the same campaign under the iSPD engine (nil if not run);
+	// set on the default engine's results only.
+	ispd *campaignResults
 }
 
 func (r *campaignResults) get(name string) *caseResult { return r.byName[name] }
@@ -172,19 +181,30 @@ func Run(ctx context.Context, f Options, stderr io.Writer) error {
 	if len(cases) == 0 {
 		return lab.Usagef("--only %q matches no case (names look like S1M1-CC-80%%, P1-hosep, P2-bestfit-system, H12-low-SC-osep)", f.Only)
 	}
+	engines := f.Engines
+	if len(engines) == 0 {
+		engines = []string{sim.EngineDefault, sim.EngineISPD}
+	}
+	for _, e := range engines {
+		if e != sim.EngineDefault && e != sim.EngineISPD {
+			return lab.Usagef("--engines %q: want %s and/or %s", e, sim.EngineDefault, sim.EngineISPD)
+		}
+	}
 	// Resolve every case before running any, so that a missing scenario
 	// file or a bad option fails at once.
-	built := make([]*simcase.Case, len(cases))
-	for i, c := range cases {
-		sc, err := simcase.Build(simcase.Options{
-			Scenario: filepath.Join(f.Scenarios, c.Scenario), Policy: c.Policy,
-			Late: c.Late, Limit: c.LateLimit, LimitAll: c.AllLimit, Checkpoint: c.Checkpoint,
-			Runs: f.Runs, Seed: f.Seed, Workers: f.Workers,
-		})
-		if err != nil {
-			return fmt.Errorf("case %s: %w", c.Name, err)
+	built := map[string][]*simcase.Case{}
+	for _, e := range engines {
+		for _, c := range cases {
+			sc, err := simcase.Build(simcase.Options{
+				Scenario: filepath.Join(f.Scenarios, c.Scenario), Policy: c.Policy,
+				Late: c.Late, Limit: c.LateLimit, LimitAll: c.AllLimit, Checkpoint: c.Checkpoint,
+				Runs: f.Runs, Seed: f.Seed, Workers: f.Workers, Engine: e,
+			})
+			if err != nil {
+				return fmt.Errorf("case %s (%s engine): %w", c.Name, e, err)
+			}
+			built[e] = append(built[e], sc)
 		}
-		built[i] = sc
 	}
 	if err := os.MkdirAll(f.Out, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
@@ -200,20 +220,32 @@ func Run(ctx context.Context, f Options, stderr io.Writer) error {
 	}
 
 	start := time.Now()
-	res := &campaignResults{runs: f.Runs, seed: f.Seed, only: f.Only, byName: map[string]*caseResult{}}
-	fmt.Fprintf(stderr, "campaign: %d cases × %d runs, %d workers\n", len(cases), f.Runs, f.Workers)
-	for i, c := range cases {
-		t0 := time.Now()
-		sum, err := built[i].Simulate(ctx)
-		if err != nil {
-			return fmt.Errorf("case %s: %w", c.Name, err)
+	byEngine := map[string]*campaignResults{}
+	for _, e := range engines {
+		res := &campaignResults{runs: f.Runs, seed: f.Seed, only: f.Only, engine: e, byName: map[string]*caseResult{}}
+		fmt.Fprintf(stderr, "campaign (%s engine): %d cases × %d runs, %d workers\n", e, len(cases), f.Runs, f.Workers)
+		for i, c := range cases {
+			t0 := time.Now()
+			sum, err := built[e][i].Simulate(ctx)
+			if err != nil {
+				return fmt.Errorf("case %s (%s engine): %w", c.Name, e, err)
+			}
+			cr := &caseResult{c: c, sum: sum, report: simcase.NewReport(built[e][i], sum), elapsed: time.Since(t0)}
+			res.order = append(res.order, cr)
+			res.byName[c.Name] = cr
+			fmt.Fprintf(stderr, "[%*d/%d] %-22s %-15s %-7s %6.2fs\n", len(fmt.Sprint(len(cases))), i+1, len(cases), c.Name, c.Policy, e, cr.elapsed.Seconds())
 		}
-		cr := &caseResult{c: c, sum: sum, report: simcase.NewReport(built[i], sum), elapsed: time.Since(t0)}
-		res.order = append(res.order, cr)
-		res.byName[c.Name] = cr
-		fmt.Fprintf(stderr, "[%*d/%d] %-22s %-15s %6.2fs\n", len(fmt.Sprint(len(cases))), i+1, len(cases), c.Name, c.Policy, cr.elapsed.Seconds())
+		byEngine[e] = res
 	}
 	simDone := time.Since(start)
+	res := byEngine[sim.EngineDefault]
+	if res == nil {
+		// Only the iSPD engine ran: it fills the main columns, and the
+		// iSPD columns say "not run".
+		res = byEngine[sim.EngineISPD]
+	} else {
+		res.ispd = byEngine[sim.EngineISPD]
+	}
 
 	if err := writeResultsJSON(filepath.Join(f.Out, "results.json"), res); err != nil {
 		return err
@@ -225,8 +257,8 @@ func Run(ctx context.Context, f Options, stderr io.Writer) error {
 	if err := writeTablesMD(filepath.Join(f.Out, "tables.md"), res, figs); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "campaign: %d cases × %d runs simulated in %.1fs; with results.json, tables.md and %d figures %.1fs in all → %s\n",
-		len(cases), f.Runs, simDone.Seconds(), len(figs), time.Since(start).Seconds(), f.Out)
+	fmt.Fprintf(stderr, "campaign: %d cases × %d runs × %d engines simulated in %.1fs; with results.json, tables.md and %d figures %.1fs in all → %s\n",
+		len(cases), f.Runs, len(engines), simDone.Seconds(), len(figs), time.Since(start).Seconds(), f.Out)
 	return nil
 }
 
@@ -244,6 +276,9 @@ type satisfactionFactors struct {
 	TimeRatio sim.Stat `json:"time_ratio"`
 	Alpha     sim.Stat `json:"alpha"`
 	Beta      sim.Stat `json:"beta"`
+	// BetaUse is β over the organisation's own span of use (Metricas.java
+	// satisfacaoGeralUso).
+	BetaUse sim.Stat `json:"beta_geral_uso"`
 }
 
 func writeResultsJSON(path string, r *campaignResults) error {
@@ -253,20 +288,36 @@ func writeResultsJSON(path string, r *campaignResults) error {
 		Seed      uint64     `json:"seed"`
 		Only      string     `json:"only,omitempty"`
 		Note      string     `json:"note"`
+		Engine    string     `json:"engine"`
 		Cases     []caseJSON `json:"cases"`
+		ISPDCases []caseJSON `json:"cases_ispd,omitempty"`
 	}{
-		Generator: "peer reproduce", Runs: r.runs, Seed: r.seed, Only: r.only, Note: simcase.SatisfactionNote,
+		Generator: "peer reproduce", Runs: r.runs, Seed: r.seed, Only: r.only, Note: simcase.SatisfactionNote, Engine: r.engine,
 	}
+	doc.Cases = casesJSON(r)
+	if r.ispd != nil {
+		doc.ISPDCases = casesJSON(r.ispd)
+	}
+	js, err := json.Marshal(doc)
+	return finishResultsJSON(path, js, err)
+}
+
+// casesJSON is every case of r as results.json writes it.
+func casesJSON(r *campaignResults) []caseJSON {
+	var out []caseJSON
 	for _, cr := range r.order {
 		rep := cr.report
 		rep.Note = "" // said once above
 		cj := caseJSON{campaignCase: cr.c, Summary: rep, Components: map[string]satisfactionFactors{}}
 		for _, o := range cr.sum.Orgs {
-			cj.Components[o.Name] = satisfactionFactors{TimeRatio: o.TimeRatio, Alpha: o.Alpha, Beta: o.Beta}
+			cj.Components[o.Name] = satisfactionFactors{TimeRatio: o.TimeRatio, Alpha: o.Alpha, Beta: o.Beta, BetaUse: o.BetaUse}
 		}
-		doc.Cases = append(doc.Cases, cj)
+		out = append(out, cj)
 	}
-	js, err := json.Marshal(doc)
+	return out
+}
+
+func finishResultsJSON(path string, js []byte, err error) error {
 	if err != nil {
 		return fmt.Errorf("results.json: %w", err)
 	}
@@ -650,11 +701,18 @@ func writeTablesMD(path string, r *campaignResults, figs []figure) error {
 	md.f("` (do not edit; `make sim` regenerates it). %d cases, %d runs each; run k of every case draws its tasks from seed %d+k−1, so policies are compared on identical workloads. Mean ± 95 %% CI over runs. See docs/REPRODUCTION.md for the discussion.\n\n", len(r.order), r.runs, r.seed)
 	md.f("Satisfaction: %s.\n\n", simcase.SatisfactionNote)
 
+	writeEngineSummary(md, r)
 	writeFindings(md, r)
 	writeComparisons(md, r, fig)
-	writeAbsolute(md, r)
-	writeSweeps(md, r, fig)
+	writeAbsolute(md, r, "")
+	writeSweeps(md, r, fig, "")
 	writeHosep12(md, r, fig)
+	if r.ispd != nil {
+		md.f("# Under the author's iSPD semantics\n\n")
+		md.f("The same cases run with `--engine ispd` (lab/sim/ispd.go; docs/REPRODUCTION.md \"The iSPD engine\"). A preempted task keeps nothing there (getCheckPoint() = 0), so every CC case equals its SC case; only SC is shown.\n\n")
+		writeAbsolute(md, r.ispd, " (iSPD semantics)")
+		writeSweeps(md, r.ispd, func(string) {}, " (iSPD semantics)")
+	}
 	writeFlips(md, r)
 	writeCaseIndex(md, r)
 
@@ -711,17 +769,64 @@ func writeComparisons(md *mdWriter, r *campaignResults, fig func(string)) {
 				}
 				md.row(cellsRow...)
 			}
+			if r.ispd != nil {
+				if row := relRow(r.ispd, c.subject(l), c.base(l), c.metric); row != nil {
+					cellsRow := []string{"", "**iSPD semantics**, " + strings.TrimPrefix(variants(c.metric)[0].label, "ours, ")}
+					for _, x := range row {
+						cellsRow = append(cellsRow, fmtPct(x))
+					}
+					md.row(cellsRow...)
+				}
+			}
 		}
 		md.f("\n")
 		if ran && cells > 0 {
-			md.f("Signs agree in %d of %d cells; mean absolute difference %.1f percentage points.\n\n", agree, cells, absDiff/float64(cells))
+			md.f("Signs agree in %d of %d cells; mean absolute difference %.1f percentage points.", agree, cells, absDiff/float64(cells))
+			if st := tableAgreement(r.ispd, c); st.cells > 0 {
+				md.f(" Under the iSPD semantics: signs agree in %d of %d cells; mean absolute difference %.1f percentage points.", st.agree, st.cells, st.mad)
+			}
+			md.f("\n\n")
 		}
 		fig(fmt.Sprintf("T%d", c.num))
 	}
 }
 
+// agreement is how a table's cells (the four organisations at the four
+// limits, the paper's metric) compare with the published ones.
+type agreement struct {
+	agree, cells int
+	mad          float64 // mean absolute difference, percentage points
+}
+
+func tableAgreement(r *campaignResults, c comparison) agreement {
+	var a agreement
+	if r == nil {
+		return a
+	}
+	var sum float64
+	for k, l := range limits {
+		row := relRow(r, c.subject(l), c.base(l), c.metric)
+		if row == nil {
+			return agreement{}
+		}
+		for i := range 4 {
+			if x := row[i]; finite(x) {
+				a.cells++
+				sum += math.Abs(x - c.rows[k][i])
+				if math.Signbit(x) == math.Signbit(c.rows[k][i]) {
+					a.agree++
+				}
+			}
+		}
+	}
+	if a.cells > 0 {
+		a.mad = sum / float64(a.cells)
+	}
+	return a
+}
+
 // writeAbsolute gives the absolute figures behind tables 11-18.
-func writeAbsolute(md *mdWriter, r *campaignResults) {
+func writeAbsolute(md *mdWriter, r *campaignResults, suffix string) {
 	var names []string
 	names = append(names, "P1-hosep")
 	for _, l := range limits {
@@ -746,7 +851,7 @@ func writeAbsolute(md *mdWriter, r *campaignResults) {
 	if len(rows) == 0 {
 		return
 	}
-	md.f("## Absolute figures behind tables 11-18\n\n")
+	md.f("## Absolute figures behind tables 11-18%s\n\n", suffix)
 	md.f("Energy as user in KJ/s (the paper's unit: joules / makespan), total busy energy in MJ, makespan in minutes.\n\n")
 	md.header("case", "policy", "U1 KJ/s", "U2 KJ/s", "U3 KJ/s", "U4 KJ/s", "total KJ/s", "total MJ", "makespan min")
 	for _, cr := range rows {
@@ -773,17 +878,20 @@ func writeAbsolute(md *mdWriter, r *campaignResults) {
 	md.f("\n")
 }
 
-func writeSweeps(md *mdWriter, r *campaignResults, fig func(string)) {
+func writeSweeps(md *mdWriter, r *campaignResults, fig func(string), suffix string) {
 	header := false
 	for _, s := range sequences {
 		for _, ck := range ckptModes {
+			if suffix != "" && ck.label == "CC" {
+				continue // iSPD: CC = SC
+			}
 			first := r.get(seqCase(s.name, ck.label, limits[0]))
 			if first == nil {
 				continue
 			}
 			if !header {
-				md.f("## Satisfaction sweeps (figures 2-10 and appendix A)\n\n")
-				md.f("Satisfaction (eq. 4.1) per organisation with the late organisation's limit varied; in brackets the factors time ratio · α · β at the same limit (means over runs; the product of means is not exactly the mean of products).\n\n")
+				md.f("## Satisfaction sweeps (figures 2-10 and appendix A)%s\n\n", suffix)
+				md.f("Satisfaction (eq. 4.1) per organisation with the late organisation's limit varied; in brackets the factors time ratio · α · β at the same limit (means over runs; the product of means is not exactly the mean of products); then u: the author's satisfacaoGeralUso (β over the organisation's own span of use).\n\n")
 				header = true
 			}
 			md.f("### %s %s (%s late)\n\n", s.name, ck.label, s.late)
@@ -799,7 +907,7 @@ func writeSweeps(md *mdWriter, r *campaignResults, fig func(string)) {
 				}
 				cells := []string{l}
 				for _, o := range cr.sum.Orgs {
-					cells = append(cells, fmt.Sprintf("%s (%.0f·%.2f·%.2f)", fmtStat(o.SatisfactionEHOSEP, 1, 1), o.TimeRatio.Mean, o.Alpha.Mean, o.Beta.Mean))
+					cells = append(cells, fmt.Sprintf("%s (%.0f·%.2f·%.2f) u %.0f", fmtStat(o.SatisfactionEHOSEP, 1, 1), o.TimeRatio.Mean, o.Alpha.Mean, o.Beta.Mean, o.SatisfactionUse.Mean))
 				}
 				md.row(cells...)
 			}
@@ -837,6 +945,49 @@ func writeHosep12(md *mdWriter, r *campaignResults, fig func(string)) {
 		md.f("\n")
 		fig("H12CC")
 		fig("H12SC")
+	}
+	writeHosep12Variants(md, r)
+}
+
+// writeHosep12Variants sets the HOSEP grid's satisfaction under the
+// paper's definition 5 (ideal on the organisation's mean own machine)
+// beside the ideal on the machine that completed the task, under both
+// engines (SC; CC equals SC in both here).
+func writeHosep12Variants(md *mdWriter, r *campaignResults) {
+	type eng struct {
+		label string
+		r     *campaignResults
+	}
+	engines := []eng{{"ours", r}}
+	if r.ispd != nil {
+		engines = append(engines, eng{"iSPD", r.ispd})
+	}
+	header := false
+	for _, e := range engines {
+		for _, d := range hosepDemands {
+			for _, pol := range []string{"osep", "hosep"} {
+				cr := e.r.get("H12-" + d + "-SC-" + pol)
+				if cr == nil {
+					continue
+				}
+				if !header {
+					md.f("### HOSEP 12-node grid: two definitions of the ideal time, two engines\n\n")
+					md.f("SC. \"def. 5\": the paper's definition 5 (ideal on a machine of the organisation's own mean power, the table above); \"exec.\": the ideal on the machine that completed the task. Published: under HOSEP User1 the most satisfied, about 80 %%, the others following their power.\n\n")
+					md.header("engine", "demand", "policy", "User1 def. 5", "User2", "User3", "User4", "User1 exec.", "User2", "User3", "User4")
+					header = true
+				}
+				cells := []string{e.label, d, pol}
+				for _, get := range []func(o *sim.OrgSummary) sim.Stat{satHOSEP, func(o *sim.OrgSummary) sim.Stat { return o.SatisfactionHOSEPExec }} {
+					for i := range cr.sum.Orgs {
+						cells = append(cells, fmtStat(get(&cr.sum.Orgs[i]), 1, 1))
+					}
+				}
+				md.row(cells...)
+			}
+		}
+	}
+	if header {
+		md.f("\n")
 	}
 }
 
@@ -938,6 +1089,9 @@ type checker struct {
 type satForm struct {
 	name       string
 	sum, plus1 bool
+	// use reads the author's second form, satisfacaoGeralUso (β over the
+	// organisation's own span of use; Metricas.java L604-653).
+	use bool
 }
 
 var (
@@ -946,6 +1100,7 @@ var (
 		{name: "sum, +1", sum: true, plus1: true},
 		{name: "mean, no +1"},
 		{name: "as printed (sum, no +1)", sum: true},
+		{name: "satisfacaoGeralUso (mean, +1, β over own span)", plus1: true, use: true},
 	}
 )
 
@@ -974,6 +1129,9 @@ func (c *checker) sat(caseName, org string) float64 {
 	c.usedSat = true
 	if c.form == decidedForm {
 		return c.stat(caseName, org, satEHOSEP)
+	}
+	if c.form.use {
+		return c.stat(caseName, org, func(o *sim.OrgSummary) sim.Stat { return o.SatisfactionUse })
 	}
 	// Another form: recompute each run's S from its factors, then average
 	// over runs as sim.Stat does.
@@ -1284,10 +1442,39 @@ func findings() []finding {
 	return fs
 }
 
+// verdictCounts counts the findings reproduced fully, partly and not.
+type verdictCounts struct{ full, part, not int }
+
+func (v *verdictCounts) add(verdict string) {
+	switch {
+	case verdict == "reproduced":
+		v.full++
+	case verdict == "not reproduced":
+		v.not++
+	case strings.HasPrefix(verdict, "partly"):
+		v.part++
+	}
+}
+
+// countVerdicts checks every finding on r under the decided form.
+func countVerdicts(r *campaignResults, satOnly bool) verdictCounts {
+	var v verdictCounts
+	for _, f := range findings() {
+		c := &checker{r: r, form: decidedForm}
+		f.check(c)
+		if satOnly && !c.usedSat {
+			continue
+		}
+		verdict, _ := c.verdict()
+		v.add(verdict)
+	}
+	return v
+}
+
 func writeFindings(md *mdWriter, r *campaignResults) {
 	md.f("## Published findings, checked\n\n")
-	md.f("Each published claim (seed 000 §4.3-4.5, seed 001 §4) is checked against our means: ✓ / ✗ per sub-claim, the numbers beside. A sub-claim compares means only; look up the CIs in the tables below before reading much into a difference of a few points. Satisfaction is eq. 4.1 as POLICY.md §5 decided (mean over tasks, β with +1); the last column gives the verdict under the other readings of eq. 4.1, recomputed run by run from the same simulations (\"sum\" multiplies each organisation's figure by its number of tasks).\n\n")
-	md.header("id", "source", "claim", "verdict", "our numbers", "other forms of eq. 4.1")
+	md.f("Each published claim (seed 000 §4.3-4.5, seed 001 §4) is checked against our means: ✓ / ✗ per sub-claim, the numbers beside. A sub-claim compares means only; look up the CIs in the tables below before reading much into a difference of a few points. Satisfaction is eq. 4.1 as POLICY.md §5 decided (mean over tasks, β with +1); the column \"other forms\" gives the verdict under the other readings of eq. 4.1, recomputed run by run from the same simulations (\"sum\" multiplies each organisation's figure by its number of tasks; satisfacaoGeralUso is the author's code's second form). The last two columns check the same claim on the campaign run under the author's iSPD semantics (`--engine ispd`, lab/sim/ispd.go).\n\n")
+	md.header("id", "source", "claim", "verdict", "our numbers", "other forms of eq. 4.1", "iSPD semantics", "iSPD numbers")
 	for _, f := range findings() {
 		c := &checker{r: r, form: decidedForm}
 		f.check(c)
@@ -1303,7 +1490,43 @@ func writeFindings(md *mdWriter, r *campaignResults) {
 			}
 			others = strings.Join(parts, "; ")
 		}
-		md.row(f.id, f.where, f.claim, "**"+v+"**", detail, others)
+		iv, idetail := "not run", ""
+		if r.ispd != nil {
+			ic := &checker{r: r.ispd, form: decidedForm}
+			f.check(ic)
+			iv, idetail = ic.verdict()
+		}
+		md.row(f.id, f.where, f.claim, "**"+v+"**", detail, others, "**"+iv+"**", idetail)
+	}
+	md.f("\n")
+}
+
+// writeEngineSummary sets the two engines side by side: per published
+// table the signs that agree and the mean absolute difference, and the
+// findings' verdicts.
+func writeEngineSummary(md *mdWriter, r *campaignResults) {
+	if r.ispd == nil {
+		return
+	}
+	md.f("## The two engines at a glance\n\n")
+	md.f("This project's model (`--engine default`) and the author's iSPD semantics (`--engine ispd`) on the same seeds. Per table: signs that agree with the published cells (4 organisations × 4 limits) and the mean absolute difference in percentage points, in the paper's metric.\n\n")
+	md.header("table", "ours: signs", "ours: mean abs. diff.", "iSPD: signs", "iSPD: mean abs. diff.")
+	for _, c := range comparisons {
+		a, b := tableAgreement(r, c), tableAgreement(r.ispd, c)
+		if a.cells == 0 && b.cells == 0 {
+			continue
+		}
+		md.row(fmt.Sprint(c.num), fmt.Sprintf("%d / %d", a.agree, a.cells), fmt.Sprintf("%.1f", a.mad),
+			fmt.Sprintf("%d / %d", b.agree, b.cells), fmt.Sprintf("%.1f", b.mad))
+	}
+	md.f("\n")
+	md.header("findings", "ours: full / partly / not", "iSPD: full / partly / not")
+	for _, k := range []struct {
+		label   string
+		satOnly bool
+	}{{"§4.3 satisfaction", true}, {"all", false}} {
+		a, b := countVerdicts(r, k.satOnly), countVerdicts(r.ispd, k.satOnly)
+		md.row(k.label, fmt.Sprintf("%d / %d / %d", a.full, a.part, a.not), fmt.Sprintf("%d / %d / %d", b.full, b.part, b.not))
 	}
 	md.f("\n")
 }
