@@ -52,6 +52,10 @@ const DefaultCheckpointBlockSeconds = 300
 // with the τ = 10 s that POLICY.md §5 names).
 const BoundedSlowdownTau = 10
 
+// BoundedSlowdownTau100 is seed 002's other τ (POLICY.md §8: τ = 10 and
+// 100).
+const BoundedSlowdownTau100 = 100
+
 // The disagreement accepted between the work a policy says a preempted task
 // keeps and the simulator's own figure: both come from the same run time,
 // but by different float expressions (the policy's run·d − (run mod B)·d

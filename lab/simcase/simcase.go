@@ -223,6 +223,7 @@ type OrgReport struct {
 	Turnaround            sim.Stat `json:"turnaround_s"`
 	TurnaroundGeoMean     sim.Stat `json:"turnaround_geomean_s"`
 	BoundedSlowdown       sim.Stat `json:"bounded_slowdown"`
+	BoundedSlowdown100    sim.Stat `json:"bounded_slowdown_100"`
 	Preemptions           sim.Stat `json:"preemptions"`
 	WastedMFlop           sim.Stat `json:"wasted_mflop"`
 }
@@ -244,6 +245,7 @@ func NewReport(c *Case, s *sim.Summary) Report {
 			"turnaround_s":         s.Total.TurnaroundMean,
 			"turnaround_geomean_s": s.Total.TurnaroundGeoMean,
 			"bounded_slowdown":     s.Total.BoundedSlowdownMean,
+			"bounded_slowdown_100": s.Total.BoundedSlowdown100Mean,
 			"preemptions":          s.Total.Preemptions,
 			"wasted_mflop":         s.Total.WastedMFlop,
 		},
@@ -260,7 +262,7 @@ func NewReport(c *Case, s *sim.Summary) Report {
 			SatisfactionUse: o.SatisfactionUse, SatisfactionHOSEPExec: o.SatisfactionHOSEPExec,
 			EnergyJ: o.UserJ, EnergyKJs: o.UserKJs, OwnerEnergyJ: o.OwnerJ, OwnerEnergyKJs: o.OwnerKJs,
 			IdleEnergyJ: o.IdleJ, Turnaround: o.TurnaroundMean, TurnaroundGeoMean: o.TurnaroundGeoMean,
-			BoundedSlowdown: o.BoundedSlowdownMean, Preemptions: o.Preemptions, WastedMFlop: o.WastedMFlop,
+			BoundedSlowdown: o.BoundedSlowdownMean, BoundedSlowdown100: o.BoundedSlowdown100Mean, Preemptions: o.Preemptions, WastedMFlop: o.WastedMFlop,
 		}
 	}
 	return r
