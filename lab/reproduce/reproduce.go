@@ -79,6 +79,9 @@ var ckptModes = []struct{ label, flag string }{{"CC", "5m"}, {"SC", "off"}}
 
 var hosepDemands = []string{"low", "medium", "high"}
 
+// sharingOrgs are Model 1's organisations, each alone in §4.6.
+var sharingOrgs = []string{"U1", "U2", "U3", "U4"}
+
 func seqCase(seq, ck, limit string) string { return seq + "-" + ck + "-" + limit }
 
 // campaign lists every case in run order.
@@ -112,6 +115,16 @@ func campaign() []campaignCase {
 		cs = append(cs, campaignCase{
 			Name: "P2-bestfit-" + l, Group: "P2 bestfit", Scenario: "model1.yaml",
 			Policy: "ehosep-bestfit", Late: "U2", LateLimit: l, Checkpoint: "off", Limit: l,
+		})
+	}
+	// §4.6 (L1491-1525): each organisation of Model 1 alone with its own
+	// tasks and machines, under SJF (EHOSEP with one organisation, L1499),
+	// against test 1's P1-ehosep cases. Its tasks are the same as in
+	// model1.yaml for every seed (one size stream per organisation and type).
+	for _, o := range sharingOrgs {
+		cs = append(cs, campaignCase{
+			Name: "I46-" + o, Group: "4.6", Scenario: "alone/model1-" + o + ".yaml",
+			Policy: "ehosep", Late: "none", AllLimit: "system", Checkpoint: "off", Limit: "—",
 		})
 	}
 	// The HOSEP paper's 12-node grid (seed 001 §4); User1 late as the
@@ -738,6 +751,7 @@ func writeTablesMD(path string, r *campaignResults, figs []figure) error {
 	writeAbsolute(md, r, "")
 	writeSweeps(md, r, fig, "")
 	writeHosep12(md, r, fig)
+	writeSharing(md, r)
 	if r.ispd != nil {
 		md.f("# Under the author's iSPD semantics\n\n")
 		md.f("The same cases run with `--engine ispd` (lab/sim/ispd.go; docs/REPRODUCTION.md \"The iSPD engine\"). A preempted task keeps nothing there (getCheckPoint() = 0), so every CC case equals its SC case; only SC is shown.\n\n")
@@ -945,6 +959,64 @@ func writeSweeps(md *mdWriter, r *campaignResults, fig func(string), suffix stri
 			md.f("\n")
 			fig(s.name + ck.label)
 		}
+	}
+}
+
+// sharing is §4.6's comparison for organisation o at limit l: the relative
+// difference (federation − alone)/alone · 100 of its local consumption
+// (KJ/s on its own machines, whoever used them) and of its mean
+// turnaround; ok is false if a case did not run.
+func sharing(r *campaignResults, l, o string) (energy, turnaround float64, ok bool) {
+	fed, alone := r.get("P1-ehosep-"+l), r.get("I46-"+o)
+	if fed == nil || alone == nil {
+		return math.NaN(), math.NaN(), false
+	}
+	var f *sim.OrgSummary
+	for i := range fed.sum.Orgs {
+		if fed.sum.Orgs[i].Name == o {
+			f = &fed.sum.Orgs[i]
+		}
+	}
+	if f == nil || len(alone.sum.Orgs) != 1 {
+		return math.NaN(), math.NaN(), false
+	}
+	a := &alone.sum.Orgs[0]
+	return plot.RelPct(f.OwnerKJs.Mean, a.OwnerKJs.Mean), plot.RelPct(f.TurnaroundMean.Mean, a.TurnaroundMean.Mean), true
+}
+
+func writeSharing(md *mdWriter, r *campaignResults) {
+	type eng struct {
+		label string
+		r     *campaignResults
+	}
+	engines := []eng{{"ours", r}}
+	if r.ispd != nil {
+		engines = append(engines, eng{"iSPD", r.ispd})
+	}
+	header := false
+	for _, e := range engines {
+		for _, l := range limits {
+			cells := []string{e.label, l}
+			any := false
+			for _, o := range sharingOrgs {
+				en, tt, ok := sharing(e.r, l, o)
+				any = any || ok
+				cells = append(cells, fmtPct(en)+" / "+fmtPct(tt))
+			}
+			if !any {
+				continue
+			}
+			if !header {
+				md.f("## Sharing against keeping one's machines (§4.6, figures 19-22)\n\n")
+				md.f("Each organisation in test 1 (`P1-ehosep-L`, everyone at limit L) against the same organisation alone with its own tasks on its own machines under SJF (`I46-Uk`: EHOSEP with one organisation, L1499). Cells: relative difference (federation − alone)/alone · 100 of its **local consumption** (KJ/s on its own machines, whoever used them) / of its **mean turnaround**; negative means sharing is better. The figures are not in the seed text; the prose (L1509-1525) is checked in the findings above (`I46-*`).\n\n")
+				md.header("engine", "limit", "U1 local / turnaround", "U2", "U3", "U4")
+				header = true
+			}
+			md.row(cells...)
+		}
+	}
+	if header {
+		md.f("\n")
 	}
 }
 
@@ -1473,6 +1545,54 @@ func findings() []finding {
 			}},
 		)
 	}
+	// §4.6 (L1509-1525): sharing against each organisation alone.
+	sh := func(c *checker, l, o string) (float64, float64) {
+		e, t, ok := sharing(c.r, l, o)
+		if !ok {
+			c.missing = true
+		}
+		return e, t
+	}
+	fs = append(fs,
+		finding{"I46-a", "§4.6 L1509", "Sharing at 80 %: every organisation's local consumption is lower than alone, U1's and U3's savings the largest", func(c *checker) {
+			var e [4]float64
+			for k, o := range sharingOrgs {
+				e[k], _ = sh(c, "80%", o)
+				c.claim(e[k] < 0, "%s local %+.1f %%", o, e[k])
+			}
+			c.claim(math.Max(e[0], e[2]) < math.Min(e[1], e[3]), "U1 %+.1f and U3 %+.1f below U2 %+.1f and U4 %+.1f", e[0], e[2], e[1], e[3])
+		}},
+		finding{"I46-b", "§4.6 L1509-1511", "Sharing at 80 %: U1's and U2's mean turnaround 20-60 % higher than alone; U3's lower (about −60 %); U4's not lower", func(c *checker) {
+			_, t1 := sh(c, "80%", "U1")
+			_, t2 := sh(c, "80%", "U2")
+			_, t3 := sh(c, "80%", "U3")
+			_, t4 := sh(c, "80%", "U4")
+			c.claim(t1 >= 20 && t1 <= 60, "U1 %+.1f %% within +20 to +60", t1)
+			c.claim(t2 >= 20 && t2 <= 60, "U2 %+.1f %% within +20 to +60", t2)
+			c.claim(t3 < -30, "U3 %+.1f %% well below 0", t3)
+			c.claim(t4 >= 0, "U4 %+.1f %% not below 0", t4)
+		}},
+		finding{"I46-c", "§4.6 L1521", "As the limits rise, local savings shrink and U3's and U4's turnarounds fall", func(c *checker) {
+			for _, o := range sharingOrgs {
+				e80, t80 := sh(c, "80%", o)
+				es, ts := sh(c, "system", o)
+				c.claim(es > e80, "%s local %+.1f %% at system > %+.1f %% at 80 %%", o, es, e80)
+				if o == "U3" || o == "U4" {
+					c.claim(ts < t80, "%s turnaround %+.1f %% at system < %+.1f %% at 80 %%", o, ts, t80)
+				}
+			}
+		}},
+		finding{"I46-d", "§4.6 L1521-1525", "Without limits, U1, U2 and U4 still save at least 20 % of local consumption; U1's and U2's turnaround rises by at most 30 %", func(c *checker) {
+			for _, o := range []string{"U1", "U2", "U4"} {
+				e, _ := sh(c, "system", o)
+				c.claim(e <= -20, "%s local %+.1f %% ≤ −20 %%", o, e)
+			}
+			for _, o := range []string{"U1", "U2"} {
+				_, t := sh(c, "system", o)
+				c.claim(t <= 30, "%s turnaround %+.1f %% ≤ +30 %%", o, t)
+			}
+		}},
+	)
 	// The same claims with the ideal time on the machine that completed the
 	// task (the first half of seed 001's definition 5: "esse tempo agora
 	// depende da máquina utilizada"), SC (CC is the same here).
