@@ -204,7 +204,17 @@ func (is *ispdState) update(s *simulator) {
 	}
 }
 
-func (is *ispdState) hold(m int) {
+// hold blocks machine m, given a task at now. Updates are skipped while
+// nothing is held, so the first hold after such a gap sets the next update
+// to the first multiple of the period at or after now (one at now itself
+// comes after this instant's events, as in SimulacaoSequencial.java L193).
+func (is *ispdState) hold(m int, now float64) {
+	if is.nHeld == 0 {
+		is.nextUpdate = math.Ceil(now/ISPDUpdateSeconds) * ISPDUpdateSeconds
+		if is.nextUpdate == 0 {
+			is.nextUpdate = ISPDUpdateSeconds // the first update is at 15 s
+		}
+	}
 	if !is.held[m] {
 		is.held[m] = true
 		is.nHeld++
@@ -226,7 +236,7 @@ func (s *simulator) ispdMasterEvent(is *ispdState, ev masterEvent) error {
 		if err != nil || !ok {
 			return err
 		}
-		is.hold(d.Machine)
+		is.hold(d.Machine, s.now)
 		// An allocation is a dispatch; a preemption sends the stopped task
 		// back to the master, which dispatches the waiting one
 		// (EHOSEP.java L447-515: adicionarTarefa, then enviarTarefa) and

@@ -98,11 +98,15 @@ func TestISPDOneDecisionPerCall(t *testing.T) {
 // B (DP +1) on A's m1 or on m2 — unless the machine is still blocked: each
 // was given a task at 0, so it is "Bloqueado" until the update at 15 and
 // "Incerto" until the one at 30.
-func blockedCase(at float64) *scenario.Instance {
+func blockedCase(at float64) *scenario.Instance { return blockedCaseFrom(0, at) }
+
+// blockedCaseFrom is blockedCase with B's tasks arriving at t0 (and A's at
+// t0 + at).
+func blockedCaseFrom(t0, at float64) *scenario.Instance {
 	return ispdInst([]string{"A", "B"}, []int{0, 1}, []int64{100, 100}, []scenario.TaskSpec{
-		{ID: "b1", Org: 1, SizeMFlop: 50_000, SubmitSeconds: 0},
-		{ID: "b2", Org: 1, SizeMFlop: 50_000, SubmitSeconds: 0},
-		{ID: "a1", Org: 0, SizeMFlop: 100_000, SubmitSeconds: at},
+		{ID: "b1", Org: 1, SizeMFlop: 50_000, SubmitSeconds: t0},
+		{ID: "b2", Org: 1, SizeMFlop: 50_000, SubmitSeconds: t0},
+		{ID: "a1", Org: 0, SizeMFlop: 100_000, SubmitSeconds: t0 + at},
 	})
 }
 
@@ -119,6 +123,20 @@ func TestISPDMachineBlocking(t *testing.T) {
 		a1 := record(t, r, "a1")
 		if a1.FirstStartSeconds != c.start || r.Total.Preemptions != c.preemptions {
 			t.Errorf("A's task at %v s: starts at %v s with %d preemptions; want %v s and %d",
+				c.at, a1.FirstStartSeconds, r.Total.Preemptions, c.start, c.preemptions)
+		}
+	}
+	// The same after a long time with nothing held: B's tasks arrive at
+	// 1000 s, and the machines stay blocked until the second update after
+	// (1005: "Incerto"; 1020: "Ocupado"), not until the next two updates
+	// of a clock left behind while nothing was held.
+	for _, c := range []struct {
+		at, start   float64
+		preemptions int
+	}{{5, 1500, 0}, {15, 1500, 0}, {25, 1025, 1}} {
+		r := runISPD1(t, blockedCaseFrom(1000, c.at), "ehosep", Config{})
+		if a1 := record(t, r, "a1"); a1.FirstStartSeconds != c.start || r.Total.Preemptions != c.preemptions {
+			t.Errorf("B at 1000 s, A at +%v s: A starts at %v s with %d preemptions; want %v s and %d",
 				c.at, a1.FirstStartSeconds, r.Total.Preemptions, c.start, c.preemptions)
 		}
 	}
