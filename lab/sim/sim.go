@@ -9,6 +9,11 @@
 // aggregates them in run order, so its Summary does not depend on the number
 // of workers.
 //
+// That is the default engine. Config.Engine = EngineISPD selects the
+// author's iSPD semantics instead (ispd.go): one decision per scheduler
+// call, calls on completions and on arrivals at an idle master, machines
+// blocked for two 15 s status updates, and no checkpoint kept.
+//
 // Choices made here (POLICY.md leaves them to the simulator):
 //
 //   - Within one instant, completions are applied first (in machine order),
