@@ -114,13 +114,13 @@ func newEhosepPass(s *State, bestFit bool) *ehosepPass {
 		w.pi[o] += ms[m].BusyMilliW
 	}
 	for m := range ms {
-		if !w.busy[m] {
+		if !w.busy[m] && !s.held(m) {
 			w.free.setLeaf(w.watt.pos[m], int32(m))
 		}
 	}
 	w.free.build()
 	for m := range ms {
-		if w.busy[m] {
+		if w.busy[m] && !s.held(m) {
 			w.victimTree(w.running[m].Org).setLeaf(w.watt.pos[m], int32(m))
 		}
 	}

@@ -90,13 +90,28 @@ func (p *plainPass) orgBefore(a, b int) bool {
 // algorithm 1 (L489-514), without power limits. It serves only the
 // organisation with the lowest DP among those with waiting work, and stops
 // when that one cannot be served.
-type HOSEP struct{}
+//
+// The zero value follows the published pseudocode. The two options follow
+// the author's iSPD code instead (gspd-unesp/ispd at 196cdf6,
+// src/ispd/externo/HOSEP.java), where it differs; the simulator's iSPD
+// engine sets both (docs/REPRODUCTION.md):
+//
+//   - StrictExcess: the preemption test's second clause is PRE_Preemp > 0
+//     (HOSEP.java L173: "penalidaUserEscravoPosterior > 0"), not ≥ 0.
+//   - NextOrg: when the organisation with the lowest DP can be served
+//     neither by a free machine nor by preemption, try the next one in DP
+//     order (HOSEP.java L237-288: escalonar's loop goes on when buscarRecurso
+//     returns -1) instead of ending the pass.
+type HOSEP struct {
+	StrictExcess bool
+	NextOrg      bool
+}
 
 // Name implements Policy.
 func (HOSEP) Name() string { return "hosep" }
 
 // Schedule implements Policy.
-func (HOSEP) Schedule(s *State) ([]Decision, error) {
+func (h HOSEP) Schedule(s *State) ([]Decision, error) {
 	if err := Validate(s); err != nil {
 		return nil, err
 	}
@@ -108,63 +123,97 @@ func (HOSEP) Schedule(s *State) ([]Decision, error) {
 		if n > p.limit() {
 			return nil, fmt.Errorf("hosep: no quiescence after %d services", n)
 		}
-		// Line 2: the organisation with the lowest DP that has waiting work.
-		i := -1
-		for o := range s.Orgs {
-			if len(p.queue[o].items) > 0 && (i < 0 || p.orgBefore(o, i)) {
-				i = o
+		// Line 2: the organisations with waiting work, lowest DP first. The
+		// published algorithm tries only the first; NextOrg tries them all.
+		served := false
+		for _, i := range p.waitingByDP() {
+			if p.serveHOSEP(i, h) {
+				served = true
+				break
+			}
+			if !h.NextOrg {
+				break
 			}
 		}
-		if i < 0 {
+		if !served {
 			return p.out, nil
 		}
-		// Lines 3-6: the free machine with the highest computing power.
-		best := -1
-		for m, mc := range s.Machines {
-			if !p.busy[m] && (best < 0 || fasterMachine(mc, s.Machines[best])) {
-				best = m
-			}
+	}
+}
+
+// waitingByDP lists the organisations with waiting work in DP order
+// (orgBefore).
+func (p *plainPass) waitingByDP() []int {
+	var os []int
+	for o := range p.s.Orgs {
+		if len(p.queue[o].items) > 0 {
+			os = append(os, o)
 		}
-		if best >= 0 {
-			p.allocate(i, best)
+	}
+	for a := 1; a < len(os); a++ {
+		for b := a; b > 0 && p.orgBefore(os[b], os[b-1]); b-- {
+			os[b], os[b-1] = os[b-1], os[b]
+		}
+	}
+	return os
+}
+
+// serveHOSEP serves organisation i once (lines 3-13) and says whether it
+// could.
+func (p *plainPass) serveHOSEP(i int, h HOSEP) bool {
+	s := p.s
+	// Lines 3-6: the free machine with the highest computing power.
+	best := -1
+	for m, mc := range s.Machines {
+		if !p.busy[m] && !s.held(m) && (best < 0 || fasterMachine(mc, s.Machines[best])) {
+			best = m
+		}
+	}
+	if best >= 0 {
+		p.allocate(i, best)
+		return true
+	}
+	// Lines 8-13: preempt from the organisation with the highest DP.
+	if !(p.dp(i) < 0) {
+		return false
+	}
+	j := -1
+	for o := range s.Orgs {
+		if j < 0 || p.orgBefore(j, o) {
+			j = o
+		}
+	}
+	if j < 0 || j == i || !(p.dp(j) > 0) {
+		return false
+	}
+	// Its running task on the machine of least computing power
+	// (L510: "to minimise the impact on the loser's DP"); ties: least
+	// waste, then machine ID.
+	y := -1
+	for m, mc := range s.Machines {
+		if !p.busy[m] || s.held(m) || p.running[m].Org != j {
 			continue
 		}
-		// Lines 8-13: preempt from the organisation with the highest DP.
-		if !(p.dp(i) < 0) {
-			return p.out, nil
+		if y < 0 || slowerMachine(mc, s.Machines[y], p.waste[m], p.waste[y]) {
+			y = m
 		}
-		j := -1
-		for o := range s.Orgs {
-			if j < 0 || p.orgBefore(j, o) {
-				j = o
-			}
-		}
-		if j < 0 || j == i || !(p.dp(j) > 0) {
-			return p.out, nil
-		}
-		// Its running task on the machine of least computing power
-		// (L510: "to minimise the impact on the loser's DP"); ties: least
-		// waste, then machine ID.
-		y := -1
-		for m, mc := range s.Machines {
-			if !p.busy[m] || p.running[m].Org != j {
-				continue
-			}
-			if y < 0 || slowerMachine(mc, s.Machines[y], p.waste[m], p.waste[y]) {
-				y = m
-			}
-		}
-		if y < 0 {
-			return p.out, nil
-		}
-		d := s.Machines[y].MFLOPS
-		pre := PREPreempt(p.alloc[j], p.tot.QuotaMFLOPS[j], d)
-		// The pseudocode's condition (L500), not the prose (L484).
-		if !(pre >= PREAlloc(p.alloc[i], p.tot.QuotaMFLOPS[i], d) || pre >= 0) {
-			return p.out, nil
-		}
-		p.preemptFor(i, y)
 	}
+	if y < 0 {
+		return false
+	}
+	d := s.Machines[y].MFLOPS
+	pre := PREPreempt(p.alloc[j], p.tot.QuotaMFLOPS[j], d)
+	// The pseudocode's condition (L500), not the prose (L484); with
+	// StrictExcess the author's code's > 0.
+	excess := pre >= 0
+	if h.StrictExcess {
+		excess = pre > 0
+	}
+	if !(pre >= PREAlloc(p.alloc[i], p.tot.QuotaMFLOPS[i], d) || excess) {
+		return false
+	}
+	p.preemptFor(i, y)
+	return true
 }
 
 // fasterMachine: higher computing power; ties: lower draw, then ID.
@@ -244,7 +293,7 @@ func (OSEP) Schedule(s *State) ([]Decision, error) {
 		}
 		freeM := -1
 		for m := range s.Machines {
-			if !p.busy[m] {
+			if !p.busy[m] && !s.held(m) {
 				freeM = m
 				break
 			}
@@ -268,10 +317,14 @@ func (OSEP) Schedule(s *State) ([]Decision, error) {
 		}
 		y := -1
 		for m := range s.Machines {
-			if p.busy[m] && p.running[m].Org == o && (y < 0 || p.waste[m] < p.waste[y] ||
+			if p.busy[m] && !s.held(m) && p.running[m].Org == o && (y < 0 || p.waste[m] < p.waste[y] ||
 				(p.waste[m] == p.waste[y] && s.Machines[m].ID < s.Machines[y].ID)) {
 				y = m
 			}
+		}
+		if y < 0 {
+			// Every machine of o is held (State.Held).
+			return p.out, nil
 		}
 		p.preemptFor(u, y)
 		inUse[u]++

@@ -99,7 +99,18 @@ type State struct {
 	// run time on the machine (5 minutes in the dissertation); 0 means no
 	// checkpointing (eq. 3.8).
 	CheckpointBlockSeconds float64
+	// Held, if not empty (one entry per machine), marks the machines the
+	// scheduler must leave alone in this pass: a held machine is neither
+	// free nor a preemption victim, but the task running on it still counts
+	// in its organisation's allocation and power. The author's iSPD
+	// schedulers block a machine for two status-update cycles after every
+	// assignment (EHOSEP.java and HOSEP.java, resultadoAtualizar); the
+	// simulator's iSPD engine (lab/sim/ispd.go) passes those machines here.
+	Held []bool
 }
+
+// held says machine m is held (see State.Held).
+func (s *State) held(m int) bool { return len(s.Held) > 0 && s.Held[m] }
 
 // Kind says what a decision does.
 type Kind uint8

@@ -27,6 +27,9 @@ func Validate(s *State) error {
 			return fmt.Errorf("policy state: org %q: limit %d mW < 0", o.Name, o.LimitMilliW)
 		}
 	}
+	if len(s.Held) != 0 && len(s.Held) != len(s.Machines) {
+		return fmt.Errorf("policy state: %d held flags for %d machines", len(s.Held), len(s.Machines))
+	}
 	if s.federation() == nil {
 		if err := validateMachines(len(s.Orgs), s.Machines); err != nil {
 			return err

@@ -54,6 +54,7 @@ its 95 % confidence interval (Student t).`,
 	fl.StringVar(&f.LimitAll, "limit-all", "", "every organisation's power limit: PCT%, WATTS W, or system")
 	fl.StringVar(&f.Checkpoint, "checkpoint", "", "checkpoint block as run time (e.g. 5m) or off (default: the scenario's)")
 	fl.StringVar(&f.Tick, "tick", "", "scheduler tick (e.g. 30s) or off (default: the scenario's)")
+	fl.StringVar(&f.Engine, "engine", "", "simulator engine: default (this project's model) or ispd (the author's iSPD semantics, docs/REPRODUCTION.md); default: the scenario's sim.engine")
 	fl.IntVar(&f.Runs, "runs", 60, "number of runs (the dissertation uses 60)")
 	fl.Uint64Var(&f.Seed, "seed", 1, "seed of run 1; run k uses seed+k-1")
 	fl.IntVar(&f.Workers, "workers", runtime.GOMAXPROCS(0), "runs simulated in parallel")
@@ -98,6 +99,7 @@ one by one) and the figures as PNG. Progress goes to stderr.`,
 	fl.IntVar(&f.Workers, "workers", runtime.GOMAXPROCS(0), "runs simulated in parallel")
 	fl.StringVar(&f.Only, "only", "", "run only the cases whose name matches this regular expression (e.g. S1M1 or '^P1-')")
 	fl.StringVar(&f.Scenarios, "scenarios", filepath.Join("examples", "scenarios"), "directory holding model1.yaml, model2.yaml and hosep12-*.yaml")
+	fl.StringSliceVar(&f.Engines, "engines", nil, "simulator engines to run the campaign under: default and/or ispd (the author's iSPD semantics); default: both")
 	return cmd
 }
 

@@ -56,6 +56,8 @@ const (
 	TurnaroundGeoMean
 	// BoundedSlowdown is the mean bounded slowdown (τ = 10 s).
 	BoundedSlowdown
+	// BoundedSlowdown100 is the mean bounded slowdown with τ = 100 s.
+	BoundedSlowdown100
 )
 
 // String names the metric as chart axes do.
@@ -75,11 +77,13 @@ func (m Metric) String() string {
 		return "geometric-mean turnaround (min)"
 	case BoundedSlowdown:
 		return "bounded slowdown (τ = 10 s)"
+	case BoundedSlowdown100:
+		return "bounded slowdown (τ = 100 s)"
 	}
 	return fmt.Sprintf("metric(%d)", int(m))
 }
 
-func (m Metric) valid() bool { return m >= Satisfaction && m <= BoundedSlowdown }
+func (m Metric) valid() bool { return m >= Satisfaction && m <= BoundedSlowdown100 }
 
 // series is one named quantity of an organisation, scaled for display.
 type series struct {
@@ -113,6 +117,8 @@ func seriesOf(m Metric) []series {
 		return []series{{"geometric mean", func(o *sim.OrgSummary) sim.Stat { return o.TurnaroundGeoMean }, 1.0 / 60}}
 	case BoundedSlowdown:
 		return []series{{"bounded slowdown", func(o *sim.OrgSummary) sim.Stat { return o.BoundedSlowdownMean }, 1}}
+	case BoundedSlowdown100:
+		return []series{{"bounded slowdown (τ = 100 s)", func(o *sim.OrgSummary) sim.Stat { return o.BoundedSlowdown100Mean }, 1}}
 	}
 	return nil
 }

@@ -38,6 +38,11 @@ type Options struct {
 	// Scenarios is the directory holding model1.yaml, model2.yaml and
 	// hosep12-*.yaml.
 	Scenarios string
+	// Engines are the simulator engines to run the campaign under, in
+	// order: sim.EngineDefault (this project's model, always first when
+	// present) and sim.EngineISPD (the author's iSPD semantics). Empty
+	// means both.
+	Engines []string
 }
 
 // campaignCase is one case of the campaign: a scenario, a policy and the
@@ -74,6 +79,9 @@ var ckptModes = []struct{ label, flag string }{{"CC", "5m"}, {"SC", "off"}}
 
 var hosepDemands = []string{"low", "medium", "high"}
 
+// sharingOrgs are Model 1's organisations, each alone in §4.6.
+var sharingOrgs = []string{"U1", "U2", "U3", "U4"}
+
 func seqCase(seq, ck, limit string) string { return seq + "-" + ck + "-" + limit }
 
 // campaign lists every case in run order.
@@ -109,6 +117,16 @@ func campaign() []campaignCase {
 			Policy: "ehosep-bestfit", Late: "U2", LateLimit: l, Checkpoint: "off", Limit: l,
 		})
 	}
+	// §4.6 (L1491-1525): each organisation of Model 1 alone with its own
+	// tasks and machines, under SJF (EHOSEP with one organisation, L1499),
+	// against test 1's P1-ehosep cases. Its tasks are the same as in
+	// model1.yaml for every seed (one size stream per organisation and type).
+	for _, o := range sharingOrgs {
+		cs = append(cs, campaignCase{
+			Name: "I46-" + o, Group: "4.6", Scenario: "alone/model1-" + o + ".yaml",
+			Policy: "ehosep", Late: "none", AllLimit: "system", Checkpoint: "off", Limit: "—",
+		})
+	}
 	// The HOSEP paper's 12-node grid (seed 001 §4); User1 late as the
 	// scenario files say.
 	for _, d := range hosepDemands {
@@ -126,10 +144,9 @@ func campaign() []campaignCase {
 
 // caseResult is one case's outcome.
 type caseResult struct {
-	c       campaignCase
-	sum     *sim.Summary
-	report  simcase.Report
-	elapsed time.Duration
+	c      campaignCase
+	sum    *sim.Summary
+	report simcase.Report
 }
 
 // campaignResults are the outcomes by case name, in run order.
@@ -137,8 +154,12 @@ type campaignResults struct {
 	runs   int
 	seed   uint64
 	only   string
+	engine string
 	order  []*caseResult
 	byName map[string]*caseResult
+	// ispd is the same campaign under the iSPD engine (nil if not run);
+	// set on the default engine's results only.
+	ispd *campaignResults
 }
 
 func (r *campaignResults) get(name string) *caseResult { return r.byName[name] }
@@ -172,19 +193,30 @@ func Run(ctx context.Context, f Options, stderr io.Writer) error {
 	if len(cases) == 0 {
 		return lab.Usagef("--only %q matches no case (names look like S1M1-CC-80%%, P1-hosep, P2-bestfit-system, H12-low-SC-osep)", f.Only)
 	}
+	engines := f.Engines
+	if len(engines) == 0 {
+		engines = []string{sim.EngineDefault, sim.EngineISPD}
+	}
+	for _, e := range engines {
+		if e != sim.EngineDefault && e != sim.EngineISPD {
+			return lab.Usagef("--engines %q: want %s and/or %s", e, sim.EngineDefault, sim.EngineISPD)
+		}
+	}
 	// Resolve every case before running any, so that a missing scenario
 	// file or a bad option fails at once.
-	built := make([]*simcase.Case, len(cases))
-	for i, c := range cases {
-		sc, err := simcase.Build(simcase.Options{
-			Scenario: filepath.Join(f.Scenarios, c.Scenario), Policy: c.Policy,
-			Late: c.Late, Limit: c.LateLimit, LimitAll: c.AllLimit, Checkpoint: c.Checkpoint,
-			Runs: f.Runs, Seed: f.Seed, Workers: f.Workers,
-		})
-		if err != nil {
-			return fmt.Errorf("case %s: %w", c.Name, err)
+	built := map[string][]*simcase.Case{}
+	for _, e := range engines {
+		for _, c := range cases {
+			sc, err := simcase.Build(simcase.Options{
+				Scenario: filepath.Join(f.Scenarios, c.Scenario), Policy: c.Policy,
+				Late: c.Late, Limit: c.LateLimit, LimitAll: c.AllLimit, Checkpoint: c.Checkpoint,
+				Runs: f.Runs, Seed: f.Seed, Workers: f.Workers, Engine: e,
+			})
+			if err != nil {
+				return fmt.Errorf("case %s (%s engine): %w", c.Name, e, err)
+			}
+			built[e] = append(built[e], sc)
 		}
-		built[i] = sc
 	}
 	if err := os.MkdirAll(f.Out, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
@@ -200,20 +232,62 @@ func Run(ctx context.Context, f Options, stderr io.Writer) error {
 	}
 
 	start := time.Now()
-	res := &campaignResults{runs: f.Runs, seed: f.Seed, only: f.Only, byName: map[string]*caseResult{}}
-	fmt.Fprintf(stderr, "campaign: %d cases × %d runs, %d workers\n", len(cases), f.Runs, f.Workers)
-	for i, c := range cases {
-		t0 := time.Now()
-		sum, err := built[i].Simulate(ctx)
-		if err != nil {
-			return fmt.Errorf("case %s: %w", c.Name, err)
+	byEngine := map[string]*campaignResults{}
+	for _, e := range engines {
+		res := &campaignResults{runs: f.Runs, seed: f.Seed, only: f.Only, engine: e, byName: map[string]*caseResult{}}
+		fmt.Fprintf(stderr, "campaign (%s engine): %d cases × %d runs, %d workers\n", e, len(cases), f.Runs, f.Workers)
+		// Under iSPD a preempted task keeps nothing whatever the checkpoint
+		// block (lab/sim/ispd.go rule 4; simcase.Build sets it to 0), so a
+		// CC case is its SC twin's very configuration: simulate the twin
+		// once and give its summary to both.
+		twin := func(c campaignCase) (int, bool) {
+			if e != sim.EngineISPD || c.Checkpoint == "off" {
+				return 0, false
+			}
+			for j, d := range cases {
+				if d.Name == strings.Replace(c.Name, "-CC-", "-SC-", 1) && d.Checkpoint == "off" {
+					return j, true
+				}
+			}
+			return 0, false
 		}
-		cr := &caseResult{c: c, sum: sum, report: simcase.NewReport(built[i], sum), elapsed: time.Since(t0)}
-		res.order = append(res.order, cr)
-		res.byName[c.Name] = cr
-		fmt.Fprintf(stderr, "[%*d/%d] %-22s %-15s %6.2fs\n", len(fmt.Sprint(len(cases))), i+1, len(cases), c.Name, c.Policy, cr.elapsed.Seconds())
+		sums := make([]*sim.Summary, len(cases))
+		for pass := 0; pass < 2; pass++ {
+			for i, c := range cases {
+				j, isTwin := twin(c)
+				if (pass == 0) == isTwin {
+					continue
+				}
+				t0 := time.Now()
+				if isTwin {
+					sums[i] = sums[j]
+					fmt.Fprintf(stderr, "[%*d/%d] %-22s %-15s %-7s = %s (no checkpoint under iSPD)\n", len(fmt.Sprint(len(cases))), i+1, len(cases), c.Name, c.Policy, e, cases[j].Name)
+					continue
+				}
+				sum, err := built[e][i].Simulate(ctx)
+				if err != nil {
+					return fmt.Errorf("case %s (%s engine): %w", c.Name, e, err)
+				}
+				sums[i] = sum
+				fmt.Fprintf(stderr, "[%*d/%d] %-22s %-15s %-7s %6.2fs\n", len(fmt.Sprint(len(cases))), i+1, len(cases), c.Name, c.Policy, e, time.Since(t0).Seconds())
+			}
+		}
+		for i, c := range cases {
+			cr := &caseResult{c: c, sum: sums[i], report: simcase.NewReport(built[e][i], sums[i])}
+			res.order = append(res.order, cr)
+			res.byName[c.Name] = cr
+		}
+		byEngine[e] = res
 	}
 	simDone := time.Since(start)
+	res := byEngine[sim.EngineDefault]
+	if res == nil {
+		// Only the iSPD engine ran: it fills the main columns, and the
+		// iSPD columns say "not run".
+		res = byEngine[sim.EngineISPD]
+	} else {
+		res.ispd = byEngine[sim.EngineISPD]
+	}
 
 	if err := writeResultsJSON(filepath.Join(f.Out, "results.json"), res); err != nil {
 		return err
@@ -225,8 +299,8 @@ func Run(ctx context.Context, f Options, stderr io.Writer) error {
 	if err := writeTablesMD(filepath.Join(f.Out, "tables.md"), res, figs); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "campaign: %d cases × %d runs simulated in %.1fs; with results.json, tables.md and %d figures %.1fs in all → %s\n",
-		len(cases), f.Runs, simDone.Seconds(), len(figs), time.Since(start).Seconds(), f.Out)
+	fmt.Fprintf(stderr, "campaign: %d cases × %d runs × %d engines simulated in %.1fs; with results.json, tables.md and %d figures %.1fs in all → %s\n",
+		len(cases), f.Runs, len(engines), simDone.Seconds(), len(figs), time.Since(start).Seconds(), f.Out)
 	return nil
 }
 
@@ -244,6 +318,9 @@ type satisfactionFactors struct {
 	TimeRatio sim.Stat `json:"time_ratio"`
 	Alpha     sim.Stat `json:"alpha"`
 	Beta      sim.Stat `json:"beta"`
+	// BetaUse is β over the organisation's own span of use (Metricas.java
+	// satisfacaoGeralUso).
+	BetaUse sim.Stat `json:"beta_geral_uso"`
 }
 
 func writeResultsJSON(path string, r *campaignResults) error {
@@ -253,20 +330,36 @@ func writeResultsJSON(path string, r *campaignResults) error {
 		Seed      uint64     `json:"seed"`
 		Only      string     `json:"only,omitempty"`
 		Note      string     `json:"note"`
+		Engine    string     `json:"engine"`
 		Cases     []caseJSON `json:"cases"`
+		ISPDCases []caseJSON `json:"cases_ispd,omitempty"`
 	}{
-		Generator: "peer reproduce", Runs: r.runs, Seed: r.seed, Only: r.only, Note: simcase.SatisfactionNote,
+		Generator: "peer reproduce", Runs: r.runs, Seed: r.seed, Only: r.only, Note: simcase.SatisfactionNote, Engine: r.engine,
 	}
+	doc.Cases = casesJSON(r)
+	if r.ispd != nil {
+		doc.ISPDCases = casesJSON(r.ispd)
+	}
+	js, err := json.Marshal(doc)
+	return finishResultsJSON(path, js, err)
+}
+
+// casesJSON is every case of r as results.json writes it.
+func casesJSON(r *campaignResults) []caseJSON {
+	var out []caseJSON
 	for _, cr := range r.order {
 		rep := cr.report
 		rep.Note = "" // said once above
 		cj := caseJSON{campaignCase: cr.c, Summary: rep, Components: map[string]satisfactionFactors{}}
 		for _, o := range cr.sum.Orgs {
-			cj.Components[o.Name] = satisfactionFactors{TimeRatio: o.TimeRatio, Alpha: o.Alpha, Beta: o.Beta}
+			cj.Components[o.Name] = satisfactionFactors{TimeRatio: o.TimeRatio, Alpha: o.Alpha, Beta: o.Beta, BetaUse: o.BetaUse}
 		}
-		doc.Cases = append(doc.Cases, cj)
+		out = append(out, cj)
 	}
-	js, err := json.Marshal(doc)
+	return out
+}
+
+func finishResultsJSON(path string, js []byte, err error) error {
 	if err != nil {
 		return fmt.Errorf("results.json: %w", err)
 	}
@@ -409,6 +502,8 @@ func orgTotal(s *sim.Summary, m plot.Metric) float64 {
 		return s.Total.TurnaroundGeoMean.Mean / 60
 	case plot.BoundedSlowdown:
 		return s.Total.BoundedSlowdownMean.Mean
+	case plot.BoundedSlowdown100:
+		return s.Total.BoundedSlowdown100Mean.Mean
 	}
 	return math.NaN()
 }
@@ -442,7 +537,7 @@ func variants(m plot.Metric) []struct {
 	return []struct {
 		label string
 		m     plot.Metric
-	}{{"ours, mean", plot.Turnaround}, {"ours, geo. mean", plot.TurnaroundGeoMean}, {"ours, bounded slowdown", plot.BoundedSlowdown}}
+	}{{"ours, mean", plot.Turnaround}, {"ours, geo. mean", plot.TurnaroundGeoMean}, {"ours, bounded slowdown", plot.BoundedSlowdown}, {"ours, bounded slowdown τ=100", plot.BoundedSlowdown100}}
 }
 
 // ---- output helpers ----
@@ -650,11 +745,19 @@ func writeTablesMD(path string, r *campaignResults, figs []figure) error {
 	md.f("` (do not edit; `make sim` regenerates it). %d cases, %d runs each; run k of every case draws its tasks from seed %d+k−1, so policies are compared on identical workloads. Mean ± 95 %% CI over runs. See docs/REPRODUCTION.md for the discussion.\n\n", len(r.order), r.runs, r.seed)
 	md.f("Satisfaction: %s.\n\n", simcase.SatisfactionNote)
 
+	writeEngineSummary(md, r)
 	writeFindings(md, r)
 	writeComparisons(md, r, fig)
-	writeAbsolute(md, r)
-	writeSweeps(md, r, fig)
+	writeAbsolute(md, r, "")
+	writeSweeps(md, r, fig, "")
 	writeHosep12(md, r, fig)
+	writeSharing(md, r)
+	if r.ispd != nil {
+		md.f("# Under the author's iSPD semantics\n\n")
+		md.f("The same cases run with `--engine ispd` (lab/sim/ispd.go; docs/REPRODUCTION.md \"The iSPD engine\"). A preempted task keeps nothing there (getCheckPoint() = 0), so every CC case equals its SC case; only SC is shown.\n\n")
+		writeAbsolute(md, r.ispd, " (iSPD semantics)")
+		writeSweeps(md, r.ispd, func(string) {}, " (iSPD semantics)")
+	}
 	writeFlips(md, r)
 	writeCaseIndex(md, r)
 
@@ -670,7 +773,7 @@ func writeTablesMD(path string, r *campaignResults, figs []figure) error {
 
 func writeComparisons(md *mdWriter, r *campaignResults, fig func(string)) {
 	md.f("## Tables 11-18: relative differences, published and ours\n\n")
-	md.f("Each cell is (subject − base) / base · 100, per organisation, as the dissertation computes them; negative means the subject is lower. The published row is seed 000's; below it, ours with the paper's metric first (KJ/s for energy, mean turnaround) and then the metrics it could have used (total joules; geometric-mean turnaround and bounded slowdown, τ = 10 s). \"Signs agree\" counts the cells, over the four organisations and the four limits, where ours has the published sign.\n\n")
+	md.f("Each cell is (subject − base) / base · 100, per organisation, as the dissertation computes them; negative means the subject is lower. The published row is seed 000's; below it, ours with the paper's metric first (KJ/s for energy, mean turnaround) and then the metrics it could have used (total joules; geometric-mean turnaround and bounded slowdown, τ = 10 s and, seed 002's other value, τ = 100 s). \"Signs agree\" counts the cells, over the four organisations and the four limits, where ours has the published sign.\n\n")
 	for _, c := range comparisons {
 		md.f("### Table %d: %s\n\n", c.num, c.title)
 		md.f("Subject `%s`…, base `%s`….\n\n", c.subject("80%"), c.base("80%"))
@@ -711,17 +814,64 @@ func writeComparisons(md *mdWriter, r *campaignResults, fig func(string)) {
 				}
 				md.row(cellsRow...)
 			}
+			if r.ispd != nil {
+				if row := relRow(r.ispd, c.subject(l), c.base(l), c.metric); row != nil {
+					cellsRow := []string{"", "**iSPD semantics**, " + strings.TrimPrefix(variants(c.metric)[0].label, "ours, ")}
+					for _, x := range row {
+						cellsRow = append(cellsRow, fmtPct(x))
+					}
+					md.row(cellsRow...)
+				}
+			}
 		}
 		md.f("\n")
 		if ran && cells > 0 {
-			md.f("Signs agree in %d of %d cells; mean absolute difference %.1f percentage points.\n\n", agree, cells, absDiff/float64(cells))
+			md.f("Signs agree in %d of %d cells; mean absolute difference %.1f percentage points.", agree, cells, absDiff/float64(cells))
+			if st := tableAgreement(r.ispd, c); st.cells > 0 {
+				md.f(" Under the iSPD semantics: signs agree in %d of %d cells; mean absolute difference %.1f percentage points.", st.agree, st.cells, st.mad)
+			}
+			md.f("\n\n")
 		}
 		fig(fmt.Sprintf("T%d", c.num))
 	}
 }
 
+// agreement is how a table's cells (the four organisations at the four
+// limits, the paper's metric) compare with the published ones.
+type agreement struct {
+	agree, cells int
+	mad          float64 // mean absolute difference, percentage points
+}
+
+func tableAgreement(r *campaignResults, c comparison) agreement {
+	var a agreement
+	if r == nil {
+		return a
+	}
+	var sum float64
+	for k, l := range limits {
+		row := relRow(r, c.subject(l), c.base(l), c.metric)
+		if row == nil {
+			return agreement{}
+		}
+		for i := range 4 {
+			if x := row[i]; finite(x) {
+				a.cells++
+				sum += math.Abs(x - c.rows[k][i])
+				if math.Signbit(x) == math.Signbit(c.rows[k][i]) {
+					a.agree++
+				}
+			}
+		}
+	}
+	if a.cells > 0 {
+		a.mad = sum / float64(a.cells)
+	}
+	return a
+}
+
 // writeAbsolute gives the absolute figures behind tables 11-18.
-func writeAbsolute(md *mdWriter, r *campaignResults) {
+func writeAbsolute(md *mdWriter, r *campaignResults, suffix string) {
 	var names []string
 	names = append(names, "P1-hosep")
 	for _, l := range limits {
@@ -746,7 +896,7 @@ func writeAbsolute(md *mdWriter, r *campaignResults) {
 	if len(rows) == 0 {
 		return
 	}
-	md.f("## Absolute figures behind tables 11-18\n\n")
+	md.f("## Absolute figures behind tables 11-18%s\n\n", suffix)
 	md.f("Energy as user in KJ/s (the paper's unit: joules / makespan), total busy energy in MJ, makespan in minutes.\n\n")
 	md.header("case", "policy", "U1 KJ/s", "U2 KJ/s", "U3 KJ/s", "U4 KJ/s", "total KJ/s", "total MJ", "makespan min")
 	for _, cr := range rows {
@@ -773,17 +923,20 @@ func writeAbsolute(md *mdWriter, r *campaignResults) {
 	md.f("\n")
 }
 
-func writeSweeps(md *mdWriter, r *campaignResults, fig func(string)) {
+func writeSweeps(md *mdWriter, r *campaignResults, fig func(string), suffix string) {
 	header := false
 	for _, s := range sequences {
 		for _, ck := range ckptModes {
+			if suffix != "" && ck.label == "CC" {
+				continue // iSPD: CC = SC
+			}
 			first := r.get(seqCase(s.name, ck.label, limits[0]))
 			if first == nil {
 				continue
 			}
 			if !header {
-				md.f("## Satisfaction sweeps (figures 2-10 and appendix A)\n\n")
-				md.f("Satisfaction (eq. 4.1) per organisation with the late organisation's limit varied; in brackets the factors time ratio · α · β at the same limit (means over runs; the product of means is not exactly the mean of products).\n\n")
+				md.f("## Satisfaction sweeps (figures 2-10 and appendix A)%s\n\n", suffix)
+				md.f("Satisfaction (eq. 4.1) per organisation with the late organisation's limit varied; in brackets the factors time ratio · α · β at the same limit (means over runs; the product of means is not exactly the mean of products); then u: the author's satisfacaoGeralUso (β over the organisation's own span of use).\n\n")
 				header = true
 			}
 			md.f("### %s %s (%s late)\n\n", s.name, ck.label, s.late)
@@ -799,13 +952,71 @@ func writeSweeps(md *mdWriter, r *campaignResults, fig func(string)) {
 				}
 				cells := []string{l}
 				for _, o := range cr.sum.Orgs {
-					cells = append(cells, fmt.Sprintf("%s (%.0f·%.2f·%.2f)", fmtStat(o.SatisfactionEHOSEP, 1, 1), o.TimeRatio.Mean, o.Alpha.Mean, o.Beta.Mean))
+					cells = append(cells, fmt.Sprintf("%s (%.0f·%.2f·%.2f) u %.0f", fmtStat(o.SatisfactionEHOSEP, 1, 1), o.TimeRatio.Mean, o.Alpha.Mean, o.Beta.Mean, o.SatisfactionUse.Mean))
 				}
 				md.row(cells...)
 			}
 			md.f("\n")
 			fig(s.name + ck.label)
 		}
+	}
+}
+
+// sharing is §4.6's comparison for organisation o at limit l: the relative
+// difference (federation − alone)/alone · 100 of its local consumption
+// (KJ/s on its own machines, whoever used them) and of its mean
+// turnaround; ok is false if a case did not run.
+func sharing(r *campaignResults, l, o string) (energy, turnaround float64, ok bool) {
+	fed, alone := r.get("P1-ehosep-"+l), r.get("I46-"+o)
+	if fed == nil || alone == nil {
+		return math.NaN(), math.NaN(), false
+	}
+	var f *sim.OrgSummary
+	for i := range fed.sum.Orgs {
+		if fed.sum.Orgs[i].Name == o {
+			f = &fed.sum.Orgs[i]
+		}
+	}
+	if f == nil || len(alone.sum.Orgs) != 1 {
+		return math.NaN(), math.NaN(), false
+	}
+	a := &alone.sum.Orgs[0]
+	return plot.RelPct(f.OwnerKJs.Mean, a.OwnerKJs.Mean), plot.RelPct(f.TurnaroundMean.Mean, a.TurnaroundMean.Mean), true
+}
+
+func writeSharing(md *mdWriter, r *campaignResults) {
+	type eng struct {
+		label string
+		r     *campaignResults
+	}
+	engines := []eng{{"ours", r}}
+	if r.ispd != nil {
+		engines = append(engines, eng{"iSPD", r.ispd})
+	}
+	header := false
+	for _, e := range engines {
+		for _, l := range limits {
+			cells := []string{e.label, l}
+			any := false
+			for _, o := range sharingOrgs {
+				en, tt, ok := sharing(e.r, l, o)
+				any = any || ok
+				cells = append(cells, fmtPct(en)+" / "+fmtPct(tt))
+			}
+			if !any {
+				continue
+			}
+			if !header {
+				md.f("## Sharing against keeping one's machines (§4.6, figures 19-22)\n\n")
+				md.f("Each organisation in test 1 (`P1-ehosep-L`, everyone at limit L) against the same organisation alone with its own tasks on its own machines under SJF (`I46-Uk`: EHOSEP with one organisation, L1499). Cells: relative difference (federation − alone)/alone · 100 of its **local consumption** (KJ/s on its own machines, whoever used them) / of its **mean turnaround**; negative means sharing is better. The figures are not in the seed text; the prose (L1509-1525) is checked in the findings above (`I46-*`).\n\n")
+				md.header("engine", "limit", "U1 local / turnaround", "U2", "U3", "U4")
+				header = true
+			}
+			md.row(cells...)
+		}
+	}
+	if header {
+		md.f("\n")
 	}
 }
 
@@ -837,6 +1048,49 @@ func writeHosep12(md *mdWriter, r *campaignResults, fig func(string)) {
 		md.f("\n")
 		fig("H12CC")
 		fig("H12SC")
+	}
+	writeHosep12Variants(md, r)
+}
+
+// writeHosep12Variants sets the HOSEP grid's satisfaction under the
+// paper's definition 5 (ideal on the organisation's mean own machine)
+// beside the ideal on the machine that completed the task, under both
+// engines (SC; CC equals SC in both here).
+func writeHosep12Variants(md *mdWriter, r *campaignResults) {
+	type eng struct {
+		label string
+		r     *campaignResults
+	}
+	engines := []eng{{"ours", r}}
+	if r.ispd != nil {
+		engines = append(engines, eng{"iSPD", r.ispd})
+	}
+	header := false
+	for _, e := range engines {
+		for _, d := range hosepDemands {
+			for _, pol := range []string{"osep", "hosep"} {
+				cr := e.r.get("H12-" + d + "-SC-" + pol)
+				if cr == nil {
+					continue
+				}
+				if !header {
+					md.f("### HOSEP 12-node grid: two definitions of the ideal time, two engines\n\n")
+					md.f("SC. \"def. 5\": the paper's definition 5 (ideal on a machine of the organisation's own mean power, the table above); \"exec.\": the ideal on the machine that completed the task. Published: under HOSEP User1 the most satisfied, about 80 %%, the others following their power.\n\n")
+					md.header("engine", "demand", "policy", "User1 def. 5", "User2", "User3", "User4", "User1 exec.", "User2", "User3", "User4")
+					header = true
+				}
+				cells := []string{e.label, d, pol}
+				for _, get := range []func(o *sim.OrgSummary) sim.Stat{satHOSEP, func(o *sim.OrgSummary) sim.Stat { return o.SatisfactionHOSEPExec }} {
+					for i := range cr.sum.Orgs {
+						cells = append(cells, fmtStat(get(&cr.sum.Orgs[i]), 1, 1))
+					}
+				}
+				md.row(cells...)
+			}
+		}
+	}
+	if header {
+		md.f("\n")
 	}
 }
 
@@ -938,6 +1192,9 @@ type checker struct {
 type satForm struct {
 	name       string
 	sum, plus1 bool
+	// use reads the author's second form, satisfacaoGeralUso (β over the
+	// organisation's own span of use; Metricas.java L604-653).
+	use bool
 }
 
 var (
@@ -946,6 +1203,7 @@ var (
 		{name: "sum, +1", sum: true, plus1: true},
 		{name: "mean, no +1"},
 		{name: "as printed (sum, no +1)", sum: true},
+		{name: "satisfacaoGeralUso (mean, +1, β over own span)", plus1: true, use: true},
 	}
 )
 
@@ -974,6 +1232,9 @@ func (c *checker) sat(caseName, org string) float64 {
 	c.usedSat = true
 	if c.form == decidedForm {
 		return c.stat(caseName, org, satEHOSEP)
+	}
+	if c.form.use {
+		return c.stat(caseName, org, func(o *sim.OrgSummary) sim.Stat { return o.SatisfactionUse })
 	}
 	// Another form: recompute each run's S from its factors, then average
 	// over runs as sim.Stat does.
@@ -1081,6 +1342,9 @@ func findings() []finding {
 					worst, where = d, fmt.Sprintf("%s at %s: CC %.1f, SC %.1f", o, l, cc, sc)
 				}
 			}
+		}
+		if where == "" {
+			where = "every organisation at every limit: CC = SC"
 		}
 		c.claim(worst < 0.10, "largest abs(CC − SC) / SC = %.1f %% (%s); claim holds if < 10 %%", 100*worst, where)
 	}})
@@ -1281,13 +1545,112 @@ func findings() []finding {
 			}},
 		)
 	}
+	// §4.6 (L1509-1525): sharing against each organisation alone.
+	sh := func(c *checker, l, o string) (float64, float64) {
+		e, t, ok := sharing(c.r, l, o)
+		if !ok {
+			c.missing = true
+		}
+		return e, t
+	}
+	fs = append(fs,
+		finding{"I46-a", "§4.6 L1509", "Sharing at 80 %: every organisation's local consumption is lower than alone, U1's and U3's savings the largest", func(c *checker) {
+			var e [4]float64
+			for k, o := range sharingOrgs {
+				e[k], _ = sh(c, "80%", o)
+				c.claim(e[k] < 0, "%s local %+.1f %%", o, e[k])
+			}
+			c.claim(math.Max(e[0], e[2]) < math.Min(e[1], e[3]), "U1 %+.1f and U3 %+.1f below U2 %+.1f and U4 %+.1f", e[0], e[2], e[1], e[3])
+		}},
+		finding{"I46-b", "§4.6 L1509-1511", "Sharing at 80 %: U1's and U2's mean turnaround 20-60 % higher than alone; U3's lower (about −60 %); U4's not lower", func(c *checker) {
+			_, t1 := sh(c, "80%", "U1")
+			_, t2 := sh(c, "80%", "U2")
+			_, t3 := sh(c, "80%", "U3")
+			_, t4 := sh(c, "80%", "U4")
+			c.claim(t1 >= 20 && t1 <= 60, "U1 %+.1f %% within +20 to +60", t1)
+			c.claim(t2 >= 20 && t2 <= 60, "U2 %+.1f %% within +20 to +60", t2)
+			c.claim(t3 < -30, "U3 %+.1f %% well below 0", t3)
+			c.claim(t4 >= 0, "U4 %+.1f %% not below 0", t4)
+		}},
+		finding{"I46-c", "§4.6 L1521", "As the limits rise, local savings shrink and U3's and U4's turnarounds fall", func(c *checker) {
+			for _, o := range sharingOrgs {
+				e80, t80 := sh(c, "80%", o)
+				es, ts := sh(c, "system", o)
+				c.claim(es > e80, "%s local %+.1f %% at system > %+.1f %% at 80 %%", o, es, e80)
+				if o == "U3" || o == "U4" {
+					c.claim(ts < t80, "%s turnaround %+.1f %% at system < %+.1f %% at 80 %%", o, ts, t80)
+				}
+			}
+		}},
+		finding{"I46-d", "§4.6 L1521-1525", "Without limits, U1, U2 and U4 still save at least 20 % of local consumption; U1's and U2's turnaround rises by at most 30 %", func(c *checker) {
+			for _, o := range []string{"U1", "U2", "U4"} {
+				e, _ := sh(c, "system", o)
+				c.claim(e <= -20, "%s local %+.1f %% ≤ −20 %%", o, e)
+			}
+			for _, o := range []string{"U1", "U2"} {
+				_, t := sh(c, "system", o)
+				c.claim(t <= 30, "%s turnaround %+.1f %% ≤ +30 %%", o, t)
+			}
+		}},
+	)
+	// The same claims with the ideal time on the machine that completed the
+	// task (the first half of seed 001's definition 5: "esse tempo agora
+	// depende da máquina utilizada"), SC (CC is the same here).
+	hx := func(c *checker, d, pol, org string) float64 {
+		return c.stat("H12-"+d+"-SC-"+pol, org, func(o *sim.OrgSummary) sim.Stat { return o.SatisfactionHOSEPExec })
+	}
+	fs = append(fs,
+		finding{"H12x-a", "seed 001 §4", "HOSEP 12 nodes, SC, ideal on the executing machine: under OSEP User1 is about as satisfied as User2 (within 20 %)", func(c *checker) {
+			for _, d := range hosepDemands {
+				u1, u2 := hx(c, d, "osep", "User1"), hx(c, d, "osep", "User2")
+				c.claim(math.Abs(u1/u2-1) < 0.2, "%s: User1 %.1f, User2 %.1f", d, u1, u2)
+			}
+		}},
+		finding{"H12x-b", "seed 001 §4", "HOSEP 12 nodes, SC, ideal on the executing machine: under HOSEP User1 is the most satisfied, about 80 %, and the others follow their power", func(c *checker) {
+			for _, d := range hosepDemands {
+				u := []float64{hx(c, d, "hosep", "User1"), hx(c, d, "hosep", "User2"), hx(c, d, "hosep", "User3"), hx(c, d, "hosep", "User4")}
+				c.claim(u[0] > u[1] && u[0] > u[2] && u[0] > u[3], "%s: User1 %.1f the highest (%.1f, %.1f, %.1f)", d, u[0], u[1], u[2], u[3])
+				c.claim(u[0] >= 65 && u[0] <= 95, "%s: User1 %.1f within 65-95", d, u[0])
+				c.claim(u[1] > u[2] && u[2] > u[3], "%s: User2 %.1f > User3 %.1f > User4 %.1f", d, u[1], u[2], u[3])
+			}
+		}},
+	)
 	return fs
+}
+
+// verdictCounts counts the findings reproduced fully, partly and not.
+type verdictCounts struct{ full, part, not int }
+
+func (v *verdictCounts) add(verdict string) {
+	switch {
+	case verdict == "reproduced":
+		v.full++
+	case verdict == "not reproduced":
+		v.not++
+	case strings.HasPrefix(verdict, "partly"):
+		v.part++
+	}
+}
+
+// countVerdicts checks every finding on r under the decided form.
+func countVerdicts(r *campaignResults, satOnly bool) verdictCounts {
+	var v verdictCounts
+	for _, f := range findings() {
+		c := &checker{r: r, form: decidedForm}
+		f.check(c)
+		if satOnly && !c.usedSat {
+			continue
+		}
+		verdict, _ := c.verdict()
+		v.add(verdict)
+	}
+	return v
 }
 
 func writeFindings(md *mdWriter, r *campaignResults) {
 	md.f("## Published findings, checked\n\n")
-	md.f("Each published claim (seed 000 §4.3-4.5, seed 001 §4) is checked against our means: ✓ / ✗ per sub-claim, the numbers beside. A sub-claim compares means only; look up the CIs in the tables below before reading much into a difference of a few points. Satisfaction is eq. 4.1 as POLICY.md §5 decided (mean over tasks, β with +1); the last column gives the verdict under the other readings of eq. 4.1, recomputed run by run from the same simulations (\"sum\" multiplies each organisation's figure by its number of tasks).\n\n")
-	md.header("id", "source", "claim", "verdict", "our numbers", "other forms of eq. 4.1")
+	md.f("Each published claim (seed 000 §4.3-4.5, seed 001 §4) is checked against our means: ✓ / ✗ per sub-claim, the numbers beside. A sub-claim compares means only; look up the CIs in the tables below before reading much into a difference of a few points. Satisfaction is eq. 4.1 as POLICY.md §5 decided (mean over tasks, β with +1); the column \"other forms\" gives the verdict under the other readings of eq. 4.1, recomputed run by run from the same simulations (\"sum\" multiplies each organisation's figure by its number of tasks; satisfacaoGeralUso is the author's code's second form). The last two columns check the same claim on the campaign run under the author's iSPD semantics (`--engine ispd`, lab/sim/ispd.go).\n\n")
+	md.header("id", "source", "claim", "verdict", "our numbers", "other forms of eq. 4.1", "iSPD semantics", "iSPD numbers")
 	for _, f := range findings() {
 		c := &checker{r: r, form: decidedForm}
 		f.check(c)
@@ -1303,7 +1666,49 @@ func writeFindings(md *mdWriter, r *campaignResults) {
 			}
 			others = strings.Join(parts, "; ")
 		}
-		md.row(f.id, f.where, f.claim, "**"+v+"**", detail, others)
+		iv, idetail := "not run", ""
+		if r.ispd != nil {
+			ic := &checker{r: r.ispd, form: decidedForm}
+			f.check(ic)
+			iv, idetail = ic.verdict()
+			if ic.usedSat && !ic.missing {
+				uc := &checker{r: r.ispd, form: otherForms[len(otherForms)-1]}
+				f.check(uc)
+				uv, udetail := uc.verdict()
+				idetail += " — with satisfacaoGeralUso: **" + uv + "**: " + udetail
+			}
+		}
+		md.row(f.id, f.where, f.claim, "**"+v+"**", detail, others, "**"+iv+"**", idetail)
+	}
+	md.f("\n")
+}
+
+// writeEngineSummary sets the two engines side by side: per published
+// table the signs that agree and the mean absolute difference, and the
+// findings' verdicts.
+func writeEngineSummary(md *mdWriter, r *campaignResults) {
+	if r.ispd == nil {
+		return
+	}
+	md.f("## The two engines at a glance\n\n")
+	md.f("This project's model (`--engine default`) and the author's iSPD semantics (`--engine ispd`) on the same seeds. Per table: signs that agree with the published cells (4 organisations × 4 limits) and the mean absolute difference in percentage points, in the paper's metric.\n\n")
+	md.header("table", "ours: signs", "ours: mean abs. diff.", "iSPD: signs", "iSPD: mean abs. diff.")
+	for _, c := range comparisons {
+		a, b := tableAgreement(r, c), tableAgreement(r.ispd, c)
+		if a.cells == 0 && b.cells == 0 {
+			continue
+		}
+		md.row(fmt.Sprint(c.num), fmt.Sprintf("%d / %d", a.agree, a.cells), fmt.Sprintf("%.1f", a.mad),
+			fmt.Sprintf("%d / %d", b.agree, b.cells), fmt.Sprintf("%.1f", b.mad))
+	}
+	md.f("\n")
+	md.header("findings", "ours: full / partly / not", "iSPD: full / partly / not")
+	for _, k := range []struct {
+		label   string
+		satOnly bool
+	}{{"§4.3 satisfaction", true}, {"all", false}} {
+		a, b := countVerdicts(r, k.satOnly), countVerdicts(r.ispd, k.satOnly)
+		md.row(k.label, fmt.Sprintf("%d / %d / %d", a.full, a.part, a.not), fmt.Sprintf("%d / %d / %d", b.full, b.part, b.not))
 	}
 	md.f("\n")
 }

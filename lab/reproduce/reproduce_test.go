@@ -60,8 +60,9 @@ func TestCampaignWiring(t *testing.T) {
 	cs := campaign()
 	// 7 sequences × CC/SC × 4 limits; test 1: HOSEP + 4 EHOSEP + 4 Best
 	// Fit; test 2: HOSEP + 4 Best Fit (its EHOSEP cases are S2M1 SC);
-	// HOSEP 12 nodes: 3 demands × CC/SC × OSEP/HOSEP.
-	if want := 56 + 9 + 5 + 12; len(cs) != want {
+	// §4.6: each organisation alone; HOSEP 12 nodes: 3 demands × CC/SC ×
+	// OSEP/HOSEP.
+	if want := 56 + 9 + 5 + 4 + 12; len(cs) != want {
 		t.Errorf("%d cases, want %d", len(cs), want)
 	}
 	seen := map[string]bool{}

@@ -388,7 +388,7 @@ func TestParseErrors(t *testing.T) {
 		{"merge key", "x: &x {gflops: 1, watts: 1}\norgs:\n  - name: U1\n    machines: [{<<: *x}]\n", `t.yaml:4:17: merge keys (<<) are not supported`},
 		{"zero checkpoint", "sim: {checkpoint: 0}\n" + one, `t.yaml:1:19: sim.checkpoint: must be > 0, got 0 (write "off" to disable)`},
 		{"bad tick", "sim: {tick: soon}\n" + one, `t.yaml:1:13: sim.tick: must be a number of seconds or a duration like "10m" or "off", got "soon"`},
-		{"unknown sim key", "sim: {ticks: 30s}\n" + one, `t.yaml:1:7: sim.ticks: unknown key (want one of: checkpoint, tick)`},
+		{"unknown sim key", "sim: {ticks: 30s}\n" + one, `t.yaml:1:7: sim.ticks: unknown key (want one of: checkpoint, tick, engine)`},
 		{"late unknown org", "late: {org: U7}\n" + one, `t.yaml:1:13: late.org: unknown organisation "U7" (have U1)`},
 		{"late negative delay", "late: {delay: -1m}\n" + one, `t.yaml:1:15: late.delay: must be >= 0, got -1m`},
 		{"description not text", "description: {a: 1}\n" + one, `t.yaml:1:14: description: must be a string, got a mapping`},

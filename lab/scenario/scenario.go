@@ -72,6 +72,10 @@ type Scenario struct {
 	LateOrg string
 	// LateDelaySeconds is when the late organisation starts submitting.
 	LateDelaySeconds float64
+	// Engine is the simulator's engine the file asks for (`sim.engine`):
+	// "" or "default" for this project's model, "ispd" for the author's
+	// iSPD semantics (lab/sim/ispd.go). The --engine flag overrides it.
+	Engine string
 
 	orgs     []orgSpec
 	types    []taskType
@@ -228,7 +232,7 @@ func (d *decoder) required(m map[string]yamlfile.Entry, n *yaml.Node, path, key 
 
 var (
 	topKeys   = []string{"name", "description", "sim", "late", "types", "orgs", "tasks"}
-	simKeys   = []string{"checkpoint", "tick"}
+	simKeys   = []string{"checkpoint", "tick", "engine"}
 	lateKeys  = []string{"org", "delay"}
 	typeKeys  = []string{"name", "gflop", "minutes", "on"}
 	orgKeys   = []string{"name", "limit", "delay", "machines", "mix"}
@@ -291,7 +295,16 @@ func (d *decoder) scenario(root *yaml.Node, filename string) *Scenario {
 
 func (d *decoder) sim(n *yaml.Node, s *Scenario) {
 	_, m, _ := d.Mapping(n, "sim", simKeys)
-	for _, key := range simKeys {
+	if e, ok := m["engine"]; ok {
+		if v, ok := d.text(e.V, "sim.engine"); ok {
+			if !slices.Contains(Engines, v) {
+				d.At(e.V, "sim.engine", "unknown engine %q (want %s)", v, strings.Join(Engines, " or "))
+			} else {
+				s.Engine = v
+			}
+		}
+	}
+	for _, key := range simKeys[:2] {
 		e, ok := m[key]
 		if !ok {
 			continue
@@ -768,6 +781,9 @@ func collidesWithGenerated(id string, generated map[string]int) bool {
 	return n <= generated[id[:i]]
 }
 
+// Engines are the simulator engines a scenario may name in `sim.engine`.
+var Engines = []string{"default", "ispd"}
+
 // Options choose, for one run, who is late and which limits apply. The
 // zero value runs the scenario as written.
 type Options struct {
@@ -781,6 +797,14 @@ type Options struct {
 	LateLimit, AllLimit string
 	// LateDelaySeconds overrides the scenario's late.delay.
 	LateDelaySeconds *float64
+	// ISPDWorkload draws the generated tasks as the author's iSPD workload
+	// generator does (gspd-unesp/ispd 196cdf6, CargaForNode.java L121-126):
+	// the size from twoStageUniform(min, min+(max−min)/2, max, 1), which with
+	// probability 1 is uniform on the lower half of the range
+	// (Distribution.java L91-104), and the submit time the organisation's
+	// delay plus an exponential draw of mean 5 s (nextExponential(5),
+	// Distribution.java L73-78), independently per task.
+	ISPDWorkload bool
 }
 
 // Instance resolves the scenario for one run: limits in milliwatts, the late
@@ -892,13 +916,22 @@ func (s *Scenario) Instance(opts Options, seed uint64) (*Instance, error) {
 			// organisation's mix leaves every other's sizes unchanged.
 			rng := rand.New(rand.NewPCG(seed, stream(o.name, t.name)))
 			span := uint64(t.max-t.min) + 1
+			var arrivals *rand.Rand
+			if opts.ISPDWorkload {
+				span = uint64(t.max-t.min)/2 + 1
+				arrivals = rand.New(rand.NewPCG(seed, ^stream(o.name, t.name)))
+			}
 			for range o.mix[ti] {
 				k++
+				submit := delay(i)
+				if arrivals != nil {
+					submit += ispdMeanArrivalSeconds * arrivals.ExpFloat64()
+				}
 				in.Tasks = append(in.Tasks, TaskSpec{
 					ID:            generatedID(o.name, k),
 					Org:           i,
 					SizeMFlop:     t.min + int64(rng.Uint64N(span)),
-					SubmitSeconds: delay(i),
+					SubmitSeconds: submit,
 				})
 			}
 		}
@@ -909,6 +942,10 @@ func (s *Scenario) Instance(opts Options, seed uint64) (*Instance, error) {
 	slices.SortStableFunc(in.Tasks, func(a, b TaskSpec) int { return cmp.Compare(a.SubmitSeconds, b.SubmitSeconds) })
 	return in, nil
 }
+
+// ispdMeanArrivalSeconds is the mean of the author's per-task arrival draw,
+// nextExponential(5) (CargaForNode.java L124).
+const ispdMeanArrivalSeconds = 5
 
 // stream derives the PCG stream of one (organisation, task type).
 func stream(org, typ string) uint64 {

@@ -49,6 +49,17 @@ type OrgMetrics struct {
 	Alpha float64
 	// Beta is (SystemJ − UserJ_i)/(Lim_i · T) + 1; NaN if Lim_i = 0.
 	Beta float64
+	// SatisfactionUse is the author's second form of eq. 4.1,
+	// satisfacaoGeralUso (gspd-unesp/ispd 196cdf6, Metricas.java
+	// L604-653): TimeRatio · Alpha · BetaUse, with β over the organisation's
+	// own span of use instead of T: BetaUse = (SystemJ − UserJ_i)/(Lim_i ·
+	// (last completion − first start of its tasks)) + 1. NaN like
+	// SatisfactionEHOSEP.
+	SatisfactionUse, BetaUse float64
+	// SatisfactionHOSEPExec is seed 001 eq. 1-2 with the ideal time on the
+	// machine that completed the task (size / its MFLOPS) rather than on
+	// the organisation's mean machine (definition 5).
+	SatisfactionHOSEPExec float64
 
 	// Energy in joules: of its tasks wherever they ran, preempted segments
 	// included (as user); of anything run on its machines (as owner); and
@@ -65,6 +76,9 @@ type OrgMetrics struct {
 	// segments, wasted ones included) and τ = BoundedSlowdownTau. NaN with
 	// no tasks.
 	TurnaroundMean, TurnaroundGeoMean, BoundedSlowdownMean float64
+	// BoundedSlowdown100Mean is the bounded slowdown with seed 002's other
+	// τ, 100 s (BoundedSlowdownTau100).
+	BoundedSlowdown100Mean float64
 
 	// Preemptions counts how often its tasks were stopped;
 	// PreemptionsGained how often another task was stopped to place one of
@@ -82,8 +96,11 @@ type TotalMetrics struct {
 	MakespanSeconds     float64
 	// Over all tasks, as in OrgMetrics.
 	TurnaroundMean, TurnaroundGeoMean, BoundedSlowdownMean float64
-	Preemptions                                            int
-	WastedMFlop                                            float64
+	// BoundedSlowdown100Mean is the bounded slowdown with seed 002's other
+	// τ, 100 s (BoundedSlowdownTau100).
+	BoundedSlowdown100Mean float64
+	Preemptions            int
+	WastedMFlop            float64
 }
 
 // TaskRecord is one task's history, for per-task CSV output.
@@ -132,6 +149,9 @@ func (s *simulator) result() *Result {
 		n              int
 		hosep, ratio   float64
 		tt, logTT, bsd float64
+		bsd100         float64
+		hosepExec      float64
+		first, last    float64
 	}
 	per := make([]acc, nO)
 	var all acc
@@ -143,6 +163,11 @@ func (s *simulator) result() *Result {
 		tt := t.completed - t.spec.SubmitSeconds
 		ownMean := float64(quota[o]) / float64(owned[o])
 		a := &per[o]
+		if a.n == 0 || t.firstRun < a.first {
+			a.first = t.firstRun
+		}
+		a.last = math.Max(a.last, t.completed)
+		a.hosepExec += 100 * (size / float64(inst.Machines[t.doneOn].MFLOPS)) / tt
 		a.n++
 		a.hosep += 100 * (size / ownMean) / tt
 		a.ratio += 100 * (size / fedMean) / tt
@@ -150,6 +175,9 @@ func (s *simulator) result() *Result {
 		a.logTT += math.Log(tt)
 		bsd := tt / math.Max(t.runSec, BoundedSlowdownTau)
 		a.bsd += bsd
+		bsd100 := tt / math.Max(t.runSec, BoundedSlowdownTau100)
+		a.bsd100 += bsd100
+		all.bsd100 += bsd100
 		all.n++
 		all.tt += tt
 		all.logTT += math.Log(tt)
@@ -201,39 +229,48 @@ func (s *simulator) result() *Result {
 		if o.LimitMilliW > 0 && T > 0 {
 			beta = (systemJ-s.userJ[i])/(float64(o.LimitMilliW)/1000*T) + 1
 		}
+		betaUse := math.NaN()
+		if span := a.last - a.first; o.LimitMilliW > 0 && a.n > 0 && span > 0 {
+			betaUse = (systemJ-s.userJ[i])/(float64(o.LimitMilliW)/1000*span) + 1
+		}
 		ratio := mean(a.ratio, a.n)
 		r.Orgs[i] = OrgMetrics{
-			Name:                o.Name,
-			Tasks:               a.n,
-			SatisfactionHOSEP:   mean(a.hosep, a.n),
-			SatisfactionEHOSEP:  ratio * alpha * beta, // NaN propagates
-			TimeRatio:           ratio,
-			Alpha:               alpha,
-			Beta:                beta,
-			UserJ:               s.userJ[i],
-			OwnerJ:              s.ownerJ[i],
-			IdleJ:               idle[i],
-			UserKJs:             perSecond(s.userJ[i]),
-			OwnerKJs:            perSecond(s.ownerJ[i]),
-			TurnaroundMean:      mean(a.tt, a.n),
-			TurnaroundGeoMean:   math.Exp(mean(a.logTT, a.n)),
-			BoundedSlowdownMean: mean(a.bsd, a.n),
-			Preemptions:         s.prempts[i],
-			PreemptionsGained:   s.gained[i],
-			WastedMFlop:         s.wasted[i],
+			Name:                   o.Name,
+			Tasks:                  a.n,
+			SatisfactionHOSEP:      mean(a.hosep, a.n),
+			SatisfactionEHOSEP:     ratio * alpha * beta, // NaN propagates
+			TimeRatio:              ratio,
+			Alpha:                  alpha,
+			Beta:                   beta,
+			SatisfactionUse:        ratio * alpha * betaUse,
+			BetaUse:                betaUse,
+			SatisfactionHOSEPExec:  mean(a.hosepExec, a.n),
+			UserJ:                  s.userJ[i],
+			OwnerJ:                 s.ownerJ[i],
+			IdleJ:                  idle[i],
+			UserKJs:                perSecond(s.userJ[i]),
+			OwnerKJs:               perSecond(s.ownerJ[i]),
+			TurnaroundMean:         mean(a.tt, a.n),
+			TurnaroundGeoMean:      math.Exp(mean(a.logTT, a.n)),
+			BoundedSlowdownMean:    mean(a.bsd, a.n),
+			BoundedSlowdown100Mean: mean(a.bsd100, a.n),
+			Preemptions:            s.prempts[i],
+			PreemptionsGained:      s.gained[i],
+			WastedMFlop:            s.wasted[i],
 		}
 	}
 	r.Total = TotalMetrics{
-		Tasks:               all.n,
-		EnergyJ:             systemJ,
-		KJs:                 perSecond(systemJ),
-		IdleJ:               idleJ,
-		MakespanSeconds:     T,
-		TurnaroundMean:      mean(all.tt, all.n),
-		TurnaroundGeoMean:   math.Exp(mean(all.logTT, all.n)),
-		BoundedSlowdownMean: mean(all.bsd, all.n),
-		Preemptions:         preempts,
-		WastedMFlop:         wasted,
+		Tasks:                  all.n,
+		EnergyJ:                systemJ,
+		KJs:                    perSecond(systemJ),
+		IdleJ:                  idleJ,
+		MakespanSeconds:        T,
+		TurnaroundMean:         mean(all.tt, all.n),
+		TurnaroundGeoMean:      math.Exp(mean(all.logTT, all.n)),
+		BoundedSlowdownMean:    mean(all.bsd, all.n),
+		BoundedSlowdown100Mean: mean(all.bsd100, all.n),
+		Preemptions:            preempts,
+		WastedMFlop:            wasted,
 	}
 	return r
 }

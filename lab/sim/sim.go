@@ -9,6 +9,11 @@
 // aggregates them in run order, so its Summary does not depend on the number
 // of workers.
 //
+// That is the default engine. Config.Engine = EngineISPD selects the
+// author's iSPD semantics instead (ispd.go): one decision per scheduler
+// call, calls on completions and on arrivals at an idle master, machines
+// blocked for two 15 s status updates, and no checkpoint kept.
+//
 // Choices made here (POLICY.md leaves them to the simulator):
 //
 //   - Within one instant, completions are applied first (in machine order),
@@ -52,6 +57,10 @@ const DefaultCheckpointBlockSeconds = 300
 // with the τ = 10 s that POLICY.md §5 names).
 const BoundedSlowdownTau = 10
 
+// BoundedSlowdownTau100 is seed 002's other τ (POLICY.md §8: τ = 10 and
+// 100).
+const BoundedSlowdownTau100 = 100
+
 // The disagreement accepted between the work a policy says a preempted task
 // keeps and the simulator's own figure: both come from the same run time,
 // but by different float expressions (the policy's run·d − (run mod B)·d
@@ -91,6 +100,10 @@ type Config struct {
 	// Trace, if set, receives every applied decision and every completion,
 	// synchronously and in order. RunMany passes it to run 0 only.
 	Trace func(TraceEvent)
+	// Engine is EngineDefault ("" means the same) or EngineISPD, the
+	// author's iSPD semantics (ispd.go), which ignores TickSeconds and
+	// CheckpointBlockSeconds.
+	Engine string
 }
 
 // DefaultConfig is the setting of the dissertation's experiments without
@@ -109,6 +122,11 @@ func (c Config) validate() error {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
 			return fmt.Errorf("sim config: %s %v s: must be a finite number ≥ 0", f.name, f.v)
 		}
+	}
+	switch c.Engine {
+	case "", EngineDefault, EngineISPD:
+	default:
+		return fmt.Errorf("sim config: unknown engine %q (want %s or %s)", c.Engine, EngineDefault, EngineISPD)
 	}
 	return nil
 }
@@ -138,6 +156,7 @@ type taskState struct {
 	runSec    float64 // total time on machines, all segments
 	energyJ   float64 // as user, all segments
 	wasted    float64 // MFlop lost to preemptions
+	doneOn    int     // the machine that completed it
 }
 
 // completion is a pending end of segment. Stale entries (their task was
@@ -214,7 +233,11 @@ func Run(ctx context.Context, inst *scenario.Instance, p policy.Policy, cfg Conf
 		return nil, err
 	}
 	s := newSimulator(inst, p, cfg)
-	if err := s.loop(ctx); err != nil {
+	loop := s.loop
+	if cfg.Engine == EngineISPD {
+		loop = func(ctx context.Context) error { return runISPD(ctx, s) }
+	}
+	if err := loop(ctx); err != nil {
 		return nil, fmt.Errorf("sim %s/%s: %w", inst.Name, p.Name(), err)
 	}
 	return s.result(), nil
@@ -613,6 +636,7 @@ func (s *simulator) preempt(vi int, kept int64) {
 func (s *simulator) complete(ti int) {
 	t := &s.tasks[ti]
 	m := t.machine
+	t.doneOn = m
 	s.stop(ti)
 	t.status = done
 	t.remaining = 0

@@ -91,8 +91,10 @@ type OrgSummary struct {
 	Name                                                   string
 	SatisfactionHOSEP, SatisfactionEHOSEP                  Stat
 	TimeRatio, Alpha, Beta                                 Stat
+	SatisfactionUse, BetaUse, SatisfactionHOSEPExec        Stat
 	UserJ, OwnerJ, IdleJ, UserKJs, OwnerKJs                Stat
 	TurnaroundMean, TurnaroundGeoMean, BoundedSlowdownMean Stat
+	BoundedSlowdown100Mean                                 Stat
 	Preemptions, PreemptionsGained, WastedMFlop            Stat
 }
 
@@ -100,6 +102,7 @@ type OrgSummary struct {
 type TotalSummary struct {
 	EnergyJ, KJs, IdleJ, MakespanSeconds                   Stat
 	TurnaroundMean, TurnaroundGeoMean, BoundedSlowdownMean Stat
+	BoundedSlowdown100Mean                                 Stat
 	Preemptions, WastedMFlop                               Stat
 }
 
@@ -148,35 +151,40 @@ func Summarize(results []*Result) (*Summary, error) {
 			return over(func(r *Result) float64 { return f(&r.Orgs[i]) })
 		}
 		sum.Orgs[i] = OrgSummary{
-			Name:                first.Orgs[i].Name,
-			SatisfactionHOSEP:   org(func(o *OrgMetrics) float64 { return o.SatisfactionHOSEP }),
-			SatisfactionEHOSEP:  org(func(o *OrgMetrics) float64 { return o.SatisfactionEHOSEP }),
-			TimeRatio:           org(func(o *OrgMetrics) float64 { return o.TimeRatio }),
-			Alpha:               org(func(o *OrgMetrics) float64 { return o.Alpha }),
-			Beta:                org(func(o *OrgMetrics) float64 { return o.Beta }),
-			UserJ:               org(func(o *OrgMetrics) float64 { return o.UserJ }),
-			OwnerJ:              org(func(o *OrgMetrics) float64 { return o.OwnerJ }),
-			IdleJ:               org(func(o *OrgMetrics) float64 { return o.IdleJ }),
-			UserKJs:             org(func(o *OrgMetrics) float64 { return o.UserKJs }),
-			OwnerKJs:            org(func(o *OrgMetrics) float64 { return o.OwnerKJs }),
-			TurnaroundMean:      org(func(o *OrgMetrics) float64 { return o.TurnaroundMean }),
-			TurnaroundGeoMean:   org(func(o *OrgMetrics) float64 { return o.TurnaroundGeoMean }),
-			BoundedSlowdownMean: org(func(o *OrgMetrics) float64 { return o.BoundedSlowdownMean }),
-			Preemptions:         org(func(o *OrgMetrics) float64 { return float64(o.Preemptions) }),
-			PreemptionsGained:   org(func(o *OrgMetrics) float64 { return float64(o.PreemptionsGained) }),
-			WastedMFlop:         org(func(o *OrgMetrics) float64 { return o.WastedMFlop }),
+			Name:                   first.Orgs[i].Name,
+			SatisfactionHOSEP:      org(func(o *OrgMetrics) float64 { return o.SatisfactionHOSEP }),
+			SatisfactionEHOSEP:     org(func(o *OrgMetrics) float64 { return o.SatisfactionEHOSEP }),
+			TimeRatio:              org(func(o *OrgMetrics) float64 { return o.TimeRatio }),
+			Alpha:                  org(func(o *OrgMetrics) float64 { return o.Alpha }),
+			Beta:                   org(func(o *OrgMetrics) float64 { return o.Beta }),
+			SatisfactionUse:        org(func(o *OrgMetrics) float64 { return o.SatisfactionUse }),
+			BetaUse:                org(func(o *OrgMetrics) float64 { return o.BetaUse }),
+			SatisfactionHOSEPExec:  org(func(o *OrgMetrics) float64 { return o.SatisfactionHOSEPExec }),
+			UserJ:                  org(func(o *OrgMetrics) float64 { return o.UserJ }),
+			OwnerJ:                 org(func(o *OrgMetrics) float64 { return o.OwnerJ }),
+			IdleJ:                  org(func(o *OrgMetrics) float64 { return o.IdleJ }),
+			UserKJs:                org(func(o *OrgMetrics) float64 { return o.UserKJs }),
+			OwnerKJs:               org(func(o *OrgMetrics) float64 { return o.OwnerKJs }),
+			TurnaroundMean:         org(func(o *OrgMetrics) float64 { return o.TurnaroundMean }),
+			TurnaroundGeoMean:      org(func(o *OrgMetrics) float64 { return o.TurnaroundGeoMean }),
+			BoundedSlowdownMean:    org(func(o *OrgMetrics) float64 { return o.BoundedSlowdownMean }),
+			BoundedSlowdown100Mean: org(func(o *OrgMetrics) float64 { return o.BoundedSlowdown100Mean }),
+			Preemptions:            org(func(o *OrgMetrics) float64 { return float64(o.Preemptions) }),
+			PreemptionsGained:      org(func(o *OrgMetrics) float64 { return float64(o.PreemptionsGained) }),
+			WastedMFlop:            org(func(o *OrgMetrics) float64 { return o.WastedMFlop }),
 		}
 	}
 	sum.Total = TotalSummary{
-		EnergyJ:             over(func(r *Result) float64 { return r.Total.EnergyJ }),
-		KJs:                 over(func(r *Result) float64 { return r.Total.KJs }),
-		IdleJ:               over(func(r *Result) float64 { return r.Total.IdleJ }),
-		MakespanSeconds:     over(func(r *Result) float64 { return r.Total.MakespanSeconds }),
-		TurnaroundMean:      over(func(r *Result) float64 { return r.Total.TurnaroundMean }),
-		TurnaroundGeoMean:   over(func(r *Result) float64 { return r.Total.TurnaroundGeoMean }),
-		BoundedSlowdownMean: over(func(r *Result) float64 { return r.Total.BoundedSlowdownMean }),
-		Preemptions:         over(func(r *Result) float64 { return float64(r.Total.Preemptions) }),
-		WastedMFlop:         over(func(r *Result) float64 { return r.Total.WastedMFlop }),
+		EnergyJ:                over(func(r *Result) float64 { return r.Total.EnergyJ }),
+		KJs:                    over(func(r *Result) float64 { return r.Total.KJs }),
+		IdleJ:                  over(func(r *Result) float64 { return r.Total.IdleJ }),
+		MakespanSeconds:        over(func(r *Result) float64 { return r.Total.MakespanSeconds }),
+		TurnaroundMean:         over(func(r *Result) float64 { return r.Total.TurnaroundMean }),
+		TurnaroundGeoMean:      over(func(r *Result) float64 { return r.Total.TurnaroundGeoMean }),
+		BoundedSlowdownMean:    over(func(r *Result) float64 { return r.Total.BoundedSlowdownMean }),
+		BoundedSlowdown100Mean: over(func(r *Result) float64 { return r.Total.BoundedSlowdown100Mean }),
+		Preemptions:            over(func(r *Result) float64 { return float64(r.Total.Preemptions) }),
+		WastedMFlop:            over(func(r *Result) float64 { return r.Total.WastedMFlop }),
 	}
 	return sum, nil
 }
