@@ -16,7 +16,9 @@ import (
 //	not_owner, bad_signature                              → 403 forbidden
 //	exists, machine_busy, machine_down, limit_exceeded,
 //	bad_state, stale, overflow, implausible, queue_full,
-//	executor_mode, no_match, no_machine_fits              → 409 conflict
+//	executor_mode, no_match, no_machine_fits,
+//	scheduling_mode, clock_backwards, nothing_to_schedule → 409 conflict
+//	policy_failed                                         → 500 internal
 //
 // overflow is 409, not 500: the command is well formed and the peer works;
 // it is the state (an energy account near the int64 bound) that does not
@@ -41,6 +43,13 @@ var apiCodes = map[ledger.Code]string{
 	ledger.CodeExecutorMode:   api.CodeConflict,
 	ledger.CodeNoMatch:        api.CodeConflict,
 	ledger.CodeNoMachineFits:  api.CodeConflict,
+	// Only the leader's scheduling commands get these; an API caller never
+	// proposes one, but a forwarded refusal must still map to something
+	// stable.
+	ledger.CodeSchedulingMode:    api.CodeConflict,
+	ledger.CodeClockBackwards:    api.CodeConflict,
+	ledger.CodeNothingToSchedule: api.CodeConflict,
+	ledger.CodePolicyFailed:      api.CodeInternal,
 }
 
 // Error maps a ledger refusal (*ledger.Error, possibly wrapped) to the API

@@ -95,6 +95,13 @@ func TestErrorCoversEveryLedgerCode(t *testing.T) {
 		ledger.CodeExecutorMode:  {api.CodeConflict, http.StatusConflict},
 		ledger.CodeNoMatch:       {api.CodeConflict, http.StatusConflict},
 		ledger.CodeNoMachineFits: {api.CodeConflict, http.StatusConflict},
+		// The leader's scheduling trigger (issue 15 item 3).
+		ledger.CodeSchedulingMode:    {api.CodeConflict, http.StatusConflict},
+		ledger.CodeClockBackwards:    {api.CodeConflict, http.StatusConflict},
+		ledger.CodeNothingToSchedule: {api.CodeConflict, http.StatusConflict},
+		// The policy failing identically on every peer is the software's
+		// fault, not the caller's.
+		ledger.CodePolicyFailed: {api.CodeInternal, http.StatusInternalServerError},
 	}
 	codes := ledgerCodes(t)
 	for name, code := range codes {
