@@ -367,7 +367,7 @@ func TestParseErrors(t *testing.T) {
 		{"task size missing", task("{id: t1, org: U1}"), `t.yaml:6:5: tasks[0]: missing required key "gflop"`},
 		{"negative submit", task("{id: t1, org: U1, gflop: 1, submit: -1}"), `t.yaml:6:41: tasks[0].submit: must be >= 0, got -1`},
 		{"submit too late", task("{id: t1, org: U1, gflop: 1, submit: 1e10}"), `t.yaml:6:41: tasks[0].submit: must be <= 1e+09 seconds, got 1e10`},
-		{"unknown task key", task("{id: t1, org: U1, gflop: 1, owner: U1}"), `t.yaml:6:33: tasks[0].owner: unknown key (want one of: id, org, gflop, submit)`},
+		{"unknown task key", task("{id: t1, org: U1, gflop: 1, owner: U1}"), `t.yaml:6:33: tasks[0].owner: unknown key (want one of: id, org, gflop, submit, cpus, memory, gpus, requirements)`},
 		{"mix unknown type", "types: [{name: A, gflop: [1, 2]}]\n" + org("    machines: [{gflops: 1, watts: 1}]\n    mix: {D: 3}\n"), `t.yaml:5:11: orgs[0].mix.D: unknown task type "D" (have A)`},
 		{"mix without types", org("    machines: [{gflops: 1, watts: 1}]\n    mix: {A: 3}\n"), `t.yaml:4:11: orgs[0].mix.A: unknown task type "A" (the scenario declares no types)`},
 		{"mix negative count", "types: [{name: A, gflop: [1, 2]}]\n" + org("    machines: [{gflops: 1, watts: 1}]\n    mix: {A: -3}\n"), `t.yaml:5:14: orgs[0].mix.A: must be >= 0, got -3`},
