@@ -205,7 +205,7 @@ type simulator struct {
 	used   []policy.Resources
 	busyS  []float64 // seconds per machine running at least one task
 	busyAt []float64 // when the machine last went from no task to one
-	queue  []int          // queued task indices, order deterministic
+	queue  []int     // queued task indices, order deterministic
 	heap   completionHeap
 	nextAr int // next task to arrive
 	now    float64
