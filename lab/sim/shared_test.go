@@ -2,7 +2,10 @@ package sim
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"path/filepath"
+	"strings"
 	"reflect"
 	"testing"
 
@@ -19,6 +22,12 @@ import (
 // the state not one-slot, so every pass goes through the shared-machine
 // pass instead of the indexed one.
 func TestScenariosDecideAlikeOnTheSharedPass(t *testing.T) {
+	oneSlot := 0
+	defer func() {
+		if oneSlot < 6 && !t.Failed() && !testing.Short() {
+			t.Errorf("only %d one-slot scenario files compared", oneSlot)
+		}
+	}()
 	files, err := filepath.Glob(filepath.Join(scenarioDir, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scenario files (%v)", err)
@@ -35,15 +44,19 @@ func TestScenariosDecideAlikeOnTheSharedPass(t *testing.T) {
 		if len(inst.Tasks) > 600 && testing.Short() {
 			continue
 		}
+		if !inst.OneSlot() {
+			continue // already on the shared pass (shared.yaml): TestSharedScenario
+		}
 		shared := *inst
 		shared.Machines = append([]policy.Machine(nil), inst.Machines...)
 		for i := range shared.Machines {
 			shared.Machines[i].Capacity = policy.Resources{CPUs: 1, MemoryBytes: 1 << 40}
 		}
 		orgs := make([]policy.Org, len(inst.Orgs))
-		if (&policy.State{Orgs: orgs, Machines: shared.Machines}).OneSlot() || !(&policy.State{Orgs: orgs, Machines: inst.Machines}).OneSlot() {
-			t.Fatalf("%s: the forced form is still one-slot, or the file is not", filepath.Base(f))
+		if (&policy.State{Orgs: orgs, Machines: shared.Machines}).OneSlot() {
+			t.Fatalf("%s: the forced form is still one-slot", filepath.Base(f))
 		}
+		oneSlot++
 		for _, name := range []string{"ehosep", "ehosep-bestfit"} {
 			run := func(in *scenario.Instance) (*Result, []TraceEvent) {
 				var events []TraceEvent
@@ -64,5 +77,141 @@ func TestScenariosDecideAlikeOnTheSharedPass(t *testing.T) {
 				t.Fatalf("%s %s: the shared pass's result differs", filepath.Base(f), name)
 			}
 		}
+	}
+}
+
+// TestSharedScenario runs examples/scenarios/shared.yaml, whose machines
+// have cores, memory, GPUs and labels and whose tasks ask for some of them,
+// under both EHOSEP variants and several seeds, and replays each trace: at
+// no instant does any machine run tasks asking together for more than its
+// capacity, some machine runs two tasks at once, every task runs only on
+// machines meeting its requirements, each task is booked its share of its
+// machines' draw (share × busy × time), and the metrics are defined.
+func TestSharedScenario(t *testing.T) {
+	sc, err := scenario.Load(filepath.Join(scenarioDir, "shared.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ehosep", "ehosep-bestfit"} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			inst, err := sc.Instance(scenario.Options{}, seed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if inst.OneSlot() {
+				t.Fatal("shared.yaml resolves to a one-slot instance")
+			}
+			var events []TraceEvent
+			cfg := Config{TickSeconds: sc.TickSeconds, CheckpointBlockSeconds: sc.CheckpointSeconds,
+				CheckInvariants: true, EnforceLimits: true, Trace: func(e TraceEvent) { events = append(events, e) }}
+			res, err := Run(context.Background(), inst, mustPolicy(t, name), cfg)
+			if err != nil {
+				t.Fatalf("%s seed %d: %v", name, seed, err)
+			}
+			checkSharedTrace(t, fmt.Sprintf("%s seed %d", name, seed), inst, res, events)
+		}
+	}
+}
+
+// checkSharedTrace replays events on inst's machines.
+func checkSharedTrace(t *testing.T, what string, inst *scenario.Instance, res *Result, events []TraceEvent) {
+	t.Helper()
+	machine := map[string]int{}
+	for i, m := range inst.Machines {
+		machine[m.ID] = i
+	}
+	task := map[string]scenario.TaskSpec{}
+	for _, tk := range inst.Tasks {
+		task[tk.ID] = tk
+	}
+	type seg struct {
+		m     int
+		start float64
+	}
+	on := map[string]seg{} // running task -> its machine and start
+	used := make([]policy.Resources, len(inst.Machines))
+	count := make([]int, len(inst.Machines))
+	wantJ := map[string]float64{}
+	maxTogether, preempts := 0, 0
+	stop := func(id string, now float64) {
+		sg, ok := on[id]
+		if !ok {
+			t.Fatalf("%s: t=%g: task %s stops but does not run", what, now, id)
+		}
+		mc := inst.Machines[sg.m]
+		share := policy.ShareOf(mc.Capacity, task[id].Request)
+		wantJ[id] += float64(share.Of(mc.BusyMilliW)) * (now - sg.start) / 1000
+		used[sg.m] = used[sg.m].Plus(negate(task[id].Request.Request()))
+		count[sg.m]--
+		delete(on, id)
+	}
+	for _, e := range events {
+		m := machine[e.Machine]
+		mc := inst.Machines[m]
+		switch e.Kind {
+		case EventComplete:
+			stop(e.Task, e.Time)
+			continue
+		case EventPreempt:
+			preempts++
+			stop(e.Victim, e.Time)
+		}
+		tk := task[e.Task]
+		if why := policy.Mismatch(mc, policy.Task{Org: tk.Org, Request: tk.Request, Requirements: tk.Requirements}, inst.Orgs); why != "" {
+			t.Fatalf("%s: t=%g: task %s placed on %s: %s", what, e.Time, e.Task, mc.ID, why)
+		}
+		on[e.Task] = seg{m, e.Time}
+		used[m] = used[m].Plus(tk.Request.Request())
+		count[m]++
+		capa := mc.Capacity.Capacity()
+		if !policy.Fits(used[m], capa, capa) {
+			t.Fatalf("%s: t=%g: %s over-committed: its tasks ask %+v of %+v", what, e.Time, mc.ID, used[m], capa)
+		}
+		maxTogether = max(maxTogether, count[m])
+	}
+	if len(on) != 0 {
+		t.Fatalf("%s: %d tasks still running at the end of the trace", what, len(on))
+	}
+	if maxTogether < 2 {
+		t.Fatalf("%s: no machine ever ran two tasks at once", what)
+	}
+	if res.Total.Tasks != len(inst.Tasks) || math.IsNaN(res.Total.TurnaroundMean) || !(res.Total.EnergyJ > 0) {
+		t.Fatalf("%s: totals %+v", what, res.Total)
+	}
+	var sumJ float64
+	for _, r := range res.Tasks {
+		if got, want := r.EnergyJ, wantJ[r.ID]; math.Abs(got-want) > 1e-9*want {
+			t.Fatalf("%s: task %s booked %v J, its share of draw over its segments is %v J", what, r.ID, got, want)
+		}
+		sumJ += r.EnergyJ
+	}
+	if math.Abs(sumJ-res.Total.EnergyJ) > 1e-9*sumJ {
+		t.Fatalf("%s: tasks booked %v J, total %v J", what, sumJ, res.Total.EnergyJ)
+	}
+	for _, o := range res.Orgs {
+		if math.IsNaN(o.SatisfactionHOSEP) || math.IsNaN(o.SatisfactionHOSEPExec) || math.IsNaN(o.TurnaroundMean) || math.IsNaN(o.BoundedSlowdownMean) {
+			t.Fatalf("%s: org %s has an undefined metric: %+v", what, o.Name, o)
+		}
+	}
+	t.Logf("%s: %d events, up to %d tasks on one machine, %d preemptions", what, len(events), maxTogether, preempts)
+}
+
+// TestSharedScenarioRefusesISPD: the iSPD engine places one task per
+// machine, so it refuses an instance with multi-core machines or requests
+// rather than run it with the wrong model.
+func TestSharedScenarioRefusesISPD(t *testing.T) {
+	sc, err := scenario.Load(filepath.Join(scenarioDir, "shared.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := sc.Instance(scenario.Options{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Engine = EngineISPD
+	_, err = Run(context.Background(), inst, mustPolicy(t, "ehosep"), cfg)
+	if err == nil || !strings.Contains(err.Error(), "iSPD engine places one task per machine") {
+		t.Fatalf("err = %v, want the iSPD engine's refusal", err)
 	}
 }
