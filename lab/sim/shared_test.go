@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"strings"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/coopgrid/coopgrid/lab/scenario"
