@@ -32,6 +32,12 @@
 //     capped at an arbitrary value.
 //   - Bounded slowdown uses te = the task's total time on machines, wasted
 //     segments included.
+//   - On machines with resources (docs/SCENARIOS.md, "Machines with
+//     resources, tasks with requests") several tasks run at once; a task
+//     runs at its share of the machine's computing power and is booked its
+//     share of its draw (policy.Share: ⌈share·d⌉ MFLOPS, ⌈share·c⌉ mW), as
+//     the ledger counts it. On one-slot machines every share is whole and
+//     the figures are the papers'.
 package sim
 
 import (
@@ -85,9 +91,9 @@ type Config struct {
 	// preempted task keeps nothing of its last segment.
 	CheckpointBlockSeconds float64
 	// CheckInvariants re-derives the simulator's bookkeeping from scratch
-	// after every pass (each running task on exactly one machine, each
-	// machine running at most one task, the incremental per-organisation
-	// power equal to the recomputed one). It costs O(machines + tasks) per
+	// after every pass (each running task on exactly one machine, no
+	// machine's tasks asking together for more than its capacity, the
+	// incremental per-organisation power equal to the recomputed one). It costs O(machines + tasks) per
 	// pass; tests turn it on.
 	CheckInvariants bool
 	// EnforceLimits makes a pass that leaves any organisation with
