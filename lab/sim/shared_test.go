@@ -215,3 +215,83 @@ func TestSharedScenarioRefusesISPD(t *testing.T) {
 		t.Fatalf("err = %v, want the iSPD engine's refusal", err)
 	}
 }
+
+// sharedHand is one organisation with a 4-core, 8 GiB machine labelled x
+// and a one-slot machine, and seven tasks queued at t=0.
+func sharedHand() *scenario.Instance {
+	gib := int64(1) << 30
+	return &scenario.Instance{
+		Name: "shared-hand",
+		Orgs: []policy.Org{{Name: "A", LimitMilliW: 1_000_000}},
+		Machines: []policy.Machine{
+			{ID: "m0", MFLOPS: 4000, BusyMilliW: 400_000, Capacity: policy.Resources{CPUs: 4, MemoryBytes: 8 * gib}, Attrs: map[string]string{"label.x": ""}},
+			{ID: "m1", MFLOPS: 1000, BusyMilliW: 100_000},
+		},
+		Tasks: []scenario.TaskSpec{
+			{ID: "two1", SizeMFlop: 200_000, Request: policy.Resources{CPUs: 2}},
+			{ID: "two2", SizeMFlop: 400_000, Request: policy.Resources{CPUs: 2}},
+			{ID: "one", SizeMFlop: 100_000},
+			{ID: "mem6", SizeMFlop: 100_000, Request: policy.Resources{MemoryBytes: 6 * gib}},
+			{ID: "mem6b", SizeMFlop: 100_000, Request: policy.Resources{MemoryBytes: 6 * gib}},
+			{ID: "four", SizeMFlop: 100_000, Request: policy.Resources{CPUs: 4}},
+			{ID: "needsY", SizeMFlop: 100_000, Requirements: []policy.Requirement{{Attribute: "label.y", Operator: "is_set"}}},
+		},
+	}
+}
+
+// TestSharedDecisions: the simulator itself refuses a decision that would
+// over-commit a machine or place a task where it cannot run, whatever the
+// policy says, and accepts two tasks at once where they fit, running each
+// at its share of the machine and booking it its share of the draw.
+func TestSharedDecisions(t *testing.T) {
+	alloc := func(task string, m int) policy.Decision {
+		return policy.Decision{Kind: policy.Allocate, Task: task, Machine: m}
+	}
+	for _, tc := range []struct {
+		name string
+		ds   []policy.Decision
+		want string
+	}{
+		{"cpus over-committed", []policy.Decision{alloc("two1", 0), alloc("two2", 0), alloc("one", 0)}, `machine "m0" is not free: no room for the task (runs "two1", "two2")`},
+		{"memory over-committed", []policy.Decision{alloc("mem6", 0), alloc("mem6b", 0)}, `machine "m0" is not free: no room for the task (runs "mem6")`},
+		{"requirement unmet", []policy.Decision{alloc("needsY", 0)}, `requirement label.y is_set unmet`},
+		{"request larger than the machine", []policy.Decision{alloc("two1", 1)}, `task cannot run on machine "m1": cpus larger than m1's`},
+		{"no room once the victim stops", []policy.Decision{alloc("two1", 0), alloc("two2", 0),
+			{Kind: policy.Preempt, Task: "four", Machine: 0, Victim: "two1"}}, `machine "m0" has no room for the task once victim "two1" stops (runs "two1", "two2")`},
+		{"wrong victim on a shared machine", []policy.Decision{alloc("two1", 0), alloc("two2", 0),
+			{Kind: policy.Preempt, Task: "one", Machine: 0, Victim: "mem6"}}, `victim "mem6" named, machine "m0" runs "two1", "two2"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			_, err := Run(context.Background(), sharedHand(), scripted{first: tc.ds, calls: &calls}, Config{CheckInvariants: true})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+
+	// Two 2-core tasks at once on m0: each has share 2/4 and runs at
+	// 2000 MFLOPS (two1 100 s, two2 200 s) drawing 200 W; the rest after.
+	var events []TraceEvent
+	calls := 0
+	inst := sharedHand()
+	inst.Tasks = inst.Tasks[:3]
+	r, err := Run(context.Background(), inst, scripted{first: []policy.Decision{alloc("two1", 0), alloc("two2", 0), alloc("one", 1)}, calls: &calls},
+		Config{CheckInvariants: true, Trace: func(e TraceEvent) { events = append(events, e) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := map[string]TaskRecord{}
+	for _, tr := range r.Tasks {
+		rec[tr.ID] = tr
+	}
+	if rec["two1"].FirstStartSeconds != 0 || rec["two2"].FirstStartSeconds != 0 || rec["two1"].CompletionSeconds != 100 || rec["two2"].CompletionSeconds != 200 {
+		t.Fatalf("two1 %+v, two2 %+v: want both started at 0, done at 100 and 200 s", rec["two1"], rec["two2"])
+	}
+	if rec["two1"].EnergyJ != 200*100 || rec["two2"].EnergyJ != 200*200 || rec["one"].EnergyJ != 100*100 {
+		t.Fatalf("energies %v, %v, %v J; want 20000, 40000, 10000 (share × busy × time)", rec["two1"].EnergyJ, rec["two2"].EnergyJ, rec["one"].EnergyJ)
+	}
+	if r.Orgs[0].OwnerJ != 70000 || r.Total.EnergyJ != 70000 {
+		t.Fatalf("owner %v J, total %v J, want 70000", r.Orgs[0].OwnerJ, r.Total.EnergyJ)
+	}
+}
