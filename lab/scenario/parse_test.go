@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/coopgrid/coopgrid/internal/yamlfile"
+	"github.com/coopgrid/coopgrid/policy"
 )
 
 // one is a minimal valid scenario; tests replace parts of it.
@@ -487,5 +488,41 @@ func TestLoad(t *testing.T) {
 	}
 	if _, err := Load(bad); err == nil || !strings.HasPrefix(err.Error(), bad+":1:7: orgs:") {
 		t.Errorf("bad file: %v", err)
+	}
+}
+
+// TestExplicitTaskRequest: an explicit task carries its request and
+// requirements into the Instance; memory reads units as go-humanize does.
+func TestExplicitTaskRequest(t *testing.T) {
+	src := `orgs:
+  - name: U1
+    machines:
+      - {gflops: 10, watts: 100, cpus: 8, memory: 16 GiB, gpus: 1, labels: [matlab, cuda=12.2]}
+tasks:
+  - {id: t1, org: U1, gflop: 1, cpus: 2, memory: 1.5GB, gpus: 1, requirements: [{attribute: label.cuda, operator: in, value: "12.1, 12.2"}]}
+  - {id: t2, org: U1, gflop: 1, memory: 1024}
+`
+	s, err := Parse("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := s.Instance(Options{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := in.Machines[0]
+	if m.Capacity != (policy.Resources{CPUs: 8, MemoryBytes: 16 << 30, GPUs: 1}) || !reflect.DeepEqual(m.Attrs, map[string]string{"label.matlab": "", "label.cuda": "12.2"}) {
+		t.Errorf("machine %+v", m)
+	}
+	want := []TaskSpec{
+		{ID: "t1", SizeMFlop: 1000, Request: policy.Resources{CPUs: 2, MemoryBytes: 1_500_000_000, GPUs: 1},
+			Requirements: []policy.Requirement{{Attribute: "label.cuda", Operator: "in", Value: "12.1, 12.2"}}},
+		{ID: "t2", SizeMFlop: 1000, Request: policy.Resources{MemoryBytes: 1024}},
+	}
+	if !reflect.DeepEqual(in.Tasks, want) {
+		t.Errorf("tasks %+v, want %+v", in.Tasks, want)
+	}
+	if in.OneSlot() {
+		t.Error("a multi-core instance says it is one-slot")
 	}
 }

@@ -220,16 +220,22 @@ func (g group) policyMachine(id string, org int) policy.Machine {
 // It also refuses the iSPD engine on a scenario that is not the papers'
 // one-slot model: that engine places one task per machine.
 func (d *decoder) checkShapes(s *Scenario, engineNode *yaml.Node) {
+	// One machine per distinct group shape, one verdict per distinct task
+	// shape: a hostile file of many groups and many tasks stays linear.
 	var machines []policy.Machine
+	seenMachine := map[string]bool{}
 	orgs := make([]policy.Org, len(s.orgs))
 	for i, o := range s.orgs {
 		orgs[i].Name = o.name
 		for j, g := range o.groups {
-			if g.count > 0 {
+			key := fmt.Sprintf("%v|%v", g.shape.capacity, g.shape.attrs) // fmt sorts map keys
+			if g.count > 0 && !seenMachine[key] {
+				seenMachine[key] = true
 				machines = append(machines, g.policyMachine(fmt.Sprintf("%s.machines[%d]", yamlfile.Index("orgs", i), j), i))
 			}
 		}
 	}
+	verdict := map[string]string{} // task shape -> "" if some machine runs it, else why not
 	var shapes []taskShape
 	for _, t := range s.types {
 		shapes = append(shapes, t.shape)
@@ -244,18 +250,23 @@ func (d *decoder) checkShapes(s *Scenario, engineNode *yaml.Node) {
 		}
 		task := policy.Task{Request: sh.request, Requirements: sh.requirements}
 		oneSlot = oneSlot && (&policy.State{Orgs: orgs, Queued: []policy.Task{task}}).OneSlot()
-		why := ""
-		fits := false
-		for _, m := range machines {
-			task.Org = m.Owner // the owner always may: only attributes and size count here
-			if w := policy.Mismatch(m, task, orgs); w == "" {
-				fits = true
-				break
-			} else if why == "" {
-				why = w
+		key := fmt.Sprintf("%v|%v", sh.request, sh.requirements)
+		why, known := verdict[key]
+		if !known {
+			why = "no machine"
+			for _, m := range machines {
+				task.Org = m.Owner // the owner always may: only attributes and size count here
+				w := policy.Mismatch(m, task, orgs)
+				if w == "" {
+					why = ""
+					break
+				} else if why == "no machine" {
+					why = w
+				}
 			}
+			verdict[key] = why
 		}
-		if !fits && len(machines) > 0 {
+		if why != "" && len(machines) > 0 {
 			d.At(sh.node, sh.path, "no machine of the scenario can ever run it (first machine group: %s)", why)
 		}
 	}
