@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/coopgrid/coopgrid/policy"
 )
 
 const examplesDir = "../../examples/scenarios"
@@ -50,6 +52,7 @@ func TestExamplesParseAndResolve(t *testing.T) {
 		"hosep12-medium.yaml": {12, 40, []string{"User1", "User2", "User3", "User4"}, "User1", 60},
 		"hosep12-high.yaml":   {12, 40, []string{"User1", "User2", "User3", "User4"}, "User1", 60},
 		"tiny.yaml":           {3, 4, []string{"Alpha", "Beta"}, "", 600},
+		"shared.yaml":         {11, 57, []string{"Campus", "Lab", "Desk"}, "Lab", 300},
 	}
 	if len(files) != len(want) {
 		t.Errorf("found %d example files, want %d: %v", len(files), len(want), files)
@@ -446,5 +449,55 @@ func BenchmarkInstance100k(b *testing.B) {
 		if err != nil || len(in.Tasks) != 100000 || len(in.Machines) != 10000 {
 			b.Fatalf("%v: %d tasks", err, len(in.Tasks))
 		}
+	}
+}
+
+// TestSharedExampleShapes: the machines of examples/scenarios/shared.yaml
+// carry their cores, memory, GPUs and labels into the Instance as the
+// policy's types, and its tasks their requests and requirements; files
+// without them resolve to the zero values (one slot, one whole machine).
+func TestSharedExampleShapes(t *testing.T) {
+	in := instance(t, loadExample(t, "shared.yaml"), Options{}, 1)
+	if in.OneSlot() {
+		t.Fatal("shared.yaml resolves to a one-slot instance")
+	}
+	byID := map[string]policy.Machine{}
+	for _, m := range in.Machines {
+		byID[m.ID] = m
+	}
+	gib := int64(1) << 30
+	for id, want := range map[string]policy.Machine{
+		"Campus-m1": {Capacity: policy.Resources{CPUs: 16, MemoryBytes: 64 * gib}, Attrs: map[string]string{"label.matlab": ""}},
+		"Campus-m3": {Capacity: policy.Resources{CPUs: 8, MemoryBytes: 64 * gib, GPUs: 2}, Attrs: map[string]string{"label.cuda": "12.2"}},
+		"Lab-m4":    {Capacity: policy.Resources{CPUs: 4, MemoryBytes: 16 * gib}},
+		"Desk-m1":   {},
+	} {
+		got := byID[id]
+		if got.Capacity != want.Capacity || !reflect.DeepEqual(got.Attrs, want.Attrs) {
+			t.Errorf("%s: capacity %+v attrs %v, want %+v %v", id, got.Capacity, got.Attrs, want.Capacity, want.Attrs)
+		}
+	}
+	kinds := map[string]int{}
+	for _, tk := range in.Tasks {
+		switch {
+		case tk.Request == policy.Resources{CPUs: 2, MemoryBytes: 16 * gib, GPUs: 1} &&
+			reflect.DeepEqual(tk.Requirements, []policy.Requirement{{Attribute: "label.cuda", Operator: "version", Value: ">= 12"}}):
+			kinds["cuda"]++
+		case tk.Request == policy.Resources{CPUs: 4, MemoryBytes: 8 * gib} && tk.Requirements == nil:
+			kinds["quad"]++
+		case tk.Request == policy.Resources{CPUs: 2} && len(tk.Requirements) == 1 && tk.Requirements[0].Attribute == "label.matlab":
+			kinds["matlab"]++
+		case tk.Request == policy.Resources{} && tk.Requirements == nil:
+			kinds["single"]++
+		default:
+			t.Errorf("task %s: unexpected request %+v %v", tk.ID, tk.Request, tk.Requirements)
+		}
+	}
+	if want := map[string]int{"cuda": 3, "quad": 14, "matlab": 6, "single": 34}; !reflect.DeepEqual(kinds, want) {
+		t.Errorf("tasks by kind %v, want %v", kinds, want)
+	}
+	tiny := instance(t, loadExample(t, "tiny.yaml"), Options{}, 1)
+	if !tiny.OneSlot() || tiny.Machines[0].Capacity != (policy.Resources{}) || tiny.Machines[0].Attrs != nil || tiny.Tasks[0].Request != (policy.Resources{}) {
+		t.Errorf("tiny.yaml is not the one-slot model: %+v %+v", tiny.Machines[0], tiny.Tasks[0])
 	}
 }

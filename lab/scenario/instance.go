@@ -27,4 +27,9 @@ type TaskSpec struct {
 	Org           int
 	SizeMFlop     int64
 	SubmitSeconds float64
+	// Request is what the task asks of a machine (the zero value: one CPU,
+	// a whole one-slot machine) and Requirements what it requires of the
+	// machine's attributes (docs/SCENARIOS.md).
+	Request      policy.Resources
+	Requirements []policy.Requirement
 }

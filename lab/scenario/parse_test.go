@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/coopgrid/coopgrid/internal/yamlfile"
+	"github.com/coopgrid/coopgrid/policy"
 )
 
 // one is a minimal valid scenario; tests replace parts of it.
@@ -367,7 +368,7 @@ func TestParseErrors(t *testing.T) {
 		{"task size missing", task("{id: t1, org: U1}"), `t.yaml:6:5: tasks[0]: missing required key "gflop"`},
 		{"negative submit", task("{id: t1, org: U1, gflop: 1, submit: -1}"), `t.yaml:6:41: tasks[0].submit: must be >= 0, got -1`},
 		{"submit too late", task("{id: t1, org: U1, gflop: 1, submit: 1e10}"), `t.yaml:6:41: tasks[0].submit: must be <= 1e+09 seconds, got 1e10`},
-		{"unknown task key", task("{id: t1, org: U1, gflop: 1, owner: U1}"), `t.yaml:6:33: tasks[0].owner: unknown key (want one of: id, org, gflop, submit)`},
+		{"unknown task key", task("{id: t1, org: U1, gflop: 1, owner: U1}"), `t.yaml:6:33: tasks[0].owner: unknown key (want one of: id, org, gflop, submit, cpus, memory, gpus, requirements)`},
 		{"mix unknown type", "types: [{name: A, gflop: [1, 2]}]\n" + org("    machines: [{gflops: 1, watts: 1}]\n    mix: {D: 3}\n"), `t.yaml:5:11: orgs[0].mix.D: unknown task type "D" (have A)`},
 		{"mix without types", org("    machines: [{gflops: 1, watts: 1}]\n    mix: {A: 3}\n"), `t.yaml:4:11: orgs[0].mix.A: unknown task type "A" (the scenario declares no types)`},
 		{"mix negative count", "types: [{name: A, gflop: [1, 2]}]\n" + org("    machines: [{gflops: 1, watts: 1}]\n    mix: {A: -3}\n"), `t.yaml:5:14: orgs[0].mix.A: must be >= 0, got -3`},
@@ -399,6 +400,21 @@ func TestParseErrors(t *testing.T) {
 		{"too many tasks", "types: [{name: A, gflop: [1, 2]}]\n" + org("    machines: [{gflops: 1, watts: 1}]\n    mix: {A: 1000000}\n") + "tasks:\n  - {id: t, org: U1, gflop: 1}\n", `t.yaml:7:3: tasks: 1000001 tasks in all (generated and explicit), more than 1000000`},
 		{"empty file", "", `t.yaml: empty file`},
 		{"comment only", "# nothing\n", `t.yaml: empty file`},
+		{"machine cpus zero", mach("{gflops: 1, watts: 1, cpus: 0}"), `t.yaml:4:37: orgs[0].machines[0].cpus: must be between 1 and 65536, got 0`},
+		{"machine bad memory", mach("{gflops: 1, watts: 1, memory: 12 parsecs}"), `t.yaml:4:39: orgs[0].machines[0].memory: want a size such as 16GiB or 512MiB (or a number of bytes), got "12 parsecs"`},
+		{"machine gpus negative", mach("{gflops: 1, watts: 1, gpus: -1}"), `t.yaml:4:37: orgs[0].machines[0].gpus: must be >= 0, got -1`},
+		{"bad label", mach("{gflops: 1, watts: 1, labels: [\"a b\"]}"), `t.yaml:4:40: orgs[0].machines[0].labels[0]: "a b": want name or name=value`},
+		{"duplicate label", mach("{gflops: 1, watts: 1, labels: [cuda=12, cuda]}"), `t.yaml:4:49: orgs[0].machines[0].labels[1]: label "cuda" declared twice`},
+		{"type memory too big", typed("{name: A, gflop: [1, 2], memory: 2EiB}"), `t.yaml:2:38: types[0].memory: must be between 1 byte and 1 EiB, got "2EiB"`},
+		{"task cpus not a number", one + "tasks:\n  - {id: t1, org: U1, gflop: 1, cpus: many}\n", `t.yaml:6:39: tasks[0].cpus: must be a number, got the string "many"`},
+		{"bad operator", typed("{name: A, gflop: [1, 2], requirements: [{attribute: os, operator: like, value: linux}]}"), `t.yaml:2:71: types[0].requirements[0].operator: operator "like": want one of`},
+		{"bad attribute", typed("{name: A, gflop: [1, 2], requirements: [{attribute: colour, operator: is_set}]}"), `t.yaml:2:57: types[0].requirements[0].attribute: attribute "colour": want os, arch or label.NAME`},
+		{"bad version", typed("{name: A, gflop: [1, 2], requirements: [{attribute: label.cuda, operator: version, value: soon}]}"), `t.yaml:2:95: types[0].requirements[0].value: operator version: value "soon"`},
+		{"requirement without operator", typed("{name: A, gflop: [1, 2], requirements: [{attribute: os}]}"), `t.yaml:2:45: types[0].requirements[0]: missing required key "operator"`},
+		{"request larger than every machine", "types:\n  - {name: A, gflop: [1, 2], cpus: 8}\n" + org("    machines: [{gflops: 1, watts: 1, cpus: 4}]\n    mix: {A: 1}\n"), `t.yaml:2:5: types[0]: no machine of the scenario can ever run it (first machine group: cpus larger than orgs[0].machines[0]'s)`},
+		{"requirement nobody meets", one + "tasks:\n  - {id: t1, org: U1, gflop: 1, requirements: [{attribute: label.matlab, operator: is_set}]}\n", `t.yaml:6:5: tasks[0]: no machine of the scenario can ever run it (first machine group: requirement label.matlab is_set unmet)`},
+		{"ispd with multi-core", "sim: {engine: ispd}\n" + mach("{gflops: 1, watts: 1, cpus: 4}"), `t.yaml:1:15: sim.engine: the iSPD engine places one task per machine`},
+		{"ispd with requests", "sim: {engine: ispd}\ntypes: [{name: A, gflop: [1, 2], memory: 1GiB, gpus: 1}]\n" + org("    machines: [{gflops: 1, watts: 1, gpus: 1}]\n    mix: {A: 1}\n"), `t.yaml:1:15: sim.engine: the iSPD engine`},
 		{"deep nesting", "name: " + strings.Repeat("[", 40) + strings.Repeat("]", 40) + "\n" + one, `t.yaml:1:`},
 	}
 	for _, c := range cases {
@@ -472,5 +488,41 @@ func TestLoad(t *testing.T) {
 	}
 	if _, err := Load(bad); err == nil || !strings.HasPrefix(err.Error(), bad+":1:7: orgs:") {
 		t.Errorf("bad file: %v", err)
+	}
+}
+
+// TestExplicitTaskRequest: an explicit task carries its request and
+// requirements into the Instance; memory reads units as go-humanize does.
+func TestExplicitTaskRequest(t *testing.T) {
+	src := `orgs:
+  - name: U1
+    machines:
+      - {gflops: 10, watts: 100, cpus: 8, memory: 16 GiB, gpus: 1, labels: [matlab, cuda=12.2]}
+tasks:
+  - {id: t1, org: U1, gflop: 1, cpus: 2, memory: 1.5GB, gpus: 1, requirements: [{attribute: label.cuda, operator: in, value: "12.1, 12.2"}]}
+  - {id: t2, org: U1, gflop: 1, memory: 1024}
+`
+	s, err := Parse("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := s.Instance(Options{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := in.Machines[0]
+	if m.Capacity != (policy.Resources{CPUs: 8, MemoryBytes: 16 << 30, GPUs: 1}) || !reflect.DeepEqual(m.Attrs, map[string]string{"label.matlab": "", "label.cuda": "12.2"}) {
+		t.Errorf("machine %+v", m)
+	}
+	want := []TaskSpec{
+		{ID: "t1", SizeMFlop: 1000, Request: policy.Resources{CPUs: 2, MemoryBytes: 1_500_000_000, GPUs: 1},
+			Requirements: []policy.Requirement{{Attribute: "label.cuda", Operator: "in", Value: "12.1, 12.2"}}},
+		{ID: "t2", SizeMFlop: 1000, Request: policy.Resources{MemoryBytes: 1024}},
+	}
+	if !reflect.DeepEqual(in.Tasks, want) {
+		t.Errorf("tasks %+v, want %+v", in.Tasks, want)
+	}
+	if in.OneSlot() {
+		t.Error("a multi-core instance says it is one-slot")
 	}
 }

@@ -96,11 +96,13 @@ type group struct {
 	mflops     int64
 	busyMilliW int64
 	idleMilliW int64
+	shape      machineShape
 }
 
 type taskType struct {
 	name     string
 	min, max int64 // MFlop, inclusive
+	shape    taskShape
 }
 
 type explicitTask struct {
@@ -108,6 +110,7 @@ type explicitTask struct {
 	org    int
 	size   int64 // MFlop
 	submit float64
+	shape  taskShape
 }
 
 // OrgNames returns the organisations' names in file order.
@@ -234,10 +237,10 @@ var (
 	topKeys   = []string{"name", "description", "sim", "late", "types", "orgs", "tasks"}
 	simKeys   = []string{"checkpoint", "tick", "engine"}
 	lateKeys  = []string{"org", "delay"}
-	typeKeys  = []string{"name", "gflop", "minutes", "on"}
+	typeKeys  = append([]string{"name", "gflop", "minutes", "on"}, requestKeys...)
 	orgKeys   = []string{"name", "limit", "delay", "machines", "mix"}
-	groupKeys = []string{"count", "gflops", "mflops", "watts", "idle_watts"}
-	taskKeys  = []string{"id", "org", "gflop", "submit"}
+	groupKeys = append([]string{"count", "gflops", "mflops", "watts", "idle_watts"}, capacityKeys...)
+	taskKeys  = append([]string{"id", "org", "gflop", "submit"}, requestKeys...)
 )
 
 func (d *decoder) scenario(root *yaml.Node, filename string) *Scenario {
@@ -289,6 +292,9 @@ func (d *decoder) scenario(root *yaml.Node, filename string) *Scenario {
 	}
 	if e, ok := top["late"]; ok {
 		d.late(e.V, s)
+	}
+	if machinesOK && d.Count() == 0 {
+		d.checkShapes(s, engineNode(top))
 	}
 	return s
 }
@@ -498,6 +504,11 @@ func (d *decoder) groups(n *yaml.Node, path, org string) []group {
 				bad = true
 			}
 		}
+		if sh, ok := d.capacity(m, p); ok {
+			g.shape = sh
+		} else {
+			bad = true
+		}
 		machines += g.count
 		gs = append(gs, g)
 	}
@@ -522,6 +533,7 @@ func (d *decoder) types(n *yaml.Node, s *Scenario, machinesOK bool) {
 			continue
 		}
 		t := taskType{}
+		t.shape, _ = d.request(m, it, p)
 		if v, ok := d.required(m, it, p, "name"); ok {
 			if name, ok := d.name(v, yamlfile.Join(p, "name")); ok {
 				if seen[name] > 0 {
@@ -731,6 +743,7 @@ func (d *decoder) tasks(n *yaml.Node, s *Scenario) {
 			continue
 		}
 		t := explicitTask{org: -1}
+		t.shape, _ = d.request(m, it, p)
 		if v, ok := d.required(m, it, p, "id"); ok {
 			if id, ok := d.name(v, yamlfile.Join(p, "id")); ok {
 				switch {
@@ -779,6 +792,20 @@ func collidesWithGenerated(id string, generated map[string]int) bool {
 		return false
 	}
 	return n <= generated[id[:i]]
+}
+
+// engineNode is the value of sim.engine, or nil.
+func engineNode(top map[string]yamlfile.Entry) *yaml.Node {
+	e, ok := top["sim"]
+	if !ok || e.V.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(e.V.Content); i += 2 {
+		if e.V.Content[i].Value == "engine" {
+			return e.V.Content[i+1]
+		}
+	}
+	return nil
 }
 
 // Engines are the simulator engines a scenario may name in `sim.engine`.
@@ -866,12 +893,7 @@ func (s *Scenario) Instance(opts Options, seed uint64) (*Instance, error) {
 		for _, g := range o.groups {
 			for range g.count {
 				k++
-				in.Machines = append(in.Machines, policy.Machine{
-					ID:         o.name + "-m" + strconv.Itoa(k),
-					Owner:      i,
-					MFLOPS:     g.mflops,
-					BusyMilliW: g.busyMilliW,
-				})
+				in.Machines = append(in.Machines, g.policyMachine(o.name+"-m"+strconv.Itoa(k), i))
 				in.IdleMilliW = append(in.IdleMilliW, g.idleMilliW)
 			}
 			powerQuota[i] += int64(g.count) * g.busyMilliW
@@ -932,12 +954,15 @@ func (s *Scenario) Instance(opts Options, seed uint64) (*Instance, error) {
 					Org:           i,
 					SizeMFlop:     t.min + int64(rng.Uint64N(span)),
 					SubmitSeconds: submit,
+					Request:       t.shape.request,
+					Requirements:  t.shape.requirements,
 				})
 			}
 		}
 	}
 	for _, t := range s.explicit {
-		in.Tasks = append(in.Tasks, TaskSpec{ID: t.id, Org: t.org, SizeMFlop: t.size, SubmitSeconds: delay(t.org) + t.submit})
+		in.Tasks = append(in.Tasks, TaskSpec{ID: t.id, Org: t.org, SizeMFlop: t.size, SubmitSeconds: delay(t.org) + t.submit,
+			Request: t.shape.request, Requirements: t.shape.requirements})
 	}
 	slices.SortStableFunc(in.Tasks, func(a, b TaskSpec) int { return cmp.Compare(a.SubmitSeconds, b.SubmitSeconds) })
 	return in, nil

@@ -195,7 +195,7 @@ func (is *ispdState) update(s *simulator) {
 			is.view[m] = viewUncertain
 		case viewUncertain:
 			is.view[m] = viewFree
-			if s.onMach[m] >= 0 {
+			if len(s.onMach[m]) > 0 {
 				is.view[m] = viewBusy
 			}
 			is.held[m] = false

@@ -57,8 +57,9 @@ type OrgMetrics struct {
 	// SatisfactionEHOSEP.
 	SatisfactionUse, BetaUse float64
 	// SatisfactionHOSEPExec is seed 001 eq. 1-2 with the ideal time on the
-	// machine that completed the task (size / its MFLOPS) rather than on
-	// the organisation's mean machine (definition 5).
+	// machine that completed the task (size / its MFLOPS, or / the task's
+	// share of them on a shared machine) rather than on the organisation's
+	// mean machine (definition 5).
 	SatisfactionHOSEPExec float64
 
 	// Energy in joules: of its tasks wherever they ran, preempted segments
@@ -167,7 +168,7 @@ func (s *simulator) result() *Result {
 			a.first = t.firstRun
 		}
 		a.last = math.Max(a.last, t.completed)
-		a.hosepExec += 100 * (size / float64(inst.Machines[t.doneOn].MFLOPS)) / tt
+		a.hosepExec += 100 * (size / float64(t.mflops)) / tt // t.mflops: its share of the machine that completed it
 		a.n++
 		a.hosep += 100 * (size / ownMean) / tt
 		a.ratio += 100 * (size / fedMean) / tt

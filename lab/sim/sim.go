@@ -32,6 +32,12 @@
 //     capped at an arbitrary value.
 //   - Bounded slowdown uses te = the task's total time on machines, wasted
 //     segments included.
+//   - On machines with resources (docs/SCENARIOS.md, "Machines with
+//     resources, tasks with requests") several tasks run at once; a task
+//     runs at its share of the machine's computing power and is booked its
+//     share of its draw (policy.Share: ⌈share·d⌉ MFLOPS, ⌈share·c⌉ mW), as
+//     the ledger counts it. On one-slot machines every share is whole and
+//     the figures are the papers'.
 package sim
 
 import (
@@ -41,6 +47,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/coopgrid/coopgrid/lab/scenario"
 	"github.com/coopgrid/coopgrid/policy"
@@ -84,9 +91,9 @@ type Config struct {
 	// preempted task keeps nothing of its last segment.
 	CheckpointBlockSeconds float64
 	// CheckInvariants re-derives the simulator's bookkeeping from scratch
-	// after every pass (each running task on exactly one machine, each
-	// machine running at most one task, the incremental per-organisation
-	// power equal to the recomputed one). It costs O(machines + tasks) per
+	// after every pass (each running task on exactly one machine, no
+	// machine's tasks asking together for more than its capacity, the
+	// incremental per-organisation power equal to the recomputed one). It costs O(machines + tasks) per
 	// pass; tests turn it on.
 	CheckInvariants bool
 	// EnforceLimits makes a pass that leaves any organisation with
@@ -157,6 +164,11 @@ type taskState struct {
 	energyJ   float64 // as user, all segments
 	wasted    float64 // MFlop lost to preemptions
 	doneOn    int     // the machine that completed it
+	// mflops and milliW are what the current (or last) segment counts
+	// for: its share of the machine's computing power, at which it runs,
+	// and of its draw, which it is booked (policy.Share; the whole
+	// machine's figures on a one-slot machine).
+	mflops, milliW int64
 }
 
 // completion is a pending end of segment. Stale entries (their task was
@@ -175,7 +187,10 @@ func (h completionHeap) Less(i, j int) bool {
 	if h[i].at != h[j].at {
 		return h[i].at < h[j].at
 	}
-	return h[i].machine < h[j].machine // deterministic tie-break
+	if h[i].machine != h[j].machine {
+		return h[i].machine < h[j].machine // deterministic tie-break
+	}
+	return h[i].task < h[j].task // tasks sharing a machine
 }
 func (h completionHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *completionHeap) Push(x any)   { *h = append(*h, x.(completion)) }
@@ -192,9 +207,11 @@ type simulator struct {
 	cfg    Config
 	tasks  []taskState
 	byID   map[string]int // lookups only, never iterated
-	onMach []int          // task index per machine, -1 when free
-	busyS  []float64      // busy seconds per machine
-	queue  []int          // queued task indices, order deterministic
+	onMach [][]int        // task indices per machine, in start order
+	used   []policy.Resources
+	busyS  []float64 // seconds per machine running at least one task
+	busyAt []float64 // when the machine last went from no task to one
+	queue  []int     // queued task indices, order deterministic
 	heap   completionHeap
 	nextAr int // next task to arrive
 	now    float64
@@ -231,6 +248,9 @@ func Run(ctx context.Context, inst *scenario.Instance, p policy.Policy, cfg Conf
 	}
 	if err := validateInstance(inst); err != nil {
 		return nil, err
+	}
+	if cfg.Engine == EngineISPD && !inst.OneSlot() {
+		return nil, fmt.Errorf("sim: instance %q: the iSPD engine places one task per machine; this instance has machines with cpus, memory or gpus, or tasks with requests: use the default engine", inst.Name)
 	}
 	s := newSimulator(inst, p, cfg)
 	loop := s.loop
@@ -328,8 +348,10 @@ func newSimulator(inst *scenario.Instance, p policy.Policy, cfg Config) *simulat
 		cfg:      cfg,
 		tasks:    make([]taskState, nT),
 		byID:     make(map[string]int, nT),
-		onMach:   make([]int, nM),
+		onMach:   make([][]int, nM),
+		used:     make([]policy.Resources, nM),
 		busyS:    make([]float64, nM),
+		busyAt:   make([]float64, nM),
 		queue:    make([]int, 0, nT),
 		heap:     make(completionHeap, 0, nM),
 		piMilliW: make([]int64, nO),
@@ -343,9 +365,6 @@ func newSimulator(inst *scenario.Instance, p policy.Policy, cfg Config) *simulat
 		spec := inst.Tasks[k]
 		s.tasks[i] = taskState{spec: spec, remaining: spec.SizeMFlop, machine: -1, queuePos: -1, firstRun: math.NaN()}
 		s.byID[spec.ID] = i
-	}
-	for m := range s.onMach {
-		s.onMach[m] = -1
 	}
 	s.fed, _ = policy.NewFederation(nO, inst.Machines)
 	return s
@@ -444,19 +463,14 @@ func (s *simulator) state() *policy.State {
 	q := s.stQueued[:0]
 	for _, ti := range s.queue {
 		t := &s.tasks[ti]
-		q = append(q, policy.Task{ID: t.spec.ID, Org: t.spec.Org, SizeMFlop: t.remaining, Seq: uint64(ti)})
+		q = append(q, t.policyTask(ti))
 	}
 	r := s.stRunning[:0]
-	for m, ti := range s.onMach {
-		if ti < 0 {
-			continue
+	for m, on := range s.onMach {
+		for _, ti := range on {
+			t := &s.tasks[ti]
+			r = append(r, policy.Running{Task: t.policyTask(ti), Machine: m, RunSeconds: s.now - t.segStart})
 		}
-		t := &s.tasks[ti]
-		r = append(r, policy.Running{
-			Task:       policy.Task{ID: t.spec.ID, Org: t.spec.Org, SizeMFlop: t.remaining, Seq: uint64(ti)},
-			Machine:    m,
-			RunSeconds: s.now - t.segStart,
-		})
 	}
 	s.stQueued, s.stRunning = q, r
 	return &policy.State{
@@ -467,6 +481,12 @@ func (s *simulator) state() *policy.State {
 		Running:                r,
 		CheckpointBlockSeconds: s.cfg.CheckpointBlockSeconds,
 	}
+}
+
+// policyTask is task ti as the policy sees it.
+func (t *taskState) policyTask(ti int) policy.Task {
+	return policy.Task{ID: t.spec.ID, Org: t.spec.Org, SizeMFlop: t.remaining, Seq: uint64(ti),
+		Request: t.spec.Request, Requirements: t.spec.Requirements}
 }
 
 // pass calls the policy once and applies its decisions in order.
@@ -525,22 +545,33 @@ func (s *simulator) apply(d policy.Decision) error {
 		return err
 	}
 	m := d.Machine
+	mach := &s.inst.Machines[m]
+	t := &s.tasks[ti]
+	if why := policy.Mismatch(*mach, t.policyTask(ti), s.inst.Orgs); why != "" {
+		return fmt.Errorf("task cannot run on machine %q: %s", mach.ID, why)
+	}
 	switch d.Kind {
 	case policy.Allocate:
-		if s.onMach[m] >= 0 {
-			return fmt.Errorf("machine %q is not free (runs %q)", s.inst.Machines[m].ID, s.tasks[s.onMach[m]].spec.ID)
+		if !s.room(ti, m, s.used[m]) {
+			return fmt.Errorf("machine %q is not free: no room for the task (runs %s)", mach.ID, s.running(m))
 		}
 	case policy.Preempt:
-		vi := s.onMach[m]
+		if len(s.onMach[m]) == 0 {
+			return fmt.Errorf("preempt on free machine %q", mach.ID)
+		}
+		vi := slices.IndexFunc(s.onMach[m], func(vi int) bool { return s.tasks[vi].spec.ID == d.Victim })
 		if vi < 0 {
-			return fmt.Errorf("preempt on free machine %q", s.inst.Machines[m].ID)
+			return fmt.Errorf("victim %q named, machine %q runs %s", d.Victim, mach.ID, s.running(m))
 		}
+		vi = s.onMach[m][vi]
 		v := &s.tasks[vi]
-		if v.spec.ID != d.Victim || v.spec.Org != d.VictimOrg {
-			return fmt.Errorf("victim %q of org %d named, machine %q runs %q of org %d",
-				d.Victim, d.VictimOrg, s.inst.Machines[m].ID, v.spec.ID, v.spec.Org)
+		if v.spec.Org != d.VictimOrg {
+			return fmt.Errorf("victim %q of org %d named, it belongs to org %d", d.Victim, d.VictimOrg, v.spec.Org)
 		}
-		kept := s.kept(s.now-v.segStart, s.inst.Machines[m].MFLOPS)
+		if !s.room(ti, m, s.used[m].Plus(negate(v.spec.Request.Request()))) {
+			return fmt.Errorf("machine %q has no room for the task once victim %q stops (runs %s)", mach.ID, d.Victim, s.running(m))
+		}
+		kept := s.kept(s.now-v.segStart, v.mflops)
 		if diff := math.Abs(d.VictimKeptMFlop - float64(kept)); diff > keptAbsTolerance+keptRelTolerance*float64(kept) || math.IsNaN(d.VictimKeptMFlop) {
 			return fmt.Errorf("victim %q keeps %v MFlop by the policy, %d by eq. 3.7/3.8", d.Victim, d.VictimKeptMFlop, kept)
 		}
@@ -567,6 +598,28 @@ func (s *simulator) apply(d policy.Decision) error {
 	return nil
 }
 
+// room says task ti fits on machine m when used of it is taken.
+func (s *simulator) room(ti, m int, used policy.Resources) bool {
+	capa := s.inst.Machines[m].Capacity.Capacity()
+	return policy.Fits(s.tasks[ti].spec.Request.Request(), capa.Plus(negate(used)), capa)
+}
+
+func negate(r policy.Resources) policy.Resources {
+	return policy.Resources{CPUs: -r.CPUs, MemoryBytes: -r.MemoryBytes, GPUs: -r.GPUs}
+}
+
+// running names the tasks on machine m, for errors.
+func (s *simulator) running(m int) string {
+	if len(s.onMach[m]) == 0 {
+		return "nothing"
+	}
+	ids := make([]string, len(s.onMach[m]))
+	for i, ti := range s.onMach[m] {
+		ids[i] = fmt.Sprintf("%q", s.tasks[ti].spec.ID)
+	}
+	return strings.Join(ids, ", ")
+}
+
 // kept is the work a task keeps when stopped after run seconds on a machine
 // of d MFLOPS: the completed checkpoint blocks, floor(run/B)·B·d, with
 // checkpointing (eq. 3.7); nothing without (eq. 3.8). Whole MFlop, rounded
@@ -589,37 +642,50 @@ func (s *simulator) start(ti, m int) {
 	if math.IsNaN(t.firstRun) {
 		t.firstRun = s.now
 	}
-	s.onMach[m] = ti
+	share := policy.ShareOf(mach.Capacity, t.spec.Request)
+	t.mflops, t.milliW = share.Of(mach.MFLOPS), share.Of(mach.BusyMilliW)
+	if len(s.onMach[m]) == 0 {
+		s.busyAt[m] = s.now
+	}
+	s.onMach[m] = append(s.onMach[m], ti)
+	s.used[m] = s.used[m].Plus(t.spec.Request.Request())
 	s.nRunning++
-	s.piMilliW[t.spec.Org] += mach.BusyMilliW
+	s.piMilliW[t.spec.Org] += t.milliW
 	heap.Push(&s.heap, completion{
-		at:      s.now + float64(t.remaining)/float64(mach.MFLOPS),
+		at:      s.now + float64(t.remaining)/float64(t.mflops),
 		machine: m, task: ti, segID: t.segID,
 	})
 }
 
-// stop ends the current segment of task ti and credits its energy: to the
-// task's organisation as user, to the machine's owner as owner.
+// stop ends the current segment of task ti and credits its energy, its
+// share of the machine's draw over the segment (docs/POLICY.md §4a, "Energy
+// booked"): to the task's organisation as user, to the machine's owner as
+// owner.
 func (s *simulator) stop(ti int) {
 	t := &s.tasks[ti]
 	m := t.machine
 	mach := &s.inst.Machines[m]
 	dur := s.now - t.segStart
-	j := float64(mach.BusyMilliW) * dur / 1000
+	j := float64(t.milliW) * dur / 1000
 	t.energyJ += j
 	t.runSec += dur
 	s.userJ[t.spec.Org] += j
 	s.ownerJ[mach.Owner] += j
-	s.busyS[m] += dur
-	s.piMilliW[t.spec.Org] -= mach.BusyMilliW
-	s.onMach[m] = -1
+	s.piMilliW[t.spec.Org] -= t.milliW
+	on := s.onMach[m]
+	k := slices.Index(on, ti)
+	s.onMach[m] = append(on[:k], on[k+1:]...)
+	s.used[m] = s.used[m].Plus(negate(t.spec.Request.Request()))
+	if len(s.onMach[m]) == 0 {
+		s.busyS[m] += s.now - s.busyAt[m]
+	}
 	s.nRunning--
 	t.machine = -1
 }
 
 func (s *simulator) preempt(vi int, kept int64) {
 	t := &s.tasks[vi]
-	mflops := s.inst.Machines[t.machine].MFLOPS
+	mflops := t.mflops
 	run := s.now - t.segStart
 	lost := run*float64(mflops) - float64(kept)
 	t.wasted += lost
@@ -650,13 +716,13 @@ func (s *simulator) complete(ti int) {
 	}
 }
 
-// checkInvariants recomputes the bookkeeping from the task table.
+// checkInvariants recomputes the bookkeeping from the task table: every
+// running task on the machine it thinks, no machine asked for more than its
+// capacity, each organisation's PI the sum of its tasks' shares of draw.
 func (s *simulator) checkInvariants() error {
 	pi := make([]int64, len(s.inst.Orgs))
-	seen := make([]int, len(s.onMach))
-	for i := range seen {
-		seen[i] = -1
-	}
+	used := make([]policy.Resources, len(s.onMach))
+	nOn := make([]int, len(s.onMach))
 	nQueued := 0
 	for ti := range s.tasks {
 		t := &s.tasks[ti]
@@ -665,14 +731,13 @@ func (s *simulator) checkInvariants() error {
 			if t.machine < 0 {
 				return fmt.Errorf("running task %q has no machine", t.spec.ID)
 			}
-			if seen[t.machine] >= 0 {
-				return fmt.Errorf("machine %q runs two tasks: %q and %q", s.inst.Machines[t.machine].ID, s.tasks[seen[t.machine]].spec.ID, t.spec.ID)
-			}
-			seen[t.machine] = ti
-			if s.onMach[t.machine] != ti {
+			if !slices.Contains(s.onMach[t.machine], ti) {
 				return fmt.Errorf("task %q thinks it runs on %q, the machine disagrees", t.spec.ID, s.inst.Machines[t.machine].ID)
 			}
-			pi[t.spec.Org] += s.inst.Machines[t.machine].BusyMilliW
+			mach := s.inst.Machines[t.machine]
+			used[t.machine] = used[t.machine].Plus(t.spec.Request.Request())
+			nOn[t.machine]++
+			pi[t.spec.Org] += policy.ShareOf(mach.Capacity, t.spec.Request).Of(mach.BusyMilliW)
 		case queued:
 			nQueued++
 			if t.queuePos < 0 || t.queuePos >= len(s.queue) || s.queue[t.queuePos] != ti {
@@ -680,9 +745,17 @@ func (s *simulator) checkInvariants() error {
 			}
 		}
 	}
-	for m, ti := range s.onMach {
-		if ti >= 0 && seen[m] != ti {
-			return fmt.Errorf("machine %q claims task %q, which is not running there", s.inst.Machines[m].ID, s.tasks[ti].spec.ID)
+	for m, on := range s.onMach {
+		id := s.inst.Machines[m].ID
+		if len(on) != nOn[m] {
+			return fmt.Errorf("machine %q claims %d tasks, %d run there", id, len(on), nOn[m])
+		}
+		capa := s.inst.Machines[m].Capacity.Capacity()
+		if used[m] != s.used[m] {
+			return fmt.Errorf("machine %q: %+v used recomputed, %+v tracked", id, used[m], s.used[m])
+		}
+		if !policy.Fits(used[m], capa, capa) {
+			return fmt.Errorf("machine %q over-committed: its tasks ask %+v of %+v (runs %s)", id, used[m], capa, s.running(m))
 		}
 	}
 	if nQueued != len(s.queue) {
