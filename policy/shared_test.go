@@ -97,6 +97,9 @@ func randomSharedState(r *rand.Rand) *State {
 		t := &s.Queued[k]
 		t.Request = Resources{CPUs: int64(r.IntN(5)), MemoryBytes: int64(r.IntN(3)) << 31, GPUs: int64(r.IntN(4) / 3)}
 		t.Executable = []string{"", "/bin/sh", "sh", "/usr/bin/python3"}[r.IntN(4)]
+		if r.IntN(4) == 0 {
+			t.Avoid = []string{s.Machines[r.IntN(len(s.Machines))].ID}
+		}
 		switch r.IntN(5) {
 		case 0:
 			t.Requirements = []Requirement{{"os", "=", "linux"}}
