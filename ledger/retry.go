@@ -53,6 +53,10 @@ func ReasonCode(reason string) string {
 // machine's rather than the task's.
 func MachineFault(reason string) bool { return machineFaults[ReasonCode(reason)] }
 
+// MaxAttemptsOrDefault is the number of machine failures after which the
+// task fails: MaxAttempts, or DefaultMaxAttempts when unset.
+func (s *Spec) MaxAttemptsOrDefault() int { return s.maxAttempts() }
+
 // maxAttempts is the number of machine failures after which t fails.
 func (s *Spec) maxAttempts() int {
 	if s.MaxAttempts > 0 {
