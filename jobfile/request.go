@@ -17,12 +17,12 @@ import (
 // policy's (policy.MaxCPUs, policy.CheckRequirement); the ledger checks
 // them again at submit.
 const (
-	maxCPUs         = 1 << 16
-	maxGPUs         = 1 << 10
+	maxCPUs = 1 << 16
+	maxGPUs = 1 << 10
 	// maxMaxAttempts and maxRetries are the ledger's bounds
 	// (ledger.MaxMaxAttempts, ledger.MaxRetries).
-	maxMaxAttempts = 100
-	maxRetries     = 100
+	maxMaxAttempts  = 100
+	maxRetries      = 100
 	maxMemoryBytes  = 1 << 60
 	maxRequirements = 16
 	maxReqValueLen  = 256
@@ -51,8 +51,8 @@ type request struct {
 	// maxAttempts and retries (issue 14, item 6) travel with the request
 	// keys: inherited from defaults the same way.
 	maxAttempts, retries *int64
-	reqs               []Requirement
-	hasReqs            bool
+	reqs                 []Requirement
+	hasReqs              bool
 }
 
 func (d *decoder) requestField(f *fields, key string, n *yaml.Node, p string) {
