@@ -28,6 +28,9 @@ type Backend interface {
 	Submit(ctx context.Context, req SubmitRequest) (SubmitResponse, error)
 	// Cancel cancels one of this organisation's tasks.
 	Cancel(ctx context.Context, id string) error
+	// Retry queues one of this organisation's failed or cancelled tasks
+	// again, as a new attempt (ledger retry_task).
+	Retry(ctx context.Context, id string) error
 	// Logs returns a task's captured output ("stdout" or "stderr") of its
 	// latest run, from whichever peer ran it.
 	Logs(ctx context.Context, id, stream string) ([]byte, error)
@@ -191,7 +194,9 @@ type OwnerPolicyView struct {
 
 // TaskQuery filters GET /v1/tasks (?org=&state=&limit=).
 type TaskQuery struct {
-	Org    string   `json:"org,omitempty"`
+	Org string `json:"org,omitempty"`
+	// Job selects the tasks submitted in the job of that name.
+	Job    string   `json:"job,omitempty"`
 	States []string `json:"states,omitempty"`
 	Limit  int      `json:"limit,omitempty"` // 0 = all
 }
@@ -214,6 +219,14 @@ type TaskView struct {
 	// sentence (docs/POLICY.md, "Pending reasons"). Empty unless queued.
 	Pending       string `json:"pending,omitempty"`
 	PendingDetail string `json:"pending_detail,omitempty"`
+	// Job is the name of the job the task was submitted in.
+	Job string `json:"job,omitempty"`
+	// MachineFailures counts the runs its machines failed (refused, could
+	// not start), Failures its own failures run again (retries), and Avoid
+	// the machines it is no longer placed on (docs/JOBS.md, "Failures").
+	MachineFailures int      `json:"machine_failures,omitempty"`
+	Failures        int      `json:"failures,omitempty"`
+	Avoid           []string `json:"avoid,omitempty"`
 }
 
 // TaskDetail is `peer task ID`.
@@ -226,8 +239,13 @@ type TaskDetail struct {
 	Inputs         []string          `json:"inputs,omitempty"`
 	Outputs        []string          `json:"outputs,omitempty"`
 	Checkpointable bool              `json:"checkpointable,omitempty"`
-	Segments       []SegmentView     `json:"segments,omitempty"`
-	Checkpoint     *CheckpointView   `json:"checkpoint,omitempty"`
+	// MaxAttempts is how many machine failures the task tolerates (the
+	// ledger's default, 3, when the job gave none); Retries how many of
+	// its own failures are run again.
+	MaxAttempts int             `json:"max_attempts"`
+	Retries     int             `json:"retries,omitempty"`
+	Segments    []SegmentView   `json:"segments,omitempty"`
+	Checkpoint  *CheckpointView `json:"checkpoint,omitempty"`
 	// OutputFiles are the outputs returned to this peer's data directory
 	// (absolute paths), when this peer submitted the task.
 	OutputFiles []string `json:"output_files,omitempty"`
@@ -290,6 +308,10 @@ type SubmitTask struct {
 	MemoryBytes  int64         `json:"memory_bytes,omitempty"`
 	GPUs         int64         `json:"gpus,omitempty"`
 	Requirements []Requirement `json:"requirements,omitempty"`
+	// MaxAttempts (0: the default, 3; else 1-100) and Retries (0-100):
+	// docs/JOBS.md, "Failures of the machine, failures of the task".
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	Retries     int `json:"retries,omitempty"`
 }
 
 // Requirement is one constraint of a task on a machine's attributes.

@@ -246,6 +246,9 @@ func (c *Client) Tasks(ctx context.Context, q TaskQuery) ([]TaskView, error) {
 	if q.Org != "" {
 		v.Set("org", q.Org)
 	}
+	if q.Job != "" {
+		v.Set("job", q.Job)
+	}
 	for _, s := range q.States {
 		v.Add("state", s)
 	}
@@ -361,6 +364,12 @@ func withRequestID(err error, id string, attempts int) error {
 // Cancel calls POST /v1/tasks/{id}/cancel.
 func (c *Client) Cancel(ctx context.Context, id string) error {
 	_, err := c.do(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+"/cancel", nil, nil, nil, true)
+	return err
+}
+
+// Retry calls POST /v1/tasks/{id}/retry.
+func (c *Client) Retry(ctx context.Context, id string) error {
+	_, err := c.do(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+"/retry", nil, nil, nil, true)
 	return err
 }
 

@@ -138,6 +138,7 @@ func (s *Server) routes() {
 	s.handle("/v1/tasks/{id}", map[string]handlerFunc{http.MethodGet: s.task})
 	s.handle("/v1/tasks/{id}/logs", map[string]handlerFunc{http.MethodGet: s.logs})
 	s.handle("/v1/tasks/{id}/cancel", map[string]handlerFunc{http.MethodPost: s.cancel})
+	s.handle("/v1/tasks/{id}/retry", map[string]handlerFunc{http.MethodPost: s.retry})
 	s.handle("/v1/leave", map[string]handlerFunc{http.MethodPost: s.leave})
 	s.handle("/v1/limit", map[string]handlerFunc{http.MethodPut: s.setLimit})
 	s.handle("/v1/ledger", map[string]handlerFunc{http.MethodGet: s.ledger})
@@ -398,11 +399,11 @@ func (s *Server) machines(w http.ResponseWriter, r *http.Request) error {
 // parseTaskQuery reads ?org=&state=&limit=; state may repeat or hold a
 // comma-separated list.
 func parseTaskQuery(r *http.Request) (TaskQuery, error) {
-	if err := checkQuery(r, "org", "state", "limit"); err != nil {
+	if err := checkQuery(r, "org", "job", "state", "limit"); err != nil {
 		return TaskQuery{}, err
 	}
 	v := r.URL.Query()
-	q := TaskQuery{Org: v.Get("org")}
+	q := TaskQuery{Org: v.Get("org"), Job: v.Get("job")}
 	for _, s := range v["state"] {
 		for _, st := range strings.Split(s, ",") {
 			if st = strings.TrimSpace(st); st != "" {
@@ -546,6 +547,25 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if err := s.b.Cancel(r.Context(), id); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) retry(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r); err != nil {
+		return err
+	}
+	id, err := taskID(r)
+	if err != nil {
+		return err
+	}
+	var none struct{}
+	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &none, true); err != nil {
+		return err
+	}
+	if err := s.b.Retry(r.Context(), id); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

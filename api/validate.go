@@ -115,6 +115,9 @@ func ValidateSubmit(req SubmitRequest, lim SubmitLimits) error {
 		if len(t.Argv) == 0 || t.Argv[0] == "" {
 			return Errorf(CodeBadRequest, "tasks[%d]: argv: want a command to run", i)
 		}
+		if t.MaxAttempts < 0 || t.MaxAttempts > 100 || t.Retries < 0 || t.Retries > 100 {
+			return Errorf(CodeBadRequest, "tasks[%d]: max_attempts %d, retries %d: want 0-100 each", i, t.MaxAttempts, t.Retries)
+		}
 		if t.WallLimitMs <= 0 {
 			return Errorf(CodeBadRequest, "tasks[%d]: wall_limit_ms %d: want > 0", i, t.WallLimitMs)
 		}
@@ -153,6 +156,9 @@ func ValidateLimit(req LimitRequest) error {
 func ValidateTaskQuery(q TaskQuery) error {
 	if q.Org != "" && !nameRE.MatchString(q.Org) {
 		return Errorf(CodeBadRequest, "org %q: not an organisation name", q.Org)
+	}
+	if q.Job != "" && !nameRE.MatchString(q.Job) {
+		return Errorf(CodeBadRequest, "job %q: not a job name", q.Job)
 	}
 	for _, s := range q.States {
 		if !slices.Contains(taskStates, s) {

@@ -313,7 +313,8 @@ func (d *decoder) expandTask(p *plan, v *vars, in *inputReader) (Task, int64, bo
 	size := int64(200)  // the Task itself, slices and map headers
 
 	t := Task{SizeMFlop: p.sizeMFlop, WallClockLimit: p.wall, Checkpointable: p.ckpt,
-		CPUs: p.cpus, MemoryBytes: p.memory, GPUs: p.gpus, Requirements: p.reqs}
+		CPUs: p.cpus, MemoryBytes: p.memory, GPUs: p.gpus, Requirements: p.reqs,
+		MaxAttempts: p.maxAttempts, Retries: p.retries}
 	if p.name == nil {
 		t.Name = "task-" + strconv.Itoa(v.index)
 	} else {

@@ -78,6 +78,12 @@ type Task struct {
 	MemoryBytes  int64
 	GPUs         int64
 	Requirements []Requirement
+	// MaxAttempts is how many runs failed by their machines (refused, not
+	// started) the task tolerates before it fails: 0 when not given (the
+	// ledger's default, 3), else 1-100. Retries is how many times a run
+	// failed by the task itself is run again (0-100, default 0).
+	MaxAttempts int
+	Retries     int
 }
 
 // Input is one file shipped with a task.

@@ -17,8 +17,12 @@ import (
 // policy's (policy.MaxCPUs, policy.CheckRequirement); the ledger checks
 // them again at submit.
 const (
-	maxCPUs         = 1 << 16
-	maxGPUs         = 1 << 10
+	maxCPUs = 1 << 16
+	maxGPUs = 1 << 10
+	// maxMaxAttempts and maxRetries are the ledger's bounds
+	// (ledger.MaxMaxAttempts, ledger.MaxRetries).
+	maxMaxAttempts  = 100
+	maxRetries      = 100
 	maxMemoryBytes  = 1 << 60
 	maxRequirements = 16
 	maxReqValueLen  = 256
@@ -44,8 +48,11 @@ var (
 // request is the cpus/memory/gpus/requirements keys of one mapping.
 type request struct {
 	cpus, memory, gpus *int64
-	reqs               []Requirement
-	hasReqs            bool
+	// maxAttempts and retries (issue 14, item 6) travel with the request
+	// keys: inherited from defaults the same way.
+	maxAttempts, retries *int64
+	reqs                 []Requirement
+	hasReqs              bool
 }
 
 func (d *decoder) requestField(f *fields, key string, n *yaml.Node, p string) {
@@ -60,6 +67,14 @@ func (d *decoder) requestField(f *fields, key string, n *yaml.Node, p string) {
 	case "gpus":
 		if v, ok := d.integer(n, p, 0, maxGPUs); ok {
 			f.req.gpus = &v
+		}
+	case "max_attempts":
+		if v, ok := d.integer(n, p, 1, maxMaxAttempts); ok {
+			f.req.maxAttempts = &v
+		}
+	case "retries":
+		if v, ok := d.integer(n, p, 0, maxRetries); ok {
+			f.req.retries = &v
 		}
 	case "memory":
 		if v, ok := d.memory(n, p); ok {
@@ -233,4 +248,21 @@ func mergeRequest(t, defs *request) (cpus, memory, gpus int64, reqs []Requiremen
 		}
 	}
 	return cpus, memory, gpus, reqs
+}
+
+// mergeRetry is a task's max_attempts and retries over the defaults'
+// (0: not given).
+func mergeRetry(t, defs *request) (maxAttempts, retries int) {
+	for _, r := range []*request{defs, t} {
+		if r == nil {
+			continue
+		}
+		if r.maxAttempts != nil {
+			maxAttempts = int(*r.maxAttempts)
+		}
+		if r.retries != nil {
+			retries = int(*r.retries)
+		}
+	}
+	return maxAttempts, retries
 }

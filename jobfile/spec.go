@@ -32,7 +32,7 @@ const (
 )
 
 var (
-	taskKeys     = []string{"name", "argv", "env", "size", "runtime", "reference_gflops", "wall_clock_limit", "inputs", "outputs", "checkpointable", "cpus", "memory", "gpus", "requirements"}
+	taskKeys     = []string{"name", "argv", "env", "size", "runtime", "reference_gflops", "wall_clock_limit", "inputs", "outputs", "checkpointable", "cpus", "memory", "gpus", "requirements", "max_attempts", "retries"}
 	defaultsKeys = taskKeys[1:]
 	templateKeys = append(slices.Clone(taskKeys), "count", "params")
 	topKeys      = []string{"version", "name", "defaults", "tasks", "template"}
@@ -240,7 +240,7 @@ func (d *decoder) taskFields(n *yaml.Node, p string, m map[string]yamlfile.Entry
 			if v, ok := d.boolean(e.V, kp); ok {
 				f.ckpt = &v
 			}
-		case "cpus", "memory", "gpus", "requirements":
+		case "cpus", "memory", "gpus", "requirements", "max_attempts", "retries":
 			d.requestField(f, e.Key, e.V, kp)
 		}
 		if d.Count() > before {
@@ -440,6 +440,8 @@ type plan struct {
 	memory    int64
 	gpus      int64
 	reqs      []Requirement
+	// maxAttempts and retries: 0 when not given.
+	maxAttempts, retries int
 }
 
 // plan merges a task's fields with the defaults: a task's value replaces
@@ -555,12 +557,13 @@ func (d *decoder) plan(t, defs *fields, template bool) (*plan, bool) {
 	if t.invalid["checkpointable"] || defs.invalid["checkpointable"] || t.invalid["name"] || t.invalid["argv"] || defs.invalid["argv"] {
 		ok = false
 	}
-	for _, k := range []string{"cpus", "memory", "gpus", "requirements"} {
+	for _, k := range []string{"cpus", "memory", "gpus", "requirements", "max_attempts", "retries"} {
 		if t.invalid[k] || defs.invalid[k] {
 			ok = false
 		}
 	}
 	p.cpus, p.memory, p.gpus, p.reqs = mergeRequest(t.req, defs.req)
+	p.maxAttempts, p.retries = mergeRetry(t.req, defs.req)
 	return p, ok
 }
 

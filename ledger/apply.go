@@ -594,6 +594,19 @@ func (b *TaskEnded) check(l *Ledger, c *Command) (change, *Error) {
 		from := t.State
 		t.ExitCode = b.ExitCode
 		t.Reason = b.Reason
+		if b.Failed {
+			// A failure of the machine, or one of the task's retries,
+			// sends it back to the queue instead (retry.go).
+			requeue, machineFault, final := failedRun(t, m.ID, b.Reason)
+			if requeue {
+				requeueTask(t, m.ID, machineFault, res)
+				return
+			}
+			if machineFault {
+				t.MachineFailures++
+			}
+			t.Reason = final
+		}
 		t.EndedMs = c.AtMs
 		l.unfinished[t.Org]--
 		if b.Failed {

@@ -35,6 +35,8 @@ var kindTraits = map[Kind]struct{ report, wakes, leaderOnly bool }{
 	KindDrainMachine: {wakes: true},
 	// A trigger is the leader's pass, computed by every peer.
 	KindSchedule: {leaderOnly: true},
+	// A retried task is queued again.
+	KindRetryTask: {wakes: true},
 }
 
 // TestEveryKindHasABody: every pointer field of Command is a body in the

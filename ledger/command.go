@@ -112,6 +112,9 @@ type Command struct {
 	// (schedule.go). Omitted when unset, so that every other command
 	// encodes as before it existed.
 	Schedule *Schedule `json:"schedule,omitempty"`
+	// RetryTask re-queues a failed or cancelled task (retry.go). Omitted
+	// when unset, so that every other command encodes as before it existed.
+	RetryTask *RetryTask `json:"retry_task,omitempty"`
 	// Sig is Peer's Ed25519 signature over SignaturePrefix and the
 	// command's encoding without Sig (sign.go; EncodeSigned). It covers
 	// the whole command, every item of a reports batch included. Last and
@@ -628,6 +631,9 @@ func (s *Spec) validate() *Error {
 		}
 	}
 	if err := s.TaskRequest.validate(); err != nil {
+		return err
+	}
+	if err := s.validateRetry(); err != nil {
 		return err
 	}
 	if len(s.Name) > MaxTaskNameBytes || !printable(s.Name) {

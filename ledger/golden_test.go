@@ -259,6 +259,19 @@ func goldenCommands() []goldenCmd {
 			result: `{"index":0,"kind":"drain_machine"}`,
 			hash:   "d2e510987a1bb58e5d4d9ae6c705ea6a27fdb4ee916616b1b49a2922c2a384a9",
 			cmd:    with(func(c *Command) { c.DrainMachine = &DrainMachine{Machine: "uni-a/m2"} })},
+		{name: "retry_task", kind: KindRetryTask,
+			// The fixture's task is assigned: refused, nothing changes.
+			json:   `{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"retry_task":{"task":"uni-a-1"}}`,
+			result: `{"index":0,"kind":"retry_task","err":{"code":"bad_state","msg":"task uni-a-1 is assigned: only a failed or cancelled task can be retried"}}`,
+			hash:   "d2e510987a1bb58e5d4d9ae6c705ea6a27fdb4ee916616b1b49a2922c2a384a9",
+			cmd:    with(func(c *Command) { c.RetryTask = &RetryTask{Task: "uni-a-1"} })},
+		{name: "submit_tasks with job, max_attempts and retries", kind: KindSubmitTasks,
+			json:   `{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"submit_tasks":{"tasks":[{"size_mflop":1000,"spec":{"argv":["/bin/sh"],"job":"sweep","max_attempts":5,"retries":2}}]}}`,
+			result: `{"index":0,"kind":"submit_tasks","task_ids":["uni-a-4"]}`,
+			hash:   "f6d900787e65a4a28e7c6a6c59a508e07a9f708830681459ea7cb700fe29f845",
+			cmd: with(func(c *Command) {
+				c.SubmitTasks = &SubmitTasks{Tasks: []TaskSpec{{SizeMFlop: 1000, Spec: Spec{Argv: []string{"/bin/sh"}, Job: "sweep", MaxAttempts: 5, Retries: 2}}}}
+			})},
 	}
 }
 

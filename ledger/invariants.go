@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -181,6 +182,14 @@ func (l *Ledger) CheckInvariants() error {
 		}
 		if t.RemainingMFlop != want {
 			fail("task %s (%s): remaining %d MFlop, want %d", id, t.State, t.RemainingMFlop, want)
+		}
+		if t.MachineFailures < 0 || t.Failures < 0 || len(t.Avoid) > MaxAvoid {
+			fail("task %s: %d machine failures, %d failures, %d machines avoided (at most %d)", id, t.MachineFailures, t.Failures, len(t.Avoid), MaxAvoid)
+		}
+		for k, m := range t.Avoid {
+			if validMachineRef(m) != nil || slices.Contains(t.Avoid[:k], m) {
+				fail("task %s: avoided machine %q malformed or repeated", id, m)
+			}
 		}
 		if t.Attempts != len(t.Segments) {
 			fail("task %s: %d attempts but %d segments", id, t.Attempts, len(t.Segments))

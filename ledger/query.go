@@ -113,7 +113,9 @@ func (l *Ledger) Machine(id string) (Machine, bool) {
 
 // TaskFilter selects tasks; zero fields select everything.
 type TaskFilter struct {
-	Org    string
+	Org string
+	// Job selects the tasks whose spec names that job.
+	Job    string
 	States []TaskState
 }
 
@@ -123,6 +125,9 @@ func (l *Ledger) Tasks(f TaskFilter) []Task {
 	var out []Task
 	for _, t := range l.bySeq {
 		if f.Org != "" && t.Org != f.Org {
+			continue
+		}
+		if f.Job != "" && t.Spec.Job != f.Job {
 			continue
 		}
 		if len(f.States) > 0 && !slices.Contains(f.States, t.State) {

@@ -196,6 +196,13 @@ type Spec struct {
 	InputDigests []string `json:"input_digests,omitempty"`
 	// TaskRequest: what the task asks of a machine (resources.go).
 	TaskRequest
+	// Job, MaxAttempts and Retries (retry.go): the job the task was
+	// submitted in, how many failures of machines it tolerates (0: the
+	// default, DefaultMaxAttempts) and how many of its own failures are
+	// run again. Omitted while unset, so that older specs encode as before.
+	Job         string `json:"job,omitempty"`
+	MaxAttempts int    `json:"max_attempts,omitempty"`
+	Retries     int    `json:"retries,omitempty"`
 }
 
 // Segment is one run of a task on one machine.
@@ -255,6 +262,14 @@ type Task struct {
 	EndedMs    int64          `json:"ended_ms,omitempty"`
 	Segments   []Segment      `json:"segments,omitempty"`
 	Checkpoint *CheckpointRef `json:"checkpoint,omitempty"`
+	// MachineFailures counts the runs that ended for a failure of their
+	// machine (retry.go), Failures the task's own failures run again
+	// (Spec.Retries), and Avoid the machines that failed it, the most
+	// recent last, at most MaxAvoid. Omitted while zero or empty, so that
+	// older states encode and hash as before.
+	MachineFailures int      `json:"machine_failures,omitempty"`
+	Failures        int      `json:"failures,omitempty"`
+	Avoid           []string `json:"avoid,omitempty"`
 }
 
 func (t *Task) clone() Task {
@@ -266,6 +281,9 @@ func (t *Task) clone() Task {
 	if t.Checkpoint != nil {
 		ck := t.Checkpoint.clone()
 		c.Checkpoint = &ck
+	}
+	if t.Avoid != nil {
+		c.Avoid = append([]string(nil), t.Avoid...)
 	}
 	return c
 }

@@ -268,6 +268,19 @@ func (n *Node) Cancel(ctx context.Context, id string) error {
 	return apiError(err)
 }
 
+// Retry queues one of this organisation's failed or cancelled tasks again
+// (ledger retry_task: the ledger refuses another organisation's task).
+func (n *Node) Retry(ctx context.Context, id string) error {
+	if err := n.requireReady(); err != nil {
+		return err
+	}
+	if !transfer.ValidTaskID(id) {
+		return api.Errorf(api.CodeBadRequest, "task ID %q", id)
+	}
+	_, err := n.propose(ctx, func(c *ledger.Command) { c.RetryTask = &ledger.RetryTask{Task: id} })
+	return apiError(err)
+}
+
 // Logs returns a task's captured output of its latest run, from the peer
 // that ran it (over ProtoLogs when that is another peer).
 func (n *Node) Logs(ctx context.Context, id, stream string) ([]byte, error) {

@@ -79,7 +79,7 @@ func unitMachines(ms []Machine) bool {
 // unitTask says t takes a whole one-slot machine and asks nothing of its
 // attributes.
 func unitTask(t Task) bool {
-	return t.Request.CPUs <= 1 && t.Request.GPUs == 0 && len(t.Requirements) == 0
+	return t.Request.CPUs <= 1 && t.Request.GPUs == 0 && len(t.Requirements) == 0 && len(t.Avoid) == 0
 }
 
 // OneSlot says s is the papers' model: every machine one slot open to

@@ -187,6 +187,8 @@ func (p *OwnerPolicy) unrestricted() bool {
 func Mismatch(m Machine, t Task, orgs []Org) string {
 	org, owner := orgName(orgs, t.Org), orgName(orgs, m.Owner)
 	switch {
+	case slices.Contains(t.Avoid, m.ID):
+		return fmt.Sprintf("an earlier run of the task failed on %s", m.ID)
 	case !m.Policy.allowsOrg(org, owner):
 		return fmt.Sprintf("owner of %s refuses organisation %s", m.ID, org)
 	case !m.Policy.allowsExecutable(t.Executable):

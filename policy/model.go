@@ -66,6 +66,10 @@ type Task struct {
 	// machine owner's policy.
 	Executable  string
 	WallLimitMs int64
+	// Avoid names machines (by ID) that failed earlier runs of the task
+	// (the executor refused or could not start it): it is never placed
+	// there again.
+	Avoid []string
 }
 
 // Running is a task currently executing on a machine.

@@ -1,6 +1,10 @@
 package policy
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // Pending reason codes (stable: the API and `peer tasks` show them).
 const (
@@ -124,6 +128,10 @@ func firstUnmet(s *State, t Task) string {
 	}
 	if len(left) == 0 {
 		return fmt.Sprintf("no machine's owner accepts organisation %s", org)
+	}
+	left = keep(left, func(m Machine) bool { return !slices.Contains(t.Avoid, m.ID) })
+	if len(left) == 0 {
+		return fmt.Sprintf("earlier runs failed on every machine it may use (avoids %s)", strings.Join(t.Avoid, ", "))
 	}
 	left = keep(left, func(m Machine) bool { return m.Policy.allowsExecutable(t.Executable) })
 	if len(left) == 0 {

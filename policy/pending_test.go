@@ -35,6 +35,14 @@ func TestPendingReasons(t *testing.T) {
 			return &State{Orgs: []Org{{"A", 1 << 40}, {"B", 1 << 40}}, Machines: []Machine{{ID: "m", MFLOPS: 1, BusyMilliW: 1, Policy: &OwnerPolicy{AllowAny: true, Orgs: []string{"C"}}}},
 				Queued: []Task{{ID: "q", Org: 1, SizeMFlop: 1}}}
 		}, "q", want{PendingNoMatch, "no machine's owner accepts organisation B"}},
+		{"every machine failed it before", func() *State {
+			return &State{Orgs: []Org{{"A", 1 << 40}}, Machines: []Machine{{ID: "a/m1", MFLOPS: 1, BusyMilliW: 1}, {ID: "a/m2", MFLOPS: 1, BusyMilliW: 1}},
+				Queued: []Task{{ID: "q", SizeMFlop: 1, Avoid: []string{"a/m2", "a/m1"}}}}
+		}, "q", want{PendingNoMatch, "earlier runs failed on every machine it may use (avoids a/m2, a/m1)"}},
+		{"one machine failed it before", func() *State {
+			return &State{Orgs: []Org{{"A", 1 << 40}}, Machines: []Machine{{ID: "a/m1", MFLOPS: 1, BusyMilliW: 1}, {ID: "a/m2", MFLOPS: 1, BusyMilliW: 1}},
+				Queued: []Task{{ID: "q", SizeMFlop: 1, Avoid: []string{"a/m1"}}}}
+		}, "q", want{PendingNextPass, "next scheduling pass"}},
 		{"too many cpus", func() *State {
 			return &State{Orgs: []Org{{"A", 1 << 40}}, Machines: []Machine{{ID: "m", MFLOPS: 1, BusyMilliW: 1, Capacity: eight}},
 				Queued: []Task{{ID: "q", SizeMFlop: 1, Request: Resources{CPUs: 16}}}}

@@ -121,7 +121,7 @@ func (p *sharedPass) remove(m, k int) sharedRun {
 func (p *sharedPass) shapeKey(t Task) string {
 	k, ok := p.shapes[t.ID]
 	if !ok {
-		k = fmt.Sprintf("%d|%d|%d|%d|%d|%q|%q", t.Org, t.Request.CPUs, t.Request.MemoryBytes, t.Request.GPUs, t.WallLimitMs, t.Executable, t.Requirements)
+		k = fmt.Sprintf("%d|%d|%d|%d|%d|%q|%q|%q", t.Org, t.Request.CPUs, t.Request.MemoryBytes, t.Request.GPUs, t.WallLimitMs, t.Executable, t.Requirements, t.Avoid)
 		p.shapes[t.ID] = k
 	}
 	return k

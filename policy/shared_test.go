@@ -3,6 +3,7 @@ package policy
 import (
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -97,6 +98,9 @@ func randomSharedState(r *rand.Rand) *State {
 		t := &s.Queued[k]
 		t.Request = Resources{CPUs: int64(r.IntN(5)), MemoryBytes: int64(r.IntN(3)) << 31, GPUs: int64(r.IntN(4) / 3)}
 		t.Executable = []string{"", "/bin/sh", "sh", "/usr/bin/python3"}[r.IntN(4)]
+		if r.IntN(4) == 0 {
+			t.Avoid = []string{s.Machines[r.IntN(len(s.Machines))].ID}
+		}
 		switch r.IntN(5) {
 		case 0:
 			t.Requirements = []Requirement{{"os", "=", "linux"}}
@@ -129,7 +133,7 @@ func TestSharedProperties(t *testing.T) {
 	if testing.Short() {
 		n = 200
 	}
-	shared := 0
+	shared, avoiding := 0, 0
 	for iter := range n {
 		s := randomSharedState(r)
 		for _, bestFit := range []bool{false, true} {
@@ -152,6 +156,14 @@ func TestSharedProperties(t *testing.T) {
 			if again, err := p.Schedule(after); err != nil || len(again) != 0 {
 				t.Fatalf("case %d: second pass decided %q (%v)", iter, summary(after, again), err)
 			}
+			for _, r := range after.Running {
+				if slices.Contains(r.Task.Avoid, after.Machines[r.Machine].ID) {
+					t.Fatalf("case %d: %s placed on %s, which it avoids", iter, r.Task.ID, after.Machines[r.Machine].ID)
+				}
+				if len(r.Task.Avoid) > 0 {
+					avoiding++
+				}
+			}
 			perMachine := map[int]int{}
 			for _, r := range after.Running {
 				perMachine[r.Machine]++
@@ -169,6 +181,9 @@ func TestSharedProperties(t *testing.T) {
 	}
 	if shared == 0 {
 		t.Fatal("no random case ever shared a machine: the generator tests nothing")
+	}
+	if avoiding == 0 {
+		t.Fatal("no random case ever placed a task that avoids a machine: the generator tests nothing")
 	}
 }
 

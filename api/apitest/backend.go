@@ -296,6 +296,17 @@ func (b *Backend) Cancel(_ context.Context, id string) error {
 	return apiconv.Error(err)
 }
 
+// Retry implements api.Backend.
+func (b *Backend) Retry(_ context.Context, id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.writable(); err != nil {
+		return err
+	}
+	_, err := b.apply(ledger.Command{RetryTask: &ledger.RetryTask{Task: id}})
+	return apiconv.Error(err)
+}
+
 // Logs implements api.Backend.
 func (b *Backend) Logs(_ context.Context, id, stream string) ([]byte, error) {
 	b.mu.Lock()

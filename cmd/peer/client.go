@@ -28,7 +28,7 @@ import (
 // newClientCmds returns the commands that talk to a running peer.
 func newClientCmds() []*cobra.Command {
 	return []*cobra.Command{
-		newSubmitCmd(), newTasksCmd(), newTaskCmd(), newLogsCmd(), newCancelCmd(),
+		newSubmitCmd(), newTasksCmd(), newTaskCmd(), newLogsCmd(), newCancelCmd(), newRetryCmd(),
 		newMachinesCmd(), newOrgsCmd(), newLedgerCmd(), newLimitCmd(), newStatusCmd(), newLeaveCmd(),
 		newInviteCmd(), newRemoveCmd(),
 	}

@@ -296,6 +296,40 @@ func TestClientWrites(t *testing.T) {
 			}
 		}
 	})
+	t.Run("jobs: tasks, cancel and retry by job name", func(t *testing.T) {
+		b, data := fixture(t)
+		if code, _, errs := runCLI(t, "submit", "../../examples/jobs/hello.json", "--data", data); code != 0 {
+			t.Fatalf("submit: exit %d: %s", code, errs)
+		}
+		code, out, errs := runCLI(t, "tasks", "--job", "hello", "--json", "--data", data)
+		var ts []api.TaskView
+		if code != 0 || json.Unmarshal([]byte(out), &ts) != nil || len(ts) != 2 || ts[0].ID != "alpha-4" || ts[1].ID != "alpha-5" || ts[0].Job != "hello" {
+			t.Fatalf("tasks --job: exit %d: %s %s", code, out, errs)
+		}
+		if code, out, errs := runCLI(t, "cancel", "--job", "hello", "--data", data); code != 0 || strings.TrimSpace(out) != "cancelled alpha-4 alpha-5" {
+			t.Fatalf("cancel --job: exit %d: %s %s", code, out, errs)
+		}
+		if d, _ := b.Task(ctx, "alpha-3"); d.State != "queued" {
+			t.Errorf("a task of no job was touched: %s", d.State)
+		}
+		if code, out, errs := runCLI(t, "retry", "--job", "hello", "--data", data); code != 0 || strings.TrimSpace(out) != "queued again alpha-4 alpha-5" {
+			t.Fatalf("retry --job: exit %d: %s %s", code, out, errs)
+		}
+		for _, id := range []string{"alpha-4", "alpha-5"} {
+			if d, _ := b.Task(ctx, id); d.State != "queued" || d.Job != "hello" || d.MaxAttempts != 3 {
+				t.Errorf("%s: %s, job %q, max attempts %d", id, d.State, d.Job, d.MaxAttempts)
+			}
+		}
+		if code, out, _ := runCLI(t, "retry", "--job", "hello", "--data", data); code != 0 || !strings.Contains(out, "job hello: no task of this organisation to retry") {
+			t.Errorf("retry --job with nothing to retry: exit %d: %s", code, out)
+		}
+		if code, out, errs := runCLI(t, "cancel", "alpha-4", "--data", data); code != 0 {
+			t.Fatalf("cancel: exit %d: %s %s", code, out, errs)
+		}
+		if code, out, errs := runCLI(t, "retry", "alpha-4", "--data", data); code != 0 || strings.TrimSpace(out) != "queued again alpha-4" {
+			t.Fatalf("retry ID: exit %d: %s %s", code, out, errs)
+		}
+	})
 	t.Run("limit", func(t *testing.T) {
 		b, data := fixture(t)
 		for _, tc := range []struct {
@@ -382,6 +416,11 @@ func TestClientErrorPaths(t *testing.T) {
 		tc{"duplicate cancel", []string{"cancel", "alpha-3", "alpha-3", "--data", data}, 2, "alpha-3 given twice"},
 		tc{"another org's task", []string{"cancel", "beta-1", "--data", data}, 1, "cancel beta-1: forbidden"},
 		tc{"a done task", []string{"cancel", "alpha-1", "--data", data}, 1, "cancel alpha-1: conflict: task alpha-1 is already done"},
+		tc{"retry another org's task", []string{"retry", "beta-1", "--data", data}, 1, "retry beta-1: forbidden"},
+		tc{"retry a done task", []string{"retry", "alpha-1", "--data", data}, 1, "retry alpha-1: conflict: task alpha-1 is done: only a failed or cancelled task can be retried"},
+		tc{"retry IDs and --job", []string{"retry", "alpha-1", "--job", "hello", "--data", data}, 2, "give task IDs or --job NAME, not both"},
+		tc{"cancel nothing", []string{"cancel", "--data", data}, 2, "give task IDs or --job NAME, not both"},
+		tc{"bad job name", []string{"cancel", "--job", "../x", "--data", data}, 2, `job "../x": not a job name`},
 		tc{"limit below PI", []string{"limit", "set", "100W", "--data", data}, 1, "limit set 100W: conflict"},
 		tc{"limit garbage", []string{"limit", "set", "lots", "--data", data}, 2, `limit "lots": want a percentage`},
 		tc{"limit negative", []string{"limit", "set", "--data", data, "--", "-5%"}, 2, `limit "-5%": percent -5`},
@@ -472,7 +511,7 @@ func TestClientAddress(t *testing.T) {
 
 func TestClientHelp(t *testing.T) {
 	for _, c := range [][]string{
-		{"submit"}, {"tasks"}, {"task"}, {"logs"}, {"cancel"}, {"machines"}, {"orgs"},
+		{"submit"}, {"tasks"}, {"task"}, {"logs"}, {"cancel"}, {"retry"}, {"machines"}, {"orgs"},
 		{"ledger"}, {"limit"}, {"limit", "set"}, {"status"}, {"leave"},
 	} {
 		code, out, _ := runCLI(t, append(c, "--help")...)

@@ -25,8 +25,12 @@ func newTasksCmd() *cobra.Command {
 		Long: `List tasks in submit order, optionally only one organisation's or only some
 states (queued, assigned, running, done, failed, cancelled).
 
+--job NAME lists only the tasks submitted in the job NAME.
+
 --json prints a list of {"id","org","name","state","machine","attempts",
-"exit_code","reason","size_gflop","submitted_ms","ended_ms"}.
+"exit_code","reason","size_gflop","submitted_ms","ended_ms"} and, when
+set, "pending", "pending_detail", "job", "machine_failures", "failures",
+"avoid".
 
 --watch lists the tasks, then prints every change of state as the peer
 applies it (GET /v1/events): event ID, task, organisation, old → new state,
@@ -71,6 +75,7 @@ behind. With --json it prints the events only, one JSON object per line.`,
 	addClientFlags(cmd, &f, true)
 	fl := cmd.Flags()
 	fl.StringVar(&q.Org, "org", "", "only this organisation's tasks")
+	fl.StringVar(&q.Job, "job", "", "only the tasks submitted in the job of this name")
 	fl.StringSliceVar(&states, "state", nil, "only tasks in these states (repeat or separate with commas)")
 	fl.IntVar(&q.Limit, "limit", 0, "at most this many tasks (0: all)")
 	fl.BoolVar(&watch, "watch", false, "after the list, print every change of state as it happens, until interrupted")
@@ -155,7 +160,17 @@ func printTask(w io.Writer, t api.TaskDetail) error {
 	if t.Pending != "" {
 		line("waiting", t.Pending+": "+t.PendingDetail)
 	}
+	if t.Job != "" {
+		line("job", t.Job)
+	}
 	line("attempts", strconv.Itoa(t.Attempts))
+	if t.MaxAttempts > 0 {
+		line("machine failures", fmt.Sprintf("%d (fails at %d)", t.MachineFailures, t.MaxAttempts))
+	}
+	line("retries", fmt.Sprintf("%d of %d used", t.Failures, t.Retries))
+	if len(t.Avoid) > 0 {
+		line("avoids", strings.Join(t.Avoid, " "))
+	}
 	line("size", num(t.SizeGFlop)+" GFlop ("+num(t.RemainingGFlop)+" remaining)")
 	line("submitted", when(t.SubmittedMs))
 	if t.EndedMs != 0 {
@@ -242,18 +257,68 @@ bytes are printed as they are.`,
 }
 
 func newCancelCmd() *cobra.Command {
-	var f clientFlags
-	cmd := &cobra.Command{
-		Use:   "cancel ID...",
-		Short: "Cancel tasks of this peer's organisation",
-		Long: `Cancel tasks of this peer's organisation. A queued task is cancelled at once;
+	return newTaskOpCmd(taskOp{
+		verb: "cancel", past: "cancelled",
+		short: "Cancel tasks of this peer's organisation (by ID, or a whole job with --job)",
+		long: `Cancel tasks of this peer's organisation. A queued task is cancelled at once;
 a running one is stopped by the peer that runs it (SIGTERM, then SIGKILL
 after the grace period). Cancelling another organisation's task is refused.
 
+--job NAME cancels every queued, assigned or running task of this
+organisation submitted in the job NAME (the name ` + "`peer submit`" + ` printed).
+
 Each ID is checked before any is sent; the command stops at the first
 failure.`,
-		Example: `  peer cancel --data /var/lib/coopgrid alpha-12 alpha-13`,
-		Args:    usageArgs(cobra.MinimumNArgs(1)),
+		example: `  peer cancel --data /var/lib/coopgrid alpha-12 alpha-13
+  peer cancel --data /var/lib/coopgrid --job sweep`,
+		states: []string{"queued", "assigned", "running"},
+		do:     func(c *conn, cmd *cobra.Command, id string) error { return c.Cancel(cmd.Context(), id) },
+	})
+}
+
+func newRetryCmd() *cobra.Command {
+	return newTaskOpCmd(taskOp{
+		verb: "retry", past: "queued again",
+		short: "Queue failed or cancelled tasks of this peer's organisation again (by ID, or a whole job with --job)",
+		long: `Queue failed or cancelled tasks of this peer's organisation again, each as a
+new attempt: its failure counts and the machines it avoided are cleared,
+its checkpoint (if any) is kept. Retrying another organisation's task, or
+one that is not failed or cancelled, is refused.
+
+--job NAME retries every failed or cancelled task of this organisation
+submitted in the job NAME.
+
+Each ID is checked before any is sent; the command stops at the first
+failure.`,
+		example: `  peer retry --data /var/lib/coopgrid alpha-12
+  peer retry --data /var/lib/coopgrid --job sweep`,
+		states: []string{"failed", "cancelled"},
+		do:     func(c *conn, cmd *cobra.Command, id string) error { return c.Retry(cmd.Context(), id) },
+	})
+}
+
+// taskOp is an operation on tasks given by ID or by job (cancel, retry).
+type taskOp struct {
+	verb, past, short, long, example string
+	// states are the states --job selects.
+	states []string
+	do     func(c *conn, cmd *cobra.Command, id string) error
+}
+
+func newTaskOpCmd(op taskOp) *cobra.Command {
+	var f clientFlags
+	var job string
+	cmd := &cobra.Command{
+		Use:     op.verb + " ID...|--job NAME",
+		Short:   op.short,
+		Long:    op.long,
+		Example: op.example,
+		Args: usageArgs(func(cmd *cobra.Command, args []string) error {
+			if (job == "") == (len(args) == 0) {
+				return fmt.Errorf("give task IDs or --job NAME, not both")
+			}
+			return nil
+		}),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, id := range args {
 				if err := taskArg(id); err != nil {
@@ -263,29 +328,63 @@ failure.`,
 			if i := firstDuplicate(args); i >= 0 {
 				return usageErr("task %s given twice", args[i])
 			}
+			if job != "" {
+				if err := api.ValidateTaskQuery(api.TaskQuery{Job: job}); err != nil {
+					return usageErr("%s", strings.TrimPrefix(err.Error(), api.CodeBadRequest+": "))
+				}
+			}
 			c, err := f.connect()
 			if err != nil {
 				return err
 			}
-			var done []string
-			for _, id := range args {
-				if err := c.Cancel(cmd.Context(), id); err != nil {
+			ids := args
+			if job != "" {
+				if ids, err = jobTasks(cmd, c, job, op.states); err != nil {
+					return err
+				}
+			}
+			done := []string{}
+			for _, id := range ids {
+				if err := op.do(c, cmd, id); err != nil {
 					if len(done) > 0 && !f.json {
-						fmt.Fprintf(cmd.OutOrStdout(), "cancelled %s\n", strings.Join(done, " "))
+						fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", op.past, strings.Join(done, " "))
 					}
-					return c.fail("cancel "+id, err)
+					return c.fail(op.verb+" "+id, err)
 				}
 				done = append(done, id)
 			}
 			if f.json {
-				return printJSON(cmd.OutOrStdout(), map[string][]string{"cancelled": done})
+				return printJSON(cmd.OutOrStdout(), map[string][]string{strings.ReplaceAll(op.past, " ", "_"): done})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "cancelled %s\n", strings.Join(done, " "))
+			if len(done) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "job %s: no task of this organisation to %s\n", job, op.verb)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", op.past, strings.Join(done, " "))
 			return nil
 		},
 	}
 	addClientFlags(cmd, &f, true)
+	cmd.Flags().StringVar(&job, "job", "", "every task of this organisation's job NAME (in the states this command applies to)")
 	return cmd
+}
+
+// jobTasks lists the IDs of this peer's organisation's tasks of job in
+// the given states.
+func jobTasks(cmd *cobra.Command, c *conn, job string, states []string) ([]string, error) {
+	st, err := c.Status(cmd.Context())
+	if err != nil {
+		return nil, c.fail("status", err)
+	}
+	ts, err := c.Tasks(cmd.Context(), api.TaskQuery{Org: st.Org, Job: job, States: states})
+	if err != nil {
+		return nil, c.fail("tasks of job "+job, err)
+	}
+	ids := make([]string, len(ts))
+	for i, t := range ts {
+		ids[i] = t.ID
+	}
+	return ids, nil
 }
 
 func firstDuplicate(s []string) int {

@@ -28,6 +28,8 @@ func SubmitRequestFromJob(job *jobfile.Job) api.SubmitRequest {
 			CPUs:           t.CPUs,
 			MemoryBytes:    t.MemoryBytes,
 			GPUs:           t.GPUs,
+			MaxAttempts:    t.MaxAttempts,
+			Retries:        t.Retries,
 		}
 		for _, r := range t.Requirements {
 			st.Requirements = append(st.Requirements, api.Requirement{Attribute: r.Attribute, Operator: r.Operator, Value: r.Value})
@@ -65,6 +67,9 @@ func SubmitTasks(req api.SubmitRequest, requestID string) *ledger.SubmitTasks {
 			Outputs:        append([]string(nil), t.Outputs...),
 			Checkpointable: t.Checkpointable,
 			TaskRequest:    ledger.TaskRequest{CPUs: t.CPUs, MemoryBytes: t.MemoryBytes, GPUs: t.GPUs},
+			Job:            req.Job,
+			MaxAttempts:    t.MaxAttempts,
+			Retries:        t.Retries,
 		}
 		for _, r := range t.Requirements {
 			s.Requirements = append(s.Requirements, ledger.Requirement{Attribute: r.Attribute, Operator: r.Operator, Value: r.Value})

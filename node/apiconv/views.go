@@ -102,7 +102,7 @@ func Machines(ms []ledger.Machine) []api.MachineView {
 // TaskFilter converts the filters of GET /v1/tasks (checked by
 // api.ValidateTaskQuery) to the ledger's. Limit is the caller's to apply.
 func TaskFilter(q api.TaskQuery) ledger.TaskFilter {
-	f := ledger.TaskFilter{Org: q.Org}
+	f := ledger.TaskFilter{Org: q.Org, Job: q.Job}
 	for _, s := range q.States {
 		f.States = append(f.States, ledger.TaskState(s))
 	}
@@ -128,6 +128,11 @@ func Task(t *ledger.Task) api.TaskView {
 		SizeGFlop:   gflops(t.SizeMFlop),
 		SubmittedMs: t.SubmittedMs,
 		EndedMs:     t.EndedMs,
+		Job:         t.Spec.Job,
+
+		MachineFailures: t.MachineFailures,
+		Failures:        t.Failures,
+		Avoid:           append([]string(nil), t.Avoid...),
 	}
 }
 
@@ -161,6 +166,8 @@ func TaskDetail(t *ledger.Task) api.TaskDetail {
 		Inputs:         append([]string(nil), t.Spec.Inputs...),
 		Outputs:        append([]string(nil), t.Spec.Outputs...),
 		Checkpointable: t.Spec.Checkpointable,
+		MaxAttempts:    t.Spec.MaxAttemptsOrDefault(),
+		Retries:        t.Spec.Retries,
 	}
 	if len(t.Spec.Env) > 0 {
 		d.Env = make(map[string]string, len(t.Spec.Env))
