@@ -53,17 +53,14 @@ func ReasonCode(reason string) string {
 // machine's rather than the task's.
 func MachineFault(reason string) bool { return machineFaults[ReasonCode(reason)] }
 
-// MaxAttemptsOrDefault is the number of machine failures after which the
-// task fails: MaxAttempts, or DefaultMaxAttempts when unset.
-func (s *Spec) MaxAttemptsOrDefault() int { return s.maxAttempts() }
+// MaxAttemptsOrDefault is the number of runs failed by their machines
+// after which the task fails: MaxAttempts, or 1 for a spec without it (a
+// task queued before the field existed, for which a machine's failure is
+// final; failedRun).
+func (s *Spec) MaxAttemptsOrDefault() int { return max(s.MaxAttempts, 1) }
 
 // maxAttempts is the number of machine failures after which t fails.
-func (s *Spec) maxAttempts() int {
-	if s.MaxAttempts > 0 {
-		return s.MaxAttempts
-	}
-	return DefaultMaxAttempts
-}
+func (s *Spec) maxAttempts() int { return s.MaxAttemptsOrDefault() }
 
 func (s *Spec) validateRetry() *Error {
 	if s.Job != "" && !validName(s.Job) {
@@ -81,8 +78,13 @@ func (s *Spec) validateRetry() *Error {
 // failedRun is what a failed report does to t: requeue says the task goes
 // back to the queue (avoiding machine when the machine is at fault),
 // reason is what a final failure records.
+//
+// A spec without max_attempts (every task queued before the field existed;
+// submissions through the API get the default written in) keeps the rule
+// it was queued under: a failure is the task's, final unless it has
+// retries. Old logs therefore replay to the same states and hashes.
 func failedRun(t *Task, machine, reason string) (requeue, machineFault bool, final string) {
-	if MachineFault(reason) {
+	if MachineFault(reason) && t.Spec.MaxAttempts > 0 {
 		if t.MachineFailures+1 < t.Spec.maxAttempts() {
 			return true, true, ""
 		}

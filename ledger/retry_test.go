@@ -57,7 +57,7 @@ func runOnce(f *fed, owner, task, machine string, at int64, reason string) Resul
 
 func TestMachineFailuresRequeueUpToMaxAttempts(t *testing.T) {
 	f := base(t)
-	f.must(submitRetry(2500, 0, 0)) // uni-a-4, the default 3 attempts
+	f.must(submitRetry(2500, DefaultMaxAttempts, 0)) // uni-a-4, the 3 attempts the API writes in by default
 	const id = "uni-a-4"
 	runOnce(f, "uni-a", id, "uni-a/m1", 3000, "not_allowed: /bin/sh")
 	tk, _ := f.l.Task(id)
@@ -86,6 +86,21 @@ func TestMachineFailuresRequeueUpToMaxAttempts(t *testing.T) {
 	}
 	if got := r.Transitions[len(r.Transitions)-1]; got.To != TaskFailed {
 		t.Fatalf("last transition %+v", got)
+	}
+}
+
+// TestMachineFailureFinalWithoutMaxAttempts: a task whose spec has no
+// max_attempts (queued before the field existed) keeps the rule it was
+// queued under: its machine's failure is final, with the reported reason
+// and no count, so that an old log replays to the state it always did.
+func TestMachineFailureFinalWithoutMaxAttempts(t *testing.T) {
+	f := base(t)
+	f.must(submitRetry(2500, 0, 0))
+	const id = "uni-a-4"
+	runOnce(f, "uni-a", id, "uni-a/m1", 3000, "not_allowed: /bin/sh")
+	tk, _ := f.l.Task(id)
+	if tk.State != TaskFailed || tk.Reason != "not_allowed: /bin/sh" || tk.MachineFailures != 0 || len(tk.Avoid) != 0 {
+		t.Fatalf("old-rule task after its machine refused it: %s %q, machine failures %d, avoid %v", tk.State, tk.Reason, tk.MachineFailures, tk.Avoid)
 	}
 }
 

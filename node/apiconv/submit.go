@@ -71,6 +71,12 @@ func SubmitTasks(req api.SubmitRequest, requestID string) *ledger.SubmitTasks {
 			MaxAttempts:    t.MaxAttempts,
 			Retries:        t.Retries,
 		}
+		// The default goes into the log: a spec without it (every task
+		// queued before the field existed) keeps the old rule, a machine's
+		// failure final, so that old logs replay as they did.
+		if s.MaxAttempts == 0 {
+			s.MaxAttempts = ledger.DefaultMaxAttempts
+		}
 		for _, r := range t.Requirements {
 			s.Requirements = append(s.Requirements, ledger.Requirement{Attribute: r.Attribute, Operator: r.Operator, Value: r.Value})
 		}
