@@ -77,6 +77,31 @@ type JoinResult struct {
 // needs no invitation: the leader answers with the current membership.
 //
 // The returned membership's addresses are remembered, so that this node can
+// requestJoin sends the join request to via, again every election timeout
+// while the answer says it certainly was not applied (the member knew no
+// leader yet, or leadership was changing hands: an election is running),
+// until ctx ends. A join whose outcome is unknown is not resent: its
+// invitation may be spent.
+func (n *Node) requestJoin(ctx context.Context, via peer.ID, req []byte) ([]byte, error) {
+	var last error
+	resp, err := backoff.Retry(ctx, func() ([]byte, error) {
+		resp, err := n.host.Request(ctx, via, ProtoMembership, req)
+		if err != nil && !certainlyNotApplied(err) {
+			return nil, backoff.Permanent(err)
+		}
+		last = err
+		return resp, err
+	},
+		backoff.WithBackOff(backoff.NewConstantBackOff(n.cfg.ElectionTimeout)),
+		backoff.WithMaxElapsedTime(0),
+	)
+	if err != nil && ctx.Err() != nil && last != nil {
+		// Out of time while the federation elected: say why it refused.
+		return nil, last
+	}
+	return resp, err
+}
+
 // reach every member (and restart) without a bootstrap address.
 func (n *Node) Join(ctx context.Context, invitation string, bootstrap ...string) (JoinResult, error) {
 	if len(bootstrap) == 0 {
@@ -102,15 +127,7 @@ func (n *Node) Join(ctx context.Context, invitation string, bootstrap ...string)
 			n.log.Debug("consensus: members before join", "via", via, "err", err)
 			n.gate.tell([]peer.ID{via})
 		}
-		resp, err := n.host.Request(ctx, via, ProtoMembership, req)
-		if err != nil && certainlyNotApplied(err) {
-			// The member knew no leader yet (an election is running).
-			select {
-			case <-time.After(n.cfg.ElectionTimeout):
-			case <-ctx.Done():
-			}
-			resp, err = n.host.Request(ctx, via, ProtoMembership, req)
-		}
+		resp, err := n.requestJoin(ctx, via, req)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("join via %s: %w", addr, err))
 			continue
