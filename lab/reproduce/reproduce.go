@@ -147,6 +147,8 @@ type caseResult struct {
 	c      campaignCase
 	sum    *sim.Summary
 	report simcase.Report
+	// built is the case itself, to re-run single runs in full.
+	built *simcase.Case
 }
 
 // campaignResults are the outcomes by case name, in run order.
@@ -160,6 +162,8 @@ type campaignResults struct {
 	// ispd is the same campaign under the iSPD engine (nil if not run);
 	// set on the default engine's results only.
 	ispd *campaignResults
+	// relperf is seed 002's relative performance of the main comparison.
+	relperf []relPerfCell
 }
 
 func (r *campaignResults) get(name string) *caseResult { return r.byName[name] }
@@ -273,10 +277,15 @@ func Run(ctx context.Context, f Options, stderr io.Writer) error {
 			}
 		}
 		for i, c := range cases {
-			cr := &caseResult{c: c, sum: sums[i], report: simcase.NewReport(built[e][i], sums[i])}
+			cr := &caseResult{c: c, sum: sums[i], report: simcase.NewReport(built[e][i], sums[i]), built: built[e][i]}
 			res.order = append(res.order, cr)
 			res.byName[c.Name] = cr
 		}
+		cells, err := computeRelPerf(ctx, res)
+		if err != nil {
+			return fmt.Errorf("%s engine: %w", e, err)
+		}
+		res.relperf = cells
 		byEngine[e] = res
 	}
 	simDone := time.Since(start)
@@ -684,6 +693,18 @@ func writeFigures(dir string, r *campaignResults) ([]figure, error) {
 			return nil, err
 		}
 	}
+	for _, t := range relPerfTests {
+		panels := relPerfFigure(r, t.key)
+		if len(panels) == 0 {
+			continue
+		}
+		title := "Relative performance (seed 002), " + t.label + ": CDF of tt_EHOSEP / tt_HOSEP per task"
+		if err := add("relperf"+t.key, "relperf-"+t.key+".png", title, func(p string) error {
+			return plot.RelPerfCDF(p, "Relative performance, "+t.key+": one line per limit", "EHOSEP", "HOSEP", panels...)
+		}); err != nil {
+			return nil, err
+		}
+	}
 	for _, ck := range ckptModes {
 		var panels []plot.Panel
 		var cats []string
@@ -759,6 +780,7 @@ func writeTablesMD(path string, r *campaignResults, figs []figure) error {
 		writeSweeps(md, r.ispd, func(string) {}, " (iSPD semantics)")
 	}
 	writeFlips(md, r)
+	writeRelPerf(md, r, fig)
 	writeCaseIndex(md, r)
 
 	if md.err != nil {

@@ -72,6 +72,27 @@ func (c *Case) Simulate(ctx context.Context) (*sim.Summary, error) {
 	return sim.RunMany(ctx, c.generator(), c.pol, c.cfg, c.runs, c.workers)
 }
 
+// SimulateRun runs run k (0-based) alone and returns it in full, task
+// records included: the very run that Simulate summarises as its k-th (same
+// instance, policy and configuration), for per-task comparisons such as
+// sim.RelativePerformance.
+func (c *Case) SimulateRun(ctx context.Context, k int) (*sim.Result, error) {
+	if k < 0 || k >= c.runs {
+		return nil, fmt.Errorf("simulate run %d: the case has runs 0-%d", k, c.runs-1)
+	}
+	inst, err := c.generator()(k)
+	if err != nil {
+		return nil, fmt.Errorf("run %d: instance: %w", k, err)
+	}
+	cfg := c.cfg
+	cfg.Trace = nil
+	r, err := sim.Run(ctx, inst, c.pol, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("run %d: %w", k, err)
+	}
+	return r, nil
+}
+
 func (c *Case) generator() sim.Generator {
 	return func(run int) (*scenario.Instance, error) {
 		return c.sc.Instance(c.opts, c.seed+uint64(run))
