@@ -1,7 +1,6 @@
 package reproduce
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -42,31 +41,34 @@ type relPerfCell struct {
 	byOrg       []*sim.RelPerf
 }
 
-// computeRelPerf re-runs each run of the compared cases in full (the
-// summaries keep no per-task records) and pairs them. A re-run must give
-// the summarised run's own mean turnaround, so a mismatch is an error, not
-// a silently different sample.
-func computeRelPerf(ctx context.Context, r *campaignResults) ([]relPerfCell, error) {
-	tasks := map[string][][]sim.TaskRecord{}
-	load := func(name string) ([][]sim.TaskRecord, error) {
-		if t, ok := tasks[name]; ok {
-			return t, nil
+// relPerfCases are the names of the cases whose task records the
+// comparison needs.
+func relPerfCases() map[string]bool {
+	names := map[string]bool{}
+	for _, t := range relPerfTests {
+		for _, l := range limits {
+			names[t.subject(l)], names[t.base(l)] = true, true
 		}
-		cr := r.get(name)
-		runs := make([][]sim.TaskRecord, cr.sum.Runs)
-		for k := range runs {
-			res, err := cr.built.SimulateRun(ctx, k)
-			if err != nil {
-				return nil, fmt.Errorf("relative performance: case %s: %w", name, err)
-			}
-			if got, want := res.Total.TurnaroundMean, cr.sum.PerRun[k].Total.TurnaroundMean; got != want {
-				return nil, fmt.Errorf("relative performance: case %s run %d: re-run mean turnaround %v s, summarised %v s", name, k, got, want)
-			}
-			runs[k] = res.Tasks
-		}
-		tasks[name] = runs
-		return runs, nil
 	}
+	return names
+}
+
+// computeRelPerf pairs the task records that the campaign kept for the
+// compared cases, then lets them go (they are 60 runs × 300 records per
+// case). A case without records (not in relPerfCases) is an error.
+func computeRelPerf(r *campaignResults) ([]relPerfCell, error) {
+	load := func(name string) ([][]sim.TaskRecord, error) {
+		cr := r.get(name)
+		if len(cr.tasks) != cr.sum.Runs {
+			return nil, fmt.Errorf("relative performance: case %s: task records of %d runs kept, want %d", name, len(cr.tasks), cr.sum.Runs)
+		}
+		return cr.tasks, nil
+	}
+	defer func() {
+		for _, cr := range r.order {
+			cr.tasks = nil
+		}
+	}()
 	var cells []relPerfCell
 	for _, t := range relPerfTests {
 		for _, l := range limits {

@@ -16,8 +16,7 @@ import (
 // TestRelPerfWired runs test 1's HOSEP case and EHOSEP at 80 % for three
 // runs and checks that tables.md carries seed 002's relative performance:
 // one row over all 3 × 300 tasks of Model 1 whose shares add up to 100 %,
-// and the CDF figure. The re-runs behind it are checked against the
-// summarised runs inside computeRelPerf (a mismatch fails Run).
+// and the CDF figure.
 func TestRelPerfWired(t *testing.T) {
 	dir := t.TempDir()
 	err := Run(context.Background(), Options{

@@ -147,8 +147,10 @@ type caseResult struct {
 	c      campaignCase
 	sum    *sim.Summary
 	report simcase.Report
-	// built is the case itself, to re-run single runs in full.
-	built *simcase.Case
+	// tasks are every run's task records, kept for the cases that seed
+	// 002's relative performance compares (relPerfCases) until it is
+	// computed; nil otherwise.
+	tasks [][]sim.TaskRecord
 }
 
 // campaignResults are the outcomes by case name, in run order.
@@ -256,6 +258,8 @@ func Run(ctx context.Context, f Options, stderr io.Writer) error {
 			return 0, false
 		}
 		sums := make([]*sim.Summary, len(cases))
+		kept := make([][][]sim.TaskRecord, len(cases))
+		keep := relPerfCases()
 		for pass := 0; pass < 2; pass++ {
 			for i, c := range cases {
 				j, isTwin := twin(c)
@@ -268,7 +272,13 @@ func Run(ctx context.Context, f Options, stderr io.Writer) error {
 					fmt.Fprintf(stderr, "[%*d/%d] %-22s %-15s %-7s = %s (no checkpoint under iSPD)\n", len(fmt.Sprint(len(cases))), i+1, len(cases), c.Name, c.Policy, e, cases[j].Name)
 					continue
 				}
-				sum, err := built[e][i].Simulate(ctx)
+				var sum *sim.Summary
+				var err error
+				if keep[c.Name] {
+					sum, kept[i], err = built[e][i].SimulateKeepingTasks(ctx)
+				} else {
+					sum, err = built[e][i].Simulate(ctx)
+				}
 				if err != nil {
 					return fmt.Errorf("case %s (%s engine): %w", c.Name, e, err)
 				}
@@ -277,11 +287,11 @@ func Run(ctx context.Context, f Options, stderr io.Writer) error {
 			}
 		}
 		for i, c := range cases {
-			cr := &caseResult{c: c, sum: sums[i], report: simcase.NewReport(built[e][i], sums[i]), built: built[e][i]}
+			cr := &caseResult{c: c, sum: sums[i], report: simcase.NewReport(built[e][i], sums[i]), tasks: kept[i]}
 			res.order = append(res.order, cr)
 			res.byName[c.Name] = cr
 		}
-		cells, err := computeRelPerf(ctx, res)
+		cells, err := computeRelPerf(res)
 		if err != nil {
 			return fmt.Errorf("%s engine: %w", e, err)
 		}

@@ -1,10 +1,13 @@
 package sim
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/coopgrid/coopgrid/lab/scenario"
 )
 
 func tasks(tt map[string]float64, order ...string) []TaskRecord {
@@ -155,5 +158,35 @@ func TestRelativePerformanceBadInput(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// RunMany hands every run's full result to Config.OnRun: the task records
+// of run k are those whose mean turnaround the summary's run k reports.
+func TestRunManyOnRun(t *testing.T) {
+	const runs = 4
+	p := mustPolicy(t, "ehosep")
+	gen := func(run int) (*scenario.Instance, error) { return model1(200+uint64(run), "U2", 1), nil }
+	kept := make([][]TaskRecord, runs)
+	cfg := DefaultConfig()
+	cfg.OnRun = func(k int, r *Result) { kept[k] = r.Tasks }
+	s, err := RunMany(context.Background(), gen, p, cfg, runs, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, tasks := range kept {
+		if len(tasks) != 300 {
+			t.Fatalf("run %d: %d task records, want 300", k, len(tasks))
+		}
+		var sum float64
+		for _, tr := range tasks {
+			sum += tr.TurnaroundSeconds
+		}
+		if got, want := sum/float64(len(tasks)), s.PerRun[k].Total.TurnaroundMean; math.Abs(got-want) > 1e-9*want {
+			t.Errorf("run %d: records' mean turnaround %v, summary's %v", k, got, want)
+		}
+	}
+	if kept[0][0].TurnaroundSeconds == kept[1][0].TurnaroundSeconds && kept[0][5].TurnaroundSeconds == kept[1][5].TurnaroundSeconds {
+		t.Error("runs 0 and 1 have the same records: OnRun did not get each run's own")
 	}
 }

@@ -72,25 +72,19 @@ func (c *Case) Simulate(ctx context.Context) (*sim.Summary, error) {
 	return sim.RunMany(ctx, c.generator(), c.pol, c.cfg, c.runs, c.workers)
 }
 
-// SimulateRun runs run k (0-based) alone and returns it in full, task
-// records included: the very run that Simulate summarises as its k-th (same
-// instance, policy and configuration), for per-task comparisons such as
-// sim.RelativePerformance.
-func (c *Case) SimulateRun(ctx context.Context, k int) (*sim.Result, error) {
-	if k < 0 || k >= c.runs {
-		return nil, fmt.Errorf("simulate run %d: the case has runs 0-%d", k, c.runs-1)
-	}
-	inst, err := c.generator()(k)
-	if err != nil {
-		return nil, fmt.Errorf("run %d: instance: %w", k, err)
-	}
+// SimulateKeepingTasks is Simulate that also returns every run's task
+// records, in run order, for per-task comparisons such as
+// sim.RelativePerformance (the Summary keeps those of run 0 only).
+func (c *Case) SimulateKeepingTasks(ctx context.Context) (*sim.Summary, [][]sim.TaskRecord, error) {
+	tasks := make([][]sim.TaskRecord, c.runs)
 	cfg := c.cfg
-	cfg.Trace = nil
-	r, err := sim.Run(ctx, inst, c.pol, cfg)
+	// Each run writes its own element: no two goroutines share one.
+	cfg.OnRun = func(k int, r *sim.Result) { tasks[k] = r.Tasks }
+	sum, err := sim.RunMany(ctx, c.generator(), c.pol, cfg, c.runs, c.workers)
 	if err != nil {
-		return nil, fmt.Errorf("run %d: %w", k, err)
+		return nil, nil, err
 	}
-	return r, nil
+	return sum, tasks, nil
 }
 
 func (c *Case) generator() sim.Generator {
