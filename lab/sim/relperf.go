@@ -6,11 +6,12 @@ import (
 	"slices"
 )
 
-// RelPerf is seed 002's relative performance (Moreira 2003, §4.1, seed
-// L665-L682): two policies A and B run the same workload; every task's
-// turnaround under A is divided by its turnaround under B, and the
-// cumulative distribution of the ratios tt_A/tt_B shows where each policy
-// wins and by how much. A ratio below 1 means A served the task sooner.
+// RelPerf is seed 002's relative performance (Moreira 2003, §4.1,
+// 002_7ead415125793782.txt L665-L682): two policies A and B run the same
+// workload; every task's turnaround under A is divided by its turnaround
+// under B, and the cumulative distribution of the ratios tt_A/tt_B shows
+// where each policy wins and by how much. A ratio below 1 means A served
+// the task sooner.
 type RelPerf struct {
 	// Tolerance is the relative band counted as a tie: a task ties when
 	// neither turnaround is more than (1+Tolerance) times the other. Seed
