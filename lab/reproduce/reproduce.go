@@ -147,6 +147,10 @@ type caseResult struct {
 	c      campaignCase
 	sum    *sim.Summary
 	report simcase.Report
+	// tasks are every run's task records, kept for the cases that seed
+	// 002's relative performance compares (relPerfCases) until it is
+	// computed; nil otherwise.
+	tasks [][]sim.TaskRecord
 }
 
 // campaignResults are the outcomes by case name, in run order.
@@ -160,6 +164,8 @@ type campaignResults struct {
 	// ispd is the same campaign under the iSPD engine (nil if not run);
 	// set on the default engine's results only.
 	ispd *campaignResults
+	// relperf is seed 002's relative performance of the main comparison.
+	relperf []relPerfCell
 }
 
 func (r *campaignResults) get(name string) *caseResult { return r.byName[name] }
@@ -252,6 +258,8 @@ func Run(ctx context.Context, f Options, stderr io.Writer) error {
 			return 0, false
 		}
 		sums := make([]*sim.Summary, len(cases))
+		kept := make([][][]sim.TaskRecord, len(cases))
+		keep := relPerfCases()
 		for pass := 0; pass < 2; pass++ {
 			for i, c := range cases {
 				j, isTwin := twin(c)
@@ -264,7 +272,13 @@ func Run(ctx context.Context, f Options, stderr io.Writer) error {
 					fmt.Fprintf(stderr, "[%*d/%d] %-22s %-15s %-7s = %s (no checkpoint under iSPD)\n", len(fmt.Sprint(len(cases))), i+1, len(cases), c.Name, c.Policy, e, cases[j].Name)
 					continue
 				}
-				sum, err := built[e][i].Simulate(ctx)
+				var sum *sim.Summary
+				var err error
+				if keep[c.Name] {
+					sum, kept[i], err = built[e][i].SimulateKeepingTasks(ctx)
+				} else {
+					sum, err = built[e][i].Simulate(ctx)
+				}
 				if err != nil {
 					return fmt.Errorf("case %s (%s engine): %w", c.Name, e, err)
 				}
@@ -273,10 +287,15 @@ func Run(ctx context.Context, f Options, stderr io.Writer) error {
 			}
 		}
 		for i, c := range cases {
-			cr := &caseResult{c: c, sum: sums[i], report: simcase.NewReport(built[e][i], sums[i])}
+			cr := &caseResult{c: c, sum: sums[i], report: simcase.NewReport(built[e][i], sums[i]), tasks: kept[i]}
 			res.order = append(res.order, cr)
 			res.byName[c.Name] = cr
 		}
+		cells, err := computeRelPerf(res)
+		if err != nil {
+			return fmt.Errorf("%s engine: %w", e, err)
+		}
+		res.relperf = cells
 		byEngine[e] = res
 	}
 	simDone := time.Since(start)
@@ -684,6 +703,18 @@ func writeFigures(dir string, r *campaignResults) ([]figure, error) {
 			return nil, err
 		}
 	}
+	for _, t := range relPerfTests {
+		panels := relPerfFigure(r, t.key)
+		if len(panels) == 0 {
+			continue
+		}
+		title := "Relative performance (seed 002), " + t.label + ": CDF of tt_EHOSEP / tt_HOSEP per task"
+		if err := add("relperf"+t.key, "relperf-"+t.key+".png", title, func(p string) error {
+			return plot.RelPerfCDF(p, "Relative performance, "+t.key+": one line per limit", "EHOSEP", "HOSEP", panels...)
+		}); err != nil {
+			return nil, err
+		}
+	}
 	for _, ck := range ckptModes {
 		var panels []plot.Panel
 		var cats []string
@@ -759,6 +790,7 @@ func writeTablesMD(path string, r *campaignResults, figs []figure) error {
 		writeSweeps(md, r.ispd, func(string) {}, " (iSPD semantics)")
 	}
 	writeFlips(md, r)
+	writeRelPerf(md, r, fig)
 	writeCaseIndex(md, r)
 
 	if md.err != nil {

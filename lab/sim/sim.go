@@ -107,6 +107,10 @@ type Config struct {
 	// Trace, if set, receives every applied decision and every completion,
 	// synchronously and in order. RunMany passes it to run 0 only.
 	Trace func(TraceEvent)
+	// OnRun, if set, receives each run's full result (task records
+	// included) as RunMany finishes it, from the worker goroutines and in
+	// no particular order; the Summary keeps task records of run 0 only.
+	OnRun func(run int, r *Result)
 	// Engine is EngineDefault ("" means the same) or EngineISPD, the
 	// author's iSPD semantics (ispd.go), which ignores TickSeconds and
 	// CheckpointBlockSeconds.

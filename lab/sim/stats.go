@@ -274,6 +274,9 @@ func runOne(ctx context.Context, gen Generator, p policy.Policy, cfg Config, k i
 	if err != nil {
 		return nil, fmt.Errorf("run %d: %w", k, err)
 	}
+	if cfg.OnRun != nil {
+		cfg.OnRun(k, r)
+	}
 	return r, nil
 }
 

@@ -72,6 +72,21 @@ func (c *Case) Simulate(ctx context.Context) (*sim.Summary, error) {
 	return sim.RunMany(ctx, c.generator(), c.pol, c.cfg, c.runs, c.workers)
 }
 
+// SimulateKeepingTasks is Simulate that also returns every run's task
+// records, in run order, for per-task comparisons such as
+// sim.RelativePerformance (the Summary keeps those of run 0 only).
+func (c *Case) SimulateKeepingTasks(ctx context.Context) (*sim.Summary, [][]sim.TaskRecord, error) {
+	tasks := make([][]sim.TaskRecord, c.runs)
+	cfg := c.cfg
+	// Each run writes its own element: no two goroutines share one.
+	cfg.OnRun = func(k int, r *sim.Result) { tasks[k] = r.Tasks }
+	sum, err := sim.RunMany(ctx, c.generator(), c.pol, cfg, c.runs, c.workers)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sum, tasks, nil
+}
+
 func (c *Case) generator() sim.Generator {
 	return func(run int) (*scenario.Instance, error) {
 		return c.sc.Instance(c.opts, c.seed+uint64(run))
