@@ -274,6 +274,27 @@ func TestDashboardInBrowser(t *testing.T) {
 	b.waitEqual("#task-shown", "1 shown")
 	b.shot("3-tasks")
 
+	// A task no machine can take waits, and the queue says why (issue 14):
+	// the pending reason names the label nobody offers.
+	sub, err = n.Submit(ctx, api.SubmitRequest{Job: "dash-wait", Tasks: []api.SubmitTask{{
+		Name: "matlab", Argv: []string{"/bin/sh", "-c", "true"}, SizeMFlop: 500,
+		Requirements: []api.Requirement{{Attribute: "label.matlab", Operator: "is_set"}},
+	}}})
+	if err != nil || len(sub.TaskIDs) != 1 {
+		t.Fatalf("submit the waiting task: %+v, %v", sub, err)
+	}
+	waiting := `#tasks-table tr[data-task="` + sub.TaskIDs[0] + `"] .state`
+	b.eval(`document.getElementById("task-search").value = ""`)
+	b.do("search all", chromedp.SendKeys(chromedp.CSS("#task-search"), " "))
+	b.waitText(waiting, "the waiting task's reason", func(s string) bool {
+		return strings.HasPrefix(s, "queued (waiting: ") && strings.Contains(s, "label.matlab")
+	})
+	b.shot("3b-waiting")
+	if err := n.Cancel(ctx, sub.TaskIDs[0]); err != nil {
+		t.Fatalf("cancel the waiting task: %v", err)
+	}
+	b.waitText(waiting, "the waiting task cancelled", func(s string) bool { return strings.HasPrefix(s, "cancelled") })
+
 	// Energy: the page shows the ledger's figures, and draws them.
 	led, err := n.Ledger(ctx)
 	if err != nil || len(led.Orgs) != 1 || led.Orgs[0].UserJ <= 0 {

@@ -430,8 +430,13 @@
       tr.dataset.org = org;
       cells(tr, [org, p.n, p.up, p.lost, p.busy, num(p.g), num(p.w)]);
     });
-    syncRows($("#machines-table tbody"), machines, (m) => m.id, () => row(6, [2, 3]), (tr, m) => {
-      cells(tr, [m.id + (m.unprotected ? " (UNPROTECTED!: tasks run as its peer's own user)" : ""), m.org, num(m.gflops), num(m.busy_w), m.state, m.task || ""]);
+    syncRows($("#machines-table tbody"), machines, (m) => m.id, () => {
+      const tr = row(7, [2, 3]);
+      tr.cells[5].classList.add("resources");
+      return tr;
+    }, (tr, m) => {
+      cells(tr, [m.id + (m.unprotected ? " (UNPROTECTED!: tasks run as its peer's own user)" : ""), m.org, num(m.gflops), num(m.busy_w), m.state,
+        resourcesText(m), (m.tasks || (m.task ? [m.task] : [])).join(" ")]);
     });
   }
 
@@ -529,10 +534,22 @@
     }, (tr, t) => {
       tr.dataset.task = t.id;
       tr.classList.toggle("selected", t.id === selected);
-      const state = t.state + reasonText(t.reason);
+      // A queued task says why it waits (the leader's pending reason).
+      const state = t.state === "queued" && t.pending ? "queued (waiting: " + (t.pending_detail || t.pending) + ")" : t.state + reasonText(t.reason);
       const ended = t.state === "done" || t.state === "failed" || t.state === "cancelled";
       cells(tr, [t.id, t.org, t.name || "", state, t.machine || "", t.attempts, ended ? t.exit_code : "", num(t.size_gflop), time(t.submitted_ms)]);
     });
+  }
+
+  // resourcesText is a machine's resources and labels ("8 cpus, 16 GiB,
+  // 2 gpus; matlab"), or "one slot" for a machine declared without them.
+  function resourcesText(m) {
+    const parts = [];
+    if (m.cpus) parts.push(m.cpus + " cpus");
+    if (m.memory_bytes) parts.push(num(m.memory_bytes / 1073741824) + " GiB");
+    if (m.gpus) parts.push(m.gpus + " gpus");
+    const text = parts.length ? parts.join(", ") : "one slot";
+    return m.labels && m.labels.length ? text + "; " + m.labels.join(" ") : text;
   }
 
   // reasonText shows why a task ended, unless it simply succeeded.
