@@ -28,7 +28,7 @@ require (
 	gopkg.in/yaml.v3 v3.0.1
 )
 
-require github.com/dustin/go-humanize v1.1.0 // indirect
+require github.com/dustin/go-humanize v1.1.0
 
 require (
 	filippo.io/bigmod v0.1.1-0.20260103110540-f8a47775ebe5 // indirect
