@@ -535,25 +535,16 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
-	if err := checkQuery(r); err != nil {
-		return err
-	}
-	id, err := taskID(r)
-	if err != nil {
-		return err
-	}
-	var none struct{}
-	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &none, true); err != nil {
-		return err
-	}
-	if err := s.b.Cancel(r.Context(), id); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return s.taskAction(w, r, s.b.Cancel)
 }
 
 func (s *Server) retry(w http.ResponseWriter, r *http.Request) error {
+	return s.taskAction(w, r, s.b.Retry)
+}
+
+// taskAction serves a POST /v1/tasks/{id}/ACTION: no query, an empty JSON
+// body, then act on the task; 204 when done.
+func (s *Server) taskAction(w http.ResponseWriter, r *http.Request, act func(context.Context, string) error) error {
 	if err := checkQuery(r); err != nil {
 		return err
 	}
@@ -565,7 +556,7 @@ func (s *Server) retry(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &none, true); err != nil {
 		return err
 	}
-	if err := s.b.Retry(r.Context(), id); err != nil {
+	if err := act(r.Context(), id); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -59,9 +59,6 @@ func MachineFault(reason string) bool { return machineFaults[ReasonCode(reason)]
 // final; failedRun).
 func (s *Spec) MaxAttemptsOrDefault() int { return max(s.MaxAttempts, 1) }
 
-// maxAttempts is the number of machine failures after which t fails.
-func (s *Spec) maxAttempts() int { return s.MaxAttemptsOrDefault() }
-
 func (s *Spec) validateRetry() *Error {
 	if s.Job != "" && !validName(s.Job) {
 		return errf(CodeMalformed, "job %q: want 1-%d characters of [A-Za-z0-9._-], starting with a letter or digit", s.Job, MaxNameLen)
@@ -85,7 +82,7 @@ func (s *Spec) validateRetry() *Error {
 // retries. Old logs therefore replay to the same states and hashes.
 func failedRun(t *Task, machine, reason string) (requeue, machineFault bool, final string) {
 	if MachineFault(reason) && t.Spec.MaxAttempts > 0 {
-		if t.MachineFailures+1 < t.Spec.maxAttempts() {
+		if t.MachineFailures+1 < t.Spec.MaxAttemptsOrDefault() {
 			return true, true, ""
 		}
 		return false, true, clipReason(fmt.Sprintf("max_attempts: %d runs failed by their machines; last on %s: %s", t.MachineFailures+1, machine, reason))
