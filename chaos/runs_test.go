@@ -23,7 +23,8 @@ import (
 //     over (its end marker, which the next boot journals once that
 //     supervisor is gone), else that boot (an upper bound); a run still
 //     open when its peer stopped has no end (+∞). Runs that spawned no
-//     process have no interval.
+//     process, or whose gate never opened (NotRun: the ledger refused the
+//     start, so the task itself never ran), have no interval.
 //   - Two runs of one task overlap when the later starts before the
 //     earlier ends. An overlap is allowed only when the earlier run is one
 //     the ledger took the task away from by asking its peer to stop it:
@@ -193,7 +194,7 @@ func checkRuns(details []api.TaskDetail, journals []peerJournal, skewed bool) ru
 		// Overlaps, pairwise among the runs that spawned a process.
 		var procs []*jrun
 		for _, r := range runs {
-			if r.Process {
+			if r.Process && !r.NotRun {
 				procs = append(procs, r)
 			}
 		}

@@ -192,3 +192,14 @@ func stopAll(ctx context.Context, ids []string, grace time.Duration, stop func(c
 	}
 	return nil
 }
+
+// awaitGate waits for a run's gate (TaskSpec.Gate): true lets the task
+// run; false, a closed channel or a stop request does not.
+func awaitGate(gate <-chan bool, stopped <-chan struct{}) bool {
+	select {
+	case ok := <-gate:
+		return ok
+	case <-stopped:
+		return false
+	}
+}

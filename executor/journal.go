@@ -82,6 +82,9 @@ type JournalRecord struct {
 	Reason    string `json:"reason,omitempty"`
 	ExitCode  *int   `json:"exit_code,omitempty"`
 	Survivors bool   `json:"survivors,omitempty"`
+	// NotRun (end) says the run's gate never opened (TaskSpec.Gate):
+	// the supervisor was spawned, but nothing of the task ran.
+	NotRun bool `json:"not_run,omitempty"`
 	// Carried marks a start record copied into a new file at rotation.
 	Carried bool `json:"carried,omitempty"`
 }
@@ -637,6 +640,9 @@ type JournalRun struct {
 	Reason    string
 	ExitCode  int
 	Survivors bool
+	// NotRun: the run's gate never opened; nothing of the task ran, so
+	// the run has no interval although a process was spawned.
+	NotRun bool
 }
 
 // Open says the journal holds no end of the run.
@@ -667,7 +673,7 @@ func JournalRuns(recs []JournalRecord) []JournalRun {
 			jr.StartUs, jr.EndUs, jr.Ending, jr.Reason, jr.Attempt = r.AtUs, r.AtUs, JournalNoProcess, r.Reason, r.Attempt
 		case JournalEnd:
 			jr := get(r)
-			jr.EndUs, jr.ExitUs, jr.Ending, jr.Reason, jr.Survivors = r.AtUs, r.ExitUs, JournalEnd, r.Reason, r.Survivors
+			jr.EndUs, jr.ExitUs, jr.Ending, jr.Reason, jr.Survivors, jr.NotRun = r.AtUs, r.ExitUs, JournalEnd, r.Reason, r.Survivors, r.NotRun
 			if r.ExitCode != nil {
 				jr.ExitCode = *r.ExitCode
 			}

@@ -123,6 +123,9 @@ type procRun struct {
 	launched   chan struct{}
 	launchOnce sync.Once
 	launchErr  error
+	// stopped is closed on the first stop request, to end a wait at the
+	// gate (TaskSpec.Gate).
+	stopped chan struct{}
 
 	mu         sync.Mutex
 	pgid       int // 0 until the process started
@@ -267,7 +270,7 @@ func (e *ProcessExecutor) Start(ctx context.Context, machine string, spec TaskSp
 		return fmt.Errorf("start %s: %w", spec.ID, err)
 	}
 	spec = cloneSpec(spec)
-	run := &procRun{id: spec.ID, machine: machine, done: make(chan struct{}), launched: make(chan struct{})}
+	run := &procRun{id: spec.ID, machine: machine, done: make(chan struct{}), launched: make(chan struct{}), stopped: make(chan struct{})}
 	m, err := e.reg.reserve(machine, spec.ID, run)
 	if err != nil {
 		return err
@@ -389,6 +392,7 @@ func (r *procRun) requestStop(reason, detail string, grace time.Duration) {
 	defer r.mu.Unlock()
 	if r.stopReason == "" {
 		r.stopReason, r.stopDetail, r.stopGrace = reason, detail, grace
+		close(r.stopped)
 	}
 	if r.pgid == 0 || r.groupDone {
 		return
@@ -614,6 +618,17 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 			run.cg.kill(5 * time.Second)
 		}
 	}
+	// abort ends a run whose gate never opened: nothing of the task ran.
+	abort := func() {
+		killRun()
+		_ = cmd.Wait()
+		killGroup(pid, 5*time.Second)
+		if e.meter != nil {
+			e.meter.end(key)
+		}
+		res.End = time.Now()
+	}
+	notRun := false // the gate stayed closed (journaled with the end)
 	stdout.started()
 	stderr.started()
 	if e.journal != nil {
@@ -622,15 +637,9 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 		if err != nil {
 			// The gate is closed: nothing of the task ran. Without a
 			// start record it must not run at all.
-			killRun()
-			_ = cmd.Wait()
-			killGroup(pid, 5*time.Second)
-			if e.meter != nil {
-				e.meter.end(key)
-			}
+			abort()
 			e.log.Error("run journal: cannot record a start; the task is not run", "task", spec.ID, "err", err)
 			run.launch(fmt.Errorf("start %s: %w: %v", spec.ID, ErrJournal, err))
-			res.End = time.Now()
 			return fail(failf(ReasonStartFailed, "run journal: %v", err))
 		}
 		defer func() {
@@ -640,7 +649,7 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 			code := res.ExitCode
 			err := e.journal.appendEnd(JournalRecord{Event: JournalEnd, Run: runNo, Task: spec.ID, Machine: m.Name,
 				Attempt: dirs.attempt, PID: pid, AtUs: goneAt.UnixMicro(), ExitUs: res.End.UnixMicro(),
-				Reason: res.Reason, ExitCode: &code, Survivors: survivors})
+				Reason: res.Reason, ExitCode: &code, Survivors: survivors, NotRun: notRun})
 			if err != nil {
 				// The result still goes out: the run happened. The record
 				// is written with the next append that succeeds (or at
@@ -651,6 +660,14 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 		}()
 	}
 	run.launch(nil)
+	if spec.Gate != nil && !awaitGate(spec.Gate, run.stopped) {
+		abort()
+		notRun = true
+		return fail(failf(ReasonStopped, "the start was not confirmed: nothing of the task ran"))
+	}
+	if spec.Gate != nil {
+		res.Start = time.Now() // the task's own start; the journal has the spawn's
+	}
 	// Open the gate.
 	if err := json.NewEncoder(cfgW).Encode(sc); err != nil {
 		e.log.Warn("task gate", "task", spec.ID, "err", err)

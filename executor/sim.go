@@ -190,6 +190,13 @@ func (e *SimExecutor) simulate(m MachineConfig, run *simRun, spec *TaskSpec) Res
 		}
 	}
 
+	if spec.Gate != nil {
+		if !awaitGate(spec.Gate, run.stop) {
+			return fail(failf(ReasonStopped, "the start was not confirmed: nothing of the task ran"))
+		}
+		res.Start = time.Now()
+		res.End = res.Start
+	}
 	mflops := float64(m.MFLOPS())
 	total := seconds(float64(spec.SizeMFlop-done0) / mflops)
 	end, reason := total, ReasonOK

@@ -66,6 +66,15 @@ type TaskSpec struct {
 	// Result.DoneMFlop.
 	SizeMFlop int64
 	DoneMFlop int64
+	// Gate, when set, holds the task until a value arrives: true lets it
+	// run, false (or a closed channel, or a Stop meanwhile) ends the run
+	// `stopped` with nothing of the task run. The process executor spawns
+	// the supervisor and journals the start first, so the wait costs only
+	// what the sender takes. The peer sends true once the ledger has
+	// recorded the start: a peer resuming with a stale view (after a
+	// pause, say) must not run a task the leader has meanwhile placed
+	// elsewhere, even for the moment its start report takes to be refused.
+	Gate <-chan bool
 }
 
 // Reason codes of a Result. They are stable: the daemon stores them in the

@@ -411,6 +411,14 @@ func (b *bridge) start(ctx context.Context, r *run) {
 		SizeMFlop:      t.SizeMFlop,
 		DoneMFlop:      r.doneMFlop,
 	}
+	// The task itself waits at the gate until its start is committed: a
+	// view of the ledger may be stale (this peer was paused, and the
+	// leader has declared the machine lost and placed the task elsewhere),
+	// and a run must not begin on a placement the ledger no longer holds.
+	// The executor's own start-up (the supervisor, the journal) overlaps
+	// the commit.
+	gate := make(chan bool, 1)
+	spec.Gate = gate
 	if err := b.exec.Start(ctx, r.mname, spec); err != nil {
 		// No Result will come: busy with a run still stopping, or closed.
 		// The next pass tries again.
@@ -431,6 +439,7 @@ func (b *bridge) start(ctx context.Context, r *run) {
 	}
 	b.mu.Unlock()
 	if taken {
+		gate <- false
 		b.stopExec(ctx, r)
 		return
 	}
@@ -456,6 +465,7 @@ func (b *bridge) start(ctx context.Context, r *run) {
 		r.stopSent = true
 	}
 	b.mu.Unlock()
+	gate <- err == nil && !needStop
 	if err != nil {
 		b.log.Info("start not recorded; stopping the run", "task", t.ID, "machine", r.machine, "err", err)
 	} else {
