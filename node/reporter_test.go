@@ -99,8 +99,15 @@ func TestReportsAreBatched(t *testing.T) {
 			t.Fatalf("task %s: attempts %d, segments %+v", id, tk.Attempts, tk.Segments)
 		}
 	}
-	if sent != 2*tasks {
-		t.Fatalf("the reporter sent %d reports, want %d (a start and an end per task)", sent, 2*tasks)
+	// A start and an end per task; a report whose commit timed out or
+	// whose outcome was unknown is sent again (under heavy load it
+	// happens), and the ledger refuses the duplicate, as the segments
+	// checked above show.
+	if sent < 2*tasks {
+		t.Fatalf("the reporter sent %d reports, want at least %d (a start and an end per task)", sent, 2*tasks)
+	}
+	if sent > 2*tasks {
+		t.Logf("%d reports sent again after a timeout or an unknown outcome", sent-2*tasks)
 	}
 	if commands >= sent {
 		t.Fatalf("%d reports went out in %d commands: nothing was batched", sent, commands)
