@@ -39,6 +39,11 @@ type sharedPass struct {
 	// shape, not once per task.
 	match  map[string][]bool
 	shapes map[string]string
+	// byRoom finds machines with room by their free resources (algorithm
+	// 4 without a scan); few holds, per shape that few machines may run,
+	// those machines in energy order, scanned instead (fewMachines).
+	byRoom *freeIndex
+	few    map[string][]int
 	// noFree holds the shapes that found no machine with room within their
 	// organisation's limit. Within a pass room and remaining power only
 	// shrink, except when a preemption gives some back, which clears it.
@@ -65,7 +70,7 @@ func newSharedPass(s *State, bestFit bool) *sharedPass {
 		s: s, bestFit: bestFit,
 		alloc: make([]int64, n), pi: make([]int64, n), queue: make([][]Task, n),
 		capa: make([]Resources, len(s.Machines)), free: make([]Resources, len(s.Machines)),
-		runs: make([][]sharedRun, len(s.Machines)), match: map[string][]bool{}, shapes: map[string]string{}, noFree: map[string]bool{}, noVictim: map[int]map[string]bool{},
+		runs: make([][]sharedRun, len(s.Machines)), match: map[string][]bool{}, few: map[string][]int{}, shapes: map[string]string{}, noFree: map[string]bool{}, noVictim: map[int]map[string]bool{},
 	}
 	if f := s.federation(); f != nil {
 		p.tot = f.tot
@@ -76,6 +81,7 @@ func newSharedPass(s *State, bestFit bool) *sharedPass {
 		p.capa[m] = mc.Capacity.Capacity()
 		p.free[m] = p.capa[m]
 	}
+	p.byRoom = newFreeIndex(s.Machines, p.free, p.capa)
 	for _, t := range s.Queued {
 		p.queue[t.Org] = append(p.queue[t.Org], t)
 	}
@@ -102,6 +108,7 @@ func (p *sharedPass) add(r sharedRun, m int) {
 	delete(p.noVictim, r.task.Org)
 	p.runs[m] = append(p.runs[m], r)
 	p.free[m] = p.free[m].minus(r.task.Request.Request())
+	p.byRoom.set(m, p.free[m], p.capa[m])
 	p.alloc[r.task.Org] += r.mflops
 	p.pi[r.task.Org] += r.milliW
 }
@@ -110,6 +117,7 @@ func (p *sharedPass) remove(m, k int) sharedRun {
 	r := p.runs[m][k]
 	p.runs[m] = append(p.runs[m][:k:k], p.runs[m][k+1:]...)
 	p.free[m] = p.free[m].plus(r.task.Request.Request())
+	p.byRoom.set(m, p.free[m], p.capa[m])
 	p.alloc[r.task.Org] -= r.mflops
 	p.pi[r.task.Org] -= r.milliW
 	return r
@@ -128,15 +136,12 @@ func (p *sharedPass) shapeKey(t Task) string {
 }
 
 // matches says task t may ever run on machine m (owner policy, attributes,
-// capacity), cached per shape for the pass.
+// capacity, avoided machines: Eligible), cached per shape for the pass.
 func (p *sharedPass) matches(t Task, m int) bool {
 	k := p.shapeKey(t)
 	ok, seen := p.match[k]
 	if !seen {
-		ok = make([]bool, len(p.s.Machines))
-		for j, mc := range p.s.Machines {
-			ok[j] = Mismatch(mc, t, p.s.Orgs) == ""
-		}
+		ok = Eligible(p.s.Machines, t, p.s.Orgs)
 		p.match[k] = ok
 	}
 	return ok[m]
@@ -226,22 +231,56 @@ func (p *sharedPass) serveOne() bool {
 // bestFree is the least-energy machine matching t with room for it whose
 // share of draw fits bound, or -1. A task's energy on a machine is
 // size/(share·d)·(share·c) = size·c/d whatever its share, so the order is
-// the papers' (energyBetter).
+// the papers' (energyBetter): the first machine in that order with room
+// (freeIndex) that t matches and whose draw fits. A shape that few
+// machines may run scans those instead.
 func (p *sharedPass) bestFree(t Task, bound int64) int {
-	best := -1
 	req := t.Request.Request()
-	for m, mc := range p.s.Machines {
-		if !fitsIn(req, p.free[m], p.capa[m]) || !p.matches(t, m) {
-			continue
-		}
-		if ShareOf(mc.Capacity, t.Request).Of(mc.BusyMilliW) > bound {
-			continue
-		}
-		if best < 0 || energyBetter(mc, p.s.Machines[best]) {
-			best = m
-		}
+	ok := func(m int) bool {
+		return p.matches(t, m) && ShareOf(p.s.Machines[m].Capacity, t.Request).Of(p.s.Machines[m].BusyMilliW) <= bound
 	}
-	return best
+	if few, isFew := p.fewMachines(t); isFew {
+		for _, m := range few {
+			if fitsIn(req, p.free[m], p.capa[m]) && ok(m) {
+				return m
+			}
+		}
+		return -1
+	}
+	for from := 0; ; from++ {
+		m, at := p.byRoom.first(req, from)
+		if m < 0 || ok(m) {
+			return m
+		}
+		from = at
+	}
+}
+
+// fewMachines lists, in energy order, the machines t may run on when they
+// are few (at most fewLimit): then scanning them is cheaper than skipping
+// through the index past free machines t may not use.
+func (p *sharedPass) fewMachines(t Task) ([]int, bool) {
+	const fewLimit = 32
+	k := p.shapeKey(t)
+	few, seen := p.few[k]
+	if !seen {
+		n := 0
+		for m := range p.s.Machines {
+			if p.matches(t, m) {
+				n++
+			}
+		}
+		if n <= fewLimit {
+			few = make([]int, 0, n)
+			for _, m := range p.byRoom.order {
+				if p.matches(t, m) {
+					few = append(few, m)
+				}
+			}
+		}
+		p.few[k] = few
+	}
+	return few, few != nil
 }
 
 // victimOrg is algorithm 5 line 3 (as chooseVictimOrg).
