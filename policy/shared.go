@@ -48,6 +48,11 @@ type sharedPass struct {
 	// organisation's limit. Within a pass room and remaining power only
 	// shrink, except when a preemption gives some back, which clears it.
 	noFree map[string]bool
+	// stuck marks the organisations every waiting task of which has its
+	// shape in noFree, so that line 8 does not go through their queues
+	// again at every decision; cleared with noFree (a preemption, which
+	// is also the only way a queue gains a task within a pass).
+	stuck []bool
 	// noVictim holds, per victim organisation, the shapes for which none
 	// of its running tasks would make room. Valid until that organisation
 	// gets a new running task (a new candidate) or a preemption frees room.
@@ -70,7 +75,7 @@ func newSharedPass(s *State, bestFit bool) *sharedPass {
 		s: s, bestFit: bestFit,
 		alloc: make([]int64, n), pi: make([]int64, n), queue: make([][]Task, n),
 		capa: make([]Resources, len(s.Machines)), free: make([]Resources, len(s.Machines)),
-		runs: make([][]sharedRun, len(s.Machines)), match: map[string][]bool{}, few: map[string][]int{}, shapes: map[string]string{}, noFree: map[string]bool{}, noVictim: map[int]map[string]bool{},
+		runs: make([][]sharedRun, len(s.Machines)), match: map[string][]bool{}, few: map[string][]int{}, shapes: map[string]string{}, noFree: map[string]bool{}, stuck: make([]bool, n), noVictim: map[int]map[string]bool{},
 	}
 	if f := s.federation(); f != nil {
 		p.tot = f.tot
@@ -137,14 +142,17 @@ func (p *sharedPass) shapeKey(t Task) string {
 
 // matches says task t may ever run on machine m (owner policy, attributes,
 // capacity, avoided machines: Eligible), cached per shape for the pass.
-func (p *sharedPass) matches(t Task, m int) bool {
+func (p *sharedPass) matches(t Task, m int) bool { return p.eligible(t)[m] }
+
+// eligible is Eligible for t, machine by machine, cached per shape.
+func (p *sharedPass) eligible(t Task) []bool {
 	k := p.shapeKey(t)
 	ok, seen := p.match[k]
 	if !seen {
 		ok = Eligible(p.s.Machines, t, p.s.Orgs)
 		p.match[k] = ok
 	}
-	return ok[m]
+	return ok
 }
 
 func (p *sharedPass) dp(i int) float64 { return DP(p.alloc[i], p.tot.QuotaMFLOPS[i]) }
@@ -185,6 +193,9 @@ func (p *sharedPass) serveOne() bool {
 		}
 		bound := lim - p.pi[i]
 		for k, t := range p.queue[i] { // line 8
+			if p.stuck[i] {
+				break
+			}
 			key := p.shapeKey(t)
 			if p.noFree[key] {
 				continue
@@ -196,6 +207,7 @@ func (p *sharedPass) serveOne() bool {
 			}
 			p.noFree[key] = true
 		}
+		p.stuck[i] = true
 		if !(dp[i] < 0) { // algorithm 5, line 1
 			continue
 		}
@@ -236,8 +248,9 @@ func (p *sharedPass) serveOne() bool {
 // machines may run scans those instead.
 func (p *sharedPass) bestFree(t Task, bound int64) int {
 	req := t.Request.Request()
+	elig := p.eligible(t)
 	ok := func(m int) bool {
-		return p.matches(t, m) && ShareOf(p.s.Machines[m].Capacity, t.Request).Of(p.s.Machines[m].BusyMilliW) <= bound
+		return elig[m] && ShareOf(p.s.Machines[m].Capacity, t.Request).Of(p.s.Machines[m].BusyMilliW) <= bound
 	}
 	if few, isFew := p.fewMachines(t); isFew {
 		for _, m := range few {
@@ -264,16 +277,17 @@ func (p *sharedPass) fewMachines(t Task) ([]int, bool) {
 	k := p.shapeKey(t)
 	few, seen := p.few[k]
 	if !seen {
+		elig := p.eligible(t)
 		n := 0
-		for m := range p.s.Machines {
-			if p.matches(t, m) {
+		for _, ok := range elig {
+			if ok {
 				n++
 			}
 		}
 		if n <= fewLimit {
 			few = make([]int, 0, n)
 			for _, m := range p.byRoom.order {
-				if p.matches(t, m) {
+				if elig[m] {
 					few = append(few, m)
 				}
 			}
@@ -304,8 +318,9 @@ func (p *sharedPass) victimOrg(dp []float64) int {
 func (p *sharedPass) bestVictim(t Task, z int, bound int64) (int, int) {
 	bm, bv := -1, -1
 	req := t.Request.Request()
+	elig := p.eligible(t)
 	for m, mc := range p.s.Machines {
-		if len(p.runs[m]) == 0 || !p.matches(t, m) || ShareOf(mc.Capacity, t.Request).Of(mc.BusyMilliW) > bound {
+		if len(p.runs[m]) == 0 || !elig[m] || ShareOf(mc.Capacity, t.Request).Of(mc.BusyMilliW) > bound {
 			continue
 		}
 		for v, r := range p.runs[m] {
@@ -346,6 +361,7 @@ func (p *sharedPass) place(i, k, m int) {
 func (p *sharedPass) preempt(i, k, m, v, z int) {
 	victim := p.remove(m, v)
 	clear(p.noFree)
+	clear(p.stuck)
 	clear(p.noVictim)
 	waste, kept := victim.waste, victim.exec-victim.waste
 	requeued := victim.task
