@@ -490,7 +490,7 @@ func (s *simulator) state() *policy.State {
 // policyTask is task ti as the policy sees it.
 func (t *taskState) policyTask(ti int) policy.Task {
 	return policy.Task{ID: t.spec.ID, Org: t.spec.Org, SizeMFlop: t.remaining, Seq: uint64(ti),
-		Request: t.spec.Request, Requirements: t.spec.Requirements}
+		Request: t.spec.Request, Requirements: t.spec.Requirements, Executable: t.spec.Executable}
 }
 
 // pass calls the policy once and applies its decisions in order.
