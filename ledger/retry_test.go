@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/coopgrid/coopgrid/policy"
 )
 
 func TestMachineFault(t *testing.T) {
@@ -166,11 +168,14 @@ func TestLostMachineCountsAnAttempt(t *testing.T) {
 		t.Fatalf("transition %+v", tr)
 	}
 	refused("uni-a/m1", 3100) // uni-a/m2 and uni-b/x1 may run it
+	sameRule(t, f.l, id)
 	runLost("uni-a", "uni-a/m2", 3200)
 	refused("uni-a/m1", 3300)
 	refused("uni-a/m2", 3300)
+	sameRule(t, f.l, id)
 	// uni-b/x1 is lost too: every machine left avoids it, so it may go back.
 	f.must(lost("uni-b", "uni-b/x1", 3400))
+	sameRule(t, f.l, id)
 	if p := f.l.Pending()[id]; p.Code != "next_pass" {
 		t.Fatalf("every machine up is avoided: pending %+v, want next_pass", p)
 	}
@@ -192,6 +197,28 @@ func TestLostMachineCountsAnAttempt(t *testing.T) {
 	if tk, _ := f.l.Task(id); tk.State != TaskQueued || tk.MachineFailures != 0 || len(tk.Avoid) != 0 {
 		t.Fatalf("lost before it started: %s, machine failures %d, avoid %v", tk.State, tk.MachineFailures, tk.Avoid)
 	}
+}
+
+// sameRule checks that the ledger lets task id onto exactly the machines
+// of its policy view that policy.Eligible allows it (the policy and the
+// ledger's check of a decision apply one rule).
+func sameRule(t *testing.T, l *Ledger, id string) {
+	t.Helper()
+	st, vm := l.PolicyView(0, 0)
+	for _, q := range st.Queued {
+		if q.ID != id {
+			continue
+		}
+		tk := l.tasks[id]
+		for j, ok := range policy.Eligible(st.Machines, q, st.Orgs) {
+			m := l.machines[vm.Machines[j]]
+			if ledgerOK := l.mismatch(m, tk) == "" && l.avoidHolds(m, tk) == ""; ledgerOK != ok {
+				t.Fatalf("%s on %s: policy eligible %v, ledger %v (avoids %v)", id, m.ID, ok, ledgerOK, tk.Avoid)
+			}
+		}
+		return
+	}
+	t.Fatalf("%s is not queued in the policy view", id)
 }
 
 // TestLostMachineOldRuleWithoutMaxAttempts: a task whose spec has no
