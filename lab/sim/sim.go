@@ -254,7 +254,7 @@ func Run(ctx context.Context, inst *scenario.Instance, p policy.Policy, cfg Conf
 		return nil, err
 	}
 	if cfg.Engine == EngineISPD && !inst.OneSlot() {
-		return nil, fmt.Errorf("sim: instance %q: the iSPD engine places one task per machine; this instance has machines with cpus, memory or gpus, or tasks with requests: use the default engine", inst.Name)
+		return nil, fmt.Errorf("sim: instance %q: the iSPD engine places one task per machine; this instance has machines with cpus, memory, gpus or an owner policy, or tasks with requests: use the default engine", inst.Name)
 	}
 	s := newSimulator(inst, p, cfg)
 	loop := s.loop
