@@ -215,15 +215,16 @@ type TaskView struct {
 	SubmittedMs int64   `json:"submitted_ms"`
 	EndedMs     int64   `json:"ended_ms,omitempty"`
 	// Pending says why a queued task waits: a stable code (no_match,
-	// power_limit, fair_share, no_free_resources, next_pass) and a
+	// power_limit, fair_share, no_free_resources, avoided, next_pass) and a
 	// sentence (docs/POLICY.md, "Pending reasons"). Empty unless queued.
 	Pending       string `json:"pending,omitempty"`
 	PendingDetail string `json:"pending_detail,omitempty"`
 	// Job is the name of the job the task was submitted in.
 	Job string `json:"job,omitempty"`
 	// MachineFailures counts the runs its machines failed (refused, could
-	// not start), Failures its own failures run again (retries), and Avoid
-	// the machines it is no longer placed on (docs/JOBS.md, "Failures").
+	// not start, lost under it), Failures its own failures run again
+	// (retries), and Avoid the machines it is not placed on while another
+	// may run it (docs/JOBS.md, "Failures").
 	MachineFailures int      `json:"machine_failures,omitempty"`
 	Failures        int      `json:"failures,omitempty"`
 	Avoid           []string `json:"avoid,omitempty"`

@@ -314,6 +314,9 @@ func (l *Ledger) decide(d Decision, res *Result) *Error {
 	if why := l.mismatch(m, t); why != "" {
 		return errf(CodeNoMatch, "task %s cannot run on %q: %s", t.ID, m.ID, why)
 	}
+	if other := l.avoidHolds(m, t); other != "" {
+		return errf(CodeNoMatch, "task %s avoids %q, where an earlier run failed, while %q may run it", t.ID, m.ID, other)
+	}
 	if !l.fits(m, t, v) {
 		if len(m.Also) == 0 && m.CPUs <= 1 && m.MemoryBytes == 0 && m.GPUs == 0 {
 			return errf(CodeMachineBusy, "machine %q holds task %s", m.ID, m.Task)
@@ -723,11 +726,13 @@ func (b *MachineLostCmd) check(l *Ledger, c *Command) (change, *Error) {
 		opens = append(opens, closing{t, i, mj, EnergyDeclared, OutcomeLost})
 	}
 	var held []*Task
+	ran := map[string]bool{} // the held tasks that were running, not only assigned
 	for _, id := range m.Tasks() {
 		h := l.tasks[id]
 		held = append(held, h)
 		if i := h.openSegment(m.ID, OutcomeRunning); i >= 0 {
 			add(h, i)
+			ran[h.ID] = true
 		}
 	}
 	for _, id := range sortedKeys(l.stopping[m.ID]) {
@@ -744,10 +749,8 @@ func (b *MachineLostCmd) check(l *Ledger, c *Command) (change, *Error) {
 	return func(_ uint64, res *Result) {
 		l.closeSegments(c.AtMs, opens...)
 		for _, h := range held {
-			from := h.State
 			l.unplace(h, m)
-			h.State = TaskQueued
-			res.moved(h, from, m.ID, "lost")
+			l.lostRun(h, m.ID, ran[h.ID], c.AtMs, res)
 			res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStop, Task: h.ID, Reason: "lost"})
 		}
 		m.State = MachineLost

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -12,8 +13,14 @@ import (
 // Spec.MaxAttempts (default DefaultMaxAttempts) such failures; then it
 // fails for good. Any other failure is the task's own: final, unless the
 // task asked for Spec.Retries, each of which runs it again (anywhere). A
-// machine lost under a run moves the task back to the queue as before
-// (MachineLostCmd), counted in neither.
+// machine lost under a run (MachineLostCmd) is a failure of the machine
+// too: counted in MachineFailures, the machine avoided (lostRun).
+//
+// Avoid is a preference, not a ban: a decision may place the task on a
+// machine it avoids only when no other machine of the policy's view (up,
+// not drained) matches it (avoidHolds, policy.Eligible), so that a task
+// that failed on every machine it may use is not stranded; MaxAttempts
+// bounds its runs.
 
 const (
 	// DefaultMaxAttempts is Spec.MaxAttempts when the spec gives none.
@@ -106,6 +113,52 @@ func requeueTask(t *Task, machine string, machineFault bool, res *Result) {
 		t.Failures++
 	}
 	res.moved(t, from, machine, why)
+}
+
+// lostRun is what machine lost under t does to t (already unplaced;
+// running says t had started there, not only been assigned). t goes back
+// to the queue. A run that had started counts as a run failed by its
+// machine when t's spec has max_attempts: MachineFailures + 1, the
+// machine avoided, and the last allowed attempt fails t for good, as a
+// failed report would (failedRun). A task only assigned there never ran:
+// nothing is counted. A spec without max_attempts (queued before the
+// field existed) keeps the rule it was queued under, counted in nothing,
+// so that old logs replay to the same states and hashes.
+func (l *Ledger) lostRun(t *Task, machine string, running bool, atMs int64, res *Result) {
+	from := t.State
+	t.State = TaskQueued
+	if !running || t.Spec.MaxAttempts == 0 {
+		res.moved(t, from, machine, "lost")
+		return
+	}
+	t.MachineFailures++
+	if t.MachineFailures < t.Spec.MaxAttemptsOrDefault() {
+		t.avoid(machine)
+		res.moved(t, from, machine, "lost")
+		return
+	}
+	t.State = TaskFailed
+	t.Reason = clipReason(fmt.Sprintf("max_attempts: %d runs failed by their machines; last on %s: machine lost", t.MachineFailures, machine))
+	t.EndedMs = atMs
+	l.unfinished[t.Org]--
+	res.moved(t, from, machine, string(TaskFailed))
+}
+
+// avoidHolds says whether t's Avoid list keeps it off m: when t avoids m,
+// the first machine (by ID) of the policy's view (up, not drained) that t
+// matches and does not avoid; "" when t may go to m. It is
+// policy.Eligible's rule for one decision.
+func (l *Ledger) avoidHolds(m *Machine, t *Task) string {
+	if !slices.Contains(t.Avoid, m.ID) {
+		return ""
+	}
+	for _, id := range sortedKeys(l.machines) {
+		o := l.machines[id]
+		if o.State == MachineUp && !o.Drained && !slices.Contains(t.Avoid, id) && l.mismatch(o, t) == "" {
+			return id
+		}
+	}
+	return ""
 }
 
 // avoid adds machine to t.Avoid, once, dropping the oldest over MaxAvoid.

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/coopgrid/coopgrid/policy"
 )
 
 func TestMachineFault(t *testing.T) {
@@ -127,16 +129,115 @@ func TestOwnFailureIsFinalUnlessRetries(t *testing.T) {
 	}
 }
 
-func TestLostMachineCountsAgainstNothing(t *testing.T) {
+// TestLostMachineCountsAnAttempt: a machine lost under a run is a failure
+// of the machine: the run counts against max_attempts (not retries), the
+// task avoids the machine while another may run it, goes back to it when
+// every machine it matches is avoided, and fails for good at the last
+// attempt. A task only assigned, or one queued without max_attempts (an
+// old log), counts nothing.
+func TestLostMachineCountsAnAttempt(t *testing.T) {
 	f := base(t)
-	f.must(submitRetry(2500, 1, 0))
+	f.must(submitRetry(2500, DefaultMaxAttempts, 2))
 	const id = "uni-a-4"
-	f.must(decide("uni-b", 3000, alloc(id, "uni-a/m1")))
-	f.must(started("uni-a", id, "uni-a/m1", 3001))
-	f.must(lost("uni-a", "uni-a/m1", 3002))
+	runLost := func(owner, machine string, at int64) Result {
+		t.Helper()
+		if r := f.must(decide("uni-b", at, alloc(id, machine))); r.AcceptedDecisions() != 1 {
+			t.Fatalf("placing %s on %s: %+v", id, machine, r.Decisions[0].Err)
+		}
+		f.must(started(owner, id, machine, at+1))
+		r := f.must(lost(owner, machine, at+2))
+		f.must(heartbeat(owner, machine, at+3))
+		return r
+	}
+	refused := func(machine string, at int64) {
+		t.Helper()
+		h := f.l.Hash()
+		if r := f.apply(decide("uni-b", at, alloc(id, machine))); r.AcceptedDecisions() != 0 || r.Decisions[0].Err.Code != CodeNoMatch {
+			t.Fatalf("placing %s on %s, which it avoids: %+v", id, machine, r.Decisions)
+		}
+		if f.l.Hash() != h {
+			t.Fatal("a refused decision changed the state")
+		}
+	}
+	r := runLost("uni-a", "uni-a/m1", 3000)
+	tk, _ := f.l.Task(id)
+	if tk.State != TaskQueued || tk.MachineFailures != 1 || tk.Failures != 0 || !slices.Equal(tk.Avoid, []string{"uni-a/m1"}) {
+		t.Fatalf("after a lost machine: %s, machine failures %d, failures %d, avoid %v", tk.State, tk.MachineFailures, tk.Failures, tk.Avoid)
+	}
+	if tr := r.Transitions[0]; tr.Task != id || tr.To != TaskQueued || tr.Reason != "lost" {
+		t.Fatalf("transition %+v", tr)
+	}
+	refused("uni-a/m1", 3100) // uni-a/m2 and uni-b/x1 may run it
+	sameRule(t, f.l, id)
+	runLost("uni-a", "uni-a/m2", 3200)
+	refused("uni-a/m1", 3300)
+	refused("uni-a/m2", 3300)
+	sameRule(t, f.l, id)
+	// uni-b/x1 is lost too: every machine left avoids it, so it may go back.
+	f.must(lost("uni-b", "uni-b/x1", 3400))
+	sameRule(t, f.l, id)
+	if p := f.l.Pending()[id]; p.Code != "next_pass" {
+		t.Fatalf("every machine up is avoided: pending %+v, want next_pass", p)
+	}
+	r = runLost("uni-a", "uni-a/m1", 3500)
+	tk, _ = f.l.Task(id)
+	if tk.State != TaskFailed || tk.MachineFailures != 3 || tk.Failures != 0 || tk.EndedMs != 3502 ||
+		tk.Reason != "max_attempts: 3 runs failed by their machines; last on uni-a/m1: machine lost" {
+		t.Fatalf("after the third lost run: %s %q ended %d, machine failures %d, failures %d", tk.State, tk.Reason, tk.EndedMs, tk.MachineFailures, tk.Failures)
+	}
+	if tr := r.Transitions[0]; tr.To != TaskFailed {
+		t.Fatalf("transition %+v", tr)
+	}
+	// It can be retried, and then counts from zero.
+	f.must(retryCmd("uni-a", id, 3600))
+
+	// Assigned but never started: no attempt.
+	f.must(decide("uni-b", 3700, alloc(id, "uni-a/m2")))
+	f.must(lost("uni-a", "uni-a/m2", 3701))
+	if tk, _ := f.l.Task(id); tk.State != TaskQueued || tk.MachineFailures != 0 || len(tk.Avoid) != 0 {
+		t.Fatalf("lost before it started: %s, machine failures %d, avoid %v", tk.State, tk.MachineFailures, tk.Avoid)
+	}
+}
+
+// sameRule checks that the ledger lets task id onto exactly the machines
+// of its policy view that policy.Eligible allows it (the policy and the
+// ledger's check of a decision apply one rule).
+func sameRule(t *testing.T, l *Ledger, id string) {
+	t.Helper()
+	st, vm := l.PolicyView(0, 0)
+	for _, q := range st.Queued {
+		if q.ID != id {
+			continue
+		}
+		tk := l.tasks[id]
+		for j, ok := range policy.Eligible(st.Machines, q, st.Orgs) {
+			m := l.machines[vm.Machines[j]]
+			if ledgerOK := l.mismatch(m, tk) == "" && l.avoidHolds(m, tk) == ""; ledgerOK != ok {
+				t.Fatalf("%s on %s: policy eligible %v, ledger %v (avoids %v)", id, m.ID, ok, ledgerOK, tk.Avoid)
+			}
+		}
+		return
+	}
+	t.Fatalf("%s is not queued in the policy view", id)
+}
+
+// TestLostMachineOldRuleWithoutMaxAttempts: a task whose spec has no
+// max_attempts (an old log) keeps the old rule for a lost machine: back
+// to the queue, counted in nothing, no machine avoided.
+func TestLostMachineOldRuleWithoutMaxAttempts(t *testing.T) {
+	f := base(t)
+	f.must(submitRetry(2500, 0, 0))
+	const id = "uni-a-4"
+	for k, m := range []string{"uni-a/m1", "uni-a/m1", "uni-a/m2"} {
+		at := 3000 + int64(k)*100
+		f.must(decide("uni-b", at, alloc(id, m)))
+		f.must(started("uni-a", id, m, at+1))
+		f.must(lost("uni-a", m, at+2))
+		f.must(heartbeat("uni-a", m, at+3))
+	}
 	tk, _ := f.l.Task(id)
 	if tk.State != TaskQueued || tk.MachineFailures != 0 || tk.Failures != 0 || len(tk.Avoid) != 0 {
-		t.Fatalf("after a lost machine: %s, machine failures %d, failures %d, avoid %v", tk.State, tk.MachineFailures, tk.Failures, tk.Avoid)
+		t.Fatalf("after lost machines: %s, machine failures %d, failures %d, avoid %v", tk.State, tk.MachineFailures, tk.Failures, tk.Avoid)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/config"
 	"github.com/coopgrid/coopgrid/ledger"
 )
 
@@ -96,5 +97,86 @@ func TestMachineFailuresRunElsewhere(t *testing.T) {
 	tk := ended(ids[4])
 	if tk.State != ledger.TaskFailed || !strings.HasPrefix(tk.Reason, "exit_nonzero") || tk.Attempts < 2 {
 		t.Fatalf("the retried exit-3 task: %s %q after %d runs", tk.State, tk.Reason, tk.Attempts)
+	}
+}
+
+// TestLostMachineRunElsewhereAvoidingIt is issue 14's "machine lost
+// mid-run" with real peers: l-c's machine, the most efficient, runs task
+// T when l-c's peer is killed. T goes back to the queue with one attempt
+// counted (not a retry) and l-c's machine on its avoid list; once l-c is
+// back, its free machine is not chosen for T while l-b's (busy) may run
+// it, so T waits with the pending reason "avoided", while another task
+// does run on l-c's machine; when l-b's machine frees, T runs there and
+// is done. Everything is read through the API backend.
+func TestLostMachineRunElsewhereAvoidingIt(t *testing.T) {
+	peers := federation(t, "sim", []string{"l-a", "l-b", "l-c"}, map[string]string{
+		"l-a": simMachine("m1", 10, 100),
+		"l-b": simMachine("m1", 150, 100),
+		"l-c": simMachine("m1", 200, 100),
+	}, map[string]func(*config.Config){"l-a": func(c *config.Config) { c.Limit = "system" }}) // a runs on three machines
+	a, c := peers[0], peers[2]
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	// Smallest first (EHOSEP's queue order), onto the most efficient
+	// machine: T (60,000 GFlop: 300 s simulated on l-c, 7.5 s real; 10 s
+	// on l-b) on l-c, the two long ones on l-b and l-a.
+	resp, err := a.n.Submit(ctx, api.SubmitRequest{Job: "lost", Tasks: []api.SubmitTask{
+		{Name: "t", SizeMFlop: 60_000_000}, {Name: "long-b", SizeMFlop: 1 << 40}, {Name: "long-a", SizeMFlop: 1 << 41}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, longB, longA := resp.TaskIDs[0], resp.TaskIDs[1], resp.TaskIDs[2]
+	view := func(id string) api.TaskDetail {
+		t.Helper()
+		d, err := a.n.Task(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	waitFor(t, 20*time.Second, "t on l-c, the long ones on l-b and l-a", func() bool {
+		return view(id).State == "running" && view(id).Machine == "l-c/m1" &&
+			view(longB).State == "running" && view(longB).Machine == "l-b/m1" && view(longA).State == "running"
+	})
+	c.crash()
+	waitFor(t, 20*time.Second, "l-c's machine lost", func() bool { return a.machine("l-c/m1").State == ledger.MachineLost })
+	if d := view(id); d.State != "queued" || d.MachineFailures != 1 || d.Failures != 0 || !slices.Equal(d.Avoid, []string{"l-c/m1"}) {
+		t.Fatalf("after l-c was lost: %s, machine failures %d, failures %d, avoid %v", d.State, d.MachineFailures, d.Failures, d.Avoid)
+	}
+
+	c.start()
+	waitFor(t, 30*time.Second, "l-c's machine up again", func() bool { return a.machine("l-c/m1").State == ledger.MachineUp })
+	waitFor(t, 10*time.Second, "t waiting for an avoided machine", func() bool { return view(id).Pending == "avoided" })
+	if d := view(id); d.State != "queued" || !strings.Contains(d.PendingDetail, "l-c/m1") {
+		t.Fatalf("t is %s, pending %s: %s", d.State, d.Pending, d.PendingDetail)
+	}
+	// l-c's machine is still offered to other tasks.
+	other, err := a.n.Submit(ctx, api.SubmitRequest{Job: "lost", Tasks: []api.SubmitTask{{Name: "other", SizeMFlop: 100_000}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the other task done", func() bool { return view(other.TaskIDs[0]).State == "done" })
+	if d := view(other.TaskIDs[0]); d.Machine != "l-c/m1" {
+		t.Fatalf("the other task ran on %s, want l-c/m1", d.Machine)
+	}
+	if d := view(id); d.State != "queued" || d.Pending != "avoided" {
+		t.Fatalf("t is %s (%s) while l-b's machine is busy", d.State, d.Pending)
+	}
+
+	if err := a.n.Cancel(ctx, longB); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 40*time.Second, "t done", func() bool { return view(id).State == "done" })
+	d := view(id)
+	segs := d.Segments
+	if len(segs) != 2 || segs[0].Machine != "l-c/m1" || segs[0].Outcome != string(ledger.OutcomeLost) ||
+		segs[1].Machine != "l-b/m1" || segs[1].Outcome != string(ledger.OutcomeDone) {
+		t.Fatalf("t's runs: %+v", segs)
+	}
+	if d.MachineFailures != 1 || d.Failures != 0 || !slices.Equal(d.Avoid, []string{"l-c/m1"}) {
+		t.Fatalf("t done with machine failures %d, failures %d, avoid %v", d.MachineFailures, d.Failures, d.Avoid)
+	}
+	if err := a.n.Cancel(ctx, longA); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -72,6 +72,9 @@ func ApplyDecisions(s *State, ds []Decision) (*State, error) {
 		if why := Mismatch(m, t, s.Orgs); why != "" {
 			return nil, fmt.Errorf("decision %d: task %s on %s: %s", k, d.Task, m.ID, why)
 		}
+		if !Eligible(s.Machines, t, s.Orgs)[d.Machine] {
+			return nil, fmt.Errorf("decision %d: task %s on %s: it avoids the machine and another matches it", k, d.Task, m.ID)
+		}
 		if !fitsIn(t.Request.Request(), free[d.Machine], m.Capacity.Capacity()) {
 			return nil, fmt.Errorf("decision %d: task %s on %s: no room (%s)", k, d.Task, m.ID,
 				unmetResource(t.Request.Request(), free[d.Machine], m.Capacity.Capacity()))

@@ -112,8 +112,8 @@ func benchPass(b *testing.B, p Policy, s *State) {
 	}
 }
 
-// BenchmarkSharedPass measures the shared-machine pass (a scan, not
-// indexed): a backlog of tasks asking for 1-4 CPUs onto 8-CPU machines,
+// BenchmarkSharedPass measures the shared-machine pass (free machines found
+// through freeIndex): a backlog of tasks asking for 1-4 CPUs onto 8-CPU machines,
 // one pass from an idle federation, and the same federation as one-slot
 // machines forced through the shared pass (to compare with the indexed
 // EHOSEP on the same state, BenchmarkEHOSEPScaling).

@@ -181,14 +181,13 @@ func (p *OwnerPolicy) unrestricted() bool {
 
 // Mismatch explains why a task can never run on a machine, whatever is
 // free: the owner's policy refuses it, or an attribute requirement is
-// unmet. Empty when the task matches.
+// unmet. Empty when the task matches. It says nothing of the task's Avoid
+// list, which depends on the other machines (Eligible).
 //
 // orgs names the organisations by index (State.Orgs).
 func Mismatch(m Machine, t Task, orgs []Org) string {
 	org, owner := orgName(orgs, t.Org), orgName(orgs, m.Owner)
 	switch {
-	case slices.Contains(t.Avoid, m.ID):
-		return fmt.Sprintf("an earlier run of the task failed on %s", m.ID)
 	case !m.Policy.allowsOrg(org, owner):
 		return fmt.Sprintf("owner of %s refuses organisation %s", m.ID, org)
 	case !m.Policy.allowsExecutable(t.Executable):
@@ -213,4 +212,31 @@ func orgName(orgs []Org, i int) string {
 		return orgs[i].Name
 	}
 	return ""
+}
+
+// Avoids says t avoids machine id: an earlier run of t failed there.
+func (t Task) Avoids(id string) bool { return slices.Contains(t.Avoid, id) }
+
+// Eligible says, machine by machine, whether t may be placed on machines[j]
+// whatever is free there: it matches (Mismatch) and t does not avoid it,
+// unless t avoids every machine it matches; then avoidance is lifted and
+// every matching machine is eligible again (docs/POLICY.md, "Avoided
+// machines"). So a machine that failed a run of t is not chosen for t
+// while another machine of the view could run it, even one busy now (t
+// then waits: PendingAvoided); and a task that failed on every machine it
+// may use is not stranded (max_attempts bounds its runs). The ledger
+// checks a decision by the same rule (ledger.Ledger.avoidHolds).
+func Eligible(machines []Machine, t Task, orgs []Org) []bool {
+	ok := make([]bool, len(machines))
+	other := false
+	for j, m := range machines {
+		ok[j] = Mismatch(m, t, orgs) == ""
+		other = other || ok[j] && !t.Avoids(m.ID)
+	}
+	if other && len(t.Avoid) > 0 {
+		for j, m := range machines {
+			ok[j] = ok[j] && !t.Avoids(m.ID)
+		}
+	}
+	return ok
 }

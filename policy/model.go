@@ -67,8 +67,9 @@ type Task struct {
 	Executable  string
 	WallLimitMs int64
 	// Avoid names machines (by ID) that failed earlier runs of the task
-	// (the executor refused or could not start it): it is never placed
-	// there again.
+	// (the executor refused or could not start it, or the machine was
+	// lost under it): it is not placed there again while another machine
+	// matches it (Eligible).
 	Avoid []string
 }
 

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -23,6 +22,11 @@ const (
 	// PendingNoResources: the machines it may run on have no room for it
 	// now, and preempting would not give it any.
 	PendingNoResources = "no_free_resources"
+	// PendingAvoided: it waits only because of machines it avoids: one
+	// that failed an earlier run of it has room for it within its
+	// organisation's limit, while the other machines it may use (at least
+	// one, else avoidance is lifted: Eligible) have none.
+	PendingAvoided = "avoided"
 	// PendingNextPass: a machine has room for it within its organisation's
 	// limit: the next scheduling pass places it (or another task of its
 	// organisation that comes first in its queue).
@@ -68,8 +72,9 @@ func Pending(s *State) map[string]PendingReason {
 
 func pendingOne(s *State, t Task, u Usage, tot Totals, free []Resources, runsOf []map[int]bool) PendingReason {
 	var match []int
-	for m, mc := range s.Machines {
-		if Mismatch(mc, t, s.Orgs) == "" {
+	eligible := Eligible(s.Machines, t, s.Orgs)
+	for m, ok := range eligible {
+		if ok {
 			match = append(match, m)
 		}
 	}
@@ -100,9 +105,14 @@ func pendingOne(s *State, t Task, u Usage, tot Totals, free []Resources, runsOf 
 	}
 	// Resources first: when no machine it may use has room, raising the
 	// power limit would not start it.
-	switch {
-	case roomWithin:
+	if roomWithin {
 		return PendingReason{PendingNextPass, "a machine has room for it: waiting for the next scheduling pass"}
+	}
+	if avoided := avoidedWithRoom(s, t, eligible, free, pi); len(avoided) > 0 {
+		return PendingReason{PendingAvoided, fmt.Sprintf("earlier runs failed on %s, which has room for it: it waits for one of the other %d machine(s) it may use",
+			strings.Join(avoided, ", "), len(match))}
+	}
+	switch {
 	case room:
 		return PendingReason{PendingPowerLimit, fmt.Sprintf("over the power limit of %s: %s in use + %s for this task > %s",
 			s.Orgs[t.Org].Name, watts(pi), watts(minDraw), watts(lim))}
@@ -110,6 +120,22 @@ func pendingOne(s *State, t Task, u Usage, tot Totals, free []Resources, runsOf 
 		return PendingReason{PendingFairShare, fmt.Sprintf("waiting for its fair share: %s already has at least its quota and the machines it may use are busy", s.Orgs[t.Org].Name)}
 	}
 	return PendingReason{PendingNoResources, fmt.Sprintf("no free resources on the %d machine(s) it may use", len(match))}
+}
+
+// avoidedWithRoom names the machines t avoids (and is kept off, eligible
+// false) that match it and have room for it within its organisation's
+// limit, in machine order.
+func avoidedWithRoom(s *State, t Task, eligible []bool, free []Resources, pi int64) []string {
+	var out []string
+	for m, mc := range s.Machines {
+		if eligible[m] || !t.Avoids(mc.ID) || Mismatch(mc, t, s.Orgs) != "" ||
+			!fitsIn(t.Request.Request(), free[m], mc.Capacity.Capacity()) ||
+			pi+ShareOf(mc.Capacity, t.Request).Of(mc.BusyMilliW) > s.Orgs[t.Org].LimitMilliW {
+			continue
+		}
+		out = append(out, mc.ID)
+	}
+	return out
 }
 
 // firstUnmet names the first constraint, in a fixed order (organisation,
@@ -128,10 +154,6 @@ func firstUnmet(s *State, t Task) string {
 	}
 	if len(left) == 0 {
 		return fmt.Sprintf("no machine's owner accepts organisation %s", org)
-	}
-	left = keep(left, func(m Machine) bool { return !slices.Contains(t.Avoid, m.ID) })
-	if len(left) == 0 {
-		return fmt.Sprintf("earlier runs failed on every machine it may use (avoids %s)", strings.Join(t.Avoid, ", "))
 	}
 	left = keep(left, func(m Machine) bool { return m.Policy.allowsExecutable(t.Executable) })
 	if len(left) == 0 {

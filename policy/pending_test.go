@@ -35,10 +35,13 @@ func TestPendingReasons(t *testing.T) {
 			return &State{Orgs: []Org{{"A", 1 << 40}, {"B", 1 << 40}}, Machines: []Machine{{ID: "m", MFLOPS: 1, BusyMilliW: 1, Policy: &OwnerPolicy{AllowAny: true, Orgs: []string{"C"}}}},
 				Queued: []Task{{ID: "q", Org: 1, SizeMFlop: 1}}}
 		}, "q", want{PendingNoMatch, "no machine's owner accepts organisation B"}},
-		{"every machine failed it before", func() *State {
+		{"only an avoided machine has room", func() *State {
+			// a/m1 failed q before and is free; a/m2, which q may use,
+			// runs another task of A.
 			return &State{Orgs: []Org{{"A", 1 << 40}}, Machines: []Machine{{ID: "a/m1", MFLOPS: 1, BusyMilliW: 1}, {ID: "a/m2", MFLOPS: 1, BusyMilliW: 1}},
-				Queued: []Task{{ID: "q", SizeMFlop: 1, Avoid: []string{"a/m2", "a/m1"}}}}
-		}, "q", want{PendingNoMatch, "earlier runs failed on every machine it may use (avoids a/m2, a/m1)"}},
+				Queued:  []Task{{ID: "q", SizeMFlop: 1, Avoid: []string{"a/m1"}}},
+				Running: []Running{{Task: Task{ID: "r", SizeMFlop: 1}, Machine: 1}}}
+		}, "q", want{PendingAvoided, "earlier runs failed on a/m1, which has room for it: it waits for one of the other 1 machine(s)"}},
 		{"one machine failed it before", func() *State {
 			return &State{Orgs: []Org{{"A", 1 << 40}}, Machines: []Machine{{ID: "a/m1", MFLOPS: 1, BusyMilliW: 1}, {ID: "a/m2", MFLOPS: 1, BusyMilliW: 1}},
 				Queued: []Task{{ID: "q", SizeMFlop: 1, Avoid: []string{"a/m1"}}}}
@@ -110,5 +113,41 @@ func TestNoNextPassAfterAPass(t *testing.T) {
 				t.Fatalf("case %d: task %s told %q after a quiescent pass", iter, q.ID, rs.Detail)
 			}
 		}
+	}
+}
+
+// TestAvoidanceLifted: a task that avoids every machine it matches may use
+// them all again (Eligible): the pass places it on the least-energy one,
+// and the decision applies. One avoided machine among others that match is
+// kept off, even when it is the better one.
+func TestAvoidanceLifted(t *testing.T) {
+	ms := []Machine{{ID: "a/m1", MFLOPS: 10, BusyMilliW: 1}, {ID: "a/m2", MFLOPS: 1, BusyMilliW: 1},
+		{ID: "a/m3", MFLOPS: 100, BusyMilliW: 1, Policy: &OwnerPolicy{}}} // m3 refuses q
+	for _, c := range []struct {
+		avoid []string
+		want  string
+	}{
+		{nil, "a/m1"},
+		{[]string{"a/m1"}, "a/m2"},
+		{[]string{"a/m2", "a/m1"}, "a/m1"},
+		{[]string{"a/m3", "a/m1"}, "a/m2"},
+	} {
+		s := &State{Orgs: []Org{{"A", 1 << 40}}, Machines: ms,
+			Queued: []Task{{ID: "q", SizeMFlop: 1, Executable: "/bin/sh", Avoid: c.avoid}}}
+		ds, err := (EHOSEP{}).Schedule(s)
+		if err != nil || len(ds) != 1 || ms[ds[0].Machine].ID != c.want {
+			t.Fatalf("avoiding %v: %+v (%v), want q on %s", c.avoid, ds, err, c.want)
+		}
+		if _, err := ApplyDecisions(s, ds); err != nil {
+			t.Fatal(err)
+		}
+		if ref, _ := referenceEHOSEP(s, false); len(ref) != 1 || ref[0] != ds[0] {
+			t.Fatalf("avoiding %v: reference %+v", c.avoid, ref)
+		}
+	}
+	// A decision onto an avoided machine while another matches is refused.
+	s := &State{Orgs: []Org{{"A", 1 << 40}}, Machines: ms, Queued: []Task{{ID: "q", SizeMFlop: 1, Avoid: []string{"a/m1"}}}}
+	if _, err := ApplyDecisions(s, []Decision{{Kind: Allocate, Task: "q", Machine: 0}}); err == nil {
+		t.Fatal("a decision onto an avoided machine applied while a/m2 matches")
 	}
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -11,7 +12,7 @@ import (
 // resources, each running task's waste) is recomputed from scratch by a
 // scan before every decision, the organisation list and each queue are
 // fully re-sorted, and whether a task may use a machine is asked of
-// Mismatch every time. It is slow and obviously correct; the indexed EHOSEP
+// Mismatch and the Avoid rule every time (refMay). It is slow and obviously correct; the indexed EHOSEP
 // (one-slot states) and the shared-machine pass must agree with it decision
 // for decision.
 func referenceEHOSEP(s *State, bestFit bool) ([]Decision, error) {
@@ -84,7 +85,7 @@ func referenceEHOSEP(s *State, bestFit bool) ([]Decision, error) {
 				t := queued[q]
 				best := -1
 				for m, mc := range s.Machines {
-					if Mismatch(mc, t, s.Orgs) != "" || !fitsIn(t.Request.Request(), free[m], mc.Capacity.Capacity()) || pi[i]+draw(t, m) > lim {
+					if !refMay(s, t, m) || !fitsIn(t.Request.Request(), free[m], mc.Capacity.Capacity()) || pi[i]+draw(t, m) > lim {
 						continue
 					}
 					if best < 0 || energyBetter(mc, s.Machines[best]) {
@@ -130,7 +131,7 @@ func referenceEHOSEP(s *State, bestFit bool) ([]Decision, error) {
 				var yD int64
 				for k, r := range running {
 					m, mc := r.Machine, s.Machines[r.Machine]
-					if r.Task.Org != z || Mismatch(mc, t, s.Orgs) != "" || pi[i]+draw(t, m) > lim ||
+					if r.Task.Org != z || !refMay(s, t, m) || pi[i]+draw(t, m) > lim ||
 						!fitsIn(t.Request.Request(), free[m].plus(r.Task.Request.Request()), mc.Capacity.Capacity()) {
 						continue
 					}
@@ -168,4 +169,22 @@ func referenceEHOSEP(s *State, bestFit bool) ([]Decision, error) {
 			return out, nil
 		}
 	}
+}
+
+// refMay says t may be placed on machine m of s: it matches m, and either
+// does not avoid m or avoids every machine it matches (docs/POLICY.md,
+// "Avoided machines").
+func refMay(s *State, t Task, m int) bool {
+	if Mismatch(s.Machines[m], t, s.Orgs) != "" {
+		return false
+	}
+	if !slices.Contains(t.Avoid, s.Machines[m].ID) {
+		return true
+	}
+	for _, o := range s.Machines {
+		if Mismatch(o, t, s.Orgs) == "" && !slices.Contains(t.Avoid, o.ID) {
+			return false
+		}
+	}
+	return true
 }

@@ -39,10 +39,20 @@ type sharedPass struct {
 	// shape, not once per task.
 	match  map[string][]bool
 	shapes map[string]string
+	// byRoom finds machines with room by their free resources (algorithm
+	// 4 without a scan); few holds, per shape that few machines may run,
+	// those machines in energy order, scanned instead (fewMachines).
+	byRoom *freeIndex
+	few    map[string][]int
 	// noFree holds the shapes that found no machine with room within their
 	// organisation's limit. Within a pass room and remaining power only
 	// shrink, except when a preemption gives some back, which clears it.
 	noFree map[string]bool
+	// stuck marks the organisations every waiting task of which has its
+	// shape in noFree, so that line 8 does not go through their queues
+	// again at every decision; cleared with noFree (a preemption, which
+	// is also the only way a queue gains a task within a pass).
+	stuck []bool
 	// noVictim holds, per victim organisation, the shapes for which none
 	// of its running tasks would make room. Valid until that organisation
 	// gets a new running task (a new candidate) or a preemption frees room.
@@ -65,7 +75,7 @@ func newSharedPass(s *State, bestFit bool) *sharedPass {
 		s: s, bestFit: bestFit,
 		alloc: make([]int64, n), pi: make([]int64, n), queue: make([][]Task, n),
 		capa: make([]Resources, len(s.Machines)), free: make([]Resources, len(s.Machines)),
-		runs: make([][]sharedRun, len(s.Machines)), match: map[string][]bool{}, shapes: map[string]string{}, noFree: map[string]bool{}, noVictim: map[int]map[string]bool{},
+		runs: make([][]sharedRun, len(s.Machines)), match: map[string][]bool{}, few: map[string][]int{}, shapes: map[string]string{}, noFree: map[string]bool{}, stuck: make([]bool, n), noVictim: map[int]map[string]bool{},
 	}
 	if f := s.federation(); f != nil {
 		p.tot = f.tot
@@ -76,6 +86,7 @@ func newSharedPass(s *State, bestFit bool) *sharedPass {
 		p.capa[m] = mc.Capacity.Capacity()
 		p.free[m] = p.capa[m]
 	}
+	p.byRoom = newFreeIndex(s.Machines, p.free, p.capa)
 	for _, t := range s.Queued {
 		p.queue[t.Org] = append(p.queue[t.Org], t)
 	}
@@ -102,6 +113,7 @@ func (p *sharedPass) add(r sharedRun, m int) {
 	delete(p.noVictim, r.task.Org)
 	p.runs[m] = append(p.runs[m], r)
 	p.free[m] = p.free[m].minus(r.task.Request.Request())
+	p.byRoom.set(m, p.free[m], p.capa[m])
 	p.alloc[r.task.Org] += r.mflops
 	p.pi[r.task.Org] += r.milliW
 }
@@ -110,6 +122,7 @@ func (p *sharedPass) remove(m, k int) sharedRun {
 	r := p.runs[m][k]
 	p.runs[m] = append(p.runs[m][:k:k], p.runs[m][k+1:]...)
 	p.free[m] = p.free[m].plus(r.task.Request.Request())
+	p.byRoom.set(m, p.free[m], p.capa[m])
 	p.alloc[r.task.Org] -= r.mflops
 	p.pi[r.task.Org] -= r.milliW
 	return r
@@ -128,18 +141,18 @@ func (p *sharedPass) shapeKey(t Task) string {
 }
 
 // matches says task t may ever run on machine m (owner policy, attributes,
-// capacity), cached per shape for the pass.
-func (p *sharedPass) matches(t Task, m int) bool {
+// capacity, avoided machines: Eligible), cached per shape for the pass.
+func (p *sharedPass) matches(t Task, m int) bool { return p.eligible(t)[m] }
+
+// eligible is Eligible for t, machine by machine, cached per shape.
+func (p *sharedPass) eligible(t Task) []bool {
 	k := p.shapeKey(t)
 	ok, seen := p.match[k]
 	if !seen {
-		ok = make([]bool, len(p.s.Machines))
-		for j, mc := range p.s.Machines {
-			ok[j] = Mismatch(mc, t, p.s.Orgs) == ""
-		}
+		ok = Eligible(p.s.Machines, t, p.s.Orgs)
 		p.match[k] = ok
 	}
-	return ok[m]
+	return ok
 }
 
 func (p *sharedPass) dp(i int) float64 { return DP(p.alloc[i], p.tot.QuotaMFLOPS[i]) }
@@ -180,6 +193,9 @@ func (p *sharedPass) serveOne() bool {
 		}
 		bound := lim - p.pi[i]
 		for k, t := range p.queue[i] { // line 8
+			if p.stuck[i] {
+				break
+			}
 			key := p.shapeKey(t)
 			if p.noFree[key] {
 				continue
@@ -191,6 +207,7 @@ func (p *sharedPass) serveOne() bool {
 			}
 			p.noFree[key] = true
 		}
+		p.stuck[i] = true
 		if !(dp[i] < 0) { // algorithm 5, line 1
 			continue
 		}
@@ -226,22 +243,58 @@ func (p *sharedPass) serveOne() bool {
 // bestFree is the least-energy machine matching t with room for it whose
 // share of draw fits bound, or -1. A task's energy on a machine is
 // size/(share·d)·(share·c) = size·c/d whatever its share, so the order is
-// the papers' (energyBetter).
+// the papers' (energyBetter): the first machine in that order with room
+// (freeIndex) that t matches and whose draw fits. A shape that few
+// machines may run scans those instead.
 func (p *sharedPass) bestFree(t Task, bound int64) int {
-	best := -1
 	req := t.Request.Request()
-	for m, mc := range p.s.Machines {
-		if !fitsIn(req, p.free[m], p.capa[m]) || !p.matches(t, m) {
-			continue
-		}
-		if ShareOf(mc.Capacity, t.Request).Of(mc.BusyMilliW) > bound {
-			continue
-		}
-		if best < 0 || energyBetter(mc, p.s.Machines[best]) {
-			best = m
-		}
+	elig := p.eligible(t)
+	ok := func(m int) bool {
+		return elig[m] && ShareOf(p.s.Machines[m].Capacity, t.Request).Of(p.s.Machines[m].BusyMilliW) <= bound
 	}
-	return best
+	if few, isFew := p.fewMachines(t); isFew {
+		for _, m := range few {
+			if fitsIn(req, p.free[m], p.capa[m]) && ok(m) {
+				return m
+			}
+		}
+		return -1
+	}
+	for from := 0; ; from++ {
+		m, at := p.byRoom.first(req, from)
+		if m < 0 || ok(m) {
+			return m
+		}
+		from = at
+	}
+}
+
+// fewMachines lists, in energy order, the machines t may run on when they
+// are few (at most fewLimit): then scanning them is cheaper than skipping
+// through the index past free machines t may not use.
+func (p *sharedPass) fewMachines(t Task) ([]int, bool) {
+	const fewLimit = 32
+	k := p.shapeKey(t)
+	few, seen := p.few[k]
+	if !seen {
+		elig := p.eligible(t)
+		n := 0
+		for _, ok := range elig {
+			if ok {
+				n++
+			}
+		}
+		if n <= fewLimit {
+			few = make([]int, 0, n)
+			for _, m := range p.byRoom.order {
+				if elig[m] {
+					few = append(few, m)
+				}
+			}
+		}
+		p.few[k] = few
+	}
+	return few, few != nil
 }
 
 // victimOrg is algorithm 5 line 3 (as chooseVictimOrg).
@@ -265,8 +318,9 @@ func (p *sharedPass) victimOrg(dp []float64) int {
 func (p *sharedPass) bestVictim(t Task, z int, bound int64) (int, int) {
 	bm, bv := -1, -1
 	req := t.Request.Request()
+	elig := p.eligible(t)
 	for m, mc := range p.s.Machines {
-		if len(p.runs[m]) == 0 || !p.matches(t, m) || ShareOf(mc.Capacity, t.Request).Of(mc.BusyMilliW) > bound {
+		if len(p.runs[m]) == 0 || !elig[m] || ShareOf(mc.Capacity, t.Request).Of(mc.BusyMilliW) > bound {
 			continue
 		}
 		for v, r := range p.runs[m] {
@@ -307,6 +361,7 @@ func (p *sharedPass) place(i, k, m int) {
 func (p *sharedPass) preempt(i, k, m, v, z int) {
 	victim := p.remove(m, v)
 	clear(p.noFree)
+	clear(p.stuck)
 	clear(p.noVictim)
 	waste, kept := victim.waste, victim.exec-victim.waste
 	requeued := victim.task

@@ -96,9 +96,9 @@ func printTasks(w io.Writer, ts []api.TaskView) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tORG\tSTATE\tMACHINE\tATTEMPTS\tEXIT\tGFLOP\tSUBMITTED\tWAITING")
+	fmt.Fprintln(tw, "ID\tNAME\tJOB\tORG\tSTATE\tMACHINE\tATTEMPTS\tEXIT\tGFLOP\tSUBMITTED\tWAITING")
 	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", t.ID, orDash(t.Name), t.Org, t.State,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", t.ID, orDash(t.Name), orDash(t.Job), t.Org, t.State,
 			orDash(t.Machine), t.Attempts, exitStr(t), num(t.SizeGFlop), when(t.SubmittedMs), orDash(t.Pending))
 	}
 	return tw.Flush()

@@ -53,6 +53,7 @@ func TestExamplesParseAndResolve(t *testing.T) {
 		"hosep12-high.yaml":   {12, 40, []string{"User1", "User2", "User3", "User4"}, "User1", 60},
 		"tiny.yaml":           {3, 4, []string{"Alpha", "Beta"}, "", 600},
 		"shared.yaml":         {11, 57, []string{"Campus", "Lab", "Desk"}, "Lab", 300},
+		"owners.yaml":         {8, 20, []string{"A", "B", "C"}, "", 600},
 	}
 	if len(files) != len(want) {
 		t.Errorf("found %d example files, want %d: %v", len(files), len(want), files)

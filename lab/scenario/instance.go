@@ -32,4 +32,7 @@ type TaskSpec struct {
 	// machine's attributes (docs/SCENARIOS.md).
 	Request      policy.Resources
 	Requirements []policy.Requirement
+	// Executable is what owner policies see of the task (its argv[0]);
+	// "" for a task any owner allows.
+	Executable string
 }

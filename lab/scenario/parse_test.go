@@ -368,7 +368,7 @@ func TestParseErrors(t *testing.T) {
 		{"task size missing", task("{id: t1, org: U1}"), `t.yaml:6:5: tasks[0]: missing required key "gflop"`},
 		{"negative submit", task("{id: t1, org: U1, gflop: 1, submit: -1}"), `t.yaml:6:41: tasks[0].submit: must be >= 0, got -1`},
 		{"submit too late", task("{id: t1, org: U1, gflop: 1, submit: 1e10}"), `t.yaml:6:41: tasks[0].submit: must be <= 1e+09 seconds, got 1e10`},
-		{"unknown task key", task("{id: t1, org: U1, gflop: 1, owner: U1}"), `t.yaml:6:33: tasks[0].owner: unknown key (want one of: id, org, gflop, submit, cpus, memory, gpus, requirements)`},
+		{"unknown task key", task("{id: t1, org: U1, gflop: 1, owner: U1}"), `t.yaml:6:33: tasks[0].owner: unknown key (want one of: id, org, gflop, submit, cpus, memory, gpus, requirements, executable)`},
 		{"mix unknown type", "types: [{name: A, gflop: [1, 2]}]\n" + org("    machines: [{gflops: 1, watts: 1}]\n    mix: {D: 3}\n"), `t.yaml:5:11: orgs[0].mix.D: unknown task type "D" (have A)`},
 		{"mix without types", org("    machines: [{gflops: 1, watts: 1}]\n    mix: {A: 3}\n"), `t.yaml:4:11: orgs[0].mix.A: unknown task type "A" (the scenario declares no types)`},
 		{"mix negative count", "types: [{name: A, gflop: [1, 2]}]\n" + org("    machines: [{gflops: 1, watts: 1}]\n    mix: {A: -3}\n"), `t.yaml:5:14: orgs[0].mix.A: must be >= 0, got -3`},
@@ -415,6 +415,12 @@ func TestParseErrors(t *testing.T) {
 		{"requirement nobody meets", one + "tasks:\n  - {id: t1, org: U1, gflop: 1, requirements: [{attribute: label.matlab, operator: is_set}]}\n", `t.yaml:6:5: tasks[0]: no machine of the scenario can ever run it (first machine group: requirement label.matlab is_set unmet)`},
 		{"ispd with multi-core", "sim: {engine: ispd}\n" + mach("{gflops: 1, watts: 1, cpus: 4}"), `t.yaml:1:15: sim.engine: the iSPD engine places one task per machine`},
 		{"ispd with requests", "sim: {engine: ispd}\ntypes: [{name: A, gflop: [1, 2], memory: 1GiB, gpus: 1}]\n" + org("    machines: [{gflops: 1, watts: 1, gpus: 1}]\n    mix: {A: 1}\n"), `t.yaml:1:15: sim.engine: the iSPD engine`},
+		{"owner policy unknown key", mach("{gflops: 1, watts: 1, policy: {allowed: [sh]}}"), `orgs[0].machines[0].policy.allowed: unknown key (want one of: allow, allow_any, orgs)`},
+		{"owner policy unknown org", mach("{gflops: 1, watts: 1, policy: {allow_any: true, orgs: [U9]}}"), `t.yaml:4:64: orgs[0].machines[0].policy.orgs: unknown organisation "U9"`},
+		{"owner policy allow_any not a bool", mach("{gflops: 1, watts: 1, policy: {allow_any: maybe}}"), `orgs[0].machines[0].policy.allow_any: must be true or false, got the string "maybe"`},
+		{"owner policy relative executable", mach("{gflops: 1, watts: 1, policy: {allow: [bin/sh]}}"), `orgs[0].machines[0].policy.allow[0]: "bin/sh": want an absolute path or a bare name`},
+		{"executable nobody allows", "types: [{name: A, gflop: [1, 2], executable: /bin/sh}]\n" + org("    machines: [{gflops: 1, watts: 1, policy: {allow: [python3]}}]\n    mix: {A: 1}\n"), `types[0]: no machine of the scenario can ever run it (first machine group: owner of orgs[0].machines[0] refuses executable /bin/sh)`},
+		{"ispd with an owner policy", "sim: {engine: ispd}\n" + mach("{gflops: 1, watts: 1, policy: {allow: [sh]}}"), `sim.engine: the iSPD engine places one task per machine: it cannot run machines with cpus, memory, gpus or an owner policy`},
 		{"deep nesting", "name: " + strings.Repeat("[", 40) + strings.Repeat("]", 40) + "\n" + one, `t.yaml:1:`},
 	}
 	for _, c := range cases {

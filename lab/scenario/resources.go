@@ -17,9 +17,12 @@ import (
 // labels) and of job files (cpus, memory, gpus, requirements); the values
 // become the policy's types, the same the live federation's ledger builds.
 var (
-	capacityKeys = []string{"cpus", "memory", "gpus", "labels"}
-	requestKeys  = []string{"cpus", "memory", "gpus", "requirements"}
+	capacityKeys = []string{"cpus", "memory", "gpus", "labels", "policy"}
+	requestKeys  = []string{"cpus", "memory", "gpus", "requirements", "executable"}
 	reqItemKeys  = []string{"attribute", "operator", "value"}
+	// ownerKeys are the scheduler-visible part of an executor's owner
+	// policy (docs/EXECUTOR.md): what a simulated machine's owner allows.
+	ownerKeys = []string{"allow", "allow_any", "orgs"}
 )
 
 // Bounds on labels (the ledger's: ledger.MaxLabelBytes and friends).
@@ -32,6 +35,12 @@ const (
 type machineShape struct {
 	capacity policy.Resources
 	attrs    map[string]string // "label.NAME" -> value; nil without labels
+	// owner is the owner's policy (nil: refuses nothing); ownerNode is
+	// where it was declared, for the organisations it names, which are
+	// checked once every organisation is known.
+	owner     *policy.OwnerPolicy
+	ownerOrgs []*yaml.Node // the nodes of owner.Orgs, in order
+	ownerPath string
 }
 
 // taskShape is what a task (or every task of a type) asks of a machine.
@@ -40,13 +49,16 @@ type machineShape struct {
 type taskShape struct {
 	request      policy.Resources
 	requirements []policy.Requirement
-	node         *yaml.Node
-	path         string
+	// executable is the task's argv[0] as owner policies see it ("": a
+	// simulated task any owner allows).
+	executable string
+	node       *yaml.Node
+	path       string
 }
 
 // declared says the shape asks for anything beyond one whole slot.
 func (t taskShape) declared() bool {
-	return t.request != (policy.Resources{}) || len(t.requirements) > 0
+	return t.request != (policy.Resources{}) || len(t.requirements) > 0 || t.executable != ""
 }
 
 // capacity reads a machine group's cpus, memory, gpus and labels.
@@ -65,7 +77,66 @@ func (d *decoder) capacity(m map[string]yamlfile.Entry, p string) (machineShape,
 	if e, ok := m["labels"]; ok {
 		sh.attrs = d.labels(e.V, yamlfile.Join(p, "labels"))
 	}
+	if e, ok := m["policy"]; ok {
+		sh.ownerPath = yamlfile.Join(p, "policy")
+		sh.owner, sh.ownerOrgs = d.owner(e.V, sh.ownerPath)
+	}
 	return sh, d.Count() == before
+}
+
+// owner reads a machine group's owner policy: allow (executables: absolute
+// paths or bare names), allow_any, orgs (organisations besides the owner
+// that may use the machines; empty: every one). As in an executor's
+// machines file, a policy that allows nothing refuses every task that
+// names an executable.
+func (d *decoder) owner(n *yaml.Node, p string) (*policy.OwnerPolicy, []*yaml.Node) {
+	_, m, _ := d.Mapping(n, p, ownerKeys)
+	if m == nil {
+		return nil, nil
+	}
+	var orgNodes []*yaml.Node
+	pol := &policy.OwnerPolicy{}
+	if e, ok := m["allow_any"]; ok {
+		if e.V.Kind != yaml.ScalarNode || e.V.ShortTag() != "!!bool" {
+			d.At(e.V, yamlfile.Join(p, "allow_any"), "must be true or false, got %s", yamlfile.Describe(e.V))
+		} else {
+			pol.AllowAny = e.V.Value == "true"
+		}
+	}
+	if e, ok := m["allow"]; ok {
+		ap := yamlfile.Join(p, "allow")
+		items, _ := d.Sequence(e.V, ap)
+		for i, it := range items {
+			if x, ok := d.executable(it, yamlfile.Index(ap, i)); ok {
+				pol.Allow = append(pol.Allow, x)
+			}
+		}
+	}
+	if e, ok := m["orgs"]; ok {
+		op := yamlfile.Join(p, "orgs")
+		items, _ := d.Sequence(e.V, op)
+		for i, it := range items {
+			if name, ok := d.name(it, yamlfile.Index(op, i)); ok {
+				pol.Orgs = append(pol.Orgs, name)
+				orgNodes = append(orgNodes, it)
+			}
+		}
+	}
+	return pol, orgNodes
+}
+
+// executable reads an executable as owner policies name it: an absolute
+// path or a bare name, without spaces.
+func (d *decoder) executable(n *yaml.Node, p string) (string, bool) {
+	s, ok := d.text(n, p)
+	if !ok {
+		return "", false
+	}
+	if s == "" || len(s) > policy.MaxRequirementLen || strings.ContainsAny(s, " \t\n") || strings.Contains(s, "/") && !strings.HasPrefix(s, "/") {
+		d.At(n, p, "%q: want an absolute path or a bare name (at most %d bytes, no spaces)", s, policy.MaxRequirementLen)
+		return "", false
+	}
+	return s, true
 }
 
 // request reads a task's (or a type's) cpus, memory, gpus and requirements.
@@ -83,6 +154,9 @@ func (d *decoder) request(m map[string]yamlfile.Entry, at *yaml.Node, p string) 
 	}
 	if e, ok := m["requirements"]; ok {
 		sh.requirements = d.requirements(e.V, yamlfile.Join(p, "requirements"))
+	}
+	if e, ok := m["executable"]; ok {
+		sh.executable, _ = d.executable(e.V, yamlfile.Join(p, "executable"))
 	}
 	return sh, d.Count() == before
 }
@@ -211,7 +285,7 @@ func (d *decoder) requirements(n *yaml.Node, p string) []policy.Requirement {
 // policy sees it.
 func (g group) policyMachine(id string, org int) policy.Machine {
 	return policy.Machine{ID: id, Owner: org, MFLOPS: g.mflops, BusyMilliW: g.busyMilliW,
-		Capacity: g.shape.capacity, Attrs: g.shape.attrs}
+		Capacity: g.shape.capacity, Attrs: g.shape.attrs, Policy: g.shape.owner}
 }
 
 // checkShapes reports, at its declaration, every task shape that no machine
@@ -225,10 +299,21 @@ func (d *decoder) checkShapes(s *Scenario, engineNode *yaml.Node) {
 	var machines []policy.Machine
 	seenMachine := map[string]bool{}
 	orgs := make([]policy.Org, len(s.orgs))
+	known := map[string]bool{}
 	for i, o := range s.orgs {
 		orgs[i].Name = o.name
+		known[o.name] = true
+	}
+	for i, o := range s.orgs {
 		for j, g := range o.groups {
-			key := fmt.Sprintf("%v|%v", g.shape.capacity, g.shape.attrs) // fmt sorts map keys
+			if pol := g.shape.owner; pol != nil {
+				for k, name := range pol.Orgs {
+					if !known[name] {
+						d.At(g.shape.ownerOrgs[k], yamlfile.Join(g.shape.ownerPath, "orgs"), "unknown organisation %q", name)
+					}
+				}
+			}
+			key := fmt.Sprintf("%v|%v|%v", g.shape.capacity, g.shape.attrs, g.shape.owner) // fmt sorts map keys
 			if g.count > 0 && !seenMachine[key] {
 				seenMachine[key] = true
 				machines = append(machines, g.policyMachine(fmt.Sprintf("%s.machines[%d]", yamlfile.Index("orgs", i), j), i))
@@ -248,14 +333,14 @@ func (d *decoder) checkShapes(s *Scenario, engineNode *yaml.Node) {
 		if !sh.declared() {
 			continue
 		}
-		task := policy.Task{Request: sh.request, Requirements: sh.requirements}
+		task := policy.Task{Request: sh.request, Requirements: sh.requirements, Executable: sh.executable}
 		oneSlot = oneSlot && (&policy.State{Orgs: orgs, Queued: []policy.Task{task}}).OneSlot()
-		key := fmt.Sprintf("%v|%v", sh.request, sh.requirements)
+		key := fmt.Sprintf("%v|%v|%q", sh.request, sh.requirements, sh.executable)
 		why, known := verdict[key]
 		if !known {
 			why = "no machine"
 			for _, m := range machines {
-				task.Org = m.Owner // the owner always may: only attributes and size count here
+				task.Org = m.Owner // the owner always may: only attributes, executable and size count here
 				w := policy.Mismatch(m, task, orgs)
 				if w == "" {
 					why = ""
@@ -271,7 +356,7 @@ func (d *decoder) checkShapes(s *Scenario, engineNode *yaml.Node) {
 		}
 	}
 	if engineNode != nil && s.Engine == "ispd" && !(oneSlot && (&policy.State{Orgs: orgs, Machines: machines}).OneSlot()) {
-		d.At(engineNode, "sim.engine", "the iSPD engine places one task per machine: it cannot run machines with cpus, memory or gpus, or tasks with requests (use the default engine)")
+		d.At(engineNode, "sim.engine", "the iSPD engine places one task per machine: it cannot run machines with cpus, memory, gpus or an owner policy, or tasks with requests (use the default engine)")
 	}
 }
 
@@ -281,7 +366,7 @@ func (d *decoder) checkShapes(s *Scenario, engineNode *yaml.Node) {
 func (in *Instance) OneSlot() bool {
 	tasks := make([]policy.Task, len(in.Tasks))
 	for i, t := range in.Tasks {
-		tasks[i] = policy.Task{Org: t.Org, Request: t.Request, Requirements: t.Requirements}
+		tasks[i] = policy.Task{Org: t.Org, Request: t.Request, Requirements: t.Requirements, Executable: t.Executable}
 	}
 	return (&policy.State{Orgs: in.Orgs, Machines: in.Machines, Queued: tasks}).OneSlot()
 }

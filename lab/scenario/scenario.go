@@ -956,13 +956,14 @@ func (s *Scenario) Instance(opts Options, seed uint64) (*Instance, error) {
 					SubmitSeconds: submit,
 					Request:       t.shape.request,
 					Requirements:  t.shape.requirements,
+					Executable:    t.shape.executable,
 				})
 			}
 		}
 	}
 	for _, t := range s.explicit {
 		in.Tasks = append(in.Tasks, TaskSpec{ID: t.id, Org: t.org, SizeMFlop: t.size, SubmitSeconds: delay(t.org) + t.submit,
-			Request: t.shape.request, Requirements: t.shape.requirements})
+			Request: t.shape.request, Requirements: t.shape.requirements, Executable: t.shape.executable})
 	}
 	slices.SortStableFunc(in.Tasks, func(a, b TaskSpec) int { return cmp.Compare(a.SubmitSeconds, b.SubmitSeconds) })
 	return in, nil

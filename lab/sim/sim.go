@@ -254,7 +254,7 @@ func Run(ctx context.Context, inst *scenario.Instance, p policy.Policy, cfg Conf
 		return nil, err
 	}
 	if cfg.Engine == EngineISPD && !inst.OneSlot() {
-		return nil, fmt.Errorf("sim: instance %q: the iSPD engine places one task per machine; this instance has machines with cpus, memory or gpus, or tasks with requests: use the default engine", inst.Name)
+		return nil, fmt.Errorf("sim: instance %q: the iSPD engine places one task per machine; this instance has machines with cpus, memory, gpus or an owner policy, or tasks with requests: use the default engine", inst.Name)
 	}
 	s := newSimulator(inst, p, cfg)
 	loop := s.loop
@@ -490,7 +490,7 @@ func (s *simulator) state() *policy.State {
 // policyTask is task ti as the policy sees it.
 func (t *taskState) policyTask(ti int) policy.Task {
 	return policy.Task{ID: t.spec.ID, Org: t.spec.Org, SizeMFlop: t.remaining, Seq: uint64(ti),
-		Request: t.spec.Request, Requirements: t.spec.Requirements}
+		Request: t.spec.Request, Requirements: t.spec.Requirements, Executable: t.spec.Executable}
 }
 
 // pass calls the policy once and applies its decisions in order.
