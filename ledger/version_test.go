@@ -208,4 +208,3 @@ func TestGoldenCommandsAreVersion1(t *testing.T) {
 		}
 	}
 }
-
