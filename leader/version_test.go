@@ -22,7 +22,7 @@ func TestAnnouncedVersion(t *testing.T) {
 		{UserAgent(""), ledger.MaxCommandVersion()},
 		{"coopgrid/v9 commands/7", 7},
 		{"github.com/coopgrid/coopgrid", ledger.CommandVersion}, // libp2p's default: a build from before announcements
-		{"", ledger.CommandVersion},                           // never heard from
+		{"", ledger.CommandVersion},                             // never heard from
 		{"coopgrid/x commands/0", ledger.CommandVersion},
 		{"coopgrid/x commands/-3", ledger.CommandVersion},
 		{"coopgrid/x commands/two", ledger.CommandVersion},
