@@ -77,12 +77,12 @@ func TestRetentionSweep(t *testing.T) {
 	kept := []string{"outputs/a-2", "outputs/a-3/partial.txt", "tasks/a-3/attempt-2", "tasks/a-3/outputs-1",
 		"tasks/a-3/checkpoint/state", "tasks/b-1/attempt-1", "tasks/b-1/outputs-1", "blobs/" + digest("b"), "blobs/" + digest("c"), "blobs/.in-123"}
 	cases := []struct {
-		name    string
-		cfg     config.RetentionConfig
-		startup bool
-		gone    []string
+		name     string
+		cfg      config.RetentionConfig
+		startup  bool
+		gone     []string
 		alsoKept []string
-		want    sweepResult
+		want     sweepResult
 	}{
 		{"every kind after a week", config.RetentionConfig{Outputs: 7 * day, Blobs: 7 * day, Tasks: 7 * day}, false,
 			[]string{"outputs/a-1", "tasks/a-1", "tasks/c-9", "blobs/" + digest("a")}, []string{"tasks/a-2/outputs-1"}, sweepResult{outputs: 1, tasks: 2, blobs: 1}},
