@@ -426,7 +426,16 @@ func (n *Node) newLeader(ccfg consensus.Config) (*leader.Leader, error) {
 	lcfg.Now = n.now
 	lcfg.Logger = n.log
 	lcfg.Observer = n.metrics
-	lcfg.Members = func() ([]consensus.Member, error) { return n.cons.Members() }
+	// Members is read by admission, which may run before n.cons is set (a
+	// forwarded proposal during Start); ready orders the two.
+	lcfg.Members = func() ([]consensus.Member, error) {
+		select {
+		case <-n.ready:
+			return n.cons.Members()
+		default:
+			return nil, errors.New("this peer is still starting")
+		}
+	}
 	lcfg.Agents = n.host
 	if n.opts.Leader != nil {
 		n.opts.Leader(&lcfg)
