@@ -80,6 +80,16 @@ clean:
 chaos:
 	COOPGRID_CHAOS=1 $(GO) test -count=1 -timeout 45m -v -run 'TestChaos$$|TestTaskModel' ./chaos/
 
+# Rolling upgrade (issue 17, docs/RELIABILITY.md#rolling-upgrade): builds the
+# previous release's peer from git history, forms a federation of three real
+# peers with it and upgrades them one by one to this checkout's build with
+# tasks running. `make test` runs it with 6 tasks a batch; this target with
+# UPGRADE_TASKS (default 20).
+UPGRADE_TASKS ?= 20
+.PHONY: upgrade-test
+upgrade-test:
+	COOPGRID_UPGRADE_TASKS=$(UPGRADE_TASKS) $(GO) test -count=1 -timeout 30m -v -run 'TestRollingUpgrade$$' ./e2e/
+
 # End-to-end throughput beside Slurm (issue 9, docs/BENCHMARKS.md): installs
 # slurm-wlm and munge with apt-get if missing, then alternates a private
 # single-host Slurm (its own munge key, state and ports) and federations of

@@ -118,6 +118,12 @@ type RaftStatus struct {
 	State        string `json:"state"` // Leader, Follower, Candidate, Shutdown
 	AppliedIndex uint64 `json:"applied_index"`
 	StateHash    string `json:"state_hash"`
+	// CommandVersion is the highest command version this peer's ledger
+	// applies (docs/LEDGER.md, versions and upgrades).
+	CommandVersion int `json:"command_version,omitempty"`
+	// Halted says why this peer stopped applying the log (an entry of a
+	// newer command version: upgrade it); empty while it applies.
+	Halted string `json:"halted,omitempty"`
 }
 
 // PeerView is one member of the federation.

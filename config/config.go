@@ -55,6 +55,28 @@ type Config struct {
 	Consensus  ConsensusConfig
 	Files      FilesConfig
 	Checkpoint CheckpointConfig
+	Retention  RetentionConfig
+}
+
+// RetentionConfig says how long this peer keeps the files of finished
+// tasks in its data directory (docs/CONFIG.md, "Retention"). 0 keeps them
+// for good. Nothing a task that is not finished needs is ever removed, nor
+// outputs this peer could not deliver.
+type RetentionConfig struct {
+	// Outputs: outputs/<task-id>/, the outputs returned for this
+	// organisation's tasks, once the task ended this long ago (default 0:
+	// kept; they are the users' results).
+	Outputs time.Duration
+	// Blobs: blobs/<sha256>, input files, once unchanged this long and
+	// named by no unfinished task (default 720h).
+	Blobs time.Duration
+	// Tasks: tasks/<task-id>/, the executor's attempt directories, logs
+	// and outputs' staging, once the task ended this long ago (default
+	// 168h).
+	Tasks time.Duration
+	// Interval between two sweeps (default 1h); the first runs once the
+	// peer is ready.
+	Interval time.Duration
 }
 
 // ExecutorConfig chooses how tasks run on this peer's machines.
@@ -166,6 +188,10 @@ const (
 	DefaultCheckpointTransfer    = 10 * time.Minute
 	DefaultCheckpointGCInterval  = time.Minute
 	maxCheckpointReplication     = 16
+
+	DefaultRetainBlobs       = 30 * 24 * time.Hour
+	DefaultRetainTasks       = 7 * 24 * time.Hour
+	DefaultRetentionInterval = time.Hour
 )
 
 // Hard bounds on configurable sizes: a frame of the file protocols carries
@@ -208,6 +234,11 @@ func Default(org string) Config {
 			MaxPeerBytes:    DefaultCheckpointPeerBytes,
 			TransferTimeout: DefaultCheckpointTransfer,
 			GCInterval:      DefaultCheckpointGCInterval,
+		},
+		Retention: RetentionConfig{
+			Blobs:    DefaultRetainBlobs,
+			Tasks:    DefaultRetainTasks,
+			Interval: DefaultRetentionInterval,
 		},
 	}
 }
@@ -417,6 +448,32 @@ func Parse(name string, data []byte) (Config, error) {
 				}
 				return err
 			})
+		case "retention":
+			err = p.Mapping(v, f, func(key string, k, v *yaml.Node, f string) error {
+				var err error
+				r := &c.Retention
+				kept := func(d time.Duration, err error) (time.Duration, error) {
+					if err == nil && d < 0 {
+						err = p.Errf(v, f, "must not be negative (0 keeps the files for good)")
+					}
+					return d, err
+				}
+				switch key {
+				case "outputs":
+					r.Outputs, err = kept(p.duration(v, f))
+				case "blobs":
+					r.Blobs, err = kept(p.duration(v, f))
+				case "tasks":
+					r.Tasks, err = kept(p.duration(v, f))
+				case "interval":
+					if r.Interval, err = p.duration(v, f); err == nil && r.Interval <= 0 {
+						err = p.Errf(v, f, "must be positive")
+					}
+				default:
+					return p.Errf(k, f, "unknown key (want outputs, blobs, tasks, interval)")
+				}
+				return err
+			})
 		default:
 			return p.Errf(k, f, "unknown key")
 		}
@@ -487,6 +544,9 @@ func (c Config) Marshal() ([]byte, error) {
 	fmt.Fprintf(&b, "# Checkpoints of checkpointable tasks (docs/CHECKPOINTS.md); interval 0s: only at a preemption.\n")
 	fmt.Fprintf(&b, "checkpoint:\n  replication: %d\n  grace: %s\n  max_archive_bytes: %d\n  max_task_bytes: %d\n  max_peer_bytes: %d\n  transfer_timeout: %s\n  gc_interval: %s\n  interval: %s\n",
 		ck.Replication, ck.Grace, ck.MaxArchiveBytes, ck.MaxTaskBytes, ck.MaxPeerBytes, ck.TransferTimeout, ck.GCInterval, ck.Interval)
+	r := c.Retention
+	fmt.Fprintf(&b, "# How long the files of finished tasks stay in the data directory (docs/CONFIG.md); 0s: for good.\n")
+	fmt.Fprintf(&b, "retention:\n  outputs: %s\n  blobs: %s\n  tasks: %s\n  interval: %s\n", r.Outputs, r.Blobs, r.Tasks, r.Interval)
 	if _, err := Parse("config", b.Bytes()); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}

@@ -84,6 +84,10 @@ func TestConfigErrors(t *testing.T) {
 		{"transfer timeout zero", "org: a\ncheckpoint:\n  transfer_timeout: 0s\n", "config.yaml:3: checkpoint.transfer_timeout: must be positive"},
 		{"gc interval zero", "org: a\ncheckpoint:\n  gc_interval: 0s\n", "config.yaml:3: checkpoint.gc_interval: must be positive"},
 		{"checkpoint unknown key", "org: a\ncheckpoint:\n  copies: 2\n", "config.yaml:3: checkpoint.copies: unknown key"},
+		{"retention negative", "org: a\nretention:\n  blobs: -1h\n", "config.yaml:3: retention.blobs: must not be negative"},
+		{"retention not a duration", "org: a\nretention:\n  outputs: 30\n", "config.yaml:3: retention.outputs: want a duration"},
+		{"retention interval zero", "org: a\nretention:\n  interval: 0s\n", "config.yaml:3: retention.interval: must be positive"},
+		{"retention unknown key", "org: a\nretention:\n  logs: 1h\n", "config.yaml:3: retention.logs: unknown key (want outputs, blobs, tasks, interval)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

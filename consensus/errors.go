@@ -43,6 +43,9 @@ const (
 	CodeNotMember = "not_member"
 	// CodeMembership: raft refused a configuration change.
 	CodeMembership = "membership"
+	// CodeHalted: this peer stopped applying the log at an entry of a newer
+	// command version than it applies (upgrade it).
+	CodeHalted = "halted"
 )
 
 func errorf(code, format string, args ...any) *p2p.Error {

@@ -24,6 +24,12 @@ type fsm struct {
 	log             *slog.Logger
 	// invErr is the first invariant violation seen (guarded by mu).
 	invErr error
+	// halted is set when an entry of a newer command version than this
+	// ledger applies reached the FSM (guarded by mu): from there on no
+	// entry is applied and no snapshot taken, so that this replica stops
+	// at a true state instead of skipping the entry and diverging. A
+	// restored snapshot clears it (the state is then the snapshot's).
+	halted error
 	// applied is closed and replaced after every batch and restore (guarded
 	// by mu): waitApplied sleeps on it.
 	applied chan struct{}
@@ -66,8 +72,16 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			configuration = configuration || e.Type == raft.LogConfiguration
 			continue
 		}
-		res := f.l.Apply(e.Index, e.Data)
+		if f.halted != nil {
+			out[i] = ledger.Result{Index: e.Index, Err: &ledger.Error{Code: ledger.CodeBadVersion, Msg: f.halted.Error()}}
+			continue
+		}
+		res, newer := f.l.ApplyKnown(e.Index, e.Data)
 		out[i] = res
+		if newer != nil {
+			f.halt(newer)
+			continue
+		}
 		results = append(results, &res)
 		if f.checkInvariants && f.invErr == nil {
 			if err := f.l.CheckInvariants(); err != nil {
@@ -89,13 +103,33 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	return out
 }
 
+// halt stops the FSM at an entry of a command version above this ledger's:
+// a command of a newer build, which the peers that know it applied.
+// Skipping it would leave this replica's state different from theirs at
+// every later index.
+func (f *fsm) halt(newer error) {
+	f.halted = fmt.Errorf("%w: this peer stopped applying the log so that its state does not diverge; upgrade its binary and restart it (docs/LEDGER.md, versions and upgrades)", newer)
+	f.log.Error("consensus: stopped applying the log at an entry of a newer command version", "err", f.halted)
+}
+
+// haltedError is why the FSM stopped applying the log, nil while it
+// applies.
+func (f *fsm) haltedError() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.halted
+}
+
 // Snapshot serialises the ledger under the read lock. Raft may call Persist
 // concurrently with later Applies, and the ledger has no copy-on-write, so
 // the bytes are taken now; Persist only writes them out.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	var buf bytes.Buffer
 	f.mu.RLock()
-	err := f.l.WriteSnapshot(&buf)
+	err := f.halted
+	if err == nil {
+		err = f.l.WriteSnapshot(&buf)
+	}
 	f.mu.RUnlock()
 	if err != nil {
 		return nil, fmt.Errorf("snapshot ledger: %w", err)
@@ -114,6 +148,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.l = nl
+	f.halted = nil
 	idx := nl.AppliedIndex()
 	f.seen = max(f.seen, idx)
 	if f.checkInvariants && f.invErr == nil {
@@ -146,10 +181,13 @@ func (f *fsm) appliedIndex() uint64 {
 func (f *fsm) waitApplied(ctx context.Context, idx uint64) error {
 	for {
 		f.mu.RLock()
-		at, ch := f.l.AppliedIndex(), f.applied
+		at, ch, halted := f.l.AppliedIndex(), f.applied, f.halted
 		f.mu.RUnlock()
 		if at >= idx {
 			return nil
+		}
+		if halted != nil {
+			return errorf(CodeHalted, "waiting for index %d: %v", idx, halted)
 		}
 		select {
 		case <-ch:

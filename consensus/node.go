@@ -391,6 +391,10 @@ func (n *Node) AppliedIndex() uint64 { return n.fsm.appliedIndex() }
 // applied entry, when Config.CheckInvariants is on; nil otherwise.
 func (n *Node) InvariantError() error { return n.fsm.invariantError() }
 
+// Halted says why this node stopped applying the log (an entry of a newer
+// command version than its ledger applies; fsm.halt), nil while it applies.
+func (n *Node) Halted() error { return n.fsm.haltedError() }
+
 // Snapshot takes a Raft snapshot now (and compacts the log behind it).
 func (n *Node) Snapshot() error {
 	if err := n.raft.Snapshot().Error(); err != nil {
@@ -448,6 +452,13 @@ func (n *Node) watchLeadership() {
 			if !leader {
 				n.leaderless.leadEnded(time.Now())
 				n.log.Info("consensus: lost leadership")
+				continue
+			}
+			if err := n.fsm.haltedError(); err != nil {
+				// A replica that stopped applying cannot check proposals
+				// or schedule: hand leadership to an up-to-date voter.
+				n.log.Error("consensus: became leader with the log's application stopped; transferring leadership", "err", err)
+				n.raft.LeadershipTransfer()
 				continue
 			}
 			n.log.Info("consensus: became leader")

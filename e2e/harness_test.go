@@ -71,9 +71,15 @@ func cli(t *testing.T, args ...string) result {
 
 func cliEnv(t *testing.T, env []string, args ...string) result {
 	t.Helper()
+	return cliWith(t, peerBin, env, args...)
+}
+
+// cliWith runs the peer binary bin (another build's, for the upgrade test).
+func cliWith(t *testing.T, bin string, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, peerBin, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -271,6 +277,8 @@ type org struct {
 	logs string // directory of the run logs
 	proc *peerProc
 	runs int
+	// bin is the binary `peer run` starts ("" = peerBin).
+	bin string
 }
 
 // initOptions shape an organisation's data directory.
@@ -279,6 +287,8 @@ type initOptions struct {
 	secret   string // a copy of the federation secret; "" = --new-federation
 	// config edits config.yaml after init: key path → value.
 	config map[string]string
+	// bin runs init and, until changed, the peer ("" = peerBin).
+	bin string
 }
 
 // fastConfig shortens the timeouts so that a loopback federation reacts
@@ -300,6 +310,7 @@ func newOrg(t *testing.T, root, name string, o initOptions) *org {
 		data: filepath.Join(root, name),
 		api:  net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
 		logs: filepath.Join(root, "logs"),
+		bin:  o.bin,
 	}
 	if err := os.MkdirAll(g.logs, 0o755); err != nil {
 		t.Fatal(err)
@@ -318,7 +329,13 @@ func newOrg(t *testing.T, root, name string, o initOptions) *org {
 	} else {
 		args = append(args, "--secret", o.secret)
 	}
-	mustCLI(t, args...)
+	if o.bin != "" {
+		if r := cliWith(t, o.bin, nil, args...); r.code != 0 {
+			t.Fatalf("%v", r)
+		}
+	} else {
+		mustCLI(t, args...)
+	}
 	if len(o.config) > 0 {
 		editConfig(t, filepath.Join(g.data, "config.yaml"), o.config)
 	}
@@ -427,7 +444,11 @@ func (g *org) spawn(t *testing.T, extra ...string) *peerProc {
 	g.runs++
 	base := filepath.Join(g.logs, fmt.Sprintf("%s-run%d", g.name, g.runs))
 	args := append([]string{"run", "--data", g.data, "--log-level", "info"}, extra...)
-	pp, err := peerproc.Start(fmt.Sprintf("%s (run %d)", g.name, g.runs), peerBin, base, args...)
+	bin := peerBin
+	if g.bin != "" {
+		bin = g.bin
+	}
+	pp, err := peerproc.Start(fmt.Sprintf("%s (run %d)", g.name, g.runs), bin, base, args...)
 	if err != nil {
 		t.Fatalf("start peer run for %s: %v", g.name, err)
 	}

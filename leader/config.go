@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/policy"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -70,6 +71,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Observer, when set, receives the timing of the scheduling passes.
 	Observer PassObserver
+
+	// Members lists the Raft configuration (consensus.Node.Members) and
+	// Agents what each member announced (p2p.Host): admission refuses a
+	// command of a version some member does not apply (admit.go). nil
+	// Members checks nobody (tests and tools); nil Agents takes every
+	// member for version 1.
+	Members func() ([]consensus.Member, error)
+	Agents  Agents
 }
 
 // DefaultConfig returns the defaults (those of config.yaml's consensus

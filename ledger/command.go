@@ -11,9 +11,12 @@ import (
 	"unicode/utf8"
 )
 
-// CommandVersion is the only command version this ledger applies. A peer
+// CommandVersion is the version of every command made only of the kinds and
+// fields that existed when versions were introduced: what almost every
+// command carries. A kind or field added since carries a higher version
+// (version.go); MaxCommandVersion is the highest this ledger applies. A peer
 // running an older ledger rejects newer commands with CodeBadVersion instead
-// of misreading them.
+// of misreading them, and consensus stops applying there (NewerVersion).
 const CommandVersion = 1
 
 // Bounds on what a command may carry. They keep every sum inside int64 and
@@ -370,16 +373,17 @@ type CheckpointData struct {
 	Holders       []string `json:"holders"`
 }
 
-// EncodeCommand encodes c deterministically. A zero V is set to
-// CommandVersion. It validates the command's shape (not its meaning against
+// EncodeCommand encodes c deterministically. A zero V is set to the
+// command's required version (RequiredVersion: CommandVersion unless it
+// sets a field added since). It validates the command's shape (not its meaning against
 // a state) so that a proposer learns of a malformed command before it
 // reaches the log.
 func EncodeCommand(c Command) ([]byte, error) {
 	if c.V == 0 {
-		c.V = CommandVersion
+		c.V, _ = RequiredVersion(&c)
 	}
-	if c.V != CommandVersion {
-		return nil, errf(CodeBadVersion, "command version %d: this ledger encodes version %d", c.V, CommandVersion)
+	if err := checkVersion(&c, "encodes"); err != nil {
+		return nil, err
 	}
 	if err := c.validate(); err != nil {
 		return nil, err
@@ -394,15 +398,17 @@ func EncodeCommand(c Command) ([]byte, error) {
 	return b, nil
 }
 
-// DecodeCommand decodes and shape-checks a command: known version, no
-// unknown fields, no trailing data, exactly one body, every field in range.
-// The error is an *Error (CodeBadVersion or CodeMalformed).
+// DecodeCommand decodes and shape-checks a command: a version this ledger
+// applies and no field newer than it, no unknown fields, no trailing data,
+// exactly one body, every field in range. The error is an *Error
+// (CodeBadVersion or CodeMalformed); NewerVersion tells a command of a newer
+// build from one that is simply bad.
 func DecodeCommand(data []byte) (Command, error) {
 	if len(data) > MaxCommandBytes {
 		return Command{}, errf(CodeMalformed, "command is %d bytes, more than %d", len(data), MaxCommandBytes)
 	}
 	var c Command
-	if err := decodeStrict(data, &c); err != nil || c.V != CommandVersion {
+	if err := decodeStrict(data, &c); err != nil || c.V < CommandVersion || c.V > MaxCommandVersion() {
 		// A newer command may carry fields this version does not know: read
 		// the version leniently so that it is reported as a version
 		// mismatch, not as garbage. Only rejected entries pay this second
@@ -410,13 +416,16 @@ func DecodeCommand(data []byte) (Command, error) {
 		var hdr struct {
 			V *int `json:"v"`
 		}
-		if herr := json.Unmarshal(data, &hdr); herr == nil && hdr.V != nil && *hdr.V != CommandVersion {
-			return Command{}, errf(CodeBadVersion, "command version %d: this ledger applies version %d", *hdr.V, CommandVersion)
+		if herr := json.Unmarshal(data, &hdr); herr == nil && hdr.V != nil && (*hdr.V < CommandVersion || *hdr.V > MaxCommandVersion()) {
+			return Command{}, errf(CodeBadVersion, "command version %d: this ledger applies version %d", *hdr.V, MaxCommandVersion())
 		}
 		if err == nil {
 			return Command{}, errf(CodeMalformed, "command has no version field \"v\"")
 		}
 		return Command{}, errf(CodeMalformed, "decode command: %v", err)
+	}
+	if err := checkVersion(&c, "applies"); err != nil {
+		return Command{}, err
 	}
 	if err := c.validate(); err != nil {
 		return Command{}, err

@@ -13,7 +13,9 @@ const (
 	// CodeMalformed: the bytes do not decode, a field is missing, unknown or
 	// out of range, or the command carries no body or more than one.
 	CodeMalformed Code = "malformed"
-	// CodeBadVersion: the command version is not CommandVersion.
+	// CodeBadVersion: the command version is not one this ledger applies
+	// (above MaxCommandVersion: a newer build's), or is below a field it
+	// carries (version.go).
 	CodeBadVersion Code = "bad_version"
 	// CodeUnknownOrg, CodeUnknownMachine, CodeUnknownTask: a reference to
 	// something the ledger does not hold.

@@ -208,8 +208,8 @@ func (l *Ledger) check(c *Command) (change, *Error) {
 // Check and Apply (the entries ahead of it in the log): Apply checks again,
 // and a command Check passed may still be rejected there.
 func (l *Ledger) Check(c *Command) *Error {
-	if c.V != CommandVersion {
-		return errf(CodeBadVersion, "command version %d: this ledger applies version %d", c.V, CommandVersion)
+	if err := checkVersion(c, "applies"); err != nil {
+		return err
 	}
 	if err := c.validate(); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coopgrid/coopgrid/api"
 	"github.com/coopgrid/coopgrid/consensus"
+	"github.com/coopgrid/coopgrid/leader"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/node/apiconv"
 	"github.com/coopgrid/coopgrid/p2p"
@@ -40,6 +41,10 @@ func (n *Node) Status(ctx context.Context) (api.Status, error) {
 	}
 	st.Raft.State = n.cons.Raft().State().String()
 	st.Raft.StateHash, st.Raft.AppliedIndex = n.cons.Hash()
+	st.Raft.CommandVersion = ledger.MaxCommandVersion()
+	if err := n.cons.Halted(); err != nil {
+		st.Raft.Halted = err.Error()
+	}
 	members, err := n.cons.Members()
 	if err != nil {
 		return api.Status{}, apiError(err)
@@ -404,6 +409,9 @@ func (n *Node) requireReady() error {
 	if n.closing.Load() {
 		return api.Errorf(api.CodeUnavailable, "the peer is shutting down")
 	}
+	if err := n.cons.Halted(); err != nil {
+		return api.Errorf(api.CodeUnavailable, "%v", err)
+	}
 	return nil
 }
 
@@ -431,8 +439,10 @@ func apiError(err error) error {
 			return api.Errorf(api.CodeBadRequest, "%v", err)
 		case transfer.CodeNotFound:
 			return api.Errorf(api.CodeNotFound, "%v", err)
-		case consensus.CodeLastMember:
+		case consensus.CodeLastMember, leader.CodeVersionUnsupported:
 			return api.Errorf(api.CodeConflict, "%v", err)
+		case consensus.CodeHalted:
+			return api.Errorf(api.CodeUnavailable, "%v", err)
 		case p2p.CodeTooLarge:
 			return api.Errorf(api.CodeTooLarge, "%v", err)
 		case consensus.CodeNoQuorum:

@@ -62,6 +62,10 @@ type Options struct {
 	// EventLogCapacity is how many recent task transitions the peer keeps
 	// for GET /v1/events (default api.DefaultEventLogCapacity).
 	EventLogCapacity int
+	// BuildVersion names this binary's build in what the peer announces to
+	// every peer it connects to, beside the command version its ledger
+	// applies (leader.UserAgent; `peer run` passes its version).
+	BuildVersion string
 }
 
 // Node is a running peer: the libp2p host, the Raft member holding the
@@ -306,6 +310,7 @@ func (n *Node) startHost() error {
 		AnnounceAddrs: n.cfg.Announce,
 		Logger:        n.baseLog(),
 		Gater:         n.gater(),
+		UserAgent:     leader.UserAgent(n.opts.BuildVersion),
 	})
 	if err != nil {
 		return err
@@ -421,6 +426,17 @@ func (n *Node) newLeader(ccfg consensus.Config) (*leader.Leader, error) {
 	lcfg.Now = n.now
 	lcfg.Logger = n.log
 	lcfg.Observer = n.metrics
+	// Members is read by admission, which may run before n.cons is set (a
+	// forwarded proposal during Start); ready orders the two.
+	lcfg.Members = func() ([]consensus.Member, error) {
+		select {
+		case <-n.ready:
+			return n.cons.Members()
+		default:
+			return nil, errors.New("this peer is still starting")
+		}
+	}
+	lcfg.Agents = n.host
 	if n.opts.Leader != nil {
 		n.opts.Leader(&lcfg)
 	}

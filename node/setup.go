@@ -135,6 +135,11 @@ func (n *Node) setup() {
 	n.gossip.StartPublishing(heartbeatSource{n})
 	close(n.ready)
 	n.log.Info("ready", "machines", len(n.machines))
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.keepRetention(n.ctx)
+	}()
 }
 
 type fatalError struct{ msg string }

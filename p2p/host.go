@@ -56,6 +56,11 @@ type Config struct {
 	MaxKnownPeers int
 	// NATPortMap asks the router for a port mapping (UPnP / NAT-PMP).
 	NATPortMap bool
+	// UserAgent is what this host announces to every peer it connects to
+	// (libp2p identify's agent version; AgentVersion reads a peer's). The
+	// node announces its build and the command version it applies in it.
+	// Default: libp2p's (the main module's path).
+	UserAgent string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Gater, when set, is installed as the host's connection gater and
@@ -193,6 +198,9 @@ func New(cfg Config) (*Host, error) {
 	if cfg.NATPortMap {
 		opts = append(opts, libp2p.NATPortMap())
 	}
+	if cfg.UserAgent != "" {
+		opts = append(opts, libp2p.UserAgent(cfg.UserAgent))
+	}
 	if cfg.Gater != nil {
 		opts = append(opts, libp2p.ConnectionGater(cfg.Gater))
 	}
@@ -249,6 +257,18 @@ func (h *Host) Close() error {
 		h.closeErr = err
 	})
 	return h.closeErr
+}
+
+// AgentVersion is what peer id announced as its agent (Config.UserAgent)
+// when it last identified itself to this host, "" if it never did in this
+// process.
+func (h *Host) AgentVersion(id peer.ID) string {
+	v, err := h.Peerstore().Get(id, "AgentVersion")
+	if err != nil {
+		return ""
+	}
+	s, _ := v.(string)
+	return s
 }
 
 // Config returns the configuration the host runs with (defaults applied).

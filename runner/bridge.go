@@ -614,7 +614,7 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 		err := b.shipWithRetry(ctx, t, r.machine, res.Outputs)
 		if err != nil {
 			delivered = false
-			note = fmt.Sprintf("outputs not delivered (%v); kept on peer %s in %s", err, b.cfg.Self, res.WorkDir)
+			note = fmt.Sprintf("%s (%v); kept on peer %s in %s", OutputsNotDelivered, err, b.cfg.Self, res.WorkDir)
 			b.log.Warn("outputs kept here: the submitting peer could not take them", "task", t.ID, "dir", res.WorkDir, "err", err)
 		}
 		body = func(c *ledger.Command) {
@@ -754,6 +754,11 @@ func busyMilliJ(busy, elapsed int64) int64 {
 	}
 	return busy * elapsed / 1000
 }
+
+// OutputsNotDelivered begins the note a task's end reason carries when its
+// outputs could not be delivered and stay on the executing peer: the data
+// directory's retention keeps such a task's directory (node/retention.go).
+const OutputsNotDelivered = "outputs not delivered"
 
 // discarder is an executor that removes a finished run's directory once
 // told it is no longer needed (*executor.ProcessExecutor, after the

@@ -81,6 +81,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newClientCmds()...)
 	root.AddCommand(newDemoCmd())
 	root.AddCommand(newVerifyCmd())
+	root.AddCommand(newSnapshotCmd())
 	root.AddCommand(newVersionCmd())
 	documentEnv(root)
 	return root

@@ -73,6 +73,7 @@ func runPeer(cmd *cobra.Command, o node.Options) error {
 	out := cmd.OutOrStdout()
 	log := slog.Default()
 	o.Logger = log
+	o.BuildVersion = buildInfo().Version
 	n, err := node.Start(ctx, o)
 	if err != nil {
 		var (

@@ -68,6 +68,12 @@ func printStatus(w io.Writer, st api.Status) error {
 	if st.Build != nil {
 		fmt.Fprintf(tw, "version\t%s\n", versionLine(*st.Build))
 	}
+	if st.Raft.CommandVersion > 0 {
+		fmt.Fprintf(tw, "commands\tup to version %d\n", st.Raft.CommandVersion)
+	}
+	if st.Raft.Halted != "" {
+		fmt.Fprintf(tw, "HALTED\t%s\n", st.Raft.Halted)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -464,4 +465,18 @@ func digestTree(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// TestVerifyStopsAtANewerCommand: an entry of a command version above this
+// build's is not skipped (the replay would then describe a diverged
+// replica): verification stops there with an error that names it.
+func TestVerifyStopsAtANewerCommand(t *testing.T) {
+	es := history(t)
+	last := es[len(es)-1]
+	newer := `{"v":` + strconv.Itoa(ledger.MaxCommandVersion()+1) + `,"org":"x","peer":"p","at_ms":1,"future_kind":{}}`
+	es = append(es, entry{last.index + 1, last.term, raft.LogCommand, []byte(newer)})
+	_, err := Verify(context.Background(), raftDir(t, es), Options{})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("log entry %d is command version %d", last.index+1, ledger.MaxCommandVersion()+1)) {
+		t.Fatalf("verify: %v, want it to stop at the newer entry", err)
+	}
 }
