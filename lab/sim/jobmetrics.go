@@ -1,0 +1,93 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+)
+
+// JobMetrics are seed 002's metrics (§3.4, 002_7ead415125793782.txt
+// L551-656) over the jobs of one simulated workload. Times in seconds.
+type JobMetrics struct {
+	Jobs   int `json:"jobs"`
+	Killed int `json:"killed"`
+	// MeanTurnaround is the mean of tt = end − submit (L557-561).
+	MeanTurnaround float64 `json:"mean_turnaround_s"`
+	MeanWait       float64 `json:"mean_wait_s"`
+	// MeanSlowdown is the mean of tt/te (L584).
+	MeanSlowdown float64 `json:"mean_slowdown"`
+	// MeanBoundedSlowdown10 and 100 are the means of tt/max(te, τ) with
+	// τ = 10 s and 100 s (L607, L718-719): the seed's formula, without the
+	// max(1, ·) floor some authors add, so a job shorter than τ that never
+	// waits counts below 1.
+	MeanBoundedSlowdown10  float64 `json:"mean_bounded_slowdown_10"`
+	MeanBoundedSlowdown100 float64 `json:"mean_bounded_slowdown_100"`
+	// MeanPerProcessorBoundedSlowdown is the mean of tt/(n·max(te, τ)) with
+	// τ = 10 s (L617).
+	MeanPerProcessorBoundedSlowdown float64 `json:"mean_pp_bounded_slowdown_10"`
+	// GeometricMeanTurnaround is (Π tt)^(1/m) (L625).
+	GeometricMeanTurnaround float64 `json:"geometric_mean_turnaround_s"`
+	// ThroughputPerHour is jobs completed per hour between the first
+	// submission and the last end (L643).
+	ThroughputPerHour float64 `json:"throughput_per_hour"`
+	// Utilisation is Σ n·te over P times that span (L649).
+	Utilisation float64 `json:"utilisation"`
+	// MakespanSeconds is that span.
+	MakespanSeconds int64 `json:"makespan_s"`
+}
+
+// JobMetricsOf summarises the records of one run on procs processors.
+// Every job must have run (te ≥ 1 s).
+func JobMetricsOf(procs int64, recs []JobRecord) (JobMetrics, error) {
+	m := JobMetrics{Jobs: len(recs)}
+	if len(recs) == 0 {
+		return m, fmt.Errorf("job metrics: no jobs")
+	}
+	first, last := recs[0].SubmitSeconds, recs[0].EndSeconds
+	var sumTT, sumW, sumS, sumB10, sumB100, sumPP, sumLog, area float64
+	for _, r := range recs {
+		te := r.Executed()
+		if r.StartSeconds < r.SubmitSeconds || te < 1 {
+			return m, fmt.Errorf("job metrics: job %q: submitted %d, started %d, ended %d: not a completed run", r.ID, r.SubmitSeconds, r.StartSeconds, r.EndSeconds)
+		}
+		tt := float64(r.Turnaround())
+		fte := float64(te)
+		sumTT += tt
+		sumW += float64(r.StartSeconds - r.SubmitSeconds)
+		sumS += tt / fte
+		sumB10 += tt / math.Max(fte, 10)
+		sumB100 += tt / math.Max(fte, 100)
+		sumPP += tt / (float64(r.Procs) * math.Max(fte, 10))
+		sumLog += math.Log(tt)
+		area += float64(r.Procs) * fte
+		first, last = min(first, r.SubmitSeconds), max(last, r.EndSeconds)
+		if r.Killed {
+			m.Killed++
+		}
+	}
+	n := float64(len(recs))
+	m.MeanTurnaround, m.MeanWait, m.MeanSlowdown = sumTT/n, sumW/n, sumS/n
+	m.MeanBoundedSlowdown10, m.MeanBoundedSlowdown100 = sumB10/n, sumB100/n
+	m.MeanPerProcessorBoundedSlowdown = sumPP / n
+	m.GeometricMeanTurnaround = math.Exp(sumLog / n)
+	m.MakespanSeconds = last - first
+	if span := float64(last - first); span > 0 {
+		m.ThroughputPerHour = n / span * 3600
+		m.Utilisation = area / (float64(procs) * span)
+	}
+	return m, nil
+}
+
+// JobRelativePerformance is seed 002's relative performance (§4.1) of two
+// runs of the same workload: tt_a/tt_b per job, ties only at ratio 1
+// (L680), through RelativePerformance.
+func JobRelativePerformance(a, b []JobRecord) (*RelPerf, error) {
+	conv := func(recs []JobRecord) []TaskRecord {
+		out := make([]TaskRecord, len(recs))
+		for i, r := range recs {
+			out[i] = TaskRecord{ID: r.ID, SubmitSeconds: float64(r.SubmitSeconds), FirstStartSeconds: float64(r.StartSeconds),
+				CompletionSeconds: float64(r.EndSeconds), TurnaroundSeconds: float64(r.Turnaround()), RunSeconds: float64(r.Executed())}
+		}
+		return out
+	}
+	return RelativePerformance([][]TaskRecord{conv(a)}, [][]TaskRecord{conv(b)}, 0)
+}
