@@ -29,6 +29,7 @@ func labExit(err error) error {
 
 func newSimCmd() *cobra.Command {
 	var f simcase.Options
+	var jf simcase.JobOptions
 	cmd := &cobra.Command{
 		Use:   "sim --scenario FILE [flags]",
 		Short: "Simulate a scenario under a policy and print per-organisation metrics",
@@ -43,10 +44,22 @@ HOSEP formula of seed 001 beside it. Each figure is the mean over runs with
 its 95 % confidence interval (Student t).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if jf.Enabled() {
+				return labExit(runJobSim(cmd, f, jf))
+			}
+			if jf.Compare != "" {
+				return labExit(lab.Usagef("--compare needs a job workload: --swf FILE or --synthetic N"))
+			}
 			return labExit(simcase.Run(cmd.Context(), f, cmd.OutOrStdout()))
 		},
 	}
 	fl := cmd.Flags()
+	fl.StringVar(&jf.SWF, "swf", "", "simulate rigid parallel jobs from a Standard Workload Format trace (docs/POLICY.md, Parallel jobs)")
+	fl.IntVar(&jf.Synthetic, "synthetic", 0, "simulate N rigid parallel jobs of the Lublin-Feitelson 2003 model (docs/POLICY.md)")
+	fl.Int64Var(&jf.Procs, "procs", 0, "processors of the simulated machine (default: the SWF header's MaxProcs; 800 for --synthetic)")
+	fl.Float64Var(&jf.Load, "load", 0, "offered load of the --synthetic workload (default 0.7)")
+	fl.BoolVar(&jf.KeepCancelled, "keep-cancelled", false, "keep the SWF trace's cancelled jobs (status 5), which seed 002 leaves out")
+	fl.StringVar(&jf.Compare, "compare", "", "run two job policies A,B on the same workload and report the relative performance tt_A/tt_B (e.g. conservative,easy)")
 	fl.StringVar(&f.Scenario, "scenario", "", "scenario file (YAML, see docs/SCENARIOS.md)")
 	fl.StringVar(&f.Policy, "policy", "ehosep", "policy: "+strings.Join(lab.PolicyNames(), ", "))
 	fl.StringVar(&f.Late, "late", "", "organisation that submits late (default: the scenario's; \"none\" for nobody)")
@@ -62,6 +75,20 @@ its 95 % confidence interval (Student t).`,
 	fl.StringVar(&f.Out, "out", "", "directory for per-task CSV, the summary JSON and plots")
 	fl.StringVar(&f.Trace, "trace", "", "write every decision and completion of run 1 as JSON lines to this file")
 	return cmd
+}
+
+// runJobSim is `peer sim` on rigid parallel jobs: --policy names a job
+// policy (default easy), --seed draws the synthetic workload.
+func runJobSim(cmd *cobra.Command, f simcase.Options, jf simcase.JobOptions) error {
+	if f.Scenario != "" {
+		return lab.Usagef("--scenario and --swf/--synthetic: give one workload")
+	}
+	jf.Policy = "easy"
+	if cmd.Flags().Changed("policy") {
+		jf.Policy = f.Policy
+	}
+	jf.Seed, jf.JSON, jf.Out = f.Seed, f.JSON, f.Out
+	return simcase.RunJobs(cmd.Context(), jf, cmd.OutOrStdout())
 }
 
 func newReproduceCmd() *cobra.Command {

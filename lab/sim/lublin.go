@@ -38,14 +38,14 @@ import (
 // offered load Σ n·te / (P · span of arrivals) equals Load.
 type LublinModel struct {
 	// Procs is P; Jobs how many jobs to draw.
-	Procs int64
-	Jobs  int
+	Procs int64 `json:"procs"`
+	Jobs  int   `json:"jobs"`
 	// Load is the offered load in (0, 2]; 0 keeps the model's own rate.
-	Load float64
+	Load float64 `json:"load"`
 	// EstimateFactor ≥ 1 bounds tr/te; KilledShare in [0, 1).
-	EstimateFactor float64
-	KilledShare    float64
-	Seed           uint64
+	EstimateFactor float64 `json:"estimate_factor"`
+	KilledShare    float64 `json:"killed_share"`
+	Seed           uint64  `json:"seed"`
 }
 
 // DefaultLublinModel is the synthetic workload `peer sim --synthetic`
