@@ -58,6 +58,7 @@ its 95 % confidence interval (Student t).`,
 	fl.IntVar(&jf.Synthetic, "synthetic", 0, "simulate N rigid parallel jobs of the Lublin-Feitelson 2003 model (docs/POLICY.md)")
 	fl.Int64Var(&jf.Procs, "procs", 0, "processors of the simulated machine (default: the SWF header's MaxProcs; 800 for --synthetic)")
 	fl.Float64Var(&jf.Load, "load", 0, "offered load of the --synthetic workload (default 0.7)")
+	fl.Float64Var(&jf.EstimateFactor, "estimate-factor", 0, "the --synthetic workload's requested times are te times a factor uniform in [1, F] (default 5)")
 	fl.BoolVar(&jf.KeepCancelled, "keep-cancelled", false, "keep the SWF trace's cancelled jobs (status 5), which seed 002 leaves out")
 	fl.StringVar(&jf.Compare, "compare", "", "run two job policies A,B on the same workload and report the relative performance tt_A/tt_B (e.g. conservative,easy)")
 	fl.StringVar(&f.Scenario, "scenario", "", "scenario file (YAML, see docs/SCENARIOS.md)")

@@ -22,11 +22,13 @@ import (
 // 002; docs/POLICY.md "Parallel jobs"): a workload from an SWF trace or
 // the synthetic model, one job policy or two compared.
 type JobOptions struct {
-	SWF           string
-	Synthetic     int
-	Procs         int64
-	Load          float64
-	KeepCancelled bool
+	SWF       string
+	Synthetic int
+	Procs     int64
+	Load      float64
+	// EstimateFactor bounds tr/te in the synthetic model (0: its default).
+	EstimateFactor float64
+	KeepCancelled  bool
 	// Policy is the job policy of a single run; Compare "A,B" runs both and
 	// reports the relative performance tt_A/tt_B.
 	Policy  string
@@ -108,6 +110,9 @@ func (f JobOptions) workload() ([]sim.RigidJob, JobWorkload, error) {
 	}
 	if f.Load > 0 {
 		m.Load = f.Load
+	}
+	if f.EstimateFactor != 0 {
+		m.EstimateFactor = f.EstimateFactor
 	}
 	jobs, err := m.Generate()
 	if err != nil {
