@@ -20,7 +20,8 @@ import (
 // input slices.
 
 // JobPolicyNames are the job policies, in the order docs/POLICY.md
-// describes them.
+// describes them. NewJobPolicy also knows "conservative-sai", conservative
+// backfilling with SA_i for moldable jobs (backfill_sa.go).
 func JobPolicyNames() []string { return []string{"fcfs", "easy", "conservative"} }
 
 // JobPolicy plans one scheduling pass over a machine's queue.
@@ -35,6 +36,8 @@ func NewJobPolicy(name string) (JobPolicy, error) {
 		return EASY, nil
 	case "conservative":
 		return Conservative, nil
+	case "conservative-sai":
+		return ConservativeSAi, nil
 	}
 	return nil, fmt.Errorf("job policy %q: want one of %v", name, JobPolicyNames())
 }
@@ -54,6 +57,17 @@ type Job struct {
 	// has none. EASY and FCFS ignore it.
 	Reserved   bool
 	ReservedAt int64
+	// Alternatives are a moldable job's requests (seed 002 chapter 5,
+	// L1060-1062); Procs and RequestedSeconds are Alternatives[Choice].
+	// Empty for a rigid job. Only ConservativeSAi changes the choice.
+	Alternatives []JobRequest
+	Choice       int
+}
+
+// JobRequest is one (n, tr) a moldable job may run with.
+type JobRequest struct {
+	Procs            int64
+	RequestedSeconds int64
 }
 
 // JobRunning is a job holding processors.
@@ -81,6 +95,16 @@ type JobPlan struct {
 	// order: conservative backfilling gives every waiting job one, EASY
 	// only the head of the queue, FCFS none.
 	Reservations []JobReservation
+	// Choices are the requests of the moldable jobs of the queue (started
+	// or not), in queue order; set by ConservativeSAi only.
+	Choices []JobChoice
+}
+
+// JobChoice is the request chosen for a moldable job: an index into its
+// Alternatives.
+type JobChoice struct {
+	ID     string
+	Choice int
 }
 
 // JobReservation is a promised start.
@@ -135,6 +159,9 @@ func ValidateJobs(s *JobState) error {
 		}
 		if j.Reserved && j.ReservedAt < s.Now {
 			return fmt.Errorf("job state: job %q: reserved at %d, before now (%d)", j.ID, j.ReservedAt, s.Now)
+		}
+		if err := validateAlternatives(s.Procs, j); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -253,31 +280,46 @@ func shadowOf(running []JobRunning, free, need int64) (shadow, extra int64) {
 // jobs behind it move up, the first that fits the hole first (L528-530).
 // Jobs whose reservation is now start.
 func Conservative(s *JobState) (JobPlan, error) {
+	plan, _, err := conservative(s, false)
+	return plan, err
+}
+
+// conservative plans the pass; with reChoose, a moldable job that could
+// start now with some request takes the request SA predicts to end first
+// (ConservativeSAi). It also returns the profile after the plan.
+func conservative(s *JobState, reChoose bool) (JobPlan, *profile, error) {
 	if err := ValidateJobs(s); err != nil {
-		return JobPlan{}, err
+		return JobPlan{}, nil, err
 	}
 	q := sortedQueue(s)
 	p, err := newProfile(s.Now, s.Procs, s.Running, q)
 	if err != nil {
-		return JobPlan{}, err
+		return JobPlan{}, nil, err
 	}
 	at := make([]int64, len(q))
 	for k, j := range q {
 		if j.Reserved {
 			p.add(j.ReservedAt, j.ReservedAt+j.RequestedSeconds, j.Procs)
 		}
+		if reChoose && len(j.Alternatives) > 0 {
+			q[k] = reChooseAtStart(p, s.Now, j)
+			j = q[k]
+		}
 		at[k] = p.earliest(j.Procs, j.RequestedSeconds)
 		p.add(at[k], at[k]+j.RequestedSeconds, -j.Procs)
 	}
 	var plan JobPlan
 	for k, j := range q {
+		if len(j.Alternatives) > 0 && reChoose {
+			plan.Choices = append(plan.Choices, JobChoice{ID: j.ID, Choice: j.Choice})
+		}
 		if at[k] == s.Now {
 			plan.Start = append(plan.Start, j.ID)
 		} else {
 			plan.Reservations = append(plan.Reservations, JobReservation{ID: j.ID, At: at[k]})
 		}
 	}
-	return plan, nil
+	return plan, p, nil
 }
 
 // profile is the number of free processors over time: step k holds from

@@ -176,3 +176,81 @@ type refError string
 func (e refError) Error() string { return string(e) }
 
 const errOverCommitted = refError("reference: reservations over-commit the machine")
+
+// referenceBest is the alternative with the earliest predicted end given
+// slots, the first listed on a tie.
+func referenceBest(now, procs int64, slots []refSlot, alts []JobRequest) int {
+	best, bestEnd := 0, int64(0)
+	for i, a := range alts {
+		end := refEarliest(now, procs, slots, a.Procs, a.RequestedSeconds) + a.RequestedSeconds
+		if i == 0 || end < bestEnd {
+			best, bestEnd = i, end
+		}
+	}
+	return best
+}
+
+// referenceConservativeSAi is referenceConservative where a moldable job
+// that could start now with one of its requests takes SA's best request.
+func referenceConservativeSAi(s *JobState) (JobPlan, error) {
+	if err := ValidateJobs(s); err != nil {
+		return JobPlan{}, err
+	}
+	q := refQueue(s)
+	slots := refRunningSlots(s)
+	for _, j := range q {
+		if j.Reserved {
+			slots = append(slots, refSlot{j.ID, j.Procs, j.ReservedAt, j.ReservedAt + j.RequestedSeconds})
+		}
+	}
+	at := map[string]int64{}
+	for k, j := range q {
+		slots = slices.DeleteFunc(slots, func(sl refSlot) bool { return sl.id == j.ID })
+		if len(j.Alternatives) > 0 {
+			for _, a := range j.Alternatives {
+				if refEarliest(s.Now, s.Procs, slots, a.Procs, a.RequestedSeconds) == s.Now {
+					j.Choice = referenceBest(s.Now, s.Procs, slots, j.Alternatives)
+					j.Procs, j.RequestedSeconds = j.Alternatives[j.Choice].Procs, j.Alternatives[j.Choice].RequestedSeconds
+					q[k] = j
+					break
+				}
+			}
+		}
+		t := refEarliest(s.Now, s.Procs, slots, j.Procs, j.RequestedSeconds)
+		at[j.ID] = t
+		slots = append(slots, refSlot{j.ID, j.Procs, t, t + j.RequestedSeconds})
+	}
+	var plan JobPlan
+	for _, j := range q {
+		if len(j.Alternatives) > 0 {
+			plan.Choices = append(plan.Choices, JobChoice{j.ID, j.Choice})
+		}
+		if at[j.ID] == s.Now {
+			plan.Start = append(plan.Start, j.ID)
+		} else {
+			plan.Reservations = append(plan.Reservations, JobReservation{j.ID, at[j.ID]})
+		}
+	}
+	return plan, nil
+}
+
+// referenceSAChoose plans the pass, then predicts each request's end
+// around the running, started and reserved jobs.
+func referenceSAChoose(s *JobState, alts []JobRequest) (int, error) {
+	plan, err := referenceConservative(s)
+	if err != nil {
+		return 0, err
+	}
+	slots := refRunningSlots(s)
+	byID := map[string]Job{}
+	for _, j := range s.Queue {
+		byID[j.ID] = j
+	}
+	for _, id := range plan.Start {
+		slots = append(slots, refSlot{id, byID[id].Procs, s.Now, s.Now + byID[id].RequestedSeconds})
+	}
+	for _, r := range plan.Reservations {
+		slots = append(slots, refSlot{r.ID, byID[r.ID].Procs, r.At, r.At + byID[r.ID].RequestedSeconds})
+	}
+	return referenceBest(s.Now, s.Procs, slots, alts), nil
+}

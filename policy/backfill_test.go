@@ -167,6 +167,8 @@ func TestJobPoliciesRejectBadStates(t *testing.T) {
 		{"duplicate", &JobState{Procs: 4, Running: []JobRunning{{ID: "x", Procs: 1, EndBy: 3}}, Queue: []Job{job("x", 1, 1, 1)}}, `"x" twice`},
 		{"ended", &JobState{Now: 5, Procs: 4, Running: []JobRunning{{ID: "r", Procs: 1, EndBy: 5}}}, "not after now"},
 		{"over-committed", &JobState{Procs: 4, Running: []JobRunning{{ID: "a", Procs: 3, EndBy: 9}, {ID: "b", Procs: 2, EndBy: 9}}}, "hold 5 processors of 4"},
+		{"choice out of range", &JobState{Procs: 4, Queue: []Job{{ID: "m", Procs: 1, RequestedSeconds: 1, Alternatives: []JobRequest{{1, 1}}, Choice: 3}}}, "choice 3 of 1"},
+		{"choice not what runs", &JobState{Procs: 4, Queue: []Job{{ID: "m", Procs: 2, RequestedSeconds: 1, Alternatives: []JobRequest{{1, 1}}}}}, "its choice 0 is 1 for 1 s"},
 		{"past reservation", &JobState{Now: 5, Procs: 4, Queue: []Job{reserved(job("p", 1, 1, 1), 4)}}, "before now"},
 	}
 	for _, c := range cases {
@@ -193,6 +195,28 @@ func TestJobPoliciesRejectBadStates(t *testing.T) {
 type rjob struct {
 	Job
 	submit, run int64
+	// runs[i] is the run time with Alternatives[i] (moldable jobs).
+	runs []int64
+}
+
+// moldable gives every other job of a random workload two to four
+// alternative requests, the first its own; run times scale with the
+// requested time.
+func moldable(r *rand.Rand, procs int64, jobs []rjob) {
+	for k := range jobs {
+		if k%2 == 1 {
+			continue
+		}
+		j := &jobs[k]
+		j.Alternatives = []JobRequest{{j.Procs, j.RequestedSeconds}}
+		j.runs = []int64{j.run}
+		for n := 1 + r.IntN(3); n > 0; n-- {
+			p := int64(1 + r.IntN(int(procs)))
+			tr := max(1, j.RequestedSeconds*j.Procs/p+int64(r.IntN(5)))
+			j.Alternatives = append(j.Alternatives, JobRequest{p, tr})
+			j.runs = append(j.runs, max(1, j.run*tr/j.RequestedSeconds))
+		}
+	}
 }
 
 func randomWorkload(r *rand.Rand) (int64, []rjob) {
@@ -271,9 +295,18 @@ func drive(t *testing.T, procs int64, jobs []rjob, pol JobPolicy, check func(s *
 			t.Fatalf("at %d: %v", now, err)
 		}
 		check(s, plan)
+		for _, c := range plan.Choices {
+			k := slices.IndexFunc(queue, func(q Job) bool { return q.ID == c.ID })
+			a := queue[k].Alternatives[c.Choice]
+			queue[k].Choice, queue[k].Procs, queue[k].RequestedSeconds = c.Choice, a.Procs, a.RequestedSeconds
+		}
 		for _, id := range plan.Start {
-			j := byID[id]
-			running = append(running, run{JobRunning{id, j.Procs, now + j.RequestedSeconds}, now + min(j.run, j.RequestedSeconds)})
+			j := queue[slices.IndexFunc(queue, func(q Job) bool { return q.ID == id })]
+			runFor := byID[id].run
+			if len(j.Alternatives) > 0 {
+				runFor = byID[id].runs[j.Choice]
+			}
+			running = append(running, run{JobRunning{id, j.Procs, now + j.RequestedSeconds}, now + min(runFor, j.RequestedSeconds)})
 			tr.start[id] = now
 			queue = slices.DeleteFunc(queue, func(q Job) bool { return q.ID == id })
 		}
@@ -360,5 +393,80 @@ func TestJobPoliciesMatchReferenceAndKeepPromises(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// SA: ConservativeSAi agrees with its reference decision for decision and
+// never lets a job's promised end move later (its start may: a request
+// that ends sooner can start later); SAChoose agrees with its reference on
+// every state of a conservative run, for random alternatives.
+func TestSAMatchesReference(t *testing.T) {
+	for seed := uint64(1); seed <= 40; seed++ {
+		r := rand.New(rand.NewPCG(seed, 22))
+		procs, jobs := randomWorkload(r)
+		moldable(r, procs, jobs)
+		ends := map[string]int64{}
+		drive(t, procs, jobs, ConservativeSAi, func(s *JobState, p JobPlan) {
+			ref, err := referenceConservativeSAi(s)
+			if err != nil || !reflect.DeepEqual(p, ref) {
+				t.Fatalf("seed %d at %d: fast %+v, reference %+v, %v", seed, s.Now, p, ref, err)
+			}
+			tr := map[string]int64{}
+			for _, j := range s.Queue {
+				tr[j.ID] = j.RequestedSeconds
+				for _, c := range p.Choices {
+					if c.ID == j.ID {
+						tr[j.ID] = j.Alternatives[c.Choice].RequestedSeconds
+					}
+				}
+			}
+			check := func(id string, end int64) {
+				if prev, ok := ends[id]; ok && end > prev {
+					t.Fatalf("seed %d at %d: %s's promised end moved from %d to %d", seed, s.Now, id, prev, end)
+				}
+				ends[id] = end
+			}
+			for _, res := range p.Reservations {
+				check(res.ID, res.At+tr[res.ID])
+			}
+			for _, id := range p.Start {
+				check(id, s.Now+tr[id])
+			}
+		})
+		r = rand.New(rand.NewPCG(seed, 23))
+		procs, jobs = randomWorkload(r)
+		drive(t, procs, jobs, Conservative, func(s *JobState, _ JobPlan) {
+			alts := []JobRequest{{1 + r.Int64N(procs), 1 + r.Int64N(40)}, {1 + r.Int64N(procs), 1 + r.Int64N(40)}, {1 + r.Int64N(procs), 1 + r.Int64N(40)}}
+			got, err := SAChoose(s, alts)
+			want, rerr := referenceSAChoose(s, alts)
+			if err != nil || rerr != nil || got != want {
+				t.Fatalf("seed %d at %d: SAChoose %d (%v), reference %d (%v)", seed, s.Now, got, err, want, rerr)
+			}
+		})
+	}
+}
+
+// SA_s by hand on figure 6's machine at time 1 (A and C running, B, D, E
+// reserved at 5, 7, 9): a wide short request waits for the whole queue, a
+// narrow long one fits beside it.
+func TestSAChooseByHand(t *testing.T) {
+	s := &JobState{Now: 1, Procs: 4,
+		Running: []JobRunning{{ID: "A", Procs: 2, EndBy: 5}, {ID: "C", Procs: 2, EndBy: 4}},
+		Queue:   []Job{reserved(fig6B, 5), reserved(fig6D, 7), reserved(fig6E, 9)}}
+	// Free processors: 0 until 4, 2 in [4,5), 0 in [5,7) (B), 1 in [7,9)
+	// (D), 2 in [9,11) (E), 4 from 11. (4, 2 s) ends at 13; (1, 6 s) can
+	// start at 7 only if one processor is free until 13: it is (1 in
+	// [7,9), 2 in [9,11), 4 after), so it ends at 13 too, and the first
+	// listed wins the tie; (1, 5 s) ends at 12.
+	got, err := SAChoose(s, []JobRequest{{4, 2}, {1, 6}, {1, 5}})
+	if err != nil || got != 2 {
+		t.Fatalf("SAChoose = %d, %v; want 2 (1 processor for 5 s, ends at 12)", got, err)
+	}
+	got, _ = SAChoose(s, []JobRequest{{4, 2}, {1, 6}})
+	if got != 0 {
+		t.Fatalf("SAChoose on a tie = %d, want 0 (the first listed)", got)
+	}
+	if _, err := SAChoose(s, []JobRequest{{5, 2}}); err == nil || !strings.Contains(err.Error(), "alternative 0: 5 processors") {
+		t.Fatalf("too wide a request: %v", err)
 	}
 }
