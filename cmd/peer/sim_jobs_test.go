@@ -84,6 +84,7 @@ func TestSimJobsUsageErrors(t *testing.T) {
 		{[]string{"--swf", smallSWF, "--scenario", tinyScenario}, "give one workload"},
 		{[]string{"--compare", "easy,conservative", "--scenario", tinyScenario}, "--compare needs a job workload"},
 		{[]string{"--synthetic", "10", "--load", "5"}, "load 5"},
+		{[]string{"--synthetic", "10", "--estimate-factor", "0.5"}, "estimate factor 0.5"},
 	}
 	for _, c := range cases {
 		code, out, errs := runCLI(t, append([]string{"sim"}, c.args...)...)
@@ -120,5 +121,41 @@ func TestSimJobsSynthetic(t *testing.T) {
 	// wait FCFS leaves behind blocked wide jobs.
 	if !(rep.Policies["easy"].MeanWait < rep.Policies["fcfs"].MeanWait) {
 		t.Errorf("mean wait EASY %v, FCFS %v", rep.Policies["easy"].MeanWait, rep.Policies["fcfs"].MeanWait)
+	}
+}
+
+// SA through the CLI: sa_s and sa_i make the workload moldable and run
+// conservative backfilling with SA at submission or embedded.
+func TestSimJobsSA(t *testing.T) {
+	code, out, errs := runCLI(t, "sim", "--synthetic", "400", "--procs", "64", "--compare", "sa_i,sa_s", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep struct {
+		Workload struct {
+			Moldable bool `json:"moldable"`
+		} `json:"workload"`
+		Policies map[string]struct {
+			Jobs int `json:"jobs"`
+		} `json:"policies"`
+		Relative struct {
+			A, B    string
+			ABetter float64 `json:"a_better"`
+			Tie     float64 `json:"tie"`
+			BBetter float64 `json:"b_better"`
+		} `json:"relative_performance"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Workload.Moldable || rep.Policies["sa_i"].Jobs != 400 || rep.Policies["sa_s"].Jobs != 400 {
+		t.Errorf("report %+v", rep)
+	}
+	if r := rep.Relative; r.ABetter+r.Tie+r.BBetter < 0.999 || r.Tie == 1 {
+		t.Errorf("relative performance %+v: the two SA modes never differ", r)
+	}
+	code, _, errs = runCLI(t, "sim", "--synthetic", "10", "--policy", "conservative-sai")
+	if code != 2 || !strings.Contains(errs, "use sa_i") {
+		t.Errorf("conservative-sai on the command line: exit %d, %q", code, errs)
 	}
 }

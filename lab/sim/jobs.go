@@ -27,7 +27,32 @@ type RigidJob struct {
 	Procs            int64
 	RequestedSeconds int64
 	RunSeconds       int64
+	// Alternatives make the job moldable (seed 002 chapter 5): the first is
+	// the job's own request (Procs, RequestedSeconds, RunSeconds), the one
+	// a user would submit statically.
+	Alternatives []MoldableRequest
 }
+
+// MoldableRequest is one way to run a moldable job.
+type MoldableRequest struct {
+	Procs            int64
+	RequestedSeconds int64
+	RunSeconds       int64
+}
+
+// SAMode says how moldable jobs choose their request.
+type SAMode int
+
+const (
+	// SAStatic: every job runs its own request (Alternatives[0]).
+	SAStatic SAMode = iota
+	// SASubmit: SA_s chooses at submission (policy.SAChoose) and the job
+	// is then rigid; the policy should be conservative.
+	SASubmit
+	// SAStart: SA_i chooses at submission and again whenever the job could
+	// start; the policy must be policy.ConservativeSAi.
+	SAStart
+)
 
 // JobRecord is what happened to a job.
 type JobRecord struct {
@@ -39,6 +64,8 @@ type JobRecord struct {
 	EndSeconds       int64
 	// Killed says it reached its requested time before its run time.
 	Killed bool
+	// Choice is the request a moldable job ran with (0: its own).
+	Choice int
 }
 
 // Turnaround is tt = wait + execution (L559, L584).
@@ -68,6 +95,14 @@ func CheckRigidJobs(procs int64, jobs []RigidJob) error {
 		case j.RunSeconds < 1:
 			return fmt.Errorf("rigid jobs: job %q: run time %d s: want ≥ 1", j.ID, j.RunSeconds)
 		}
+		for k, a := range j.Alternatives {
+			if a.Procs < 1 || a.Procs > procs || a.RequestedSeconds < 1 || a.RunSeconds < 1 {
+				return fmt.Errorf("rigid jobs: job %q: alternative %d: %d processors, %d s requested, %d s run: want 1..%d processors and ≥ 1 s", j.ID, k, a.Procs, a.RequestedSeconds, a.RunSeconds, procs)
+			}
+		}
+		if len(j.Alternatives) > 0 && j.Alternatives[0] != (MoldableRequest{j.Procs, j.RequestedSeconds, j.RunSeconds}) {
+			return fmt.Errorf("rigid jobs: job %q: alternative 0 is not its own request", j.ID)
+		}
 	}
 	return nil
 }
@@ -76,6 +111,12 @@ func CheckRigidJobs(procs int64, jobs []RigidJob) error {
 // the job policy and returns one record per job, in submission order
 // (submit time, then position in jobs). It is deterministic.
 func SimulateJobs(ctx context.Context, procs int64, jobs []RigidJob, pol policy.JobPolicy) ([]JobRecord, error) {
+	return SimulateMoldable(ctx, procs, jobs, pol, SAStatic)
+}
+
+// SimulateMoldable is SimulateJobs with moldable jobs choosing their
+// requests as mode says; JobRecord.Choice is the request each ran with.
+func SimulateMoldable(ctx context.Context, procs int64, jobs []RigidJob, pol policy.JobPolicy, mode SAMode) ([]JobRecord, error) {
 	if err := CheckRigidJobs(procs, jobs); err != nil {
 		return nil, err
 	}
@@ -119,26 +160,54 @@ func SimulateJobs(ctx context.Context, procs int64, jobs []RigidJob, pol policy.
 			e := heap.Pop(&ends).(jobEnd)
 			delete(running, e.id)
 		}
+		runningNow := func() []policy.JobRunning {
+			out := make([]policy.JobRunning, 0, len(running))
+			for _, r := range running {
+				out = append(out, r)
+			}
+			return out
+		}
 		for ; next < len(order) && jobs[order[next]].SubmitSeconds <= now; next++ {
 			j := jobs[order[next]]
-			queue = append(queue, policy.Job{ID: j.ID, Seq: uint64(next), Procs: j.Procs, RequestedSeconds: j.RequestedSeconds})
+			q := policy.Job{ID: j.ID, Seq: uint64(next), Procs: j.Procs, RequestedSeconds: j.RequestedSeconds}
+			if mode != SAStatic && len(j.Alternatives) > 1 {
+				alts := make([]policy.JobRequest, len(j.Alternatives))
+				for k, a := range j.Alternatives {
+					alts[k] = policy.JobRequest{Procs: a.Procs, RequestedSeconds: a.RequestedSeconds}
+				}
+				c, err := policy.SAChoose(&policy.JobState{Now: now, Procs: procs, Queue: queue, Running: runningNow()}, alts)
+				if err != nil {
+					return nil, fmt.Errorf("simulate jobs: at %d s: SA for %s: %w", now, j.ID, err)
+				}
+				q.Procs, q.RequestedSeconds = alts[c].Procs, alts[c].RequestedSeconds
+				recs[next].Choice = c
+				if mode == SAStart {
+					q.Alternatives, q.Choice = alts, c
+				}
+			}
+			queue = append(queue, q)
 		}
-		st := &policy.JobState{Now: now, Procs: procs, Queue: queue, Running: make([]policy.JobRunning, 0, len(running))}
-		for _, r := range running {
-			st.Running = append(st.Running, r)
-		}
+		st := &policy.JobState{Now: now, Procs: procs, Queue: queue, Running: runningNow()}
 		plan, err := pol(st)
 		if err != nil {
 			return nil, fmt.Errorf("simulate jobs: at %d s: %w", now, err)
+		}
+		for _, c := range plan.Choices {
+			recs[index[c.ID]].Choice = c.Choice
 		}
 		started := make(map[string]bool, len(plan.Start))
 		for _, id := range plan.Start {
 			k := index[id]
 			j := jobs[order[k]]
-			run := min(j.RunSeconds, j.RequestedSeconds)
+			req := MoldableRequest{j.Procs, j.RequestedSeconds, j.RunSeconds}
+			if c := recs[k].Choice; c > 0 {
+				req = j.Alternatives[c]
+			}
+			run := min(req.RunSeconds, req.RequestedSeconds)
+			recs[k].Procs, recs[k].RequestedSeconds = req.Procs, req.RequestedSeconds
 			recs[k].StartSeconds, recs[k].EndSeconds = now, now+run
-			recs[k].Killed = j.RunSeconds > j.RequestedSeconds
-			running[id] = policy.JobRunning{ID: id, Procs: j.Procs, EndBy: now + j.RequestedSeconds}
+			recs[k].Killed = req.RunSeconds > req.RequestedSeconds
+			running[id] = policy.JobRunning{ID: id, Procs: req.Procs, EndBy: now + req.RequestedSeconds}
 			heap.Push(&ends, jobEnd{at: now + run, id: id})
 			started[id] = true
 		}
@@ -157,6 +226,10 @@ func SimulateJobs(ctx context.Context, procs int64, jobs []RigidJob, pol policy.
 		}
 		for k := range queue {
 			queue[k].ReservedAt, queue[k].Reserved = res[queue[k].ID]
+			if q := &queue[k]; len(q.Alternatives) > 0 {
+				q.Choice = recs[index[q.ID]].Choice
+				q.Procs, q.RequestedSeconds = q.Alternatives[q.Choice].Procs, q.Alternatives[q.Choice].RequestedSeconds
+			}
 		}
 	}
 	return recs, nil

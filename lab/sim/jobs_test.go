@@ -48,7 +48,7 @@ func TestReadSWF(t *testing.T) {
 	}
 	// Job 10 recorded no request: n is the allocated processors, tr the run.
 	want := RigidJob{ID: "10", SubmitSeconds: 21, Procs: 3, RequestedSeconds: 30, RunSeconds: 30}
-	if jobs[6] != want {
+	if !reflect.DeepEqual(jobs[6], want) {
 		t.Fatalf("job 10: %+v, want %+v", jobs[6], want)
 	}
 	withCancelled, sk, _ := tr.RigidJobs(8, true)
@@ -245,6 +245,87 @@ func TestLublinModel(t *testing.T) {
 	for _, bad := range []LublinModel{{Procs: 0, Jobs: 1, EstimateFactor: 1}, {Procs: 8, Jobs: 1, EstimateFactor: 0.5}, {Procs: 8, Jobs: 1, EstimateFactor: 1, Load: 3}} {
 		if _, err := bad.Generate(); err == nil {
 			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
+
+func TestMakeMoldable(t *testing.T) {
+	jobs := []RigidJob{{ID: "a", Procs: 8, RequestedSeconds: 1000, RunSeconds: 400}, {ID: "b", Procs: 1, RequestedSeconds: 60, RunSeconds: 60}}
+	m, err := MakeMoldable(jobs, 16, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// f = 0: perfect speed-up; 32 processors are beyond the machine.
+	want := []MoldableRequest{{8, 1000, 400}, {2, 4000, 1600}, {4, 2000, 800}, {16, 500, 200}}
+	if !reflect.DeepEqual(m[0].Alternatives, want) {
+		t.Fatalf("alternatives %+v, want %+v", m[0].Alternatives, want)
+	}
+	if got := m[1].Alternatives; len(got) != 3 || got[1].Procs != 2 || got[1].RunSeconds != 30 {
+		t.Fatalf("serial job: %+v", got)
+	}
+	// A serial fraction makes speed-up sublinear: doubling never halves.
+	m, _ = MakeMoldable(jobs, 16, 0.5, 2)
+	for _, a := range m[0].Alternatives[1:] {
+		if a.Procs > 8 && a.RunSeconds*a.Procs <= 400*8 {
+			t.Fatalf("%+v: linear or better speed-up", a)
+		}
+	}
+	if _, err := MakeMoldable(jobs, 4, 0, 1); err == nil {
+		t.Fatal("a job wider than the machine was accepted")
+	}
+}
+
+// SA on a moldable synthetic workload: SA_s and SA_i runs complete every
+// job with a listed request, never over-commit the machine, are
+// deterministic, run every job with a request it listed, and only the SA
+// modes run requests other than the jobs' own.
+func TestSimulateMoldable(t *testing.T) {
+	m := LublinModel{Procs: 128, Jobs: 2000, Load: 0.8, EstimateFactor: 5, KilledShare: 0.05, Seed: 5}
+	rigid, err := m.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := MakeMoldable(rigid, 128, 0.1, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		mode SAMode
+		pol  policy.JobPolicy
+	}{{SAStatic, policy.Conservative}, {SASubmit, policy.Conservative}, {SAStart, policy.ConservativeSAi}} {
+		a, err := SimulateMoldable(context.Background(), 128, jobs, c.pol, c.mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := SimulateMoldable(context.Background(), 128, jobs, c.pol, c.mode)
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("mode %d: two runs differ", c.mode)
+		}
+		type ev struct{ t, d int64 }
+		var evs []ev
+		chose := 0
+		for k, r := range a {
+			alt := jobs[k].Alternatives[r.Choice]
+			if r.Procs != alt.Procs || r.RequestedSeconds != alt.RequestedSeconds || r.Executed() != min(alt.RunSeconds, alt.RequestedSeconds) {
+				t.Fatalf("mode %d: job %s ran %+v, its choice %d is %+v", c.mode, r.ID, r, r.Choice, alt)
+			}
+			if r.Choice != 0 {
+				chose++
+			}
+			evs = append(evs, ev{r.StartSeconds, r.Procs}, ev{r.EndSeconds, -r.Procs})
+		}
+		if (chose == 0) != (c.mode == SAStatic) {
+			t.Fatalf("mode %d: %d jobs ran another request than their own", c.mode, chose)
+		}
+		slices.SortFunc(evs, func(x, y ev) int { return cmp.Or(cmp.Compare(x.t, y.t), cmp.Compare(x.d, y.d)) })
+		var used int64
+		for _, e := range evs {
+			if used += e.d; used > 128 {
+				t.Fatalf("mode %d: %d processors in use at %d", c.mode, used, e.t)
+			}
+		}
+		if _, err := JobMetricsOf(128, a); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

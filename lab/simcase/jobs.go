@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -52,11 +53,13 @@ type JobReport struct {
 
 // JobWorkload says what ran.
 type JobWorkload struct {
-	Source  string           `json:"source"`
-	Procs   int64            `json:"procs"`
-	Jobs    int              `json:"jobs"`
-	Skipped *sim.SWFSkipped  `json:"skipped,omitempty"`
-	Model   *sim.LublinModel `json:"model,omitempty"`
+	Source  string          `json:"source"`
+	Procs   int64           `json:"procs"`
+	Jobs    int             `json:"jobs"`
+	Skipped *sim.SWFSkipped `json:"skipped,omitempty"`
+	// Moldable says the jobs were given alternative requests (sim.MakeMoldable).
+	Moldable bool             `json:"moldable,omitempty"`
+	Model    *sim.LublinModel `json:"model,omitempty"`
 }
 
 // JobRelative is seed 002's relative performance (§4.1) of A against B.
@@ -131,11 +134,38 @@ func (f JobOptions) policies() ([]string, error) {
 		names = []string{a, b}
 	}
 	for _, n := range names {
-		if _, err := policy.NewJobPolicy(n); err != nil {
+		if _, _, err := jobPolicy(n); err != nil {
 			return nil, lab.Usagef("%v", err)
 		}
 	}
 	return names, nil
+}
+
+// The SA modes (seed 002 chapter 5) run as job policies of their own on a
+// moldable workload: sa_s (SA at submission) and sa_i (SA embedded in the
+// scheduler), both over conservative backfilling as in the seed (L1125).
+const (
+	policySAs = "sa_s"
+	policySAi = "sa_i"
+	// moldableSerialBound is MakeMoldable's bound on Amdahl's serial
+	// fraction (docs/POLICY.md §8).
+	moldableSerialBound = 0.1
+)
+
+func jobPolicy(name string) (policy.JobPolicy, sim.SAMode, error) {
+	switch name {
+	case policySAs:
+		return policy.Conservative, sim.SASubmit, nil
+	case policySAi:
+		return policy.ConservativeSAi, sim.SAStart, nil
+	case "conservative-sai":
+		return nil, 0, fmt.Errorf("job policy %q: use sa_i", name)
+	}
+	p, err := policy.NewJobPolicy(name)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w, or sa_s, sa_i (moldable jobs)", err)
+	}
+	return p, sim.SAStatic, nil
 }
 
 // RunJobs simulates the workload under the policy (or both compared ones)
@@ -151,11 +181,17 @@ func RunJobs(ctx context.Context, f JobOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if slices.Contains(names, policySAs) || slices.Contains(names, policySAi) {
+		if jobs, err = sim.MakeMoldable(jobs, wl.Procs, moldableSerialBound, f.Seed); err != nil {
+			return err
+		}
+		wl.Moldable = true
+	}
 	rep := JobReport{Workload: wl, PolicyOrder: names, Policies: map[string]sim.JobMetrics{}}
 	recs := map[string][]sim.JobRecord{}
 	for _, n := range names {
-		pol, _ := policy.NewJobPolicy(n)
-		rs, err := sim.SimulateJobs(ctx, wl.Procs, jobs, pol)
+		pol, mode, _ := jobPolicy(n)
+		rs, err := sim.SimulateMoldable(ctx, wl.Procs, jobs, pol, mode)
 		if err != nil {
 			return fmt.Errorf("%s: %w", n, err)
 		}
@@ -194,6 +230,9 @@ func RunJobs(ctx context.Context, f JobOptions, out io.Writer) error {
 func printJobTable(out io.Writer, rep JobReport) {
 	w := rep.Workload
 	fmt.Fprintf(out, "workload %s: %d jobs on %d processors", w.Source, w.Jobs, w.Procs)
+	if w.Moldable {
+		fmt.Fprint(out, ", moldable")
+	}
 	if w.Skipped != nil && w.Skipped.Total() > 0 {
 		fmt.Fprintf(out, " (%d left out: %d cancelled, %d never ran, %d without processors, %d wider than the machine)",
 			w.Skipped.Total(), w.Skipped.Cancelled, w.Skipped.NoRun, w.Skipped.NoProcs, w.Skipped.TooWide)
