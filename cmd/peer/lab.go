@@ -41,7 +41,13 @@ runs execute in parallel and the result does not depend on how many.
 Satisfaction is seed 000 eq. 4.1 as the author's simulator code computes it
 (the mean of 100·Ideal/Real over tasks, and β with +1; POLICY.md §5), and the
 HOSEP formula of seed 001 beside it. Each figure is the mean over runs with
-its 95 % confidence interval (Student t).`,
+its 95 % confidence interval (Student t).
+
+With --swf FILE or --synthetic N it simulates rigid parallel jobs instead
+(seed 002; docs/POLICY.md §8): one machine of --procs processors under a job
+policy (--policy fcfs, easy, conservative; sa_s and sa_i for moldable jobs),
+reported with seed 002's metrics; --compare A,B adds the relative
+performance tt_A/tt_B per job.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if jf.Enabled() {
@@ -62,7 +68,7 @@ its 95 % confidence interval (Student t).`,
 	fl.BoolVar(&jf.KeepCancelled, "keep-cancelled", false, "keep the SWF trace's cancelled jobs (status 5), which seed 002 leaves out")
 	fl.StringVar(&jf.Compare, "compare", "", "run two job policies A,B on the same workload and report the relative performance tt_A/tt_B (e.g. conservative,easy)")
 	fl.StringVar(&f.Scenario, "scenario", "", "scenario file (YAML, see docs/SCENARIOS.md)")
-	fl.StringVar(&f.Policy, "policy", "ehosep", "policy: "+strings.Join(lab.PolicyNames(), ", "))
+	fl.StringVar(&f.Policy, "policy", "ehosep", "policy: "+strings.Join(lab.PolicyNames(), ", ")+"; with --swf/--synthetic: fcfs, easy (default), conservative, sa_s, sa_i")
 	fl.StringVar(&f.Late, "late", "", "organisation that submits late (default: the scenario's; \"none\" for nobody)")
 	fl.StringVar(&f.Limit, "limit", "", "the late organisation's power limit: PCT% of its power quota, WATTS W, or system")
 	fl.StringVar(&f.LimitAll, "limit-all", "", "every organisation's power limit: PCT%, WATTS W, or system")
