@@ -31,7 +31,7 @@ func newSimCmd() *cobra.Command {
 	var f simcase.Options
 	var jf simcase.JobOptions
 	cmd := &cobra.Command{
-		Use:   "sim --scenario FILE [flags]",
+		Use:   "sim (--scenario FILE | --swf FILE | --synthetic N) [flags]",
 		Short: "Simulate a scenario under a policy and print per-organisation metrics",
 		Long: `Simulate a scenario (see docs/SCENARIOS.md) with a virtual clock, driving the
 policy exactly as the federation's leader does: on every task arrival, every
