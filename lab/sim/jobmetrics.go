@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // JobMetrics are seed 002's metrics (§3.4, 002_7ead415125793782.txt
@@ -90,4 +92,69 @@ func JobRelativePerformance(a, b []JobRecord) (*RelPerf, error) {
 		return out
 	}
 	return RelativePerformance([][]TaskRecord{conv(a)}, [][]TaskRecord{conv(b)}, 0)
+}
+
+// RelPerfGroup is relative performance over one third of the jobs ranked
+// by a characteristic (seed 002 §4.5, L797-807: small, medium, large).
+type RelPerfGroup struct {
+	Characteristic string  `json:"characteristic"`
+	Third          string  `json:"third"`
+	Jobs           int     `json:"jobs"`
+	ABetter        float64 `json:"a_better"`
+	Tie            float64 `json:"tie"`
+	BBetter        float64 `json:"b_better"`
+}
+
+// JobCharacteristics are §4.5's five, in its order: n, tr, tr×n, te, te×n.
+var JobCharacteristics = []string{"n", "tr", "tr*n", "te", "te*n"}
+
+func characteristic(name string, r JobRecord) int64 {
+	switch name {
+	case "n":
+		return r.Procs
+	case "tr":
+		return r.RequestedSeconds
+	case "tr*n":
+		return r.RequestedSeconds * r.Procs
+	case "te":
+		return r.Executed()
+	}
+	return r.Executed() * r.Procs
+}
+
+// JobRelativeByCharacteristic splits the jobs into thirds by each of §4.5's
+// characteristics, as A ran them (the same under B for rigid jobs), ranked
+// by value then ID, and gives the relative performance of each third.
+func JobRelativeByCharacteristic(a, b []JobRecord) ([]RelPerfGroup, error) {
+	byID := make(map[string]JobRecord, len(b))
+	for _, r := range b {
+		byID[r.ID] = r
+	}
+	var out []RelPerfGroup
+	for _, c := range JobCharacteristics {
+		ranked := slices.Clone(a)
+		slices.SortFunc(ranked, func(x, y JobRecord) int {
+			return cmp.Or(cmp.Compare(characteristic(c, x), characteristic(c, y)), cmp.Compare(x.ID, y.ID))
+		})
+		for k, third := range []string{"small", "medium", "large"} {
+			sa := ranked[k*len(ranked)/3 : (k+1)*len(ranked)/3]
+			if len(sa) == 0 {
+				continue
+			}
+			sb := make([]JobRecord, len(sa))
+			for i, r := range sa {
+				rb, ok := byID[r.ID]
+				if !ok {
+					return nil, fmt.Errorf("relative performance by %s: job %q of A is not in B", c, r.ID)
+				}
+				sb[i] = rb
+			}
+			rp, err := JobRelativePerformance(sa, sb)
+			if err != nil {
+				return nil, fmt.Errorf("relative performance by %s: %w", c, err)
+			}
+			out = append(out, RelPerfGroup{Characteristic: c, Third: third, Jobs: len(sa), ABetter: rp.ABetter, Tie: rp.Tie, BBetter: rp.BBetter})
+		}
+	}
+	return out, nil
 }

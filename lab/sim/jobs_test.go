@@ -123,6 +123,18 @@ func TestSimulateSmallSWFByHand(t *testing.T) {
 	if rp.ABetter != 5.0/11 || rp.Tie != 4.0/11 || rp.BBetter != 2.0/11 {
 		t.Fatalf("relative performance: conservative better %v, tie %v, EASY better %v; want 5/11, 4/11, 2/11", rp.ABetter, rp.Tie, rp.BBetter)
 	}
+	// By n (ranked by value, then ID as a string; thirds of 3, 4 and 4
+	// jobs): the small third is 12, 9, 13 (n 1, 1, 2): 9 and 13
+	// conservative, 12 equal; the large third is 2, 3, 11, 4 (n 4, 6, 8,
+	// 8): 11 and 4 conservative, 2 and 3 equal.
+	groups, err := JobRelativeByCharacteristic(recs["conservative"], recs["easy"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 15 || groups[0] != (RelPerfGroup{"n", "small", 3, 2.0 / 3, 1.0 / 3, 0}) ||
+		groups[2] != (RelPerfGroup{"n", "large", 4, 0.5, 0.5, 0}) {
+		t.Fatalf("by characteristic: %+v", groups)
+	}
 }
 
 func TestJobMetricsByHand(t *testing.T) {

@@ -72,6 +72,9 @@ type JobRelative struct {
 	BBetter float64 `json:"b_better"`
 	// Quantiles of tt_A/tt_B: p01, p05, p25, p50, p75, p95, p99.
 	Quantiles map[string]float64 `json:"quantiles"`
+	// ByCharacteristic splits the jobs into thirds by n, tr, tr×n, te and
+	// te×n (seed 002 §4.5, tables 6-25).
+	ByCharacteristic []sim.RelPerfGroup `json:"by_characteristic"`
 }
 
 func (f JobOptions) workload() ([]sim.RigidJob, JobWorkload, error) {
@@ -209,6 +212,9 @@ func RunJobs(ctx context.Context, f JobOptions, out io.Writer) error {
 		for _, q := range []int{1, 5, 25, 50, 75, 95, 99} {
 			rep.Relative.Quantiles[fmt.Sprintf("p%02d", q)] = rp.Quantile(float64(q) / 100)
 		}
+		if rep.Relative.ByCharacteristic, err = sim.JobRelativeByCharacteristic(recs[names[0]], recs[names[1]]); err != nil {
+			return err
+		}
 	}
 	if f.Out != "" {
 		if err := writeJobsOut(f.Out, rep, recs, rp); err != nil {
@@ -272,6 +278,18 @@ func printJobTable(out io.Writer, rep JobReport) {
 			r.A, r.B, r.A, 100*r.ABetter, 100*r.Tie, r.B, 100*r.BBetter)
 		fmt.Fprintf(out, "ratio quantiles: 1 %% %.3g, 5 %% %.3g, 25 %% %.3g, median %.3g, 75 %% %.3g, 95 %% %.3g, 99 %% %.3g\n",
 			r.Quantiles["p01"], r.Quantiles["p05"], r.Quantiles["p25"], r.Quantiles["p50"], r.Quantiles["p75"], r.Quantiles["p95"], r.Quantiles["p99"])
+		fmt.Fprintf(out, "\nby thirds of the jobs (seed 002 §4.5), %% of jobs %s faster / equal / %s faster:\n", r.A, r.B)
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "by\tsmall\tmedium\tlarge\t")
+		for i := 0; i+2 < len(r.ByCharacteristic); i += 3 {
+			g := r.ByCharacteristic[i : i+3]
+			fmt.Fprintf(tw, "%s\t", g[0].Characteristic)
+			for _, x := range g {
+				fmt.Fprintf(tw, "%.1f / %.1f / %.1f\t", 100*x.ABetter, 100*x.Tie, 100*x.BBetter)
+			}
+			fmt.Fprintln(tw)
+		}
+		tw.Flush()
 	}
 }
 
