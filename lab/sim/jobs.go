@@ -120,119 +120,152 @@ func SimulateMoldable(ctx context.Context, procs int64, jobs []RigidJob, pol pol
 	if err := CheckRigidJobs(procs, jobs); err != nil {
 		return nil, err
 	}
-	order := make([]int, len(jobs))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(jobs[a].SubmitSeconds, jobs[b].SubmitSeconds) })
-	recs := make([]JobRecord, len(jobs))
-	index := make(map[string]int, len(jobs)) // ID -> position in order
-	for k, i := range order {
-		j := jobs[i]
-		recs[k] = JobRecord{ID: j.ID, Procs: j.Procs, RequestedSeconds: j.RequestedSeconds, SubmitSeconds: j.SubmitSeconds, StartSeconds: -1}
-		index[j.ID] = k
-	}
-	var (
-		ends    endHeap
-		running = map[string]policy.JobRunning{}
-		queue   []policy.Job
-		next    int
-		wake    int64 = -1
-		passes  int
-	)
-	for next < len(order) || len(queue) > 0 || ends.Len() > 0 {
-		if passes++; passes%4096 == 0 {
+	s := newJobSim(procs, jobs, mode)
+	for passes := 1; s.next < len(s.order) || len(s.queue) > 0 || s.ends.Len() > 0; passes++ {
+		if passes%4096 == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
 		}
-		now := int64(1<<63 - 1)
-		if next < len(order) {
-			now = jobs[order[next]].SubmitSeconds
+		now := s.nextInstant()
+		for s.ends.Len() > 0 && s.ends[0].at <= now {
+			delete(s.running, heap.Pop(&s.ends).(jobEnd).id)
 		}
-		if ends.Len() > 0 {
-			now = min(now, ends[0].at)
+		if err := s.admit(now); err != nil {
+			return nil, err
 		}
-		if wake >= 0 {
-			now = min(now, wake)
-		}
-		for ends.Len() > 0 && ends[0].at <= now {
-			e := heap.Pop(&ends).(jobEnd)
-			delete(running, e.id)
-		}
-		runningNow := func() []policy.JobRunning {
-			out := make([]policy.JobRunning, 0, len(running))
-			for _, r := range running {
-				out = append(out, r)
-			}
-			return out
-		}
-		for ; next < len(order) && jobs[order[next]].SubmitSeconds <= now; next++ {
-			j := jobs[order[next]]
-			q := policy.Job{ID: j.ID, Seq: uint64(next), Procs: j.Procs, RequestedSeconds: j.RequestedSeconds}
-			if mode != SAStatic && len(j.Alternatives) > 1 {
-				alts := make([]policy.JobRequest, len(j.Alternatives))
-				for k, a := range j.Alternatives {
-					alts[k] = policy.JobRequest{Procs: a.Procs, RequestedSeconds: a.RequestedSeconds}
-				}
-				c, err := policy.SAChoose(&policy.JobState{Now: now, Procs: procs, Queue: queue, Running: runningNow()}, alts)
-				if err != nil {
-					return nil, fmt.Errorf("simulate jobs: at %d s: SA for %s: %w", now, j.ID, err)
-				}
-				q.Procs, q.RequestedSeconds = alts[c].Procs, alts[c].RequestedSeconds
-				recs[next].Choice = c
-				if mode == SAStart {
-					q.Alternatives, q.Choice = alts, c
-				}
-			}
-			queue = append(queue, q)
-		}
-		st := &policy.JobState{Now: now, Procs: procs, Queue: queue, Running: runningNow()}
-		plan, err := pol(st)
+		plan, err := pol(&policy.JobState{Now: now, Procs: procs, Queue: s.queue, Running: s.runningNow()})
 		if err != nil {
 			return nil, fmt.Errorf("simulate jobs: at %d s: %w", now, err)
 		}
-		for _, c := range plan.Choices {
-			recs[index[c.ID]].Choice = c.Choice
-		}
-		started := make(map[string]bool, len(plan.Start))
-		for _, id := range plan.Start {
-			k := index[id]
-			j := jobs[order[k]]
-			req := MoldableRequest{j.Procs, j.RequestedSeconds, j.RunSeconds}
-			if c := recs[k].Choice; c > 0 {
-				req = j.Alternatives[c]
+		s.apply(now, plan)
+	}
+	return s.recs, nil
+}
+
+// jobSim is the state of one SimulateMoldable run.
+type jobSim struct {
+	procs int64
+	jobs  []RigidJob
+	mode  SAMode
+	// order is jobs' indices by submit time; recs[k] is order[k]'s record
+	// and index maps an ID to k.
+	order   []int
+	recs    []JobRecord
+	index   map[string]int
+	ends    endHeap
+	running map[string]policy.JobRunning
+	queue   []policy.Job
+	next    int   // the next arrival, in order
+	wake    int64 // the earliest reservation, -1: none
+}
+
+func newJobSim(procs int64, jobs []RigidJob, mode SAMode) *jobSim {
+	s := &jobSim{procs: procs, jobs: jobs, mode: mode, order: make([]int, len(jobs)), recs: make([]JobRecord, len(jobs)),
+		index: make(map[string]int, len(jobs)), running: map[string]policy.JobRunning{}, wake: -1}
+	for i := range s.order {
+		s.order[i] = i
+	}
+	slices.SortStableFunc(s.order, func(a, b int) int { return cmp.Compare(jobs[a].SubmitSeconds, jobs[b].SubmitSeconds) })
+	for k, i := range s.order {
+		j := jobs[i]
+		s.recs[k] = JobRecord{ID: j.ID, Procs: j.Procs, RequestedSeconds: j.RequestedSeconds, SubmitSeconds: j.SubmitSeconds, StartSeconds: -1}
+		s.index[j.ID] = k
+	}
+	return s
+}
+
+// nextInstant is the next arrival, end or reservation.
+func (s *jobSim) nextInstant() int64 {
+	now := int64(1<<63 - 1)
+	if s.next < len(s.order) {
+		now = s.jobs[s.order[s.next]].SubmitSeconds
+	}
+	if s.ends.Len() > 0 {
+		now = min(now, s.ends[0].at)
+	}
+	if s.wake >= 0 {
+		now = min(now, s.wake)
+	}
+	return now
+}
+
+func (s *jobSim) runningNow() []policy.JobRunning {
+	out := make([]policy.JobRunning, 0, len(s.running))
+	for _, r := range s.running {
+		out = append(out, r)
+	}
+	return out
+}
+
+// admit queues the jobs arriving by now; under SA a moldable job's request
+// is chosen as it arrives, against the queue so far.
+func (s *jobSim) admit(now int64) error {
+	for ; s.next < len(s.order) && s.jobs[s.order[s.next]].SubmitSeconds <= now; s.next++ {
+		j := s.jobs[s.order[s.next]]
+		q := policy.Job{ID: j.ID, Seq: uint64(s.next), Procs: j.Procs, RequestedSeconds: j.RequestedSeconds}
+		if s.mode != SAStatic && len(j.Alternatives) > 1 {
+			alts := make([]policy.JobRequest, len(j.Alternatives))
+			for k, a := range j.Alternatives {
+				alts[k] = policy.JobRequest{Procs: a.Procs, RequestedSeconds: a.RequestedSeconds}
 			}
-			run := min(req.RunSeconds, req.RequestedSeconds)
-			recs[k].Procs, recs[k].RequestedSeconds = req.Procs, req.RequestedSeconds
-			recs[k].StartSeconds, recs[k].EndSeconds = now, now+run
-			recs[k].Killed = req.RunSeconds > req.RequestedSeconds
-			running[id] = policy.JobRunning{ID: id, Procs: req.Procs, EndBy: now + req.RequestedSeconds}
-			heap.Push(&ends, jobEnd{at: now + run, id: id})
-			started[id] = true
-		}
-		if len(started) > 0 {
-			queue = slices.DeleteFunc(queue, func(q policy.Job) bool { return started[q.ID] })
-		}
-		// Feed the reservations back (conservative keeps them; the others
-		// ignore them) and wake at the earliest.
-		res := make(map[string]int64, len(plan.Reservations))
-		wake = -1
-		for _, r := range plan.Reservations {
-			res[r.ID] = r.At
-			if wake < 0 || r.At < wake {
-				wake = r.At
+			c, err := policy.SAChoose(&policy.JobState{Now: now, Procs: s.procs, Queue: s.queue, Running: s.runningNow()}, alts)
+			if err != nil {
+				return fmt.Errorf("simulate jobs: at %d s: SA for %s: %w", now, j.ID, err)
+			}
+			q.Procs, q.RequestedSeconds = alts[c].Procs, alts[c].RequestedSeconds
+			s.recs[s.next].Choice = c
+			if s.mode == SAStart {
+				q.Alternatives, q.Choice = alts, c
 			}
 		}
-		for k := range queue {
-			queue[k].ReservedAt, queue[k].Reserved = res[queue[k].ID]
-			if q := &queue[k]; len(q.Alternatives) > 0 {
-				q.Choice = recs[index[q.ID]].Choice
-				q.Procs, q.RequestedSeconds = q.Alternatives[q.Choice].Procs, q.Alternatives[q.Choice].RequestedSeconds
-			}
+		s.queue = append(s.queue, q)
+	}
+	return nil
+}
+
+// apply starts the plan's jobs with their chosen requests and feeds the
+// reservations and choices back into the queue (conservative keeps
+// reservations; the other policies ignore them); it wakes at the earliest.
+func (s *jobSim) apply(now int64, plan policy.JobPlan) {
+	for _, c := range plan.Choices {
+		s.recs[s.index[c.ID]].Choice = c.Choice
+	}
+	started := make(map[string]bool, len(plan.Start))
+	for _, id := range plan.Start {
+		k := s.index[id]
+		j := s.jobs[s.order[k]]
+		req := MoldableRequest{j.Procs, j.RequestedSeconds, j.RunSeconds}
+		if c := s.recs[k].Choice; c > 0 {
+			req = j.Alternatives[c]
+		}
+		run := min(req.RunSeconds, req.RequestedSeconds)
+		r := &s.recs[k]
+		r.Procs, r.RequestedSeconds = req.Procs, req.RequestedSeconds
+		r.StartSeconds, r.EndSeconds, r.Killed = now, now+run, req.RunSeconds > req.RequestedSeconds
+		s.running[id] = policy.JobRunning{ID: id, Procs: req.Procs, EndBy: now + req.RequestedSeconds}
+		heap.Push(&s.ends, jobEnd{at: now + run, id: id})
+		started[id] = true
+	}
+	if len(started) > 0 {
+		s.queue = slices.DeleteFunc(s.queue, func(q policy.Job) bool { return started[q.ID] })
+	}
+	res := make(map[string]int64, len(plan.Reservations))
+	s.wake = -1
+	for _, r := range plan.Reservations {
+		res[r.ID] = r.At
+		if s.wake < 0 || r.At < s.wake {
+			s.wake = r.At
 		}
 	}
-	return recs, nil
+	for k := range s.queue {
+		q := &s.queue[k]
+		q.ReservedAt, q.Reserved = res[q.ID]
+		if len(q.Alternatives) > 0 {
+			q.Choice = s.recs[s.index[q.ID]].Choice
+			q.Procs, q.RequestedSeconds = q.Alternatives[q.Choice].Procs, q.Alternatives[q.Choice].RequestedSeconds
+		}
+	}
 }
 
 type jobEnd struct {
