@@ -106,7 +106,7 @@ type RelPerfGroup struct {
 }
 
 // JobCharacteristics are §4.5's five, in its order: n, tr, tr×n, te, te×n.
-var JobCharacteristics = []string{"n", "tr", "tr*n", "te", "te*n"}
+func JobCharacteristics() []string { return []string{"n", "tr", "tr*n", "te", "te*n"} }
 
 func characteristic(name string, r JobRecord) int64 {
 	switch name {
@@ -131,7 +131,7 @@ func JobRelativeByCharacteristic(a, b []JobRecord) ([]RelPerfGroup, error) {
 		byID[r.ID] = r
 	}
 	var out []RelPerfGroup
-	for _, c := range JobCharacteristics {
+	for _, c := range JobCharacteristics() {
 		ranked := slices.Clone(a)
 		slices.SortFunc(ranked, func(x, y JobRecord) int {
 			return cmp.Or(cmp.Compare(characteristic(c, x), characteristic(c, y)), cmp.Compare(x.ID, y.ID))

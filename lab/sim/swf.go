@@ -14,8 +14,8 @@ import (
 // ';' ("; MaxProcs: 128"), then one job per line with 18 whitespace-separated
 // numeric fields, -1 where a value is unknown.
 
-// SWFFields names the 18 fields, in order (field k is SWFFields[k-1]).
-var SWFFields = [18]string{
+// swfFields names the 18 fields, in order (field k is swfFields[k-1]).
+var swfFields = [18]string{
 	"job number", "submit time", "wait time", "run time", "allocated processors",
 	"average CPU time", "used memory", "requested processors", "requested time",
 	"requested memory", "status", "user", "group", "executable", "queue",
@@ -64,8 +64,8 @@ func ReadSWF(r io.Reader, name string) (*SWFTrace, error) {
 			continue
 		}
 		f := strings.Fields(text)
-		if len(f) != len(SWFFields) {
-			return nil, fmt.Errorf("%s:%d: %d fields, want %d", name, line, len(f), len(SWFFields))
+		if len(f) != len(swfFields) {
+			return nil, fmt.Errorf("%s:%d: %d fields, want %d", name, line, len(f), len(swfFields))
 		}
 		j := SWFJob{Line: line}
 		for k, s := range f {
@@ -77,10 +77,10 @@ func ReadSWF(r io.Reader, name string) (*SWFTrace, error) {
 				}
 			}
 			if err != nil {
-				return nil, fmt.Errorf("%s:%d: field %d (%s): %q: not an integer", name, line, k+1, SWFFields[k], s)
+				return nil, fmt.Errorf("%s:%d: field %d (%s): %q: not an integer", name, line, k+1, swfFields[k], s)
 			}
 			if v < -1 {
-				return nil, fmt.Errorf("%s:%d: field %d (%s): %d: want ≥ 0, or -1 for unknown", name, line, k+1, SWFFields[k], v)
+				return nil, fmt.Errorf("%s:%d: field %d (%s): %d: want ≥ 0, or -1 for unknown", name, line, k+1, swfFields[k], v)
 			}
 			j.Fields[k] = v
 		}
