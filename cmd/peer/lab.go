@@ -29,8 +29,9 @@ func labExit(err error) error {
 
 func newSimCmd() *cobra.Command {
 	var f simcase.Options
+	var jf simcase.JobOptions
 	cmd := &cobra.Command{
-		Use:   "sim --scenario FILE [flags]",
+		Use:   "sim (--scenario FILE | --swf FILE | --synthetic N) [flags]",
 		Short: "Simulate a scenario under a policy and print per-organisation metrics",
 		Long: `Simulate a scenario (see docs/SCENARIOS.md) with a virtual clock, driving the
 policy exactly as the federation's leader does: on every task arrival, every
@@ -40,15 +41,34 @@ runs execute in parallel and the result does not depend on how many.
 Satisfaction is seed 000 eq. 4.1 as the author's simulator code computes it
 (the mean of 100·Ideal/Real over tasks, and β with +1; POLICY.md §5), and the
 HOSEP formula of seed 001 beside it. Each figure is the mean over runs with
-its 95 % confidence interval (Student t).`,
+its 95 % confidence interval (Student t).
+
+With --swf FILE or --synthetic N it simulates rigid parallel jobs instead
+(seed 002; docs/POLICY.md §8): one machine of --procs processors under a job
+policy (--policy fcfs, easy, conservative; sa_s and sa_i for moldable jobs),
+reported with seed 002's metrics; --compare A,B adds the relative
+performance tt_A/tt_B per job.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if jf.Enabled() {
+				return labExit(runJobSim(cmd, f, jf))
+			}
+			if jf.Compare != "" {
+				return labExit(lab.Usagef("--compare needs a job workload: --swf FILE or --synthetic N"))
+			}
 			return labExit(simcase.Run(cmd.Context(), f, cmd.OutOrStdout()))
 		},
 	}
 	fl := cmd.Flags()
+	fl.StringVar(&jf.SWF, "swf", "", "simulate rigid parallel jobs from a Standard Workload Format trace (docs/POLICY.md, Parallel jobs)")
+	fl.IntVar(&jf.Synthetic, "synthetic", 0, "simulate N rigid parallel jobs of the Lublin-Feitelson 2003 model (docs/POLICY.md)")
+	fl.Int64Var(&jf.Procs, "procs", 0, "processors of the simulated machine (default: the SWF header's MaxProcs; 800 for --synthetic)")
+	fl.Float64Var(&jf.Load, "load", 0, "offered load of the --synthetic workload (default 0.7)")
+	fl.Float64Var(&jf.EstimateFactor, "estimate-factor", 0, "the --synthetic workload's requested times are te times a factor uniform in [1, F] (default 5)")
+	fl.BoolVar(&jf.KeepCancelled, "keep-cancelled", false, "keep the SWF trace's cancelled jobs (status 5), which seed 002 leaves out")
+	fl.StringVar(&jf.Compare, "compare", "", "run two job policies A,B on the same workload and report the relative performance tt_A/tt_B (e.g. conservative,easy)")
 	fl.StringVar(&f.Scenario, "scenario", "", "scenario file (YAML, see docs/SCENARIOS.md)")
-	fl.StringVar(&f.Policy, "policy", "ehosep", "policy: "+strings.Join(lab.PolicyNames(), ", "))
+	fl.StringVar(&f.Policy, "policy", "ehosep", "policy: "+strings.Join(lab.PolicyNames(), ", ")+"; with --swf/--synthetic: fcfs, easy (default), conservative, sa_s, sa_i")
 	fl.StringVar(&f.Late, "late", "", "organisation that submits late (default: the scenario's; \"none\" for nobody)")
 	fl.StringVar(&f.Limit, "limit", "", "the late organisation's power limit: PCT% of its power quota, WATTS W, or system")
 	fl.StringVar(&f.LimitAll, "limit-all", "", "every organisation's power limit: PCT%, WATTS W, or system")
@@ -62,6 +82,20 @@ its 95 % confidence interval (Student t).`,
 	fl.StringVar(&f.Out, "out", "", "directory for per-task CSV, the summary JSON and plots")
 	fl.StringVar(&f.Trace, "trace", "", "write every decision and completion of run 1 as JSON lines to this file")
 	return cmd
+}
+
+// runJobSim is `peer sim` on rigid parallel jobs: --policy names a job
+// policy (default easy), --seed draws the synthetic workload.
+func runJobSim(cmd *cobra.Command, f simcase.Options, jf simcase.JobOptions) error {
+	if f.Scenario != "" {
+		return lab.Usagef("--scenario and --swf/--synthetic: give one workload")
+	}
+	jf.Policy = "easy"
+	if cmd.Flags().Changed("policy") {
+		jf.Policy = f.Policy
+	}
+	jf.Seed, jf.JSON, jf.Out = f.Seed, f.JSON, f.Out
+	return simcase.RunJobs(cmd.Context(), jf, cmd.OutOrStdout())
 }
 
 func newReproduceCmd() *cobra.Command {

@@ -125,12 +125,18 @@ func checkCDF(pts []sim.CDFPoint) error {
 // narrow range, between lo and hi.
 func ratioTicks(lo, hi float64) []gplot.Tick {
 	var ticks []gplot.Tick
-	for _, step := range []float64{1, 0.5, 0.25} {
+	// On a wide range (seed 002's ratios reach 10^6 both ways) label every
+	// k-th power of two, at most about six labels.
+	wide := math.Max(1, math.Ceil((math.Log2(hi)-math.Log2(lo))/6))
+	for _, step := range []float64{wide, 0.5, 0.25} {
 		ticks = ticks[:0]
 		for k := math.Ceil(math.Log2(lo) / step); k*step <= math.Log2(hi); k++ {
 			e := k * step
 			v := math.Exp2(e)
 			label := strconv.FormatFloat(v, 'g', 3, 64)
+			if e >= 0 && e == math.Trunc(e) {
+				label = strconv.FormatFloat(v, 'f', -1, 64)
+			}
 			if e < 0 && e == math.Trunc(e) {
 				label = "1/" + strconv.FormatFloat(1/v, 'g', 6, 64)
 			}
