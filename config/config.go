@@ -91,7 +91,15 @@ type ConsensusConfig struct {
 	// CheckpointBlock is the policy's checkpoint block (default 5m; 0
 	// means tasks are not checkpointed).
 	CheckpointBlock time.Duration
+	// DeadVoterAfter: a voter the leader has not heard from for this long
+	// is demoted to non-voter and a healthy non-voter promoted (0: the
+	// preset's, 30s lan, 2m wan; at least MinDeadVoterAfter).
+	DeadVoterAfter time.Duration
 }
+
+// MinDeadVoterAfter bounds consensus.dead_voter_after from below: a voter
+// restarting, or a leader's first autopilot rounds, must not demote it.
+const MinDeadVoterAfter = 5 * time.Second
 
 // FilesConfig bounds the files that travel between peers.
 type FilesConfig struct {
@@ -358,8 +366,12 @@ func Parse(name string, data []byte) (Config, error) {
 					}
 				case "checkpoint_block":
 					c.Consensus.CheckpointBlock, err = p.duration(v, f)
+				case "dead_voter_after":
+					if c.Consensus.DeadVoterAfter, err = p.duration(v, f); err == nil && c.Consensus.DeadVoterAfter < MinDeadVoterAfter {
+						err = p.Errf(v, f, "%v: want at least %v", c.Consensus.DeadVoterAfter, MinDeadVoterAfter)
+					}
 				default:
-					return p.Errf(k, f, "unknown key (want preset, policy, schedule_interval, checkpoint_block)")
+					return p.Errf(k, f, "unknown key (want preset, policy, schedule_interval, checkpoint_block, dead_voter_after)")
 				}
 				return err
 			})
@@ -481,6 +493,9 @@ func (c Config) Marshal() ([]byte, error) {
 	fmt.Fprintf(&b, "heartbeat:\n  interval: %s\n  timeout: %s\n", c.Heartbeat.Interval, c.Heartbeat.Timeout)
 	fmt.Fprintf(&b, "consensus:\n  preset: %s\n  policy: %s\n  schedule_interval: %s\n  checkpoint_block: %s\n",
 		q(c.Consensus.Preset), q(c.Consensus.Policy), c.Consensus.ScheduleInterval, c.Consensus.CheckpointBlock)
+	if c.Consensus.DeadVoterAfter > 0 {
+		fmt.Fprintf(&b, "  dead_voter_after: %s\n", c.Consensus.DeadVoterAfter)
+	}
 	fmt.Fprintf(&b, "files:\n  max_input_bytes: %d\n  max_output_bytes: %d\n  max_log_bytes: %d\n  fetch_timeout: %s\n",
 		c.Files.MaxInputBytes, c.Files.MaxOutputBytes, c.Files.MaxLogBytes, c.Files.FetchTimeout)
 	ck := c.Checkpoint

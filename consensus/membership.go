@@ -375,6 +375,8 @@ func (n *Node) handleMembership(ctx context.Context, remote peer.ID, data []byte
 		// What any secret holder learns by joining anyway; answered
 		// locally (a follower's view may lag its leader's by a heartbeat).
 		return n.membersResponse(false)
+	case opHealth:
+		return n.handleHealth(remote)
 	case opJoin, opLeave, opRemove:
 	default:
 		return nil, errorf(p2p.CodeBadRequest, "membership request: unknown op %q", req.Op)

@@ -187,6 +187,14 @@ func (p *pilot) reachable(id peer.ID) bool {
 	return !asked || time.Since(ok) <= 3*time.Duration(max(p.rounds, 1))*p.n.cfg.MaintenanceInterval
 }
 
+// lastAnswer is when id last answered this leader's stats request.
+func (p *pilot) lastAnswer(id raft.ServerID) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.lastOK[id]
+	return t, ok
+}
+
 // safeToAddVoter says whether a joiner may become a voter in cfg now.
 func (n *Node) safeToAddVoter(cfg raft.Configuration) bool {
 	voters := 0

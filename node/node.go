@@ -343,6 +343,9 @@ func (n *Node) startReplication() error {
 	if n.cfg.Consensus.Preset == "wan" {
 		ccfg = consensus.WANConfig(filepath.Join(n.dir, config.RaftDir))
 	}
+	if n.cfg.Consensus.DeadVoterAfter > 0 {
+		ccfg.DeadServerTimeout = n.cfg.Consensus.DeadVoterAfter
+	}
 	ccfg.Logger = n.baseLog()
 	ccfg.Signer = n.signer
 	if n.faults != nil {
