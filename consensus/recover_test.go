@@ -127,4 +127,3 @@ func TestRecoverAfterLosingTheMajority(t *testing.T) {
 		})
 	}
 }
-
