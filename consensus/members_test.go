@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -128,4 +130,52 @@ func TestMembersHealthIsForMembers(t *testing.T) {
 	if err := json.Unmarshal(b, &resp); err != nil || len(resp.Members) != 2 || resp.Leader != leader.node.ID().String() {
 		t.Fatalf("health response %+v, %v", resp, err)
 	}
+}
+
+// TestDeadMemberRemovedAndRejoins: with RemoveDeadAfter set, a killed
+// voter is first demoted (never below three voters), then, silent for
+// RemoveDeadAfter, taken out of the configuration; the quorum is the three
+// live voters throughout. The peer comes back as the documented way says:
+// its Raft data deleted, its identity kept, an invitation naming it.
+func TestDeadMemberRemovedAndRejoins(t *testing.T) {
+	c := newCluster(t, 4, 1, func(cfg *Config) {
+		cfg.DeadServerTimeout = 2 * time.Second
+		cfg.RemoveDeadAfter = 4 * time.Second
+	})
+	leader := c.waitLeader()
+	victim := c.peers[0]
+	if victim == leader {
+		victim = c.peers[1]
+	}
+	victim.stop()
+	eventually(t, 30*time.Second, func() error {
+		ms, err := c.waitLeader().node.Members()
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if m.ID == victim.node.ID() {
+				return fmt.Errorf("the dead peer is still a member (voter %v)", m.Voter)
+			}
+			if !m.Voter {
+				return fmt.Errorf("%s is a non-voter", m.ID)
+			}
+		}
+		if len(ms) != 3 {
+			return fmt.Errorf("%d members, want the three alive", len(ms))
+		}
+		return nil
+	})
+	submit(t, c.waitLeader(), 1)
+
+	if err := os.RemoveAll(filepath.Join(victim.dir, "raft")); err != nil {
+		t.Fatal(err)
+	}
+	victim.start()
+	c.join(victim, c.waitLeader())
+	if !memberIDs(t, c.waitLeader())[victim.node.ID()] {
+		t.Fatal("the peer did not come back")
+	}
+	submit(t, victim, 1)
+	c.converge()
 }

@@ -581,7 +581,8 @@ func (n *Node) removePeer(ctx context.Context, id peer.ID) error {
 	return n.promote(ctx)
 }
 
-// promote takes out the peers the ledger removed (expelRemoved), then
+// promote takes out the peers the ledger removed (expelRemoved) and the
+// non-voters dead for RemoveDeadAfter (expelDead), then
 // makes non-voters voters while fewer than MaxVoters voters exist and the
 // configuration stays safe (safeToAddVoter), choosing non-voters this
 // leader reaches, in configuration order (the longest-standing first).
@@ -590,6 +591,7 @@ func (n *Node) promote(ctx context.Context) error {
 		return nil
 	}
 	n.expelRemoved(ctx)
+	n.expelDead(ctx)
 	n.memberMu.Lock()
 	defer n.memberMu.Unlock()
 	for {

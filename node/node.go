@@ -346,6 +346,7 @@ func (n *Node) startReplication() error {
 	if n.cfg.Consensus.DeadVoterAfter > 0 {
 		ccfg.DeadServerTimeout = n.cfg.Consensus.DeadVoterAfter
 	}
+	ccfg.RemoveDeadAfter = n.cfg.Consensus.RemoveDeadAfter
 	ccfg.Logger = n.baseLog()
 	ccfg.Signer = n.signer
 	if n.faults != nil {
