@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -141,6 +143,7 @@ func TestDeadMemberRemovedAndRejoins(t *testing.T) {
 	c := newCluster(t, 4, 1, func(cfg *Config) {
 		cfg.DeadServerTimeout = 2 * time.Second
 		cfg.RemoveDeadAfter = 4 * time.Second
+		cfg.LeaderWaitTimeout = 2 * time.Second
 	})
 	leader := c.waitLeader()
 	victim := c.peers[0]
@@ -167,6 +170,23 @@ func TestDeadMemberRemovedAndRejoins(t *testing.T) {
 		return nil
 	})
 	submit(t, c.waitLeader(), 1)
+
+	// Started again with its old data, it finds no leader and learns from
+	// a member that it was taken out: its writes say so.
+	victim.start()
+	if _, err := victim.host.ConnectAddr(context.Background(), c.waitLeader().addr()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := victim.node.Propose(ctx, command(victim, ledger.Command{SubmitTasks: &ledger.SubmitTasks{Tasks: []ledger.TaskSpec{{SizeMFlop: 1}}}}))
+		if p2p.Code(err) != CodeNoQuorum || !strings.Contains(err.Error(), "no longer a member") {
+			return fmt.Errorf("write on the taken-out peer: %v", err)
+		}
+		return nil
+	})
+	victim.stop()
 
 	if err := os.RemoveAll(filepath.Join(victim.dir, "raft")); err != nil {
 		t.Fatal(err)
