@@ -508,13 +508,12 @@ func (n *Node) maintain() {
 		n.adjustTiming()
 		n.reconnect()
 		n.vouchRound(n.ctx)
-		if !n.IsLeader() {
-			n.checkTakenOut(n.ctx)
-		}
 		if n.IsLeader() {
 			if err := n.promote(n.ctx); err != nil {
 				n.log.Warn("consensus: promote non-voter", "err", err)
 			}
+		} else {
+			n.checkTakenOut(n.ctx)
 		}
 	}
 }
