@@ -64,9 +64,10 @@ const recoverLockTimeout = time.Second
 // Recover rewrites the stopped peer self's Raft state in raftDir so that
 // its configuration is exactly survivors, all voters. self must be one of
 // them, and every survivor a member of the configuration the data holds
-// (a mistyped ID would count towards the quorum and never answer). The
-// ledger's invariants are checked over the replay; a violation is refused
-// and leaves the data as it was.
+// (a mistyped ID would count towards the quorum and never answer); a
+// refusal leaves the data as it was. The replay applies what the data
+// holds as the running peer would; peer verify checks the ledger's
+// invariants over it, before or after.
 func Recover(raftDir string, self peer.ID, survivors []peer.ID, opt RecoverOptions) (RecoverResult, error) {
 	log := opt.Logger
 	if log == nil {
