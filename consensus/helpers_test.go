@@ -233,9 +233,6 @@ func (c *collector) list() []Event {
 	return append([]Event(nil), c.events...)
 }
 
-// placement returns task → machine for the placed tasks, as p sees them.
-func placement(p *tpeer) map[string]string { return testcluster.Placement(p.node) }
-
 // allocate places tasks on free machines with one decisions entry appended
 // by the leader, as the leader's scheduling pass would (package leader runs
 // the real one).
