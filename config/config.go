@@ -113,7 +113,36 @@ type ConsensusConfig struct {
 	// CheckpointBlock is the policy's checkpoint block (default 5m; 0
 	// means tasks are not checkpointed).
 	CheckpointBlock time.Duration
+	// DeadVoterAfter: a voter the leader has not heard from for this long
+	// is demoted to non-voter and a healthy non-voter promoted (0: the
+	// preset's, 30s lan, 2m wan; at least MinDeadVoterAfter).
+	DeadVoterAfter time.Duration
+	// RemoveDeadAfter: a non-voter (a demoted dead voter included) the
+	// leader has not heard from for this long is taken out of the Raft
+	// configuration (0: never, the default; else at least
+	// MinRemoveDeadAfter and more than DeadVoterAfter).
+	RemoveDeadAfter time.Duration
 }
+
+// MinDeadVoterAfter bounds consensus.dead_voter_after from below: a voter
+// restarting, or a leader's first autopilot rounds, must not demote it.
+const MinDeadVoterAfter = 5 * time.Second
+
+// deadVoterAfter is DeadVoterAfter, or the preset's.
+func (c ConsensusConfig) deadVoterAfter() time.Duration {
+	switch {
+	case c.DeadVoterAfter > 0:
+		return c.DeadVoterAfter
+	case c.Preset == "wan":
+		return 2 * time.Minute
+	}
+	return 30 * time.Second
+}
+
+// MinRemoveDeadAfter bounds consensus.remove_dead_after from below: the
+// leader asks a hundred non-voters for their stats in 20 s, and a peer
+// restarting must not be taken out.
+const MinRemoveDeadAfter = time.Minute
 
 // FilesConfig bounds the files that travel between peers.
 type FilesConfig struct {
@@ -389,11 +418,22 @@ func Parse(name string, data []byte) (Config, error) {
 					}
 				case "checkpoint_block":
 					c.Consensus.CheckpointBlock, err = p.duration(v, f)
+				case "dead_voter_after":
+					if c.Consensus.DeadVoterAfter, err = p.duration(v, f); err == nil && c.Consensus.DeadVoterAfter < MinDeadVoterAfter {
+						err = p.Errf(v, f, "%v: want at least %v", c.Consensus.DeadVoterAfter, MinDeadVoterAfter)
+					}
+				case "remove_dead_after":
+					if c.Consensus.RemoveDeadAfter, err = p.duration(v, f); err == nil && c.Consensus.RemoveDeadAfter != 0 && c.Consensus.RemoveDeadAfter < MinRemoveDeadAfter {
+						err = p.Errf(v, f, "%v: want 0s (never) or at least %v", c.Consensus.RemoveDeadAfter, MinRemoveDeadAfter)
+					}
 				default:
-					return p.Errf(k, f, "unknown key (want preset, policy, schedule_interval, checkpoint_block)")
+					return p.Errf(k, f, "unknown key (want preset, policy, schedule_interval, checkpoint_block, dead_voter_after, remove_dead_after)")
 				}
 				return err
 			})
+			if dead := c.Consensus.deadVoterAfter(); err == nil && c.Consensus.RemoveDeadAfter != 0 && c.Consensus.RemoveDeadAfter <= dead {
+				err = p.Errf(v, f+".remove_dead_after", "%v must exceed dead_voter_after (%v): a dead voter is demoted first", c.Consensus.RemoveDeadAfter, dead)
+			}
 		case "files":
 			err = p.Mapping(v, f, func(key string, k, v *yaml.Node, f string) error {
 				var err error
@@ -538,6 +578,12 @@ func (c Config) Marshal() ([]byte, error) {
 	fmt.Fprintf(&b, "heartbeat:\n  interval: %s\n  timeout: %s\n", c.Heartbeat.Interval, c.Heartbeat.Timeout)
 	fmt.Fprintf(&b, "consensus:\n  preset: %s\n  policy: %s\n  schedule_interval: %s\n  checkpoint_block: %s\n",
 		q(c.Consensus.Preset), q(c.Consensus.Policy), c.Consensus.ScheduleInterval, c.Consensus.CheckpointBlock)
+	if c.Consensus.DeadVoterAfter > 0 {
+		fmt.Fprintf(&b, "  dead_voter_after: %s\n", c.Consensus.DeadVoterAfter)
+	}
+	if c.Consensus.RemoveDeadAfter > 0 {
+		fmt.Fprintf(&b, "  remove_dead_after: %s\n", c.Consensus.RemoveDeadAfter)
+	}
 	fmt.Fprintf(&b, "files:\n  max_input_bytes: %d\n  max_output_bytes: %d\n  max_log_bytes: %d\n  fetch_timeout: %s\n",
 		c.Files.MaxInputBytes, c.Files.MaxOutputBytes, c.Files.MaxLogBytes, c.Files.FetchTimeout)
 	ck := c.Checkpoint

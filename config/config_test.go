@@ -19,7 +19,7 @@ func TestConfigRoundTrip(t *testing.T) {
 	c.Limit = "250.5W"
 	c.Executor = ExecutorConfig{Kind: "sim", SimCompression: 12.5, StopGrace: 3 * time.Second}
 	c.Heartbeat = HeartbeatConfig{Interval: time.Second, Timeout: 9 * time.Second}
-	c.Consensus = ConsensusConfig{Preset: "wan", Policy: "hosep", ScheduleInterval: 2 * time.Second, CheckpointBlock: 0}
+	c.Consensus = ConsensusConfig{Preset: "wan", Policy: "hosep", ScheduleInterval: 2 * time.Second, CheckpointBlock: 0, DeadVoterAfter: 45 * time.Second, RemoveDeadAfter: 72 * time.Hour}
 	c.Files = FilesConfig{MaxInputBytes: 1, MaxOutputBytes: 2, MaxLogBytes: 3, FetchTimeout: time.Minute}
 	c.Checkpoint = CheckpointConfig{Replication: 3, Grace: 45 * time.Second, MaxArchiveBytes: 4, MaxTaskBytes: 5, MaxPeerBytes: 6,
 		TransferTimeout: time.Minute, GCInterval: 7 * time.Second, Interval: 90 * time.Second}
@@ -73,6 +73,9 @@ func TestConfigErrors(t *testing.T) {
 		{"preset", "org: a\nconsensus:\n  preset: moon\n", "config.yaml:3: consensus.preset: \"moon\": want lan or wan"},
 		{"policy", "org: a\nconsensus:\n  policy: fifo\n", "config.yaml:3: consensus.policy: \"fifo\": want one of"},
 		{"negative block", "org: a\nconsensus:\n  checkpoint_block: -1m\n", "config.yaml:3: consensus.checkpoint_block: must not be negative"},
+		{"remove dead too soon", "org: a\nconsensus:\n  remove_dead_after: 30s\n", "config.yaml:3: consensus.remove_dead_after: 30s: want 0s (never) or at least 1m0s"},
+		{"remove dead before demotion", "org: a\nconsensus:\n  preset: wan\n  remove_dead_after: 90s\n", "config.yaml:3: consensus.remove_dead_after: 1m30s must exceed dead_voter_after (2m0s)"},
+		{"dead voter too soon", "org: a\nconsensus:\n  dead_voter_after: 1s\n", "config.yaml:3: consensus.dead_voter_after: 1s: want at least 5s"},
 		{"log bytes too large", "org: a\nfiles:\n  max_log_bytes: 100000000\n", "config.yaml:3: files.max_log_bytes: 100000000 out of range"},
 		{"input bytes zero", "org: a\nfiles:\n  max_input_bytes: 0\n", "config.yaml:3: files.max_input_bytes: 0 out of range"},
 		{"input bytes text", "org: a\nfiles:\n  max_input_bytes: big\n", "config.yaml:3: files.max_input_bytes: want a whole number"},

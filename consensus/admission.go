@@ -119,6 +119,7 @@ func (n *Node) admitPeer(ctx context.Context, joiner peer.ID, token string) (vot
 	}
 	voter = n.safeToAddVoter(f.Configuration())
 	sid, addr := raft.ServerID(joiner.String()), raft.ServerAddress(joiner.String())
+	n.pilot.forget(sid)
 	fut := n.raft.AddNonvoter(sid, addr, f.Index(), n.cfg.ApplyTimeout)
 	if voter {
 		fut = n.raft.AddVoter(sid, addr, f.Index(), n.cfg.ApplyTimeout)

@@ -68,6 +68,10 @@ type Config struct {
 	// of at least three (raft-autopilot's dead-server rule). It stays a
 	// member and is promoted again once it answers.
 	DeadServerTimeout time.Duration
+	// RemoveDeadAfter: a non-voter (a demoted dead voter included) the
+	// leader has not heard from for this long is taken out of the
+	// configuration; 0 never. It comes back with an invitation naming it.
+	RemoveDeadAfter time.Duration
 
 	// ApplyTimeout bounds a proposal or membership change whose context has
 	// no deadline.

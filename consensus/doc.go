@@ -33,7 +33,10 @@
 //   - Membership: Bootstrap (first peer), Join through any member (a
 //     follower forwards to the leader), voters up to MaxVoters then
 //     non-voters, promotion of a non-voter when a voter goes, Leave with
-//     leadership transfer, RemovePeer.
+//     leadership transfer, RemovePeer; dead voters demoted and dead
+//     non-voters taken out (voters.go); MembersHealth, the leader's view of
+//     every member (members.go); Recover, offline, for a federation that
+//     lost its majority (recover.go).
 //   - Notifications: Config.OnLeadership runs while this node leads (its
 //     context is cancelled the moment Raft reports the loss of leadership,
 //     and the node waits for it to return); Config.OnApply sees every

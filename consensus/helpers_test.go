@@ -3,26 +3,20 @@ package consensus
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/coopgrid/coopgrid/internal/testcluster"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
 	"github.com/libp2p/go-libp2p/core/pnet"
 )
 
 // testLogger is silent unless COOPGRID_TEST_LOG is set.
-func testLogger(name string) *slog.Logger {
-	if os.Getenv("COOPGRID_TEST_LOG") == "" {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name)
-}
+func testLogger(name string) *slog.Logger { return testcluster.Logger(name) }
 
 // tpeer is one real peer: a libp2p host and a consensus node on its own
 // data directory, restartable from it.
@@ -49,15 +43,7 @@ func startPeer(tb testing.TB, name string, psk pnet.PSK, mut func(*Config)) *tpe
 
 func (p *tpeer) start() {
 	p.tb.Helper()
-	h, err := p2p.New(p2p.Config{
-		DataDir:     filepath.Join(p.dir, "p2p"),
-		ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
-		Secret:      p.psk,
-		Logger:      testLogger(p.name),
-	})
-	if err != nil {
-		p.tb.Fatalf("%s: host: %v", p.name, err)
-	}
+	h := testcluster.NewHost(p.tb, p.name, p.dir, p.psk)
 	cfg := DefaultConfig(filepath.Join(p.dir, "raft"))
 	cfg.CheckInvariants = true
 	cfg.Logger = testLogger(p.name)
@@ -94,12 +80,13 @@ func (p *tpeer) restart() {
 
 func (p *tpeer) addr() string {
 	p.tb.Helper()
-	as := p.host.FullAddrs()
-	if len(as) == 0 {
-		p.tb.Fatalf("%s has no address", p.name)
-	}
-	return as[0].String()
+	return testcluster.Addr(p.tb, p.name, p.host)
 }
+
+// The tpeer is a testcluster.Member.
+func (p *tpeer) Name() string           { return p.name }
+func (p *tpeer) IsRunning() bool        { return p.running }
+func (p *tpeer) Node() testcluster.Node { return p.node }
 
 // cluster is a federation of tpeers in one process.
 type cluster struct {
@@ -170,46 +157,17 @@ func (c *cluster) join(p, via *tpeer) JoinResult {
 	return res
 }
 
-func (c *cluster) running() []*tpeer {
-	var out []*tpeer
-	for _, p := range c.peers {
-		if p.running {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func (c *cluster) running() []*tpeer { return testcluster.Running(c.peers) }
 
-// waitLeader waits until one running peer leads and every running peer that
-// is a member knows it.
+// waitLeader waits until exactly one running peer leads.
 func (c *cluster) waitLeader() *tpeer {
 	c.tb.Helper()
-	var leader *tpeer
-	eventually(c.tb, 20*time.Second, func() error {
-		leader = nil
-		for _, p := range c.running() {
-			if p.node.IsLeader() {
-				if leader != nil {
-					return fmt.Errorf("two leaders: %s and %s", leader.name, p.name)
-				}
-				leader = p
-			}
-		}
-		if leader == nil {
-			return fmt.Errorf("no leader")
-		}
-		return nil
-	})
-	return leader
+	return testcluster.WaitLeader(c.tb, c.peers)
 }
 
 func (c *cluster) register(p *tpeer, machines int) {
 	c.tb.Helper()
-	var ms []ledger.MachineSpec
-	for i := 0; i < machines; i++ {
-		ms = append(ms, ledger.MachineSpec{Name: fmt.Sprintf("m%d", i), MFLOPS: 1000, BusyMilliW: 100_000})
-	}
-	res := mustPropose(c.tb, p, ledger.Command{RegisterOrg: &ledger.RegisterOrg{LimitMilliW: 1_000_000_000, Machines: ms}})
+	res := mustPropose(c.tb, p, ledger.Command{RegisterOrg: &ledger.RegisterOrg{LimitMilliW: 1_000_000_000, Machines: testcluster.Machines(machines)}})
 	if !res.Applied() {
 		c.tb.Fatalf("register %s: %v", p.org, res.Err)
 	}
@@ -220,89 +178,33 @@ func (c *cluster) register(p *tpeer, machines int) {
 // entry on every peer. It returns the common hash.
 func (c *cluster) converge() string {
 	c.tb.Helper()
-	var hash string
-	eventually(c.tb, 30*time.Second, func() error {
-		hash = ""
-		var idx uint64
-		for i, p := range c.running() {
-			h, at := p.node.Hash()
-			if i == 0 {
-				hash, idx = h, at
-				continue
-			}
-			if at != idx || h != hash {
-				return fmt.Errorf("%s at %d %.12s, %s at %d %.12s", c.running()[0].name, idx, hash, p.name, at, h)
-			}
-		}
-		return nil
-	})
-	for _, p := range c.running() {
-		if err := p.node.InvariantError(); err != nil {
-			c.tb.Fatalf("%s: %v", p.name, err)
-		}
-	}
-	return hash
+	return testcluster.Converge(c.tb, c.peers)
 }
 
 func command(p *tpeer, c ledger.Command) []byte {
 	p.tb.Helper()
-	c.V = ledger.CommandVersion
-	if c.Org == "" {
-		c.Org = p.org
-	}
-	if c.Peer == "" {
-		c.Peer = p.node.ID().String()
-	}
-	if c.AtMs == 0 {
-		c.AtMs = time.Now().UnixMilli()
-	}
-	b, err := ledger.EncodeCommand(c)
-	if err != nil {
-		p.tb.Fatalf("encode: %v", err)
-	}
-	return b
+	return testcluster.Encode(p.tb, c, p.org, p.node.ID(), nil)
 }
 
 func mustPropose(tb testing.TB, p *tpeer, c ledger.Command) ledger.Result {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	res, err := p.node.Propose(ctx, command(p, c))
-	if err != nil {
-		tb.Fatalf("%s propose: %v", p.name, err)
-	}
-	return res
+	return testcluster.MustPropose(tb, p.name, p.node, command(p, c))
 }
 
 func submit(tb testing.TB, p *tpeer, count int) []string {
 	tb.Helper()
-	specs := make([]ledger.TaskSpec, count)
-	for i := range specs {
-		specs[i] = ledger.TaskSpec{SizeMFlop: 60_000}
-	}
-	res := mustPropose(tb, p, ledger.Command{SubmitTasks: &ledger.SubmitTasks{Tasks: specs}})
+	res := mustPropose(tb, p, ledger.Command{SubmitTasks: &ledger.SubmitTasks{Tasks: testcluster.Tasks(count)}})
 	if !res.Applied() || len(res.TaskIDs) != count {
 		tb.Fatalf("submit on %s: %v (%d ids)", p.name, res.Err, len(res.TaskIDs))
 	}
 	return res.TaskIDs
 }
 
-// eventually retries f until it returns nil or the timeout passes. It is a
-// wait for a distributed state to settle, not a timing assertion: the
-// bound is generous.
+// eventually is testcluster.Eventually: a wait for a distributed state to
+// settle, not a timing assertion.
 func eventually(tb testing.TB, timeout time.Duration, f func() error) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("not settled after %s: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testcluster.Eventually(tb, timeout, f)
 }
 
 // collect gathers a subscription's events in the background.
@@ -329,17 +231,6 @@ func (c *collector) list() []Event {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]Event(nil), c.events...)
-}
-
-// placement returns task → machine for the placed tasks, as p sees them.
-func placement(p *tpeer) map[string]string {
-	out := map[string]string{}
-	p.node.View(func(l *ledger.Ledger) {
-		for _, t := range l.Tasks(ledger.TaskFilter{States: []ledger.TaskState{ledger.TaskAssigned, ledger.TaskRunning}}) {
-			out[t.ID] = t.Machine
-		}
-	})
-	return out
 }
 
 // allocate places tasks on free machines with one decisions entry appended

@@ -375,6 +375,8 @@ func (n *Node) handleMembership(ctx context.Context, remote peer.ID, data []byte
 		// What any secret holder learns by joining anyway; answered
 		// locally (a follower's view may lag its leader's by a heartbeat).
 		return n.membersResponse(false)
+	case opHealth:
+		return n.handleHealth(remote)
 	case opJoin, opLeave, opRemove:
 	default:
 		return nil, errorf(p2p.CodeBadRequest, "membership request: unknown op %q", req.Op)
@@ -579,7 +581,8 @@ func (n *Node) removePeer(ctx context.Context, id peer.ID) error {
 	return n.promote(ctx)
 }
 
-// promote takes out the peers the ledger removed (expelRemoved), then
+// promote takes out the peers the ledger removed (expelRemoved) and the
+// non-voters dead for RemoveDeadAfter (expelDead), then
 // makes non-voters voters while fewer than MaxVoters voters exist and the
 // configuration stays safe (safeToAddVoter), choosing non-voters this
 // leader reaches, in configuration order (the longest-standing first).
@@ -588,6 +591,7 @@ func (n *Node) promote(ctx context.Context) error {
 		return nil
 	}
 	n.expelRemoved(ctx)
+	n.expelDead(ctx)
 	n.memberMu.Lock()
 	defer n.memberMu.Unlock()
 	for {

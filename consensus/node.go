@@ -77,6 +77,8 @@ type Node struct {
 	pilot *pilot
 	// leaderless tells how long no leader has been known (quorum.go).
 	leaderless *leaderlessSince
+	// outState says whether the leader took this node out (takenout.go).
+	outState takenOut
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -521,6 +523,8 @@ func (n *Node) maintain() {
 			if err := n.promote(n.ctx); err != nil {
 				n.log.Warn("consensus: promote non-voter", "err", err)
 			}
+		} else {
+			n.checkTakenOut(n.ctx)
 		}
 	}
 }

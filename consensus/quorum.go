@@ -58,6 +58,10 @@ func (n *Node) quorumLost() bool { return n.noLeaderFor() >= n.cfg.LeaderWaitTim
 
 // noQuorumError is CodeNoQuorum, with what this node sees of the voters.
 func (n *Node) noQuorumError() error {
+	if n.outState.out.Load() {
+		return errorf(CodeNoQuorum, "no leader for %s: this peer is no longer a member of the federation (the leader took it out: silent for longer than remove_dead_after, or removed by a vote); to come back, delete its raft directory and start it with --bootstrap and an invitation naming it",
+			n.noLeaderFor().Round(time.Millisecond))
+	}
 	up, voters := n.reachableVoters()
 	if voters == 0 {
 		return errorf(CodeNoQuorum, "no leader for %s", n.noLeaderFor().Round(time.Millisecond))

@@ -187,6 +187,77 @@ func (p *pilot) reachable(id peer.ID) bool {
 	return !asked || time.Since(ok) <= 3*time.Duration(max(p.rounds, 1))*p.n.cfg.MaintenanceInterval
 }
 
+// lastAnswer is when id last answered this leader's stats request.
+func (p *pilot) lastAnswer(id raft.ServerID) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.lastOK[id]
+	return t, ok
+}
+
+// forget starts a server's record afresh: at its admission (a peer
+// taken out and admitted again is not judged by its silence before) and
+// after its removal.
+func (p *pilot) forget(id raft.ServerID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.lastOK, id)
+	delete(p.last, id)
+	p.seen[id] = time.Now()
+}
+
+// deadNonVoters are the non-voters this leader has not heard from for
+// longer than after: neither an answer to a stats request nor, since it
+// took over, a first sight in the configuration.
+func (p *pilot) deadNonVoters(cfg raft.Configuration, after time.Duration) []raft.ServerID {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []raft.ServerID
+	for _, s := range cfg.Servers {
+		if s.Suffrage != raft.Nonvoter || string(s.ID) == p.n.self.String() {
+			continue
+		}
+		last, seen := p.seen[s.ID]
+		if ok, asked := p.lastOK[s.ID]; asked && ok.After(last) {
+			last = ok
+		}
+		if seen && now.Sub(last) > after {
+			out = append(out, s.ID)
+		}
+	}
+	return out
+}
+
+// expelDead, on the leader, takes out of the configuration the non-voters
+// it has not heard from for Config.RemoveDeadAfter (0: never). A dead
+// voter is first demoted under autopilot's rule (never below three
+// voters, (voters−1)/2 at a time) and only then counts here, so this never
+// changes a quorum: a non-voter is in no majority. The peer's organisation
+// stays registered; its machines are declared lost (leader.expelMachines)
+// and it comes back like a new peer of its organisation, with an invitation
+// naming it (docs/OPERATIONS.md).
+func (n *Node) expelDead(ctx context.Context) {
+	if n.cfg.RemoveDeadAfter <= 0 {
+		return
+	}
+	cfg, ok := n.configuration()
+	if !ok {
+		return
+	}
+	for _, sid := range n.pilot.deadNonVoters(cfg, n.cfg.RemoveDeadAfter) {
+		n.memberMu.Lock()
+		err := waitFuture(ctx, n.raft.RemoveServer(sid, 0, n.cfg.ApplyTimeout))
+		n.memberMu.Unlock()
+		if err != nil {
+			n.log.Warn("consensus: remove a dead member", "peer", string(sid), "err", err)
+			return
+		}
+		n.pilot.forget(sid)
+		n.log.Warn("consensus: dead member removed", "peer", string(sid), "silent_for_more_than", n.cfg.RemoveDeadAfter)
+	}
+}
+
 // safeToAddVoter says whether a joiner may become a voter in cfg now.
 func (n *Node) safeToAddVoter(cfg raft.Configuration) bool {
 	voters := 0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A three-organisation federation on one host, with only the commands the
 # README documents: peer init, peer run (in the background), peer invite,
-# peer submit, peer tasks, peer status, peer limit set, peer ledger and
+# peer submit, peer tasks, peer status, peer members, peer limit set, peer ledger and
 # peer leave.
 #
 #   make build && bash examples/federation.sh [WORKDIR]
@@ -176,6 +176,9 @@ done
 
 say "the federation as uni-c sees it"
 run "$PEER" status --data "$WORK/uni-c"
+
+say "the Raft members, reachability and last contact as the leader sees them"
+run "$PEER" members --data "$WORK/uni-c"
 
 say "uni-c limits its tasks to 80% of its machines' busy power"
 run "$PEER" limit set 80% --data "$WORK/uni-c"

@@ -3,9 +3,7 @@ package leader
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coopgrid/coopgrid/consensus"
+	"github.com/coopgrid/coopgrid/internal/testcluster"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
 	"github.com/libp2p/go-libp2p/core/pnet"
@@ -23,12 +22,7 @@ import (
 // Leader wired into each peer's consensus hooks as node wires it.
 
 // testLogger is silent unless COOPGRID_TEST_LOG is set.
-func testLogger(name string) *slog.Logger {
-	if os.Getenv("COOPGRID_TEST_LOG") == "" {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name)
-}
+func testLogger(name string) *slog.Logger { return testcluster.Logger(name) }
 
 // tweak edits a peer's configurations before it starts.
 type tweak func(c *consensus.Config, l *Config)
@@ -116,15 +110,7 @@ func startPeer(tb testing.TB, name string, psk pnet.PSK, mut tweak) *tpeer {
 
 func (p *tpeer) start() {
 	p.tb.Helper()
-	h, err := p2p.New(p2p.Config{
-		DataDir:     filepath.Join(p.dir, "p2p"),
-		ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
-		Secret:      p.psk,
-		Logger:      testLogger(p.name),
-	})
-	if err != nil {
-		p.tb.Fatalf("%s: host: %v", p.name, err)
-	}
+	h := testcluster.NewHost(p.tb, p.name, p.dir, p.psk)
 	cfg := consensus.DefaultConfig(filepath.Join(p.dir, "raft"))
 	cfg.CheckInvariants = true
 	cfg.Logger = testLogger(p.name)
@@ -214,12 +200,13 @@ func (p *tpeer) stop() {
 
 func (p *tpeer) addr() string {
 	p.tb.Helper()
-	as := p.host.FullAddrs()
-	if len(as) == 0 {
-		p.tb.Fatalf("%s has no address", p.name)
-	}
-	return as[0].String()
+	return testcluster.Addr(p.tb, p.name, p.host)
 }
+
+// The tpeer is a testcluster.Member.
+func (p *tpeer) Name() string           { return p.name }
+func (p *tpeer) IsRunning() bool        { return p.running }
+func (p *tpeer) Node() testcluster.Node { return p.node }
 
 // fakeLiveness stands for the gossip heartbeats: every machine is heard of
 // now, except the silent ones.
@@ -314,36 +301,12 @@ func (c *cluster) join(p, via *tpeer) {
 	}
 }
 
-func (c *cluster) running() []*tpeer {
-	var out []*tpeer
-	for _, p := range c.peers {
-		if p.running {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func (c *cluster) running() []*tpeer { return testcluster.Running(c.peers) }
 
 // waitLeader waits until exactly one running peer leads.
 func (c *cluster) waitLeader() *tpeer {
 	c.tb.Helper()
-	var leader *tpeer
-	eventually(c.tb, 20*time.Second, func() error {
-		leader = nil
-		for _, p := range c.running() {
-			if p.node.IsLeader() {
-				if leader != nil {
-					return fmt.Errorf("two leaders: %s and %s", leader.name, p.name)
-				}
-				leader = p
-			}
-		}
-		if leader == nil {
-			return fmt.Errorf("no leader")
-		}
-		return nil
-	})
-	return leader
+	return testcluster.WaitLeader(c.tb, c.peers)
 }
 
 // other returns a running peer other than the ones given.
@@ -369,11 +332,7 @@ func (c *cluster) register(p *tpeer, machines int) {
 
 func (c *cluster) registerWith(p *tpeer, machines int, rules *ledger.Rules) {
 	c.tb.Helper()
-	var ms []ledger.MachineSpec
-	for i := 0; i < machines; i++ {
-		ms = append(ms, ledger.MachineSpec{Name: fmt.Sprintf("m%d", i), MFLOPS: 1000, BusyMilliW: 100_000})
-	}
-	res := mustPropose(c.tb, p, ledger.Command{RegisterOrg: &ledger.RegisterOrg{LimitMilliW: 1_000_000_000, Machines: ms, Rules: rules}})
+	res := mustPropose(c.tb, p, ledger.Command{RegisterOrg: &ledger.RegisterOrg{LimitMilliW: 1_000_000_000, Machines: testcluster.Machines(machines), Rules: rules}})
 	if !res.Applied() {
 		c.tb.Fatalf("register %s: %v", p.org, res.Err)
 	}
@@ -384,102 +343,38 @@ func (c *cluster) registerWith(p *tpeer, machines int, rules *ledger.Rules) {
 // entry on every peer. It returns the common hash.
 func (c *cluster) converge() string {
 	c.tb.Helper()
-	var hash string
-	eventually(c.tb, 30*time.Second, func() error {
-		hash = ""
-		var idx uint64
-		for i, p := range c.running() {
-			h, at := p.node.Hash()
-			if i == 0 {
-				hash, idx = h, at
-				continue
-			}
-			if at != idx || h != hash {
-				return fmt.Errorf("%s at %d %.12s, %s at %d %.12s", c.running()[0].name, idx, hash, p.name, at, h)
-			}
-		}
-		return nil
-	})
-	for _, p := range c.running() {
-		if err := p.node.InvariantError(); err != nil {
-			c.tb.Fatalf("%s: %v", p.name, err)
-		}
-	}
-	return hash
+	return testcluster.Converge(c.tb, c.peers)
 }
 
 // command encodes c as p's own, signed by p's identity as node signs.
 func command(p *tpeer, c ledger.Command) []byte {
 	p.tb.Helper()
-	c.V = ledger.CommandVersion
-	if c.Org == "" {
-		c.Org = p.org
-	}
-	if c.Peer == "" {
-		c.Peer = p.node.ID().String()
-	}
-	if c.AtMs == 0 {
-		c.AtMs = time.Now().UnixMilli()
-	}
-	b, err := ledger.EncodeSigned(c, p.host.PrivateKey())
-	if err != nil {
-		p.tb.Fatalf("encode: %v", err)
-	}
-	return b
+	return testcluster.Encode(p.tb, c, p.org, p.node.ID(), p.host.PrivateKey())
 }
 
 func mustPropose(tb testing.TB, p *tpeer, c ledger.Command) ledger.Result {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	res, err := p.node.Propose(ctx, command(p, c))
-	if err != nil {
-		tb.Fatalf("%s propose: %v", p.name, err)
-	}
-	return res
+	return testcluster.MustPropose(tb, p.name, p.node, command(p, c))
 }
 
 func submit(tb testing.TB, p *tpeer, count int) []string {
 	tb.Helper()
-	specs := make([]ledger.TaskSpec, count)
-	for i := range specs {
-		specs[i] = ledger.TaskSpec{SizeMFlop: 60_000}
-	}
-	res := mustPropose(tb, p, ledger.Command{SubmitTasks: &ledger.SubmitTasks{Tasks: specs}})
+	res := mustPropose(tb, p, ledger.Command{SubmitTasks: &ledger.SubmitTasks{Tasks: testcluster.Tasks(count)}})
 	if !res.Applied() || len(res.TaskIDs) != count {
 		tb.Fatalf("submit on %s: %v (%d ids)", p.name, res.Err, len(res.TaskIDs))
 	}
 	return res.TaskIDs
 }
 
-// eventually retries f until it returns nil or the timeout passes. It is a
-// wait for a distributed state to settle, not a timing assertion: the
-// bound is generous.
+// eventually is testcluster.Eventually: a wait for a distributed state to
+// settle, not a timing assertion.
 func eventually(tb testing.TB, timeout time.Duration, f func() error) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("not settled after %s: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testcluster.Eventually(tb, timeout, f)
 }
 
 // placement returns task → machine for the placed tasks, as p sees them.
-func placement(p *tpeer) map[string]string {
-	out := map[string]string{}
-	p.node.View(func(l *ledger.Ledger) {
-		for _, t := range l.Tasks(ledger.TaskFilter{States: []ledger.TaskState{ledger.TaskAssigned, ledger.TaskRunning}}) {
-			out[t.ID] = t.Machine
-		}
-	})
-	return out
-}
+func placement(p *tpeer) map[string]string { return testcluster.Placement(p.node) }
 
 // machineStates returns machine → state as p sees them.
 func machineStates(p *tpeer) map[string]ledger.MachineState {

@@ -348,6 +348,10 @@ func (n *Node) startReplication() error {
 	if n.cfg.Consensus.Preset == "wan" {
 		ccfg = consensus.WANConfig(filepath.Join(n.dir, config.RaftDir))
 	}
+	if n.cfg.Consensus.DeadVoterAfter > 0 {
+		ccfg.DeadServerTimeout = n.cfg.Consensus.DeadVoterAfter
+	}
+	ccfg.RemoveDeadAfter = n.cfg.Consensus.RemoveDeadAfter
 	ccfg.Logger = n.baseLog()
 	ccfg.Signer = n.signer
 	if n.faults != nil {

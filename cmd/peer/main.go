@@ -80,7 +80,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newInitCmd(), newRunCmd())
 	root.AddCommand(newClientCmds()...)
 	root.AddCommand(newDemoCmd())
-	root.AddCommand(newVerifyCmd())
+	root.AddCommand(newVerifyCmd(), newRecoverCmd())
 	root.AddCommand(newSnapshotCmd())
 	root.AddCommand(newVersionCmd())
 	documentEnv(root)

@@ -238,7 +238,22 @@ func Verify(ctx context.Context, raftDir string, opt Options) (*Report, error) {
 	l := ledger.New()
 	from := uint64(1)
 	var base *diskSnapshot
-	if rep.FirstIndex > 1 || (rep.LastIndex == 0 && len(snaps) > 0) {
+	if rep.LastIndex == 0 && len(snaps) > 0 {
+		// A log compacted whole (peer recover leaves one snapshot and no
+		// entry): the newest snapshot at or before end is the state.
+		if opt.UpTo == 0 {
+			end = snaps[len(snaps)-1].meta.Index
+		}
+		for i := len(snaps) - 1; i >= 0; i-- {
+			if snaps[i].meta.Index <= end {
+				base = &snaps[i]
+				break
+			}
+		}
+		if base == nil {
+			return nil, fmt.Errorf("verify %s: the log is empty and no snapshot at or before %d is readable; cannot replay", raftDir, end)
+		}
+	} else if rep.FirstIndex > 1 {
 		for i := range snaps {
 			s := &snaps[i]
 			if s.meta.Index+1 >= rep.FirstIndex && s.meta.Index <= end {

@@ -47,6 +47,7 @@ var rules = []struct {
 	{"lab/...", []string{"lab/...", "policy", "ledger", "node", "api", "config", "internal/yamlfile"}, "research tooling"},
 	{"cmd/peer", []string{"node", "node/apiconv", "api", "jobfile", "config", "lab/...", "internal/audit"}, "the one binary: daemon and client commands"},
 	{"internal/peerproc", []string{"api"}, "test harness for real peer processes"},
+	{"internal/testcluster", []string{"ledger", "p2p"}, "the shared real-cluster test harness of consensus and leader"},
 	{"internal/benche2e", []string{"api", "consensus", "ledger", "internal/peerproc"}, "the end-to-end benchmark"},
 	{"internal/benchidle", []string{"api", "internal/peerproc"}, "the idle-cost benchmark"},
 	{"internal/benchtable", nil, "benchmark tables"},
