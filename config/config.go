@@ -91,6 +91,13 @@ type ConsensusConfig struct {
 	// CheckpointBlock is the policy's checkpoint block (default 5m; 0
 	// means tasks are not checkpointed).
 	CheckpointBlock time.Duration
+	// RetentionAfter and RetentionKeep are the retention rule a new
+	// federation's first peer registers (ledger.Retention, docs/HISTORY.md):
+	// a finished task leaves the replicated state RetentionAfter after it
+	// ended (default 168h), or while more than RetentionKeep finished tasks
+	// remain (default 0: no count rule). Both 0: every task is kept.
+	RetentionAfter time.Duration
+	RetentionKeep  int64
 }
 
 // FilesConfig bounds the files that travel between peers.
@@ -153,10 +160,13 @@ const (
 	DefaultPolicy           = "ehosep"
 	DefaultScheduleInterval = 5 * time.Second
 	DefaultCheckpointBlock  = 5 * time.Minute
-	DefaultMaxInputBytes    = 64 << 20
-	DefaultMaxOutputBytes   = 1 << 30
-	DefaultMaxLogBytes      = 1 << 20
-	DefaultFetchTimeout     = 60 * time.Second
+	DefaultRetentionAfter   = 7 * 24 * time.Hour
+	// MaxRetentionKeep bounds consensus.retention_keep (the ledger's bound).
+	MaxRetentionKeep      = 10_000_000
+	DefaultMaxInputBytes  = 64 << 20
+	DefaultMaxOutputBytes = 1 << 30
+	DefaultMaxLogBytes    = 1 << 20
+	DefaultFetchTimeout   = 60 * time.Second
 
 	DefaultCheckpointReplication = 2
 	DefaultCheckpointGrace       = 30 * time.Second
@@ -193,6 +203,7 @@ func Default(org string) Config {
 			Policy:           DefaultPolicy,
 			ScheduleInterval: DefaultScheduleInterval,
 			CheckpointBlock:  DefaultCheckpointBlock,
+			RetentionAfter:   DefaultRetentionAfter,
 		},
 		Files: FilesConfig{
 			MaxInputBytes:  DefaultMaxInputBytes,
@@ -358,8 +369,16 @@ func Parse(name string, data []byte) (Config, error) {
 					}
 				case "checkpoint_block":
 					c.Consensus.CheckpointBlock, err = p.duration(v, f)
+				case "retention_after":
+					c.Consensus.RetentionAfter, err = p.duration(v, f)
+				case "retention_keep":
+					var x float64
+					if x, err = p.number(v, f); err == nil && (x != math.Trunc(x) || x < 0 || x > MaxRetentionKeep) {
+						err = p.Errf(v, f, "%s: want a whole number from 0 to %d", v.Value, MaxRetentionKeep)
+					}
+					c.Consensus.RetentionKeep = int64(x)
 				default:
-					return p.Errf(k, f, "unknown key (want preset, policy, schedule_interval, checkpoint_block)")
+					return p.Errf(k, f, "unknown key (want preset, policy, schedule_interval, checkpoint_block, retention_after, retention_keep)")
 				}
 				return err
 			})
@@ -481,6 +500,8 @@ func (c Config) Marshal() ([]byte, error) {
 	fmt.Fprintf(&b, "heartbeat:\n  interval: %s\n  timeout: %s\n", c.Heartbeat.Interval, c.Heartbeat.Timeout)
 	fmt.Fprintf(&b, "consensus:\n  preset: %s\n  policy: %s\n  schedule_interval: %s\n  checkpoint_block: %s\n",
 		q(c.Consensus.Preset), q(c.Consensus.Policy), c.Consensus.ScheduleInterval, c.Consensus.CheckpointBlock)
+	fmt.Fprintf(&b, "  # Finished tasks leave the replicated state (a new federation's first peer\n  # sets the rule; docs/HISTORY.md): after this long, or beyond this many.\n  retention_after: %s\n  retention_keep: %d\n",
+		c.Consensus.RetentionAfter, c.Consensus.RetentionKeep)
 	fmt.Fprintf(&b, "files:\n  max_input_bytes: %d\n  max_output_bytes: %d\n  max_log_bytes: %d\n  fetch_timeout: %s\n",
 		c.Files.MaxInputBytes, c.Files.MaxOutputBytes, c.Files.MaxLogBytes, c.Files.FetchTimeout)
 	ck := c.Checkpoint

@@ -18,6 +18,7 @@ import (
 	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/executor"
 	"github.com/coopgrid/coopgrid/gossip"
+	"github.com/coopgrid/coopgrid/history"
 	"github.com/coopgrid/coopgrid/leader"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
@@ -98,6 +99,8 @@ type Node struct {
 	runner *runner.Runner
 	// events keeps the recent task transitions (events.go).
 	events *api.EventLog
+	// history keeps this organisation's forgotten tasks (history.go).
+	history *history.Store
 
 	gossip *gossip.Gossip
 	// boot orders this peer's heartbeats across restarts (the replay
@@ -153,6 +156,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	}{
 		{"libp2p host", n.startHost},
 		{"executor", func() error { return n.startExecutor(mf) }},
+		{"history store", n.openHistory},
 		{"replication and leader duties", n.startReplication},
 		{"file transfer", n.startTransfer},
 		{"runner", n.startRunner},
@@ -363,6 +367,7 @@ func (n *Node) startReplication() error {
 	ccfg.OnApply = func(res *ledger.Result) {
 		lead.Applied(res)
 		n.recordApplied(res)
+		n.keepForgotten(res)
 	}
 	ccfg.OnRestore = n.events.Reset
 	ccfg.OnLeadership = func(ctx context.Context, c *consensus.Node) { lead.Establish(ctx, c) }
@@ -611,6 +616,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 		{"machines", func() error { n.releaseOwnMachines(ctx); return nil }},
 		{"background work", n.stopBackground},
 		{"consensus", n.stopReplication},
+		{"history store", n.closeHistory},
 		{"host", n.stopHost},
 	}
 	var errs []error
