@@ -33,29 +33,31 @@ func (l *Leader) forgetFinished(ctx context.Context, r Replica) {
 }
 
 // forgetOnce appends one forget_tasks; it says whether a full one was
-// applied (more may be waiting).
+// applied (more may be waiting). The dry run judges the signed command,
+// as every peer will.
 func (l *Leader) forgetOnce(ctx context.Context, r Replica) bool {
 	nowMs := l.cfg.Now().UnixMilli()
-	c := ledger.Command{V: ledger.CommandVersion, Org: l.cfg.Org, Peer: l.cfg.Self.String(), AtMs: nowMs}
-	var refused *ledger.Error
-	r.View(func(lg *ledger.Ledger) {
-		ids := lg.Forgettable(nowMs, ledger.MaxForgetPerCommand)
-		if len(ids) == 0 {
-			return
-		}
-		c.ForgetTasks = &ledger.ForgetTasks{Tasks: ids}
-		refused = lg.Check(&c)
-	})
-	if c.ForgetTasks == nil {
+	var ids []string
+	r.View(func(lg *ledger.Ledger) { ids = lg.Forgettable(nowMs, ledger.MaxForgetPerCommand) })
+	if len(ids) == 0 {
 		return false
 	}
-	if refused != nil {
-		l.log.Warn("leader: forget_tasks refused by the dry run", "tasks", len(c.ForgetTasks.Tasks), "err", refused)
-		return false
-	}
+	c := ledger.Command{V: ledger.CommandVersion, Org: l.cfg.Org, Peer: l.cfg.Self.String(), AtMs: nowMs,
+		ForgetTasks: &ledger.ForgetTasks{Tasks: ids}}
 	data, err := l.encode(c)
 	if err != nil {
 		l.log.Error("leader: encode forget_tasks", "err", err)
+		return false
+	}
+	signed, err := ledger.DecodeCommand(data)
+	if err != nil {
+		l.log.Error("leader: decode its own forget_tasks", "err", err)
+		return false
+	}
+	var refused *ledger.Error
+	r.View(func(lg *ledger.Ledger) { refused = lg.Check(&signed) })
+	if refused != nil {
+		l.log.Warn("leader: forget_tasks refused by the dry run", "tasks", len(ids), "err", refused)
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.RetentionInterval)
@@ -64,7 +66,7 @@ func (l *Leader) forgetOnce(ctx context.Context, r Replica) bool {
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {
-			l.log.Warn("leader: commit forget_tasks", "tasks", len(c.ForgetTasks.Tasks), "err", err)
+			l.log.Warn("leader: commit forget_tasks", "tasks", len(ids), "err", err)
 		}
 		return false
 	case res.Err != nil:
@@ -72,5 +74,5 @@ func (l *Leader) forgetOnce(ctx context.Context, r Replica) bool {
 		return false
 	}
 	l.log.Debug("leader: forgot finished tasks", "index", res.Index, "tasks", len(res.Forgotten))
-	return len(c.ForgetTasks.Tasks) == ledger.MaxForgetPerCommand
+	return len(ids) == ledger.MaxForgetPerCommand
 }

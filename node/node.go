@@ -419,6 +419,9 @@ func (n *Node) newLeader(ccfg consensus.Config) (*leader.Leader, error) {
 	lcfg.Self, lcfg.Org, lcfg.Signer = n.self, n.org, n.signer
 	lcfg.Policy = n.cfg.Consensus.Policy
 	lcfg.ScheduleInterval = n.cfg.Consensus.ScheduleInterval
+	// The retention duty looks for finished tasks to forget as often as
+	// the scheduler ticks.
+	lcfg.RetentionInterval = n.cfg.Consensus.ScheduleInterval
 	lcfg.CheckpointBlockSeconds = n.cfg.Consensus.CheckpointBlock.Seconds()
 	lcfg.BarrierRetry = ccfg.HeartbeatTimeout
 	lcfg.LostTimeout = n.cfg.Heartbeat.Timeout
