@@ -307,3 +307,14 @@ func (l *Ledger) forgottenEnergy(org string) Energy {
 func (e Energy) plus(o Energy) Energy {
 	return Energy{UserMilliJ: e.UserMilliJ + o.UserMilliJ, OwnerSelfMilliJ: e.OwnerSelfMilliJ + o.OwnerSelfMilliJ, OwnerOthersMilliJ: e.OwnerOthersMilliJ + o.OwnerOthersMilliJ}
 }
+
+// Size is the number of records the state holds (organisations,
+// machines, tasks, remembered submits): what a full CheckInvariants or
+// Hash costs is proportional to it. `peer verify` paces its checks by it.
+func (l *Ledger) Size() int {
+	n := len(l.orgs) + len(l.machines) + len(l.tasks)
+	for _, o := range l.reqOrder {
+		n += len(o)
+	}
+	return n
+}
