@@ -44,6 +44,9 @@ type Ledger struct {
 	// forgotten holds what each organisation's forgotten tasks left
 	// behind (retention.go).
 	forgotten map[string]*ForgottenTotals
+
+	// memo keeps the hash of the state at one applied index (hashmemo.go).
+	memo *hashMemo
 }
 
 // New returns an empty ledger at applied index 0.
@@ -62,6 +65,7 @@ func New() *Ledger {
 
 		unfinished: map[string]int64{},
 		forgotten:  map[string]*ForgottenTotals{},
+		memo:       &hashMemo{},
 	}
 }
 

@@ -101,8 +101,11 @@ func hashOf(c *canonical) (string, error) {
 }
 
 // Hash is the sha256 (hex) of the canonical encoding of the whole state.
-// Peers at the same applied index have the same hash.
-func (l *Ledger) Hash() string {
+// Peers at the same applied index have the same hash. It is computed once
+// per applied index (hashmemo.go).
+func (l *Ledger) Hash() string { return l.memo.get(l.applied, l.computeHash) }
+
+func (l *Ledger) computeHash() string {
 	c := l.canonical()
 	h, err := hashOf(&c)
 	if err != nil {
