@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -73,7 +74,7 @@ func ValidateHistoryQuery(q HistoryQuery) error {
 		return err
 	}
 	for _, s := range q.States {
-		if !contains(terminalStates, s) {
+		if !slices.Contains(terminalStates, s) {
 			return Errorf(CodeBadRequest, "state %q: the history holds finished tasks only: want one of %s", s, strings.Join(terminalStates, ", "))
 		}
 	}
@@ -84,15 +85,6 @@ func ValidateHistoryQuery(q HistoryQuery) error {
 		return Errorf(CodeBadRequest, "limit %d: want 1 to %d (0: %d)", q.Limit, MaxHistoryLimit, DefaultHistoryLimit)
 	}
 	return nil
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 func parseHistoryQuery(r *http.Request) (HistoryQuery, error) {
