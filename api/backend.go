@@ -205,6 +205,9 @@ type TaskQuery struct {
 	Job    string   `json:"job,omitempty"`
 	States []string `json:"states,omitempty"`
 	Limit  int      `json:"limit,omitempty"` // 0 = all
+	// After is a page's cursor: only the tasks submitted after the one
+	// whose Seq it is (the last Seq of the previous page; 0: the start).
+	After uint64 `json:"after,omitempty"`
 }
 
 // TaskView is one line of `peer tasks`.
@@ -220,6 +223,9 @@ type TaskView struct {
 	SizeGFlop   float64 `json:"size_gflop"`
 	SubmittedMs int64   `json:"submitted_ms"`
 	EndedMs     int64   `json:"ended_ms,omitempty"`
+	// Seq is the federation-wide submit order: the cursor of the next page
+	// (TaskQuery.After) is the last listed task's.
+	Seq uint64 `json:"seq,omitempty"`
 	// Pending says why a queued task waits: a stable code (no_match,
 	// power_limit, fair_share, no_free_resources, avoided, next_pass) and a
 	// sentence (docs/POLICY.md, "Pending reasons"). Empty unless queued.

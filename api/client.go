@@ -255,6 +255,9 @@ func (c *Client) Tasks(ctx context.Context, q TaskQuery) ([]TaskView, error) {
 	if q.Limit != 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
+	if q.After != 0 {
+		v.Set("after", strconv.FormatUint(q.After, 10))
+	}
 	var ts []TaskView
 	_, err := c.do(ctx, http.MethodGet, "/v1/tasks", v, nil, &ts, true)
 	return ts, err

@@ -142,6 +142,7 @@ func (s *Server) routes() {
 	s.handle("/v1/leave", map[string]handlerFunc{http.MethodPost: s.leave})
 	s.handle("/v1/limit", map[string]handlerFunc{http.MethodPut: s.setLimit})
 	s.handle("/v1/ledger", map[string]handlerFunc{http.MethodGet: s.ledger})
+	s.handle("/v1/history", map[string]handlerFunc{http.MethodGet: s.history})
 	s.handle("/v1/events", map[string]handlerFunc{http.MethodGet: s.events})
 	s.handle("/v1/invitations", map[string]handlerFunc{http.MethodPost: s.invite})
 	s.handle("/v1/removals", map[string]handlerFunc{http.MethodPost: s.voteRemoval})
@@ -401,7 +402,7 @@ func (s *Server) machines(w http.ResponseWriter, r *http.Request) error {
 // parseTaskQuery reads ?org=&state=&limit=; state may repeat or hold a
 // comma-separated list.
 func parseTaskQuery(r *http.Request) (TaskQuery, error) {
-	if err := checkQuery(r, "org", "job", "state", "limit"); err != nil {
+	if err := checkQuery(r, "org", "job", "state", "limit", "after"); err != nil {
 		return TaskQuery{}, err
 	}
 	v := r.URL.Query()
@@ -419,6 +420,13 @@ func parseTaskQuery(r *http.Request) (TaskQuery, error) {
 			return TaskQuery{}, Errorf(CodeBadRequest, "limit %q: want a whole number", l)
 		}
 		q.Limit = n
+	}
+	if a := v.Get("after"); a != "" {
+		n, err := strconv.ParseUint(a, 10, 64)
+		if err != nil {
+			return TaskQuery{}, Errorf(CodeBadRequest, "after %q: want the seq of the previous page's last task", a)
+		}
+		q.After = n
 	}
 	return q, ValidateTaskQuery(q)
 }

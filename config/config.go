@@ -122,6 +122,13 @@ type ConsensusConfig struct {
 	// configuration (0: never, the default; else at least
 	// MinRemoveDeadAfter and more than DeadVoterAfter).
 	RemoveDeadAfter time.Duration
+	// RetentionAfter and RetentionKeep are the retention rule a new
+	// federation's first peer registers (ledger.Retention, docs/HISTORY.md):
+	// a finished task leaves the replicated state RetentionAfter after it
+	// ended (default 168h), or while more than RetentionKeep finished tasks
+	// remain (default 0: no count rule). Both 0: every task is kept.
+	RetentionAfter time.Duration
+	RetentionKeep  int64
 }
 
 // MinDeadVoterAfter bounds consensus.dead_voter_after from below: a voter
@@ -204,10 +211,13 @@ const (
 	DefaultPolicy           = "ehosep"
 	DefaultScheduleInterval = 5 * time.Second
 	DefaultCheckpointBlock  = 5 * time.Minute
-	DefaultMaxInputBytes    = 64 << 20
-	DefaultMaxOutputBytes   = 1 << 30
-	DefaultMaxLogBytes      = 1 << 20
-	DefaultFetchTimeout     = 60 * time.Second
+	DefaultRetentionAfter   = 7 * 24 * time.Hour
+	// MaxRetentionKeep bounds consensus.retention_keep (the ledger's bound).
+	MaxRetentionKeep      = 10_000_000
+	DefaultMaxInputBytes  = 64 << 20
+	DefaultMaxOutputBytes = 1 << 30
+	DefaultMaxLogBytes    = 1 << 20
+	DefaultFetchTimeout   = 60 * time.Second
 
 	DefaultCheckpointReplication = 2
 	DefaultCheckpointGrace       = 30 * time.Second
@@ -248,6 +258,7 @@ func Default(org string) Config {
 			Policy:           DefaultPolicy,
 			ScheduleInterval: DefaultScheduleInterval,
 			CheckpointBlock:  DefaultCheckpointBlock,
+			RetentionAfter:   DefaultRetentionAfter,
 		},
 		Files: FilesConfig{
 			MaxInputBytes:  DefaultMaxInputBytes,
@@ -426,8 +437,16 @@ func Parse(name string, data []byte) (Config, error) {
 					if c.Consensus.RemoveDeadAfter, err = p.duration(v, f); err == nil && c.Consensus.RemoveDeadAfter != 0 && c.Consensus.RemoveDeadAfter < MinRemoveDeadAfter {
 						err = p.Errf(v, f, "%v: want 0s (never) or at least %v", c.Consensus.RemoveDeadAfter, MinRemoveDeadAfter)
 					}
+				case "retention_after":
+					c.Consensus.RetentionAfter, err = p.duration(v, f)
+				case "retention_keep":
+					var x float64
+					if x, err = p.number(v, f); err == nil && (x != math.Trunc(x) || x < 0 || x > MaxRetentionKeep) {
+						err = p.Errf(v, f, "%s: want a whole number from 0 to %d", v.Value, MaxRetentionKeep)
+					}
+					c.Consensus.RetentionKeep = int64(x)
 				default:
-					return p.Errf(k, f, "unknown key (want preset, policy, schedule_interval, checkpoint_block, dead_voter_after, remove_dead_after)")
+					return p.Errf(k, f, "unknown key (want preset, policy, schedule_interval, checkpoint_block, dead_voter_after, remove_dead_after, retention_after, retention_keep)")
 				}
 				return err
 			})
@@ -584,6 +603,8 @@ func (c Config) Marshal() ([]byte, error) {
 	if c.Consensus.RemoveDeadAfter > 0 {
 		fmt.Fprintf(&b, "  remove_dead_after: %s\n", c.Consensus.RemoveDeadAfter)
 	}
+	fmt.Fprintf(&b, "  # Finished tasks leave the replicated state (a new federation's first peer\n  # sets the rule; docs/HISTORY.md): after this long, or beyond this many.\n  retention_after: %s\n  retention_keep: %d\n",
+		c.Consensus.RetentionAfter, c.Consensus.RetentionKeep)
 	fmt.Fprintf(&b, "files:\n  max_input_bytes: %d\n  max_output_bytes: %d\n  max_log_bytes: %d\n  fetch_timeout: %s\n",
 		c.Files.MaxInputBytes, c.Files.MaxOutputBytes, c.Files.MaxLogBytes, c.Files.FetchTimeout)
 	ck := c.Checkpoint

@@ -35,6 +35,7 @@ import (
 //	tasks/             the executor's work directories
 //	boot               the boot stamp of the latest start (heartbeat replay guard)
 //	runs.jsonl         the process executor's run journal (+ .1 … rotated, .lock)
+//	history.db         this organisation's finished tasks that left the replicated state (package history)
 const (
 	ConfigFile   = "config.yaml"
 	MachinesFile = "machines.yaml"

@@ -65,6 +65,11 @@ type Config struct {
 	// holds again. nil means always.
 	Serving func() bool
 
+	// RetentionInterval paces the retention duty (retain.go): how often
+	// the leader looks for finished tasks the federation's retention rule
+	// lets go (default 10s).
+	RetentionInterval time.Duration
+
 	// Now is the clock that stamps the leader's commands (default time.Now).
 	Now func() time.Time
 	// Logger defaults to slog.Default().
@@ -90,6 +95,7 @@ func DefaultConfig() Config {
 		ScheduleDebounce:       10 * time.Millisecond,
 		CheckpointBlockSeconds: 300,
 		BarrierRetry:           400 * time.Millisecond,
+		RetentionInterval:      10 * time.Second,
 	}
 }
 
@@ -109,6 +115,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BarrierRetry <= 0 {
 		c.BarrierRetry = d.BarrierRetry
+	}
+	if c.RetentionInterval <= 0 {
+		c.RetentionInterval = d.RetentionInterval
 	}
 	if c.LostTimeout < 0 {
 		c.LostTimeout = 0

@@ -15,6 +15,9 @@
 //     and every peer's Apply computes and applies the pass;
 //   - lost-machine detection (lost.go): a machine that is up in the ledger
 //     and silent on the gossip heartbeats for the timeout is declared lost;
+//   - retention (retain.go): on a federation with a retention rule, the
+//     finished tasks the rule lets go are forgotten by a forget_tasks the
+//     leader appends (docs/HISTORY.md);
 //   - command admission (admit.go): the rules a command must pass before
 //     the leader appends it, on top of the ledger's own validation.
 //

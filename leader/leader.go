@@ -96,6 +96,7 @@ func (l *Leader) Establish(ctx context.Context, r Replica) {
 		run(l.detectLost)
 	}
 	run(l.expelMachines)
+	run(l.forgetFinished)
 	wg.Wait()
 }
 

@@ -37,6 +37,8 @@ var kindTraits = map[Kind]struct{ report, wakes, leaderOnly bool }{
 	KindSchedule: {leaderOnly: true},
 	// A retried task is queued again.
 	KindRetryTask: {wakes: true},
+	// Forgetting removes terminal tasks only: the leader's own duty.
+	KindForgetTasks: {leaderOnly: true},
 }
 
 // TestEveryKindHasABody: every pointer field of Command is a body in the
@@ -170,6 +172,9 @@ func wakesSchedulerBefore(res *Result) bool {
 		return false
 	case KindSchedule:
 		// Added with the kind: a trigger is a pass, like decisions.
+		return false
+	case KindForgetTasks:
+		// Added with the kind: only terminal tasks leave.
 		return false
 	case KindReports:
 		for _, it := range res.Reports {

@@ -72,7 +72,7 @@ func TestCheckRefusesLikeApply(t *testing.T) {
 	otherPeer := submit("uni-a", 4000, 100)
 	otherPeer.Peer = peerOf("uni-b")
 	newVersion := submit("uni-a", 4000, 100)
-	newVersion.V = 2
+	newVersion.V = MaxCommandVersion() + 1
 	cases := []struct {
 		name string
 		cmd  Command

@@ -118,6 +118,9 @@ type Command struct {
 	// RetryTask re-queues a failed or cancelled task (retry.go). Omitted
 	// when unset, so that every other command encodes as before it existed.
 	RetryTask *RetryTask `json:"retry_task,omitempty"`
+	// ForgetTasks removes terminal tasks past the federation's retention
+	// (retention.go). Omitted when unset.
+	ForgetTasks *ForgetTasks `json:"forget_tasks,omitempty" since:"2"`
 	// Sig is Peer's Ed25519 signature over SignaturePrefix and the
 	// command's encoding without Sig (sign.go; EncodeSigned). It covers
 	// the whole command, every item of a reports batch included. Last and

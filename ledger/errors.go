@@ -78,6 +78,9 @@ const (
 	// CodeNoMachineFits: a submitted task asks for more memory, CPUs or GPUs
 	// than any machine of the federation has.
 	CodeNoMachineFits Code = "no_machine_fits"
+	// CodeRetention: a forget_tasks on a federation without a retention
+	// rule, or naming a task the rule does not let go yet (retention.go).
+	CodeRetention Code = "retention"
 )
 
 // Error is a rejected command or decision.

@@ -272,6 +272,13 @@ func goldenCommands() []goldenCmd {
 			cmd: with(func(c *Command) {
 				c.SubmitTasks = &SubmitTasks{Tasks: []TaskSpec{{SizeMFlop: 1000, Spec: Spec{Argv: []string{"/bin/sh"}, Job: "sweep", MaxAttempts: 5, Retries: 2}}}}
 			})},
+		{name: "forget_tasks", kind: KindForgetTasks,
+			// Added with the kind (issue 17, retention): the fixture has no
+			// retention rule, so it is refused and nothing changes.
+			json:   `{"v":2,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"forget_tasks":{"tasks":["uni-a-1","uni-b-2"]}}`,
+			result: `{"index":0,"kind":"forget_tasks","err":{"code":"retention","msg":"the federation has no retention rule: every task is kept"}}`,
+			hash:   "d2e510987a1bb58e5d4d9ae6c705ea6a27fdb4ee916616b1b49a2922c2a384a9",
+			cmd:    with(func(c *Command) { c.V = 2; c.ForgetTasks = &ForgetTasks{Tasks: []string{"uni-a-1", "uni-b-2"}} })},
 	}
 }
 
@@ -283,9 +290,12 @@ const goldenEnvJSON = `"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234`
 // problem of every kind.
 func goldenRejectInputs() []string {
 	e := func(body string) string { return "{" + goldenEnvJSON + body + "}" }
+	// e2 is the envelope of a version-2 command (forget_tasks, retention).
+	e2 := func(body string) string { return "{" + strings.Replace(goldenEnvJSON, `"v":1`, `"v":2`, 1) + body + "}" }
 	return []string{
-		`{"v":2,"org":"x"}`,
-		`{"v":2,"org":"uni-a","bogus":1}`,
+		// A version above this build's (3 since forget_tasks made 2 real).
+		`{"v":3,"org":"x"}`,
+		`{"v":3,"org":"uni-a","bogus":1}`,
 		`{"v":0,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"heartbeat":{"machine":"uni-a/m1"}}`,
 		`{"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"heartbeat":{"machine":"uni-a/m1"}}`,
 		`[]`,
@@ -332,6 +342,12 @@ func goldenRejectInputs() []string {
 		e(`,"register_org":{"limit_mw":1,"machines":[],"rules":{"executors":"live","scheduling":{"policy":"fifo","checkpoint_block_ms":0}}}`),
 		e(`,"register_org":{"limit_mw":1,"machines":[],"rules":{"executors":"live","scheduling":{"policy":"ehosep","checkpoint_block_ms":-1}}}`),
 		e(`,"schedule":{"now_ms":1}`),
+		// Added with forget_tasks and the retention rule (issue 17).
+		e2(`,"forget_tasks":{"tasks":[]}`),
+		e2(`,"forget_tasks":{"tasks":["uni-a-1","uni-a-1"]}`),
+		e2(`,"forget_tasks":{"tasks":["uni-a 1"]}`),
+		e2(`,"register_org":{"limit_mw":1,"machines":[],"rules":{"executors":"live","retention":{}}}`),
+		e2(`,"register_org":{"limit_mw":1,"machines":[],"rules":{"executors":"live","retention":{"after_ms":-1}}}`),
 	}
 }
 
@@ -354,9 +370,9 @@ func goldenItemsBatch() Command {
 // goldenRejections are the codes and messages DecodeCommand gives
 // goldenRejectInputs, in order.
 var goldenRejections = []struct{ code, msg string }{
-	{"bad_version", "command version 2: this ledger applies version 1"},
-	{"bad_version", "command version 2: this ledger applies version 1"},
-	{"bad_version", "command version 0: this ledger applies version 1"},
+	{"bad_version", "command version 3: this ledger applies version 2"},
+	{"bad_version", "command version 3: this ledger applies version 2"},
+	{"bad_version", "command version 0: this ledger applies version 2"},
 	{"malformed", "command has no version field \"v\""},
 	{"malformed", "decode command: json: cannot unmarshal array into Go value of type ledger.Command"},
 	{"malformed", "decode command: EOF"},
@@ -402,6 +418,11 @@ var goldenRejections = []struct{ code, msg string }{
 	{"malformed", "rules: scheduling: unknown policy \"fifo\" (want one of osep, hosep, ehosep, ehosep-bestfit)"},
 	{"malformed", "rules: scheduling: checkpoint_block_ms -1 out of range [0, 604800000]"},
 	{"malformed", "decode command: json: unknown field \"now_ms\""},
+	{"malformed", "forget_tasks names 0 tasks: want 1 to 10000"},
+	{"malformed", "forget_tasks names task uni-a-1 twice"},
+	{"malformed", "task ID \"uni-a 1\": want <org>-<n>"},
+	{"malformed", "rules: retention: set after_ms, keep or both (omit retention to keep every task)"},
+	{"malformed", "rules: retention: after_ms -1 or keep 0 out of range [0, 3153600000000], [0, 10000000]"},
 }
 
 // goldenItemsResult is what applying goldenItemsBatch to assignedFixture
@@ -507,7 +528,7 @@ func TestGoldenEncodeRejects(t *testing.T) {
 		code Code
 		msg  string
 	}{
-		{"newer version", func() Command { c := goldenCommands()[0].cmd; c.V = 2; return c }(), CodeBadVersion, "command version 2: this ledger encodes version 1"},
+		{"newer version", func() Command { c := goldenCommands()[0].cmd; c.V = 3; return c }(), CodeBadVersion, "command version 3: this ledger encodes version 2"},
 		{"no body", goldenEnv(), CodeMalformed, "a command carries exactly one body"},
 		{"two bodies", func() Command {
 			c := goldenEnv()

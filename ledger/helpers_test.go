@@ -48,8 +48,10 @@ func (f *fed) raw(data []byte) Result {
 // reach Apply too) and applies it.
 func (f *fed) apply(c Command) Result {
 	f.t.Helper()
-	if c.V == 0 {
-		c.V = CommandVersion
+	if c.V == 0 || c.V == CommandVersion {
+		// The version the command's fields need (helpers build version-1
+		// envelopes; forget_tasks and retention are version 2).
+		c.V, _ = RequiredVersion(&c)
 	}
 	b, err := json.Marshal(c)
 	if err != nil {

@@ -268,8 +268,8 @@ func (l *Ledger) CheckInvariants() error {
 		if pi[name] > o.LimitMilliW {
 			fail("organisation %q: PI %d mW above its limit %d mW", name, pi[name], o.LimitMilliW)
 		}
-		if *energy[name] != o.Energy {
-			fail("organisation %q: energy %+v credited, %+v summed over closed segments", name, o.Energy, *energy[name])
+		if sum := energy[name].plus(l.forgottenEnergy(name)); sum != o.Energy {
+			fail("organisation %q: energy %+v credited, %+v summed over closed segments and forgotten tasks", name, o.Energy, sum)
 		}
 	}
 	for name, v := range l.pi {
@@ -282,6 +282,7 @@ func (l *Ledger) CheckInvariants() error {
 	}
 	l.checkRequests(fail)
 	l.checkRulesState(fail)
+	l.checkForgotten(fail)
 	return errors.Join(errs...)
 }
 

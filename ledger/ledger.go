@@ -40,6 +40,13 @@ type Ledger struct {
 
 	// members holds the federation's membership decisions (membership.go).
 	members membership
+
+	// forgotten holds what each organisation's forgotten tasks left
+	// behind (retention.go).
+	forgotten map[string]*ForgottenTotals
+
+	// memo keeps the hash of the state at one applied index (hashmemo.go).
+	memo *hashMemo
 }
 
 // New returns an empty ledger at applied index 0.
@@ -57,6 +64,8 @@ func New() *Ledger {
 		reqOrder: map[string][]string{},
 
 		unfinished: map[string]int64{},
+		forgotten:  map[string]*ForgottenTotals{},
+		memo:       &hashMemo{},
 	}
 }
 
@@ -124,6 +133,10 @@ type Result struct {
 	// the entry, so they are not encoded with a result (which keeps the
 	// results golden_test.go pins).
 	Transitions []Transition `json:"-"`
+	// Forgotten are the records of the tasks a forget_tasks removed
+	// (retention.go), for the peers' history stores; derived like
+	// Transitions, never encoded.
+	Forgotten []Task `json:"-"`
 	// Notes explain accepted commands whose parts were ignored (e.g. a late
 	// checkpoint for a task that already runs elsewhere).
 	Notes []string `json:"notes,omitempty"`

@@ -67,6 +67,9 @@ type Rules struct {
 	// batches (schedule.go). Omitted when unset: rules from before it
 	// encode, hash and behave as before (the leader proposes decisions).
 	Scheduling *Scheduling `json:"scheduling,omitempty"`
+	// Retention, when set, lets terminal tasks leave the replicated state
+	// (retention.go). Omitted when unset: every task is kept, as before.
+	Retention *Retention `json:"retention,omitempty" since:"2"`
 }
 
 // The documented margins of the plausibility rules.
@@ -117,6 +120,11 @@ func (r *Rules) validate() *Error {
 	if r.MaxQueuedPerOrg < 0 || r.MaxQueuedPerOrg > MaxQueuedPerOrgLimit {
 		return errf(CodeMalformed, "rules: max_queued_per_org %d out of range [0, %d]", r.MaxQueuedPerOrg, int64(MaxQueuedPerOrgLimit))
 	}
+	if r.Retention != nil {
+		if err := r.Retention.validate(); err != nil {
+			return err
+		}
+	}
 	if r.Scheduling != nil {
 		return r.Scheduling.validate()
 	}
@@ -133,6 +141,10 @@ func (l *Ledger) Rules() (Rules, bool) {
 	if r.Scheduling != nil {
 		s := *r.Scheduling
 		r.Scheduling = &s
+	}
+	if r.Retention != nil {
+		k := *r.Retention
+		r.Retention = &k
 	}
 	return r, true
 }

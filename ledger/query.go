@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/coopgrid/coopgrid/policy"
@@ -117,13 +118,25 @@ type TaskFilter struct {
 	// Job selects the tasks whose spec names that job.
 	Job    string
 	States []TaskState
+	// After selects the tasks submitted after the one of that submit
+	// sequence (a page's cursor); Limit, when positive, stops the list
+	// at that many. A page costs its length, not the state's.
+	After uint64
+	Limit int
 }
 
 // Tasks lists the tasks the filter selects, by submit sequence, as deep
 // copies.
 func (l *Ledger) Tasks(f TaskFilter) []Task {
 	var out []Task
-	for _, t := range l.bySeq {
+	from, _ := slices.BinarySearchFunc(l.bySeq, f.After+1, func(t *Task, seq uint64) int { return cmp.Compare(t.Seq, seq) })
+	if f.After == ^uint64(0) {
+		from = len(l.bySeq)
+	}
+	for _, t := range l.bySeq[from:] {
+		if f.Limit > 0 && len(out) == f.Limit {
+			break
+		}
 		if f.Org != "" && t.Org != f.Org {
 			continue
 		}

@@ -54,6 +54,9 @@ type canonical struct {
 	// omitted before the first: a state without one hashes as before
 	// triggers existed.
 	ScheduledAtMs int64 `json:"scheduled_at_ms,omitempty"`
+	// Forgotten holds what forgotten tasks left behind (retention.go),
+	// omitted before the first: a state without it hashes as before.
+	Forgotten map[string]*ForgottenTotals `json:"forgotten,omitempty"`
 }
 
 type snapshotFile struct {
@@ -78,6 +81,7 @@ func (l *Ledger) canonical() canonical {
 		Membership: l.canonicalMembership(),
 
 		ScheduledAtMs: l.scheduledMs,
+		Forgotten:     l.canonicalForgotten(),
 	}
 	for _, n := range l.order {
 		c.Orgs = append(c.Orgs, l.orgs[n])
@@ -97,8 +101,11 @@ func hashOf(c *canonical) (string, error) {
 }
 
 // Hash is the sha256 (hex) of the canonical encoding of the whole state.
-// Peers at the same applied index have the same hash.
-func (l *Ledger) Hash() string {
+// Peers at the same applied index have the same hash. It is computed once
+// per applied index (hashmemo.go).
+func (l *Ledger) Hash() string { return l.memo.get(l.applied, l.computeHash) }
+
+func (l *Ledger) computeHash() string {
 	c := l.canonical()
 	h, err := hashOf(&c)
 	if err != nil {
@@ -248,6 +255,9 @@ func fromCanonical(applied uint64, c *canonical) (*Ledger, error) {
 		return nil, fmt.Errorf("last schedule trigger at %d ms out of range", c.ScheduledAtMs)
 	}
 	l.scheduledMs = c.ScheduledAtMs
+	if err := l.restoreForgotten(c.Forgotten); err != nil {
+		return nil, err
+	}
 	l.rebuildDerived()
 	return l, nil
 }

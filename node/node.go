@@ -18,6 +18,7 @@ import (
 	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/executor"
 	"github.com/coopgrid/coopgrid/gossip"
+	"github.com/coopgrid/coopgrid/history"
 	"github.com/coopgrid/coopgrid/leader"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
@@ -102,6 +103,8 @@ type Node struct {
 	runner *runner.Runner
 	// events keeps the recent task transitions (events.go).
 	events *api.EventLog
+	// history keeps this organisation's forgotten tasks (history.go).
+	history *history.Store
 
 	gossip *gossip.Gossip
 	// boot orders this peer's heartbeats across restarts (the replay
@@ -157,6 +160,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	}{
 		{"libp2p host", n.startHost},
 		{"executor", func() error { return n.startExecutor(mf) }},
+		{"history store", n.openHistory},
 		{"replication and leader duties", n.startReplication},
 		{"file transfer", n.startTransfer},
 		{"runner", n.startRunner},
@@ -372,6 +376,7 @@ func (n *Node) startReplication() error {
 	ccfg.OnApply = func(res *ledger.Result) {
 		lead.Applied(res)
 		n.recordApplied(res)
+		n.keepForgotten(res)
 	}
 	ccfg.OnRestore = n.events.Reset
 	ccfg.OnLeadership = func(ctx context.Context, c *consensus.Node) { lead.Establish(ctx, c) }
@@ -423,6 +428,9 @@ func (n *Node) newLeader(ccfg consensus.Config) (*leader.Leader, error) {
 	lcfg.Self, lcfg.Org, lcfg.Signer = n.self, n.org, n.signer
 	lcfg.Policy = n.cfg.Consensus.Policy
 	lcfg.ScheduleInterval = n.cfg.Consensus.ScheduleInterval
+	// The retention duty looks for finished tasks to forget as often as
+	// the scheduler ticks.
+	lcfg.RetentionInterval = n.cfg.Consensus.ScheduleInterval
 	lcfg.CheckpointBlockSeconds = n.cfg.Consensus.CheckpointBlock.Seconds()
 	lcfg.BarrierRetry = ccfg.HeartbeatTimeout
 	lcfg.LostTimeout = n.cfg.Heartbeat.Timeout
@@ -631,6 +639,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 		{"machines", func() error { n.releaseOwnMachines(ctx); return nil }},
 		{"background work", n.stopBackground},
 		{"consensus", n.stopReplication},
+		{"history store", n.closeHistory},
 		{"host", n.stopHost},
 	}
 	var errs []error

@@ -271,6 +271,7 @@ func (n *Node) executorRules(first, hasMachines bool) *ledger.Rules {
 			Policy:            n.cfg.Consensus.Policy,
 			CheckpointBlockMs: n.cfg.Consensus.CheckpointBlock.Milliseconds(),
 		}
+		r.Retention = retentionRule(n.cfg.Consensus)
 	}
 	return r
 }

@@ -27,8 +27,14 @@ states (queued, assigned, running, done, failed, cancelled).
 
 --job NAME lists only the tasks submitted in the job NAME.
 
+--limit N pages: the list stops after N tasks and its last line names the
+--after cursor of the next page (the last task's "seq").
+
+Finished tasks the federation's retention rule took out of the state are
+in ` + "`peer history`" + `.
+
 --json prints a list of {"id","org","name","state","machine","attempts",
-"exit_code","reason","size_gflop","submitted_ms","ended_ms"} and, when
+"exit_code","reason","size_gflop","submitted_ms","ended_ms","seq"} and, when
 set, "pending", "pending_detail", "job", "machine_failures", "failures",
 "avoid".
 
@@ -69,7 +75,13 @@ behind. With --json it prints the events only, one JSON object per line.`,
 			if f.json {
 				return printJSON(cmd.OutOrStdout(), ts)
 			}
-			return printTasks(cmd.OutOrStdout(), ts)
+			if err := printTasks(cmd.OutOrStdout(), ts); err != nil {
+				return err
+			}
+			if q.Limit > 0 && len(ts) == q.Limit {
+				fmt.Fprintf(cmd.OutOrStdout(), "more: --after %d\n", ts[len(ts)-1].Seq)
+			}
+			return nil
 		},
 	}
 	addClientFlags(cmd, &f, true)
@@ -78,6 +90,7 @@ behind. With --json it prints the events only, one JSON object per line.`,
 	fl.StringVar(&q.Job, "job", "", "only the tasks submitted in the job of this name")
 	fl.StringSliceVar(&states, "state", nil, "only tasks in these states (repeat or separate with commas)")
 	fl.IntVar(&q.Limit, "limit", 0, "at most this many tasks (0: all)")
+	fl.Uint64Var(&q.After, "after", 0, "only tasks submitted after the one of this seq (the cursor `--limit` prints)")
 	fl.BoolVar(&watch, "watch", false, "after the list, print every change of state as it happens, until interrupted")
 	return cmd
 }

@@ -59,10 +59,23 @@ type Options struct {
 	// value trades the exact index of a violation (it is then reported at
 	// the first checked index at or after it) for speed.
 	CheckEvery int
+	// Paced, when set, replaces CheckEvery: the check runs once the
+	// commands since the last one reach the state's size (ledger.Size)
+	// divided by PaceRatio, so that the checks together cost at most
+	// about PaceRatio record visits per command: a replay linear in the
+	// log, whatever the state's size. A small state (at most PaceRatio
+	// records) is still checked after every command; a violation in a
+	// large one is reported at the next check with the range of entries
+	// that may have caused it (replay that range with CheckEvery 1).
+	Paced bool
 	// LockTimeout bounds the wait for raft.db's lock (default 1 s): a
 	// running peer holds it.
 	LockTimeout time.Duration
 }
+
+// PaceRatio is Options.Paced's budget: record visits of the check per
+// command replayed.
+const PaceRatio = 64
 
 // Violation kinds.
 const (
@@ -312,8 +325,16 @@ func Verify(ctx context.Context, raftDir string, opt Options) (*Report, error) {
 		}
 		return nil
 	}
-	// unchecked is the first command index not checked yet (0: none).
+	// unchecked is the first command index not checked yet (0: none);
+	// since counts the commands since the last check.
 	var unchecked uint64
+	since := 0
+	due := func(n int) bool {
+		if opt.Paced {
+			return n*PaceRatio >= l.Size()
+		}
+		return n >= opt.CheckEvery
+	}
 	runCheck := func(idx uint64, kind string) *Violation {
 		from := unchecked
 		unchecked = 0
@@ -321,7 +342,7 @@ func Verify(ctx context.Context, raftDir string, opt Options) (*Report, error) {
 		if err := opt.Check(l); err != nil {
 			v := &Violation{Index: idx, Kind: KindInvariant, Command: kind, Message: err.Error()}
 			if from != idx {
-				v.Message = fmt.Sprintf("%v (the check runs every %d commands: broken by one of the entries %d-%d)", err, opt.CheckEvery, from, idx)
+				v.Message = fmt.Sprintf("%v (%s: broken by one of the entries %d-%d)", err, pace(opt), from, idx)
 			}
 			return v
 		}
@@ -381,7 +402,9 @@ func Verify(ctx context.Context, raftDir string, opt Options) (*Report, error) {
 			if unchecked == 0 {
 				unchecked = idx
 			}
-			if rep.Commands%opt.CheckEvery == 0 {
+			since++
+			if due(since) {
+				since = 0
 				if v := runCheck(idx, string(res.Kind)); v != nil {
 					rep.Violation = v
 					return rep, nil
@@ -494,4 +517,12 @@ func (s *diskSnapshot) restore() (*ledger.Ledger, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// pace says how often the check ran, for a violation's message.
+func pace(opt Options) string {
+	if opt.Paced {
+		return fmt.Sprintf("the check runs once the commands since the last one reach the state's size / %d", PaceRatio)
+	}
+	return fmt.Sprintf("the check runs every %d commands", opt.CheckEvery)
 }

@@ -16,13 +16,20 @@ import (
 // state). Reported: entries per second of replay with the check after
 // every entry.
 func BenchmarkVerify(b *testing.B) {
-	for _, rounds := range []int{100, 500} {
-		b.Run(fmt.Sprintf("rounds=%d", rounds), func(b *testing.B) {
-			es := roundsHistory(b, rounds)
+	for _, tc := range []struct {
+		rounds int
+		paced  bool
+	}{{100, false}, {500, false}, {100, true}, {500, true}, {2500, true}} {
+		mode := "every-entry"
+		if tc.paced {
+			mode = "paced"
+		}
+		b.Run(fmt.Sprintf("%s/rounds=%d", mode, tc.rounds), func(b *testing.B) {
+			es := roundsHistory(b, tc.rounds)
 			dir := raftDir(b, es)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				r, err := Verify(context.Background(), dir, Options{})
+				r, err := Verify(context.Background(), dir, Options{Paced: tc.paced})
 				if err != nil || !r.OK() || r.Rejected != 0 {
 					b.Fatalf("%v %+v", err, r)
 				}

@@ -158,7 +158,7 @@ func Converge[M Member](tb testing.TB, ms []M) string {
 // when key is not nil.
 func Encode(tb testing.TB, c ledger.Command, org string, id peer.ID, key crypto.PrivKey) []byte {
 	tb.Helper()
-	c.V = ledger.CommandVersion
+	c.V, _ = ledger.RequiredVersion(&c)
 	if c.Org == "" {
 		c.Org = org
 	}

@@ -17,7 +17,8 @@ import (
 //	exists, machine_busy, machine_down, limit_exceeded,
 //	bad_state, stale, overflow, implausible, queue_full,
 //	executor_mode, no_match, no_machine_fits,
-//	scheduling_mode, clock_backwards, nothing_to_schedule → 409 conflict
+//	scheduling_mode, clock_backwards, nothing_to_schedule,
+//	retention                                             → 409 conflict
 //	policy_failed                                         → 500 internal
 //
 // overflow is 409, not 500: the command is well formed and the peer works;
@@ -50,6 +51,8 @@ var apiCodes = map[ledger.Code]string{
 	ledger.CodeClockBackwards:    api.CodeConflict,
 	ledger.CodeNothingToSchedule: api.CodeConflict,
 	ledger.CodePolicyFailed:      api.CodeInternal,
+	// Only the leader's retention duty proposes forget_tasks.
+	ledger.CodeRetention: api.CodeConflict,
 }
 
 // Error maps a ledger refusal (*ledger.Error, possibly wrapped) to the API

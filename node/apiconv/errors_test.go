@@ -102,6 +102,8 @@ func TestErrorCoversEveryLedgerCode(t *testing.T) {
 		// The policy failing identically on every peer is the software's
 		// fault, not the caller's.
 		ledger.CodePolicyFailed: {api.CodeInternal, http.StatusInternalServerError},
+		// The leader's retention duty (issue 17).
+		ledger.CodeRetention: {api.CodeConflict, http.StatusConflict},
 	}
 	codes := ledgerCodes(t)
 	for name, code := range codes {

@@ -102,7 +102,7 @@ func Machines(ms []ledger.Machine) []api.MachineView {
 // TaskFilter converts the filters of GET /v1/tasks (checked by
 // api.ValidateTaskQuery) to the ledger's. Limit is the caller's to apply.
 func TaskFilter(q api.TaskQuery) ledger.TaskFilter {
-	f := ledger.TaskFilter{Org: q.Org, Job: q.Job}
+	f := ledger.TaskFilter{Org: q.Org, Job: q.Job, After: q.After, Limit: q.Limit}
 	for _, s := range q.States {
 		f.States = append(f.States, ledger.TaskState(s))
 	}
@@ -128,6 +128,7 @@ func Task(t *ledger.Task) api.TaskView {
 		SizeGFlop:   gflops(t.SizeMFlop),
 		SubmittedMs: t.SubmittedMs,
 		EndedMs:     t.EndedMs,
+		Seq:         t.Seq,
 		Job:         t.Spec.Job,
 
 		MachineFailures: t.MachineFailures,
