@@ -1,0 +1,242 @@
+package policy
+
+// treap is a balanced binary search tree over small integer node IDs
+// (organisation or machine indices), ordered by less, with a subtree
+// aggregate the owner keeps in its own arrays and recomputes in pull.
+// Priorities are a fixed hash of the node ID: the shape is deterministic,
+// and the answers do not depend on it anyway (every query is a function of
+// the order and the aggregates, and the orders are total).
+//
+// Several trees may share one treap's arrays (roots kept by the caller)
+// when a node belongs to at most one of them at a time.
+type treap struct {
+	left, right []int32
+	less        func(a, b int32) bool
+	pull        func(n int32)
+}
+
+func newTreap(n int, less func(a, b int32) bool, pull func(n int32)) *treap {
+	t := &treap{left: make([]int32, n), right: make([]int32, n), less: less, pull: pull}
+	for i := range t.left {
+		t.left[i], t.right[i] = -1, -1
+	}
+	return t
+}
+
+// prio is splitmix64 of the node ID.
+func prio(n int32) uint64 {
+	z := uint64(n) + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// split cuts the tree at n into the nodes before o and the others.
+func (t *treap) split(n, o int32) (int32, int32) {
+	if n < 0 {
+		return -1, -1
+	}
+	if t.less(n, o) {
+		l, r := t.split(t.right[n], o)
+		t.right[n] = l
+		t.pull(n)
+		return n, r
+	}
+	l, r := t.split(t.left[n], o)
+	t.left[n] = r
+	t.pull(n)
+	return l, n
+}
+
+// merge joins two trees, every node of a before every node of b.
+func (t *treap) merge(a, b int32) int32 {
+	switch {
+	case a < 0:
+		return b
+	case b < 0:
+		return a
+	case prio(a) > prio(b):
+		t.right[a] = t.merge(t.right[a], b)
+		t.pull(a)
+		return a
+	default:
+		t.left[b] = t.merge(a, t.left[b])
+		t.pull(b)
+		return b
+	}
+}
+
+// insert adds node o (not in the tree) and returns the new root.
+func (t *treap) insert(root, o int32) int32 {
+	t.left[o], t.right[o] = -1, -1
+	t.pull(o)
+	l, r := t.split(root, o)
+	return t.merge(t.merge(l, o), r)
+}
+
+// remove takes node o (in the tree, at the place its order key had when
+// it was inserted) out and returns the new root.
+func (t *treap) remove(root, o int32) int32 {
+	l, r := t.split(root, o)
+	return t.merge(l, t.dropFirst(r)) // o is the first of r
+}
+
+func (t *treap) dropFirst(n int32) int32 {
+	if t.left[n] < 0 {
+		return t.right[n]
+	}
+	t.left[n] = t.dropFirst(t.left[n])
+	t.pull(n)
+	return n
+}
+
+// firstNode is the first node of the tree at n in order, or -1.
+func (t *treap) firstNode(n int32) int32 {
+	if n < 0 {
+		return -1
+	}
+	for t.left[n] >= 0 {
+		n = t.left[n]
+	}
+	return n
+}
+
+// orgOrder keeps the organisations in algorithm 3's order (orgBefore),
+// each carrying its headroom when it may be served (tasks waiting, PI
+// below its limit; −1 otherwise) and each subtree the largest headroom in
+// it, so that "the first organisation in order that may be served and has
+// at least W of headroom" costs O(log organisations): the question
+// algorithm 3's walk asks, with W the least draw of a free machine (it can
+// allocate) or of a victim organisation's busy machine (it may preempt).
+type orgOrder struct {
+	*treap
+	root int32
+	head []int64 // own headroom, or −1
+	most []int64 // the subtree's largest head
+}
+
+func newOrgOrder(n int, before func(a, b int) bool) *orgOrder {
+	o := &orgOrder{root: -1, head: make([]int64, n), most: make([]int64, n)}
+	o.treap = newTreap(n, func(a, b int32) bool { return before(int(a), int(b)) }, o.pull)
+	return o
+}
+
+func (o *orgOrder) pull(n int32) {
+	m := o.head[n]
+	if l := o.left[n]; l >= 0 {
+		m = max(m, o.most[l])
+	}
+	if r := o.right[n]; r >= 0 {
+		m = max(m, o.most[r])
+	}
+	o.most[n] = m
+}
+
+// first is the first organisation in order with head ≥ bound (bound > 0),
+// or −1.
+func (o *orgOrder) first(bound int64) int32 { return o.firstIn(o.root, bound) }
+
+func (o *orgOrder) firstIn(n int32, bound int64) int32 {
+	for n >= 0 && o.most[n] >= bound {
+		if l := o.left[n]; l >= 0 && o.most[l] >= bound {
+			n = l
+			continue
+		}
+		if o.head[n] >= bound {
+			return n
+		}
+		n = o.right[n]
+	}
+	return -1
+}
+
+// after is the first organisation in order after a with head ≥ bound, or
+// −1. Each call of firstIn below either finds the answer or stops at once,
+// so this is one root-to-leaf path.
+func (o *orgOrder) after(a int32, bound int64) int32 { return o.afterIn(o.root, a, bound) }
+
+func (o *orgOrder) afterIn(n, a int32, bound int64) int32 {
+	if n < 0 || o.most[n] < bound {
+		return -1
+	}
+	if n == a || o.less(n, a) {
+		return o.afterIn(o.right[n], a, bound)
+	}
+	if r := o.afterIn(o.left[n], a, bound); r >= 0 {
+		return r
+	}
+	if o.head[n] >= bound {
+		return n
+	}
+	return o.firstIn(o.right[n], bound)
+}
+
+// busySets keeps, for each organisation, the machines running its tasks in
+// a treap ordered by draw (their position in wattOrder), each subtree
+// carrying its best victim (victimBetter), so that algorithm 5's "the
+// least-waste machine of z whose draw fits" is one O(log machines) path.
+// A one-slot machine runs one task, so it is in at most one set.
+type busySets struct {
+	*treap
+	root []int32 // per organisation
+	best []int32 // the subtree's best victim
+	pos  []int   // machine → position in draw order
+	// better orders victims.
+	better func(a, b int32) bool
+}
+
+func newBusySets(nOrgs int, pos []int, better func(a, b int32) bool) *busySets {
+	b := &busySets{root: make([]int32, nOrgs), best: make([]int32, len(pos)), pos: pos, better: better}
+	for i := range b.root {
+		b.root[i] = -1
+	}
+	b.treap = newTreap(len(pos), func(x, y int32) bool { return pos[x] < pos[y] }, b.pull)
+	return b
+}
+
+func (b *busySets) pick(x, y int32) int32 {
+	switch {
+	case x < 0:
+		return y
+	case y < 0:
+		return x
+	case b.better(y, x):
+		return y
+	}
+	return x
+}
+
+func (b *busySets) pull(n int32) {
+	m := n
+	if l := b.left[n]; l >= 0 {
+		m = b.pick(m, b.best[l])
+	}
+	if r := b.right[n]; r >= 0 {
+		m = b.pick(m, b.best[r])
+	}
+	b.best[n] = m
+}
+
+func (b *busySets) add(org int, m int32)    { b.root[org] = b.insert(b.root[org], m) }
+func (b *busySets) remove(org int, m int32) { b.root[org] = b.treap.remove(b.root[org], m) }
+
+// lowest is org's busy machine of least draw, or −1.
+func (b *busySets) lowest(org int) int32 { return b.firstNode(b.root[org]) }
+
+// prefix is org's best victim among its machines at positions below k,
+// or −1.
+func (b *busySets) prefix(org int, k int) int32 {
+	best := int32(-1)
+	for n := b.root[org]; n >= 0; {
+		if b.pos[n] < k {
+			best = b.pick(best, n)
+			if l := b.left[n]; l >= 0 {
+				best = b.pick(best, b.best[l])
+			}
+			n = b.right[n]
+		} else {
+			n = b.left[n]
+		}
+	}
+	return best
+}
