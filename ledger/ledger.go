@@ -40,6 +40,11 @@ type Ledger struct {
 
 	// members holds the federation's membership decisions (membership.go).
 	members membership
+
+	// queue (derived, keptqueue.go) is the queued tasks as the scheduling
+	// pass reads them, kept between passes; nil when the federation's
+	// peers compute no passes.
+	queue *keptQueue
 }
 
 // New returns an empty ledger at applied index 0.
@@ -184,6 +189,7 @@ func (l *Ledger) apply(index uint64, c *Command, res *Result) *Error {
 		return err
 	}
 	do(index, res)
+	l.syncQueue(res)
 	return nil
 }
 

@@ -249,6 +249,7 @@ func fromCanonical(applied uint64, c *canonical) (*Ledger, error) {
 	}
 	l.scheduledMs = c.ScheduledAtMs
 	l.rebuildDerived()
+	l.buildQueue()
 	return l, nil
 }
 
