@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math"
+	"sort"
 )
 
 // EHOSEP is the energy-aware HOSEP of seed 000 (algorithms 3, 4 and 5,
@@ -181,7 +182,7 @@ func newEhosepPass(s *State, bestFit bool) *ehosepPass {
 		}
 	}
 	w.free.build()
-	w.order = newOrgOrder(n, w.orgBefore)
+	w.order = newOrgOrder(w.dp, w.tieRanks())
 	w.victimOrgs = newMinTree(n, func(a, b int32) bool { return w.victimOrgBetter(int(a), int(b)) })
 	for i := range n {
 		w.dp[i] = DP(w.alloc[i], w.quota[i])
@@ -210,16 +211,31 @@ func (w *ehosepPass) fillQueues() {
 	}
 }
 
-func (w *ehosepPass) orgBefore(a, b int) bool {
-	return orgBefore(w.dp[a], w.dp[b], w.quota[a], w.quota[b], w.pquota[a], w.pquota[b], w.s.Orgs[a].Name, w.s.Orgs[b].Name)
+func (w *ehosepPass) orgBefore(a, b int) bool { return w.order.less(int32(a), int32(b)) }
+
+// tieRanks ranks the organisations by orgBefore's tie-breaks (larger
+// quota, smaller power quota, name), which do not change during a pass,
+// so that the order compares DP and one integer.
+func (w *ehosepPass) tieRanks() []int32 {
+	by := make([]int, w.nOrg)
+	for i := range by {
+		by[i] = i
+	}
+	sort.Slice(by, func(x, y int) bool {
+		a, b := by[x], by[y]
+		return orgBefore(0, 0, w.quota[a], w.quota[b], w.pquota[a], w.pquota[b], w.s.Orgs[a].Name, w.s.Orgs[b].Name)
+	})
+	rank := make([]int32, w.nOrg)
+	for r, o := range by {
+		rank[o] = int32(r)
+	}
+	return rank
 }
 
 // detach takes organisation o out of the indices before its allocation,
 // power or queue changes; attach puts it back after, in its new place
 // (L796: the list is "re-sorted after every single allocation").
-func (w *ehosepPass) detach(o int) {
-	w.order.root = w.order.remove(w.order.root, int32(o))
-}
+func (w *ehosepPass) detach(o int) { w.order.remove(int32(o)) }
 
 func (w *ehosepPass) attach(o int) {
 	w.dp[o] = DP(w.alloc[o], w.quota[o])
@@ -227,7 +243,7 @@ func (w *ehosepPass) attach(o int) {
 	if w.pi[o] < w.limit[o] && w.queue[o].len() > 0 { // line 7
 		w.order.head[o] = w.limit[o] - w.pi[o]
 	}
-	w.order.root = w.order.insert(w.order.root, int32(o))
+	w.order.insert(int32(o))
 	v := int32(-1)
 	if w.dp[o] > 0 {
 		v = int32(o)

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -275,12 +276,19 @@ func TestOrgOrderQueries(t *testing.T) {
 	r := rand.New(rand.NewPCG(22, 6))
 	for iter := range 200 {
 		n := 1 + r.IntN(80)
-		key := make([]int, n)
-		before := func(a, b int) bool { return key[a] < key[b] || key[a] == key[b] && a < b }
-		o := newOrgOrder(n, before)
+		dp := make([]float64, n)
+		tie := make([]int32, n)
+		for i, p := range r.Perm(n) {
+			tie[i] = int32(p)
+		}
+		before := func(a, b int) bool { return dp[a] < dp[b] || dp[a] == dp[b] && tie[a] < tie[b] }
+		o := newOrgOrder(dp, tie)
 		for i := range n {
-			key[i], o.head[i] = r.IntN(10), int64(r.IntN(5))-1
-			o.root = o.insert(o.root, int32(i))
+			dp[i], o.head[i] = float64(r.IntN(10)), int64(r.IntN(5))-1
+			if r.IntN(10) == 0 {
+				dp[i] = math.Inf(1)
+			}
+			o.insert(int32(i))
 		}
 		sorted := func() []int {
 			s := make([]int, n)
@@ -328,9 +336,9 @@ func TestOrgOrderQueries(t *testing.T) {
 				}
 			}
 			i := r.IntN(n)
-			o.root = o.remove(o.root, int32(i))
-			key[i], o.head[i] = r.IntN(10), int64(r.IntN(5))-1
-			o.root = o.insert(o.root, int32(i))
+			o.remove(int32(i))
+			dp[i], o.head[i] = float64(r.IntN(10)), int64(r.IntN(5))-1
+			o.insert(int32(i))
 		}
 	}
 }

@@ -108,28 +108,105 @@ func (t *treap) firstNode(n int32) int32 {
 // at least W of headroom" costs O(log organisations): the question
 // algorithm 3's walk asks, with W the least draw of a free machine (it can
 // allocate) or of a victim organisation's busy machine (it may preempt).
+//
+// It is the treap above written out for one order: the comparison is on
+// two arrays (DP, and a rank of the static tie-breaks), not a call through
+// a function value, because every decision moves an organisation.
 type orgOrder struct {
-	*treap
-	root int32
-	head []int64 // own headroom, or −1
-	most []int64 // the subtree's largest head
+	root        int32
+	left, right []int32
+	head        []int64   // own headroom, or −1
+	most        []int64   // the subtree's largest head
+	dp          []float64 // the pass's DP of each organisation
+	tie         []int32   // rank by orgBefore's ties: larger quota, smaller power quota, name
 }
 
-func newOrgOrder(n int, before func(a, b int) bool) *orgOrder {
-	o := &orgOrder{root: -1, head: make([]int64, n), most: make([]int64, n)}
-	o.treap = newTreap(n, func(a, b int32) bool { return before(int(a), int(b)) }, o.pull)
+// newOrgOrder returns an empty order over n organisations whose DP the
+// caller keeps in dp; tie ranks them by orgBefore's tie-breaks.
+func newOrgOrder(dp []float64, tie []int32) *orgOrder {
+	n := len(dp)
+	o := &orgOrder{root: -1, left: make([]int32, n), right: make([]int32, n),
+		head: make([]int64, n), most: make([]int64, n), dp: dp, tie: tie}
+	for i := range o.left {
+		o.left[i], o.right[i] = -1, -1
+	}
 	return o
+}
+
+// less is orgBefore: DP ascending (+Inf equals +Inf), then the ties.
+func (o *orgOrder) less(a, b int32) bool {
+	if da, db := o.dp[a], o.dp[b]; da != db {
+		return da < db
+	}
+	return o.tie[a] < o.tie[b]
 }
 
 func (o *orgOrder) pull(n int32) {
 	m := o.head[n]
-	if l := o.left[n]; l >= 0 {
-		m = max(m, o.most[l])
+	if l := o.left[n]; l >= 0 && o.most[l] > m {
+		m = o.most[l]
 	}
-	if r := o.right[n]; r >= 0 {
-		m = max(m, o.most[r])
+	if r := o.right[n]; r >= 0 && o.most[r] > m {
+		m = o.most[r]
 	}
 	o.most[n] = m
+}
+
+func (o *orgOrder) split(n, a int32) (int32, int32) {
+	if n < 0 {
+		return -1, -1
+	}
+	if o.less(n, a) {
+		l, r := o.split(o.right[n], a)
+		o.right[n] = l
+		o.pull(n)
+		return n, r
+	}
+	l, r := o.split(o.left[n], a)
+	o.left[n] = r
+	o.pull(n)
+	return l, n
+}
+
+func (o *orgOrder) merge(a, b int32) int32 {
+	switch {
+	case a < 0:
+		return b
+	case b < 0:
+		return a
+	case prio(a) > prio(b):
+		o.right[a] = o.merge(o.right[a], b)
+		o.pull(a)
+		return a
+	default:
+		o.left[b] = o.merge(a, o.left[b])
+		o.pull(b)
+		return b
+	}
+}
+
+// insert adds organisation a at its place.
+func (o *orgOrder) insert(a int32) {
+	o.left[a], o.right[a] = -1, -1
+	o.pull(a)
+	l, r := o.split(o.root, a)
+	o.root = o.merge(o.merge(l, a), r)
+}
+
+// remove takes organisation a out; its DP must be the one it was
+// inserted with.
+func (o *orgOrder) remove(a int32) {
+	l, r := o.split(o.root, a)
+	o.root = o.merge(l, o.dropFirst(r)) // a is the first of r
+}
+
+func (o *orgOrder) dropFirst(n int32) int32 {
+	if o.left[n] < 0 {
+		return o.right[n]
+	}
+	o.left[n] = o.dropFirst(o.left[n])
+	o.pull(n)
+	return n
 }
 
 // first is the first organisation in order with head ≥ bound (bound > 0),
