@@ -185,26 +185,45 @@ func (o *orgOrder) merge(a, b int32) int32 {
 	}
 }
 
-// insert adds organisation a at its place.
+// insert adds organisation a at its place: one descent to the depth its
+// priority gives it, then one split of the subtree there.
 func (o *orgOrder) insert(a int32) {
 	o.left[a], o.right[a] = -1, -1
 	o.pull(a)
-	l, r := o.split(o.root, a)
-	o.root = o.merge(o.merge(l, a), r)
+	o.root = o.insertAt(o.root, a)
+}
+
+func (o *orgOrder) insertAt(n, a int32) int32 {
+	if n < 0 {
+		return a
+	}
+	if prio(a) > prio(n) {
+		o.left[a], o.right[a] = o.split(n, a)
+		o.pull(a)
+		return a
+	}
+	if o.less(a, n) {
+		o.left[n] = o.insertAt(o.left[n], a)
+	} else {
+		o.right[n] = o.insertAt(o.right[n], a)
+	}
+	o.pull(n)
+	return n
 }
 
 // remove takes organisation a out; its DP must be the one it was
-// inserted with.
-func (o *orgOrder) remove(a int32) {
-	l, r := o.split(o.root, a)
-	o.root = o.merge(l, o.dropFirst(r)) // a is the first of r
-}
+// inserted with (the descent follows it).
+func (o *orgOrder) remove(a int32) { o.root = o.removeAt(o.root, a) }
 
-func (o *orgOrder) dropFirst(n int32) int32 {
-	if o.left[n] < 0 {
-		return o.right[n]
+func (o *orgOrder) removeAt(n, a int32) int32 {
+	if n == a {
+		return o.merge(o.left[n], o.right[n])
 	}
-	o.left[n] = o.dropFirst(o.left[n])
+	if o.less(a, n) {
+		o.left[n] = o.removeAt(o.left[n], a)
+	} else {
+		o.right[n] = o.removeAt(o.right[n], a)
+	}
 	o.pull(n)
 	return n
 }
