@@ -160,9 +160,7 @@ func newEhosepPass(s *State, bestFit bool) *ehosepPass {
 	}
 	ms := s.Machines
 	w.free = newMinTree(len(ms), func(a, b int32) bool { return energyBetter(ms[a], ms[b]) })
-	w.victims = newBusySets(n, w.watt.pos, func(a, b int32) bool {
-		return victimBetter(w.waste[a], w.waste[b], ms[a], ms[b])
-	})
+	w.victims = newBusySets(n, w.watt.pos, w.waste, ms)
 	for _, r := range s.Running {
 		m := r.Machine
 		w.busy[m] = true

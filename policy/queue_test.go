@@ -350,9 +350,13 @@ func TestBusySetsPrefix(t *testing.T) {
 	for iter := range 200 {
 		nM, nOrg := 1+r.IntN(60), 1+r.IntN(4)
 		pos := r.Perm(nM)
-		waste := make([]int, nM)
-		better := func(a, b int32) bool { return waste[a] < waste[b] || waste[a] == waste[b] && a < b }
-		b := newBusySets(nOrg, pos, better)
+		waste := make([]float64, nM)
+		ms := make([]Machine, nM)
+		for j := range ms {
+			ms[j] = Machine{ID: "m" + itoa(100+j), MFLOPS: int64(1 + r.IntN(2))}
+		}
+		better := func(a, b int32) bool { return victimBetter(waste[a], waste[b], ms[a], ms[b]) }
+		b := newBusySets(nOrg, pos, waste, ms)
 		in := make([]int, nM) // org+1, 0 when in no set
 		for step := range 100 {
 			m := r.IntN(nM)
@@ -360,7 +364,7 @@ func TestBusySetsPrefix(t *testing.T) {
 				b.remove(in[m]-1, int32(m))
 				in[m] = 0
 			} else {
-				waste[m] = r.IntN(5)
+				waste[m] = float64(r.IntN(5))
 				org := r.IntN(nOrg)
 				b.add(org, int32(m))
 				in[m] = org + 1

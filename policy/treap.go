@@ -1,27 +1,10 @@
 package policy
 
-// treap is a balanced binary search tree over small integer node IDs
-// (organisation or machine indices), ordered by less, with a subtree
-// aggregate the owner keeps in its own arrays and recomputes in pull.
+// The orders below are treaps: binary search trees over small integer
+// node IDs (organisation or machine indices) with a subtree aggregate.
 // Priorities are a fixed hash of the node ID: the shape is deterministic,
 // and the answers do not depend on it anyway (every query is a function of
 // the order and the aggregates, and the orders are total).
-//
-// Several trees may share one treap's arrays (roots kept by the caller)
-// when a node belongs to at most one of them at a time.
-type treap struct {
-	left, right []int32
-	less        func(a, b int32) bool
-	pull        func(n int32)
-}
-
-func newTreap(n int, less func(a, b int32) bool, pull func(n int32)) *treap {
-	t := &treap{left: make([]int32, n), right: make([]int32, n), less: less, pull: pull}
-	for i := range t.left {
-		t.left[i], t.right[i] = -1, -1
-	}
-	return t
-}
 
 // prio is splitmix64 of the node ID.
 func prio(n int32) uint64 {
@@ -29,76 +12,6 @@ func prio(n int32) uint64 {
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
 	return z ^ (z >> 31)
-}
-
-// split cuts the tree at n into the nodes before o and the others.
-func (t *treap) split(n, o int32) (int32, int32) {
-	if n < 0 {
-		return -1, -1
-	}
-	if t.less(n, o) {
-		l, r := t.split(t.right[n], o)
-		t.right[n] = l
-		t.pull(n)
-		return n, r
-	}
-	l, r := t.split(t.left[n], o)
-	t.left[n] = r
-	t.pull(n)
-	return l, n
-}
-
-// merge joins two trees, every node of a before every node of b.
-func (t *treap) merge(a, b int32) int32 {
-	switch {
-	case a < 0:
-		return b
-	case b < 0:
-		return a
-	case prio(a) > prio(b):
-		t.right[a] = t.merge(t.right[a], b)
-		t.pull(a)
-		return a
-	default:
-		t.left[b] = t.merge(a, t.left[b])
-		t.pull(b)
-		return b
-	}
-}
-
-// insert adds node o (not in the tree) and returns the new root.
-func (t *treap) insert(root, o int32) int32 {
-	t.left[o], t.right[o] = -1, -1
-	t.pull(o)
-	l, r := t.split(root, o)
-	return t.merge(t.merge(l, o), r)
-}
-
-// remove takes node o (in the tree, at the place its order key had when
-// it was inserted) out and returns the new root.
-func (t *treap) remove(root, o int32) int32 {
-	l, r := t.split(root, o)
-	return t.merge(l, t.dropFirst(r)) // o is the first of r
-}
-
-func (t *treap) dropFirst(n int32) int32 {
-	if t.left[n] < 0 {
-		return t.right[n]
-	}
-	t.left[n] = t.dropFirst(t.left[n])
-	t.pull(n)
-	return n
-}
-
-// firstNode is the first node of the tree at n in order, or -1.
-func (t *treap) firstNode(n int32) int32 {
-	if n < 0 {
-		return -1
-	}
-	for t.left[n] >= 0 {
-		n = t.left[n]
-	}
-	return n
 }
 
 // orgOrder keeps the organisations in algorithm 3's order (orgBefore),
@@ -109,9 +22,9 @@ func (t *treap) firstNode(n int32) int32 {
 // algorithm 3's walk asks, with W the least draw of a free machine (it can
 // allocate) or of a victim organisation's busy machine (it may preempt).
 //
-// It is the treap above written out for one order: the comparison is on
-// two arrays (DP, and a rank of the static tie-breaks), not a call through
-// a function value, because every decision moves an organisation.
+// The comparison is on two arrays (DP, and a rank of the static
+// tie-breaks), not a call through a function value: every decision moves
+// an organisation.
 type orgOrder struct {
 	root        int32
 	left, right []int32
@@ -271,23 +184,38 @@ func (o *orgOrder) afterIn(n, a int32, bound int64) int32 {
 // a treap ordered by draw (their position in wattOrder), each subtree
 // carrying its best victim (victimBetter), so that algorithm 5's "the
 // least-waste machine of z whose draw fits" is one O(log machines) path.
-// A one-slot machine runs one task, so it is in at most one set.
+// A one-slot machine runs one task, so it is in at most one set, and the
+// sets share one set of arrays. Written out like orgOrder: no calls
+// through function values on the paths every decision takes.
 type busySets struct {
-	*treap
-	root []int32 // per organisation
-	best []int32 // the subtree's best victim
-	pos  []int   // machine → position in draw order
-	// better orders victims.
-	better func(a, b int32) bool
+	root              []int32 // per organisation
+	left, right, best []int32 // per machine; best: the subtree's best victim
+	pos               []int   // machine → position in draw order
+	waste             []float64
+	ms                []Machine
 }
 
-func newBusySets(nOrgs int, pos []int, better func(a, b int32) bool) *busySets {
-	b := &busySets{root: make([]int32, nOrgs), best: make([]int32, len(pos)), pos: pos, better: better}
+func newBusySets(nOrgs int, pos []int, waste []float64, ms []Machine) *busySets {
+	n := len(pos)
+	b := &busySets{root: make([]int32, nOrgs), left: make([]int32, n), right: make([]int32, n),
+		best: make([]int32, n), pos: pos, waste: waste, ms: ms}
 	for i := range b.root {
 		b.root[i] = -1
 	}
-	b.treap = newTreap(len(pos), func(x, y int32) bool { return pos[x] < pos[y] }, b.pull)
 	return b
+}
+
+// better is victimBetter without copying the machines: least waste, then
+// smaller computing power, then ID.
+func (b *busySets) better(x, y int32) bool {
+	if wx, wy := b.waste[x], b.waste[y]; wx != wy {
+		return wx < wy
+	}
+	mx, my := &b.ms[x], &b.ms[y]
+	if mx.MFLOPS != my.MFLOPS {
+		return mx.MFLOPS < my.MFLOPS
+	}
+	return mx.ID < my.ID
 }
 
 func (b *busySets) pick(x, y int32) int32 {
@@ -313,11 +241,91 @@ func (b *busySets) pull(n int32) {
 	b.best[n] = m
 }
 
-func (b *busySets) add(org int, m int32)    { b.root[org] = b.insert(b.root[org], m) }
-func (b *busySets) remove(org int, m int32) { b.root[org] = b.treap.remove(b.root[org], m) }
+func (b *busySets) split(n int32, p int) (int32, int32) {
+	if n < 0 {
+		return -1, -1
+	}
+	if b.pos[n] < p {
+		l, r := b.split(b.right[n], p)
+		b.right[n] = l
+		b.pull(n)
+		return n, r
+	}
+	l, r := b.split(b.left[n], p)
+	b.left[n] = r
+	b.pull(n)
+	return l, n
+}
+
+func (b *busySets) merge(x, y int32) int32 {
+	switch {
+	case x < 0:
+		return y
+	case y < 0:
+		return x
+	case prio(x) > prio(y):
+		b.right[x] = b.merge(b.right[x], y)
+		b.pull(x)
+		return x
+	default:
+		b.left[y] = b.merge(x, b.left[y])
+		b.pull(y)
+		return y
+	}
+}
+
+// add puts machine m in org's set; its waste must be set first.
+func (b *busySets) add(org int, m int32) {
+	b.left[m], b.right[m] = -1, -1
+	b.pull(m)
+	b.root[org] = b.insertAt(b.root[org], m)
+}
+
+func (b *busySets) insertAt(n, m int32) int32 {
+	if n < 0 {
+		return m
+	}
+	if prio(m) > prio(n) {
+		b.left[m], b.right[m] = b.split(n, b.pos[m])
+		b.pull(m)
+		return m
+	}
+	if b.pos[m] < b.pos[n] {
+		b.left[n] = b.insertAt(b.left[n], m)
+	} else {
+		b.right[n] = b.insertAt(b.right[n], m)
+	}
+	b.pull(n)
+	return n
+}
+
+// remove takes machine m out of org's set.
+func (b *busySets) remove(org int, m int32) { b.root[org] = b.removeAt(b.root[org], m) }
+
+func (b *busySets) removeAt(n, m int32) int32 {
+	if n == m {
+		return b.merge(b.left[n], b.right[n])
+	}
+	if b.pos[m] < b.pos[n] {
+		b.left[n] = b.removeAt(b.left[n], m)
+	} else {
+		b.right[n] = b.removeAt(b.right[n], m)
+	}
+	b.pull(n)
+	return n
+}
 
 // lowest is org's busy machine of least draw, or −1.
-func (b *busySets) lowest(org int) int32 { return b.firstNode(b.root[org]) }
+func (b *busySets) lowest(org int) int32 {
+	n := b.root[org]
+	if n < 0 {
+		return -1
+	}
+	for b.left[n] >= 0 {
+		n = b.left[n]
+	}
+	return n
+}
 
 // prefix is org's best victim among its machines at positions below k,
 // or −1.
