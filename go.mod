@@ -31,6 +31,8 @@ require (
 
 require github.com/dustin/go-humanize v1.1.0
 
+require github.com/google/btree v1.1.3
+
 require (
 	filippo.io/bigmod v0.1.1-0.20260103110540-f8a47775ebe5 // indirect
 	filippo.io/keygen v1.0.0 // indirect

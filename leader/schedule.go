@@ -161,7 +161,8 @@ func (l *Leader) account(p planned, res *ledger.Result) {
 
 // planned is an encoded pass to append: a decisions batch (a federation
 // whose leader decides) or a schedule trigger (one whose peers compute the
-// pass), with the number of decisions this peer's pass made.
+// pass), with the number of decisions this peer's pass made (for a
+// trigger, 1: the leader only learns that the pass decides something).
 type planned struct {
 	kind  ledger.Kind
 	data  []byte
@@ -171,18 +172,20 @@ type planned struct {
 // plan runs the policy on the current view and returns the encoded
 // command to append (ok false when there is nothing to propose). On a
 // federation whose peers compute the passes (ledger.Scheduling), the
-// leader runs the very pass a trigger would (Ledger.SchedulingPass, with
-// the federation's settings, not this peer's configuration) only to learn
-// whether it decides anything, and proposes the trigger.
+// leader does not run the pass: every peer runs it in Apply. It asks,
+// under the state's lock, whether a trigger would decide anything
+// (Ledger.Placeable: the pass's first service, on the ledger's kept
+// queue, with the federation's settings, not this peer's configuration),
+// and proposes the trigger if so.
 func (l *Leader) plan(r StateViewer) (p planned, ok bool) {
 	nowMs := l.cfg.Now().UnixMilli()
 	var (
-		st      *policy.State
-		vm      *ledger.ViewMap
-		org     string
-		byPeers bool
-		pass    *ledger.Pass
-		perr    *ledger.Error
+		st        *policy.State
+		vm        *ledger.ViewMap
+		org       string
+		byPeers   bool
+		placeable bool
+		perr      *ledger.Error
 	)
 	r.View(func(lg *ledger.Ledger) {
 		org, ok = lg.OrgOfPeer(l.cfg.Self.String())
@@ -193,7 +196,11 @@ func (l *Leader) plan(r StateViewer) (p planned, ok bool) {
 			// A trigger may not be earlier than the last one: a clock
 			// behind it (another leader's ran ahead) uses its time.
 			nowMs = max(nowMs, lg.ScheduledAtMs())
-			pass, perr = lg.SchedulingPass(nowMs)
+			var queued int
+			queued, placeable, perr = lg.Placeable(nowMs)
+			if queued > 0 {
+				l.stats.passes.Add(1)
+			}
 			return
 		}
 		st, vm = lg.PolicyView(nowMs, l.cfg.CheckpointBlockSeconds)
@@ -203,7 +210,7 @@ func (l *Leader) plan(r StateViewer) (p planned, ok bool) {
 		return planned{}, false
 	}
 	if byPeers {
-		return l.planTrigger(org, nowMs, pass, perr)
+		return l.planTrigger(org, nowMs, placeable, perr)
 	}
 	if len(st.Queued) == 0 {
 		return planned{}, false
@@ -231,30 +238,19 @@ func (l *Leader) plan(r StateViewer) (p planned, ok bool) {
 	return l.encoded(ledger.KindDecisions, cmd, len(ds))
 }
 
-// planTrigger runs the pass a trigger at nowMs would run (its view is a
-// copy: outside the lock) and proposes the trigger if it decides anything.
-func (l *Leader) planTrigger(org string, nowMs int64, pass *ledger.Pass, perr *ledger.Error) (planned, bool) {
+// planTrigger proposes a trigger at nowMs if its pass decides anything.
+func (l *Leader) planTrigger(org string, nowMs int64, placeable bool, perr *ledger.Error) (planned, bool) {
 	if perr != nil {
-		l.stats.errors.Add(1)
-		l.log.Error("leader: scheduling pass", "err", perr)
-		return planned{}, false
-	}
-	if pass.Queued() == 0 {
-		return planned{}, false
-	}
-	l.stats.passes.Add(1)
-	ds, err := pass.Decide()
-	if err != nil {
 		// Every peer would refuse the trigger alike: do not append it.
 		l.stats.errors.Add(1)
-		l.log.Error("leader: scheduling pass", "pass", pass, "err", err)
+		l.log.Error("leader: scheduling pass", "at_ms", nowMs, "err", perr)
 		return planned{}, false
 	}
-	if len(ds) == 0 {
+	if !placeable {
 		return planned{}, false
 	}
 	cmd := ledger.Command{V: ledger.CommandVersion, Org: org, Peer: l.cfg.Self.String(), AtMs: nowMs, Schedule: &ledger.Schedule{}}
-	return l.encoded(ledger.KindSchedule, cmd, len(ds))
+	return l.encoded(ledger.KindSchedule, cmd, 1)
 }
 
 func (l *Leader) encoded(kind ledger.Kind, cmd ledger.Command, count int) (planned, bool) {

@@ -568,6 +568,7 @@ func (b *TaskStopped) check(l *Ledger, c *Command) (change, *Error) {
 		l.closeSegments(c.AtMs, run)
 		if applyCk {
 			t.setCheckpoint(b.Checkpoint, c.AtMs)
+			l.queueSync(t) // a stopped run's task may be queued again
 		}
 	}, nil
 }

@@ -256,6 +256,8 @@ func (l *Ledger) CheckInvariants() error {
 		}
 	}
 
+	l.checkKeptQueue(fail)
+
 	// Derived sums and limits.
 	for _, name := range l.order {
 		o := l.orgs[name]

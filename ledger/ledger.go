@@ -47,6 +47,11 @@ type Ledger struct {
 
 	// memo keeps the hash of the state at one applied index (hashmemo.go).
 	memo *hashMemo
+
+	// queue (derived, keptqueue.go) is the queued tasks as the scheduling
+	// pass reads them, kept between passes; nil when the federation's
+	// peers compute no passes.
+	queue *keptQueue
 }
 
 // New returns an empty ledger at applied index 0.
@@ -197,6 +202,7 @@ func (l *Ledger) apply(index uint64, c *Command, res *Result) *Error {
 		return err
 	}
 	do(index, res)
+	l.syncQueue(res)
 	return nil
 }
 

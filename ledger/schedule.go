@@ -34,8 +34,8 @@ const KindSchedule Kind = "schedule"
 //   - an AtMs before the last applied trigger's (CodeClockBackwards): a
 //     leader cannot make a pass see the past;
 //   - a pass that decides nothing (CodeNothingToSchedule), so that an
-//     empty trigger never stays in the log when the leader's dry run can
-//     judge it;
+//     empty trigger never stays in the log when the leader's check
+//     (Placeable) can judge it;
 //   - a pass the policy fails on (CodePolicyFailed), identically on every
 //     peer.
 //
@@ -57,7 +57,9 @@ func (b *Schedule) check(l *Ledger, c *Command) (change, *Error) {
 	if _, err := l.actor(c); err != nil {
 		return nil, err
 	}
-	p, err := l.SchedulingPass(c.AtMs)
+	// The kept queue: the pass runs here, under the state's lock, and its
+	// decisions are converted before anything changes.
+	p, err := l.schedulingPass(c.AtMs, true)
 	if err != nil {
 		return nil, err
 	}
@@ -135,8 +137,8 @@ func (l *Ledger) SchedulingSettings() (Scheduling, bool) {
 func (l *Ledger) ScheduledAtMs() int64 { return l.scheduledMs }
 
 // Pass is one scheduling pass taken from the ledger: a copy of the policy
-// view, so that Decide may run after the ledger has changed (the leader
-// runs it outside the state's lock).
+// view, so that Decide may run after the ledger has changed (unless it
+// reads the ledger's kept queue: see schedulingPass).
 type Pass struct {
 	settings Scheduling
 	policy   policy.Policy
@@ -146,11 +148,17 @@ type Pass struct {
 
 // SchedulingPass takes the pass a schedule trigger at nowMs would run on
 // this state: the federation's policy on PolicyView(nowMs, its checkpoint
-// block). Both Apply and the leader (to learn whether a trigger would
-// decide anything) use it, so they run the same pass. It refuses a
+// block), a copy that stays valid after the ledger changes. It refuses a
 // federation without scheduling settings (CodeSchedulingMode) and a time
 // before the last trigger's (CodeClockBackwards).
-func (l *Ledger) SchedulingPass(nowMs int64) (*Pass, *Error) {
+func (l *Ledger) SchedulingPass(nowMs int64) (*Pass, *Error) { return l.schedulingPass(nowMs, false) }
+
+// schedulingPass is SchedulingPass; with kept, the view reads the ledger's
+// kept queue (keptqueue.go) instead of listing the queued tasks: the pass
+// then costs what it serves, not the queue's length, and must run before
+// the ledger changes (Apply, and Placeable under the state's lock). Both
+// views give the same decisions.
+func (l *Ledger) schedulingPass(nowMs int64, kept bool) (*Pass, *Error) {
 	s, ok := l.SchedulingSettings()
 	if !ok {
 		return nil, errf(CodeSchedulingMode, "this federation's leader proposes decisions: it has no scheduling settings for its peers to compute a pass")
@@ -164,12 +172,53 @@ func (l *Ledger) SchedulingPass(nowMs int64) (*Pass, *Error) {
 		// named policy gets here, and every such peer alike.
 		return nil, errf(CodePolicyFailed, "policy %q: %v", s.Policy, err)
 	}
-	st, vm := l.PolicyView(nowMs, float64(s.CheckpointBlockMs)/1000)
+	var q *policy.Queue
+	if kept {
+		q = l.keptPolicyQueue()
+	}
+	st, vm := l.policyView(nowMs, float64(s.CheckpointBlockMs)/1000, q)
 	return &Pass{settings: s, policy: pol, state: st, view: vm}, nil
 }
 
+// Placeable reports whether a schedule trigger at nowMs would decide
+// anything, with the error Apply would refuse it with, and how many tasks
+// wait (0: the policy did not run): the leader's question before it
+// appends one. It runs the pass's first service only (policy.Decides) on
+// the kept queue, so it costs about the federation's machines and
+// organisations, not a pass; call it under the state's lock.
+func (l *Ledger) Placeable(nowMs int64) (queued int, placeable bool, err *Error) {
+	p, err := l.schedulingPass(nowMs, true)
+	if err != nil {
+		return 0, false, err
+	}
+	placeable, err = p.decides()
+	return p.Queued(), placeable, err
+}
+
 // Queued is the number of queued tasks the pass sees.
-func (p *Pass) Queued() int { return len(p.state.Queued) }
+func (p *Pass) Queued() int {
+	n := len(p.state.Queued)
+	if p.state.Queue != nil {
+		n += p.state.Queue.Len()
+	}
+	return n
+}
+
+func (p *Pass) decides() (yes bool, err *Error) {
+	if p.Queued() == 0 {
+		return false, nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			yes, err = false, errf(CodePolicyFailed, "policy %s panicked: %v", p.settings.Policy, r)
+		}
+	}()
+	yes, perr := policy.Decides(p.policy, p.state)
+	if perr != nil {
+		return false, errf(CodePolicyFailed, "policy %s: %v", p.settings.Policy, perr)
+	}
+	return yes, nil
+}
 
 // Decide runs the policy on the pass's view and returns its decisions, at
 // most MaxDecisionsPerCommand, as ledger decisions. A policy error, a
@@ -177,7 +226,7 @@ func (p *Pass) Queued() int { return len(p.state.Queued) }
 // refusals (CodePolicyFailed): the policy is deterministic, so every peer
 // refuses alike.
 func (p *Pass) Decide() (ds []Decision, err *Error) {
-	if len(p.state.Queued) == 0 {
+	if p.Queued() == 0 {
 		return nil, nil
 	}
 	defer func() {

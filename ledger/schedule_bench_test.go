@@ -97,3 +97,32 @@ func BenchmarkScheduleTrigger(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLeaderCheck is what the leader pays before it appends a
+// schedule trigger on the goal federation with 1,000 to 100,000 queued
+// tasks: before issue 22 a whole pass on a listed view ("dry-run":
+// SchedulingPass, Decide), now Placeable (the first service of the pass
+// on the kept queue). Apply then runs the pass once, on the kept queue.
+func BenchmarkLeaderCheck(b *testing.B) {
+	for _, queued := range []int{1_000, 10_000, 100_000} {
+		f := goalFederation(b, queued, true)
+		b.Run(fmt.Sprintf("queued=%d/dry-run", queued), func(b *testing.B) {
+			for b.Loop() {
+				p, err := f.l.SchedulingPass(5000)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if ds, err := p.Decide(); err != nil || len(ds) == 0 {
+					b.Fatalf("the pass decides %d: %v", len(ds), err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("queued=%d/placeable", queued), func(b *testing.B) {
+			for b.Loop() {
+				if _, ok, err := f.l.Placeable(5000); err != nil || !ok {
+					b.Fatalf("placeable %v: %v", ok, err)
+				}
+			}
+		})
+	}
+}

@@ -394,6 +394,9 @@ func TestRandomScheduledSequences(t *testing.T) {
 			}
 			hashes = append(hashes, after)
 			before = after
+			if i%5 == 0 {
+				checkKeptPass(t, f.l, g.now+int64(i))
+			}
 			if i%250 == 249 {
 				nl := New()
 				if err := nl.Restore(bytes.NewReader(snapshotOf(t, f.l))); err != nil {
@@ -420,5 +423,39 @@ func TestRandomScheduledSequences(t *testing.T) {
 		if rejected[c] == 0 {
 			t.Errorf("the random sequences never produced a %s rejection", c)
 		}
+	}
+}
+
+// checkKeptPass: the pass on the kept queue (what Apply runs) decides
+// what the pass on the listed queued tasks decides, and Placeable says
+// whether it decides anything.
+func checkKeptPass(t *testing.T, l *Ledger, nowMs int64) {
+	t.Helper()
+	if _, ok := l.SchedulingSettings(); !ok {
+		return
+	}
+	nowMs = max(nowMs, l.ScheduledAtMs())
+	listed, err := l.SchedulingPass(nowMs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := listed.Decide()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := l.schedulingPass(nowMs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept.state.Queue == nil && l.queue != nil {
+		t.Fatal("the ledger keeps a queue but its pass lists the tasks")
+	}
+	got, err := kept.Decide()
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("at %d ms: the pass on the kept queue decides %+v (%v), on the listed tasks %+v", nowMs, got, err, want)
+	}
+	queued, placeable, err := l.Placeable(nowMs)
+	if err != nil || placeable != (len(want) > 0) || queued != listed.Queued() {
+		t.Fatalf("at %d ms: Placeable = %d, %v, %v; the pass decides %d of %d queued", nowMs, queued, placeable, err, len(want), listed.Queued())
 	}
 }

@@ -259,6 +259,7 @@ func fromCanonical(applied uint64, c *canonical) (*Ledger, error) {
 		return nil, err
 	}
 	l.rebuildDerived()
+	l.buildQueue()
 	return l, nil
 }
 

@@ -35,6 +35,13 @@ type ViewMap struct {
 // changes. An organisation without machines has quota 0, which the policy
 // treats as DP = +Inf (served last).
 func (l *Ledger) PolicyView(nowMs int64, checkpointBlockSeconds float64) (*policy.State, *ViewMap) {
+	return l.policyView(nowMs, checkpointBlockSeconds, nil)
+}
+
+// policyView is PolicyView with the queued tasks in kept (State.Queue)
+// instead of listed, when kept is not nil: then the view shares kept with
+// the ledger and is valid only while the ledger does not change.
+func (l *Ledger) policyView(nowMs int64, checkpointBlockSeconds float64, kept *policy.Queue) (*policy.State, *ViewMap) {
 	vm := &ViewMap{Index: l.applied, NowMs: nowMs, Orgs: append([]string(nil), l.order...)}
 	s := &policy.State{
 		Orgs:                   make([]policy.Org, len(l.order)),
@@ -59,9 +66,13 @@ func (l *Ledger) PolicyView(nowMs int64, checkpointBlockSeconds float64) (*polic
 		vm.Machines = append(vm.Machines, id)
 		s.Machines = append(s.Machines, m.policyMachine(orgIdx[m.Org]))
 	}
-	for _, t := range l.bySeq {
-		if t.State == TaskQueued {
-			s.Queued = append(s.Queued, policyTask(t, orgIdx))
+	if kept != nil {
+		s.Queue = kept
+	} else {
+		for _, t := range l.bySeq {
+			if t.State == TaskQueued {
+				s.Queued = append(s.Queued, policyTask(t, orgIdx))
+			}
 		}
 	}
 	for _, id := range vm.Machines {

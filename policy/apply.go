@@ -13,6 +13,7 @@ import "fmt"
 // Tests use it to check the invariants of a pass; it is also the simplest
 // statement of what a decision means.
 func ApplyDecisions(s *State, ds []Decision) (*State, error) {
+	s = withQueued(s)
 	out := &State{
 		Orgs:                   s.Orgs,
 		Machines:               s.Machines,

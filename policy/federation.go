@@ -94,6 +94,9 @@ func (s *State) OneSlot() bool {
 	} else if !unitMachines(s.Machines) {
 		return false
 	}
+	if s.Queue != nil && s.Queue.shaped > 0 {
+		return false
+	}
 	for _, t := range s.Queued {
 		if !unitTask(t) {
 			return false

@@ -112,6 +112,7 @@ func (HOSEP) Name() string { return "hosep" }
 
 // Schedule implements Policy.
 func (h HOSEP) Schedule(s *State) ([]Decision, error) {
+	s = withQueued(s)
 	if err := Validate(s); err != nil {
 		return nil, err
 	}
@@ -252,6 +253,7 @@ func (OSEP) Name() string { return "osep" }
 
 // Schedule implements Policy.
 func (OSEP) Schedule(s *State) ([]Decision, error) {
+	s = withQueued(s)
 	if err := Validate(s); err != nil {
 		return nil, err
 	}

@@ -250,3 +250,19 @@ func orgBefore(dpA, dpB float64, quotaA, quotaB, pqA, pqB int64, nameA, nameB st
 	}
 	return nameA < nameB
 }
+
+// firstPos is the smallest position holding a machine, or −1.
+func (t *minTree) firstPos() int {
+	if t.node[1] < 0 {
+		return -1
+	}
+	i := 1
+	for i < t.size {
+		if t.node[2*i] >= 0 {
+			i = 2 * i
+		} else {
+			i = 2*i + 1
+		}
+	}
+	return i - t.size
+}

@@ -94,6 +94,12 @@ type State struct {
 	Machines []Machine
 	// Queued are the waiting tasks, in any order.
 	Queued []Task
+	// Queue, if not nil, holds the waiting tasks instead of Queued (which
+	// must then be empty): kept between passes by the caller, so that a
+	// pass does not read, validate or sort the whole queue (see Queue).
+	// EHOSEP reads only the heads it serves; the other policies and
+	// Pending list its tasks.
+	Queue *Queue
 	// Running are the running tasks; a machine appears several times when
 	// it runs several tasks, whose requests then fit its capacity together.
 	Running []Running

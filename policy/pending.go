@@ -46,6 +46,7 @@ type PendingReason struct {
 // same replicated state and nothing is written to the log for it. s must
 // be valid (Validate); an invalid s gives no reasons.
 func Pending(s *State) map[string]PendingReason {
+	s = withQueued(s)
 	if Validate(s) != nil {
 		return nil
 	}

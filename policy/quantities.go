@@ -131,6 +131,11 @@ func ComputeUsage(s *State) Usage {
 			u.Waiting[t.Org]++
 		}
 	}
+	if s.Queue != nil {
+		for i := range u.Waiting {
+			u.Waiting[i] += s.Queue.Waiting(i)
+		}
+	}
 	return u
 }
 

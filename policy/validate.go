@@ -16,12 +16,23 @@ func Validate(s *State) error {
 	if math.IsNaN(s.CheckpointBlockSeconds) || math.IsInf(s.CheckpointBlockSeconds, 0) || s.CheckpointBlockSeconds < 0 {
 		return fmt.Errorf("policy state: checkpoint block %v s: must be a finite number ≥ 0", s.CheckpointBlockSeconds)
 	}
+	var names map[string]struct{}
+	if len(s.Orgs) > 16 {
+		names = make(map[string]struct{}, len(s.Orgs))
+	}
 	for i, o := range s.Orgs {
 		// Few organisations: a quadratic check is cheaper than a map.
-		for _, p := range s.Orgs[:i] {
-			if p.Name == o.Name {
-				return fmt.Errorf("policy state: orgs[%d]: duplicate name %q", i, o.Name)
+		dup := false
+		if names != nil {
+			_, dup = names[o.Name]
+			names[o.Name] = struct{}{}
+		} else {
+			for _, p := range s.Orgs[:i] {
+				dup = dup || p.Name == o.Name
 			}
+		}
+		if dup {
+			return fmt.Errorf("policy state: orgs[%d]: duplicate name %q", i, o.Name)
 		}
 		if o.LimitMilliW < 0 {
 			return fmt.Errorf("policy state: org %q: limit %d mW < 0", o.Name, o.LimitMilliW)
@@ -35,27 +46,29 @@ func Validate(s *State) error {
 			return err
 		}
 	}
+	if s.Queue != nil {
+		if len(s.Queued) > 0 {
+			return fmt.Errorf("policy state: both Queued and Queue are set")
+		}
+		if s.Queue.Orgs() != len(s.Orgs) {
+			return fmt.Errorf("policy state: the queue knows %d organisations, the state %d", s.Queue.Orgs(), len(s.Orgs))
+		}
+	}
 	tids := make(map[string]struct{}, len(s.Queued)+len(s.Running))
 	checkTask := func(t Task, where string) error {
 		if t.Org < 0 || t.Org >= len(s.Orgs) {
 			return fmt.Errorf("policy state: %s task %q: org index %d out of range", where, t.ID, t.Org)
 		}
-		if t.SizeMFlop < 0 {
-			return fmt.Errorf("policy state: %s task %q: size %d MFlop < 0", where, t.ID, t.SizeMFlop)
-		}
-		if err := t.Request.validate("task " + t.ID); err != nil {
+		if err := checkTaskShape(t); err != nil {
 			return fmt.Errorf("policy state: %s %w", where, err)
-		}
-		if len(t.Requirements) > MaxRequirements {
-			return fmt.Errorf("policy state: %s task %q: %d requirements, more than %d", where, t.ID, len(t.Requirements), MaxRequirements)
-		}
-		for k, r := range t.Requirements {
-			if err := CheckRequirement(r); err != nil {
-				return fmt.Errorf("policy state: %s task %q: requirements[%d]: %w", where, t.ID, k, err)
-			}
 		}
 		if _, dup := tids[t.ID]; dup {
 			return fmt.Errorf("policy state: %s task %q: duplicate id", where, t.ID)
+		}
+		// The queue's tasks were checked when they were added, and are
+		// unique among themselves.
+		if s.Queue != nil && s.Queue.Has(t.ID) {
+			return fmt.Errorf("policy state: %s task %q: duplicate id (also waiting in the queue)", where, t.ID)
 		}
 		tids[t.ID] = struct{}{}
 		return nil
@@ -83,6 +96,26 @@ func Validate(s *State) error {
 			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 				return fmt.Errorf("policy state: running task %q: run time %v s must be finite and ≥ 0", r.Task.ID, v)
 			}
+		}
+	}
+	return nil
+}
+
+// checkTaskShape checks what Validate checks of one task by itself: size,
+// request, requirements (not its organisation index, nor uniqueness).
+func checkTaskShape(t Task) error {
+	if t.SizeMFlop < 0 {
+		return fmt.Errorf("task %q: size %d MFlop < 0", t.ID, t.SizeMFlop)
+	}
+	if err := t.Request.validate("task " + t.ID); err != nil {
+		return err
+	}
+	if len(t.Requirements) > MaxRequirements {
+		return fmt.Errorf("task %q: %d requirements, more than %d", t.ID, len(t.Requirements), MaxRequirements)
+	}
+	for k, r := range t.Requirements {
+		if err := CheckRequirement(r); err != nil {
+			return fmt.Errorf("task %q: requirements[%d]: %w", t.ID, k, err)
 		}
 	}
 	return nil

@@ -22,7 +22,7 @@ var rules = []struct {
 	may []string
 	why string
 }{
-	{"policy", nil, "the pure core: stdlib (and the pure hashicorp/go-version) only"},
+	{"policy", nil, "the pure core: stdlib (and the pure hashicorp/go-version and google/btree) only"},
 	{"internal/yamlfile", nil, "YAML primitives"},
 	{"p2p", nil, "libp2p host: nothing of ours"},
 	{"ledger", []string{"policy"}, "the state machine knows the policy's types, never the network"},
