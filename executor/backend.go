@@ -187,7 +187,9 @@ func PriorDone(s *TaskSpec) int64 { return priorDone(s) }
 
 // EstimateDone is the work done at the end of a run of duration d on a
 // machine of mflops, capped at the task's size.
-func EstimateDone(s *TaskSpec, mflops int64, d time.Duration) int64 { return estimateDone(s, mflops, d) }
+func EstimateDone(s *TaskSpec, mflops int64, d time.Duration) int64 {
+	return estimateDone(s, mflops, d)
+}
 
 // CloneSpec copies a spec's slices and maps, so the caller may reuse its
 // own.

@@ -72,6 +72,8 @@ type Executor struct {
 	availMu sync.Mutex
 	avail   map[string]string
 	availCh chan struct{}
+	// nodeFailures counts the node listings failed in a row (poll's).
+	nodeFailures int
 
 	stop     chan struct{}
 	pollDone chan struct{}
@@ -202,6 +204,9 @@ func (e *Executor) Running() []string {
 	sort.Strings(ids)
 	return ids
 }
+
+// TasksDir is the directory of the runs' attempt directories.
+func (e *Executor) TasksDir() string { return e.kit.TasksDir() }
 
 // Discard removes a delivered run's directories after keep_task_dirs.
 func (e *Executor) Discard(res executor.Result) { e.kit.Discard(res) }
@@ -393,11 +398,21 @@ func (e *Executor) pollJobs(ctx context.Context) {
 // pollNodes updates the nodes' availability.
 func (e *Executor) pollNodes(ctx context.Context) {
 	nodes, err := e.cli.nodes(ctx)
+	now := map[string]string{}
 	if err != nil {
 		e.log.Warn("scontrol show node", "err", err)
+		// A controller out of reach for a few polls takes every machine
+		// away: nothing could be submitted there.
+		if e.nodeFailures++; e.nodeFailures < unreachablePolls {
+			return
+		}
+		for name := range e.machines {
+			now[name] = "slurm controller unreachable: " + clip(err.Error(), 200)
+		}
+		e.setAvail(now)
 		return
 	}
-	now := map[string]string{}
+	e.nodeFailures = 0
 	seen := map[string]bool{}
 	for _, n := range nodes {
 		if _, ok := e.machines[n.Name]; !ok {
@@ -417,6 +432,14 @@ func (e *Executor) pollNodes(ctx context.Context) {
 			now[name] = "slurm node gone from the cluster"
 		}
 	}
+	e.setAvail(now)
+}
+
+// unreachablePolls is how many failed node listings in a row make every
+// machine unavailable.
+const unreachablePolls = 3
+
+func (e *Executor) setAvail(now map[string]string) {
 	e.availMu.Lock()
 	changed := len(now) != len(e.avail)
 	for k, v := range now {
@@ -581,4 +604,3 @@ func jobIDOf(out string) (string, error) {
 	}
 	return id, nil
 }
-

@@ -254,10 +254,20 @@ func TestSlurmExecutor(t *testing.T) {
 		}
 		e2 := newExec(t, c, data2)
 		closeExec(t, e2)
-		for _, j := range c.Jobs() {
-			if strings.HasPrefix(j, job+"|") {
-				t.Errorf("job %s still queued after the restart: %s", job, j)
+		// Cancelled: it may show COMPLETING for a moment, never RUNNING
+		// again, and leaves the queue.
+		deadline := time.Now().Add(30 * time.Second)
+		for gone := false; !gone; {
+			gone = true
+			for _, j := range c.Jobs() {
+				if strings.HasPrefix(j, job+"|") {
+					gone = false
+					if !strings.HasPrefix(j, job+"|COMPLETING|") || time.Now().After(deadline) {
+						t.Fatalf("job %s still queued after the restart: %s", job, j)
+					}
+				}
 			}
+			time.Sleep(100 * time.Millisecond)
 		}
 		recs, _ := ReadJobJournal(filepath.Join(data2, JobJournalFile))
 		if i := slices.IndexFunc(recs, func(r JobRecord) bool { return r.Event == EventAbandoned && r.Task == "t-left" && r.Job == job }); i < 0 {

@@ -186,6 +186,7 @@ ReturnToService=1
 KillWait=5
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=256
 SlurmdParameters=config_overrides
 NodeName=%[1]s NodeAddr=127.0.0.1 CPUs=%[6]d RealMemory=%[7]d%[8]s State=UNKNOWN
 PartitionName=%[9]s Nodes=%[1]s Default=YES MaxTime=INFINITE State=UP
@@ -231,7 +232,9 @@ func (c *Cluster) spawn(name string, args ...string) error {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), "COOPGRID_SLURMTEST="+c.Dir, "SLURM_CONF="+c.Conf)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// No Pdeathsig: it fires when the spawning OS thread ends, and the
+	// executor's output copier ends the threads it locks.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
