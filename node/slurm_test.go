@@ -170,3 +170,66 @@ func runningJob(t *testing.T, c *slurmtest.Cluster, tn *tnode, id, machine strin
 	})
 	return job
 }
+
+// TestSlurmPreemptedTaskResumesElsewhere is issue 5's preemption scenario
+// with the preempted task on a Slurm peer (issue 18): ck-sub's counting
+// task runs as a Slurm job on ck-hpc's one-CPU node; ck-hpc then submits
+// work of its own and EHOSEP preempts ck-sub's task. The job gets SIGTERM
+// (scancel --full --signal=TERM), writes its final checkpoint within the
+// grace, ck-hpc packs and records it, and the task resumes on ck-far's
+// process machine from where it stopped.
+func TestSlurmPreemptedTaskResumesElsewhere(t *testing.T) {
+	c := slurmtest.Start(t, slurmtest.Options{CPUs: 1, MemoryMiB: 1024})
+	// Jobs as the peer's user (root): the tasks stay in the peer's data
+	// directory, where the checks below read them.
+	hpcMachines := fmt.Sprintf("slurm:\n  partition: %s\n  gflops_per_cpu: 10\n  busy_watts_per_cpu: 100\n  poll_interval: 200ms\npolicy:\n  allow: [/bin/sh]\n  unsafe_run_as_peer_user: true\n", c.Partition)
+	peers := federation(t, "process", []string{"ck-sub", "ck-hpc", "ck-far"}, map[string]string{
+		"ck-hpc": hpcMachines,
+		"ck-far": processMachine("z1", 5, 150),
+	}, map[string]func(*config.Config){
+		"ck-sub": func(c *config.Config) { ckConfig(c); c.Limit = "system" },
+		"ck-hpc": func(c *config.Config) { ckConfig(c); c.Executor.Kind = "slurm" },
+		"ck-far": ckConfig,
+	})
+	sub, hpc, far := peers[0], peers[1], peers[2]
+	node := "ck-hpc/" + c.Node
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	id := submitOne(t, ctx, sub, counterTask())[0]
+	runningJob(t, c, sub, id, node)
+	waitFor(t, 30*time.Second, id+" saved 20 steps", func() bool { return savedCount(hpc, id) >= 20 })
+	submitOne(t, ctx, hpc, sleepTask("1", 1000))
+	var ck ledger.CheckpointRef
+	waitFor(t, 40*time.Second, id+" checkpointed and running on ck-far", func() bool {
+		tk := sub.task(id)
+		if tk.Checkpoint != nil {
+			ck = *tk.Checkpoint
+		}
+		return tk.State == ledger.TaskRunning && tk.Machine == "ck-far/z1"
+	})
+	if ck.Hash == "" || ck.ProgressMFlop == 0 {
+		t.Fatalf("checkpoint %+v: want one with progress", ck)
+	}
+	waitFor(t, 40*time.Second, id+" done", func() bool {
+		s := sub.task(id).State
+		if s == ledger.TaskFailed {
+			t.Fatalf("%s failed: %+v", id, sub.task(id))
+		}
+		return s == ledger.TaskDone
+	})
+	tk := sub.task(id)
+	if len(tk.Segments) != 2 || tk.Segments[0].Machine != node || tk.Segments[0].Outcome != ledger.OutcomePreempted ||
+		tk.Segments[1].Machine != "ck-far/z1" || tk.Segments[1].Outcome != ledger.OutcomeDone {
+		t.Fatalf("segments %+v", tk.Segments)
+	}
+	first, second := stdoutOf(t, hpc, id), stdoutOf(t, far, id)
+	stopped, resumed := first["stopped"], second["resumed"]
+	t.Logf("stopped at %d on the Slurm node, checkpoint %d MFlop, resumed at %d on ck-far", stopped, ck.ProgressMFlop, resumed)
+	if stopped < 20 || stopped >= counterTarget || resumed < stopped-counterEvery || resumed > stopped || int64(resumed)*counterWork != ck.ProgressMFlop {
+		t.Fatalf("stopped at %d, resumed at %d, checkpoint %d MFlop", stopped, resumed, ck.ProgressMFlop)
+	}
+	if second["count"] != counterTarget {
+		t.Fatalf("second run on ck-far: %v", second)
+	}
+}
