@@ -176,12 +176,15 @@ func slurmTime(s string) time.Time {
 // consumedEnergy asks sacct for a job's ConsumedEnergyRaw (joules) when
 // the cluster accounts for energy. ok is false when it cannot say
 // (accounting disabled, no energy plugin, the field empty or 0).
-func (c cli) consumedEnergy(ctx context.Context, id string) (joules int64, ok bool) {
+func (c cli) consumedEnergy(ctx context.Context, id string) (joules int64, ok bool, noAccounting bool) {
 	out, err := c.run(ctx, nil, nil, "sacct", "-n", "-P", "-X", "-j", id, "-o", "ConsumedEnergyRaw")
 	if err != nil {
-		return 0, false
+		// "Slurm accounting storage is disabled": no job will have it.
+		var se *errSlurm
+		return 0, false, errors.As(err, &se) && strings.Contains(se.stderr, "accounting storage is disabled")
 	}
-	return parseEnergy(out)
+	j, ok := parseEnergy(out)
+	return j, ok, false
 }
 
 func parseEnergy(out string) (int64, bool) {

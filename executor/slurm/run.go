@@ -232,7 +232,15 @@ func (e *Executor) classify(ctx context.Context, r *run, job string, st jobState
 			res.Detail += " (" + info.reason + ")"
 		}
 	}
-	if joules, ok := e.cli.consumedEnergy(ctx, job); ok {
+	if e.noAccounting.Load() {
+		res.EnergyMilliJ, res.EnergySource = executor.DeclaredMilliJ(m.BusyMilliW(), res.End.Sub(res.Start)), executor.EnergyDeclared
+		return "declared"
+	}
+	joules, ok, disabled := e.cli.consumedEnergy(ctx, job)
+	if disabled && !e.noAccounting.Swap(true) {
+		e.log.Info("energy: the cluster keeps no accounting (sacct), energy is declared: busy power × run time")
+	}
+	if ok {
 		// Measured by the cluster's energy plugin: the ledger's
 		// measured source (docs/SLURM.md, "Energy").
 		res.EnergyMilliJ, res.EnergySource = joules*1000, executor.EnergyRAPL

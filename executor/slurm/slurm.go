@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -72,6 +73,9 @@ type Executor struct {
 	availMu sync.Mutex
 	avail   map[string]string
 	availCh chan struct{}
+	// noAccounting: sacct said the cluster keeps no accounting; energy
+	// is declared without asking again.
+	noAccounting atomic.Bool
 	// nodeFailures counts the node listings failed in a row (poll's).
 	nodeFailures int
 
