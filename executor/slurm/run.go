@@ -147,7 +147,10 @@ func (e *Executor) follow(ctx context.Context, r *run, job string) (st jobState,
 		}
 		if stopping && !signalled {
 			signalled = true
-			if st.state == "RUNNING" && grace > 0 {
+			// A job not known to be pending may run already (the first
+			// squeue after the release may not have answered yet): it
+			// gets its grace.
+			if st.state != "PENDING" && grace > 0 {
 				e.cancel(ctx, job, "TERM")
 				killTimer = time.NewTimer(grace)
 				kill = killTimer.C
