@@ -12,6 +12,7 @@ import (
 
 	"github.com/coopgrid/coopgrid/api"
 	"github.com/coopgrid/coopgrid/config"
+	"github.com/coopgrid/coopgrid/executor"
 	"github.com/coopgrid/coopgrid/executor/slurm/slurmtest"
 	"github.com/coopgrid/coopgrid/ledger"
 )
@@ -231,5 +232,31 @@ func TestSlurmPreemptedTaskResumesElsewhere(t *testing.T) {
 	}
 	if second["count"] != counterTarget {
 		t.Fatalf("second run on ck-far: %v", second)
+	}
+}
+
+// TestSlurmSectionNeedsSlurmKind: the machines file's slurm section and
+// executor.kind go together; either alone is refused, naming the file.
+func TestSlurmSectionNeedsSlurmKind(t *testing.T) {
+	withSlurm := "slurm:\n  gflops_per_cpu: 1\n  busy_watts_per_cpu: 1\npolicy:\n  allow: [/bin/sh]\n  unsafe_run_as_peer_user: true\n"
+	cases := []struct{ name, kind, file, want string }{
+		{"slurm section, process kind", "process", withSlurm, `has a slurm section, but executor.kind in config.yaml is "process"`},
+		{"slurm kind, machines list", "slurm", processMachine("a1", 1, 10), "m.yaml: slurm: missing"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "m.yaml")
+			if err := os.WriteFile(p, []byte(tc.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			mf, err := executor.LoadMachinesFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = slurmMachines(tc.kind, p, mf, testLogger("x"))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v: want one containing %q", err, tc.want)
+			}
+		})
 	}
 }
