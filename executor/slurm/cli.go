@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -49,6 +50,14 @@ func (c cli) run(ctx context.Context, cred *syscall.Credential, stdin []byte, na
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
 	cmd.Dir = "/"
+	if name == "sbatch" {
+		// The job's submission environment: sbatch passes it on and
+		// slurmctld keeps it with the job. The task never sees it (its
+		// script starts with env -i), but the peer's own variables have no
+		// business there. (--export=NONE would do, but then a job that
+		// traps SIGTERM stays RUNNING after it exits, in Slurm 22.05.)
+		cmd.Env = submitEnv(os.Environ())
+	}
 	if cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}
@@ -62,6 +71,18 @@ func (c cli) run(ctx context.Context, cred *syscall.Credential, stdin []byte, na
 		return out.String(), fmt.Errorf("%s: %w", name, err)
 	}
 	return out.String(), nil
+}
+
+// submitEnv keeps what sbatch itself needs: PATH and Slurm's own
+// variables (SLURM_CONF...).
+func submitEnv(env []string) []string {
+	out := []string{"LANG=C"}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "PATH=") || strings.HasPrefix(kv, "SLURM_") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 func clip(s string, n int) string {

@@ -547,7 +547,7 @@ func (e *Executor) sbatchArgs(name string, m executor.MachineConfig, spec *execu
 	s := e.cfg.Settings
 	args := []string{"--parsable", "--hold", "--job-name=" + name, "--comment=coopgrid task " + spec.ID,
 		"--chdir=" + b.Work, "--output=" + b.Stdout, "--error=" + b.Stderr, "--open-mode=append",
-		"--no-requeue", "--export=NONE", "--ntasks=1", "--nodes=1", "--nodelist=" + m.Name,
+		"--no-requeue", "--ntasks=1", "--nodes=1", "--nodelist=" + m.Name,
 		"--cpus-per-task=" + strconv.FormatInt(max(1, spec.CPUs), 10)}
 	if spec.MemoryBytes > 0 {
 		args = append(args, "--mem="+strconv.FormatInt((spec.MemoryBytes+(1<<20)-1)>>20, 10)+"M")

@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"os/user"
@@ -206,7 +207,9 @@ func TestSlurmExecutor(t *testing.T) {
 		time.Sleep(500 * time.Millisecond) // the trap is set
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		if err := e.Stop(ctx, "t-ck", 20*time.Second); err != nil {
+		// A grace far longer than the test's deadline: the job must end
+		// by its own handling of SIGTERM, not by the kill after the grace.
+		if err := e.Stop(ctx, "t-ck", 10*time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		r := result(t, e, "t-ck")
@@ -276,6 +279,38 @@ func TestSlurmExecutor(t *testing.T) {
 		// The first executor sees its job ended by someone else.
 		if r := result(t, e, "t-left"); !r.MachineFailed {
 			t.Errorf("result %+v: want a machine failure", r)
+		}
+	})
+
+	t.Run("close stops the running jobs", func(t *testing.T) {
+		data3 := filepath.Join(c.Dir, "peer3")
+		if err := os.MkdirAll(data3, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		e3 := newExec(t, c, data3)
+		if err := e3.Start(context.Background(), c.Node, executor.TaskSpec{ID: "t-close", Argv: []string{"sleep", "300"}}); err != nil {
+			t.Fatal(err)
+		}
+		job := jobOf(t, c, "t-close", "RUNNING")
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := e3.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := result(t, e3, "t-close")
+		if r.Reason != executor.ReasonStopped || r.MachineFailed {
+			t.Errorf("result %+v: want stopped by the executor", r)
+		}
+		for _, j := range c.Jobs() {
+			if strings.HasPrefix(j, job+"|RUNNING") || strings.HasPrefix(j, job+"|PENDING") {
+				t.Errorf("job %s still queued after Close: %s", job, j)
+			}
+		}
+		if _, ok := <-e3.Results(); ok {
+			t.Error("Results still open after Close and the last result")
+		}
+		if err := e3.Start(context.Background(), c.Node, executor.TaskSpec{ID: "t-late", Argv: []string{"true"}}); !errors.Is(err, executor.ErrClosed) {
+			t.Errorf("Start after Close: %v, want ErrClosed", err)
 		}
 	})
 
