@@ -90,6 +90,13 @@ UPGRADE_TASKS ?= 20
 upgrade-test:
 	COOPGRID_UPGRADE_TASKS=$(UPGRADE_TASKS) $(GO) test -count=1 -timeout 30m -v -run 'TestRollingUpgrade$$' ./e2e/
 
+# Only the Slurm backend's tests (issue 18, docs/SLURM.md), on private
+# single-host Slurms of their own; they are part of `make test` too, and
+# skip there, saying why, without slurm-wlm and munge or root.
+.PHONY: test-slurm
+test-slurm:
+	$(GO) test -count=1 -v -run 'Slurm|TestParse|TestHelpers' ./executor/slurm/... ./node/
+
 # End-to-end throughput beside Slurm (issue 9, docs/BENCHMARKS.md): installs
 # slurm-wlm and munge with apt-get if missing, then alternates a private
 # single-host Slurm (its own munge key, state and ports) and federations of

@@ -81,7 +81,9 @@ type RetentionConfig struct {
 
 // ExecutorConfig chooses how tasks run on this peer's machines.
 type ExecutorConfig struct {
-	// Kind is "process" (real processes, the default) or "sim".
+	// Kind is "process" (real processes, the default), "sim", or "slurm"
+	// (each task a job of the institution's Slurm cluster, whose nodes
+	// are the machines: the machines file's slurm section, docs/SLURM.md).
 	Kind string
 	// SimCompression is simulated seconds per real second for "sim"
 	// (default 600).
@@ -375,8 +377,8 @@ func Parse(name string, data []byte) (Config, error) {
 				var err error
 				switch key {
 				case "kind":
-					if c.Executor.Kind, err = p.Str(v, f); err == nil && c.Executor.Kind != "process" && c.Executor.Kind != "sim" {
-						err = p.Errf(v, f, "%q: want process or sim", c.Executor.Kind)
+					if c.Executor.Kind, err = p.Str(v, f); err == nil && c.Executor.Kind != "process" && c.Executor.Kind != "sim" && c.Executor.Kind != "slurm" {
+						err = p.Errf(v, f, "%q: want process, sim or slurm", c.Executor.Kind)
 					}
 				case "sim_compression":
 					if c.Executor.SimCompression, err = p.number(v, f); err == nil && c.Executor.SimCompression <= 0 {

@@ -62,7 +62,7 @@ func TestConfigErrors(t *testing.T) {
 		{"limit", "org: a\nlimit: lots\n", "config.yaml:2: limit: limit \"lots\""},
 		{"limit negative", "org: a\nlimit: -5W\n", "config.yaml:2: limit: limit \"-5W\""},
 		{"new_federation not bool", "org: a\nnew_federation: yes please\n", "config.yaml:2: new_federation: want true or false"},
-		{"executor kind", "org: a\nexecutor:\n  kind: docker\n", "config.yaml:3: executor.kind: \"docker\": want process or sim"},
+		{"executor kind", "org: a\nexecutor:\n  kind: docker\n", "config.yaml:3: executor.kind: \"docker\": want process, sim or slurm"},
 		{"compression zero", "org: a\nexecutor:\n  sim_compression: 0\n", "config.yaml:3: executor.sim_compression: must be positive"},
 		{"compression NaN", "org: a\nexecutor:\n  sim_compression: .nan\n", "config.yaml:3: executor.sim_compression: want a finite number"},
 		{"executor unknown key", "org: a\nexecutor:\n  gpu: true\n", "config.yaml:3: executor.gpu: unknown key"},

@@ -156,23 +156,31 @@ func Init(ctx context.Context, o InitOptions) (InitResult, error) {
 		if err != nil {
 			return InitResult{}, badInput("init: %w", err)
 		}
-		d := o.MeasureFor
-		if d <= 0 {
-			d = 2 * time.Second
-		}
-		measured, err := mf.MeasureMissingGFLOPS(ctx, d)
-		if err != nil {
-			return InitResult{}, fmt.Errorf("init: %w", err)
-		}
-		isMeasured := map[string]bool{}
-		for _, n := range measured {
-			isMeasured[n] = true
-		}
-		for _, m := range mf.Machines {
-			res.Machines = append(res.Machines, InitMachine{Name: m.Name, GFLOPS: m.GFLOPS, BusyWatts: m.BusyWatts, IdleWatts: m.IdleWatts, Measured: isMeasured[m.Name]})
-		}
-		if machines, err = encodeMachinesFile(mf); err != nil {
-			return InitResult{}, fmt.Errorf("init: machines file: %w", err)
+		if mf.Slurm != nil {
+			// The machines are the Slurm cluster's nodes, listed at each
+			// start (docs/SLURM.md): the file is kept as written.
+			if machines, err = os.ReadFile(o.MachinesFile); err != nil {
+				return InitResult{}, badInput("init: %w", err)
+			}
+		} else {
+			d := o.MeasureFor
+			if d <= 0 {
+				d = 2 * time.Second
+			}
+			measured, err := mf.MeasureMissingGFLOPS(ctx, d)
+			if err != nil {
+				return InitResult{}, fmt.Errorf("init: %w", err)
+			}
+			isMeasured := map[string]bool{}
+			for _, n := range measured {
+				isMeasured[n] = true
+			}
+			for _, m := range mf.Machines {
+				res.Machines = append(res.Machines, InitMachine{Name: m.Name, GFLOPS: m.GFLOPS, BusyWatts: m.BusyWatts, IdleWatts: m.IdleWatts, Measured: isMeasured[m.Name]})
+			}
+			if machines, err = encodeMachinesFile(mf); err != nil {
+				return InitResult{}, fmt.Errorf("init: machines file: %w", err)
+			}
 		}
 		cfg.Machines = MachinesFile
 	}

@@ -48,6 +48,10 @@ import (
 type MachinesFile struct {
 	Machines []MachineConfig
 	Policy   Policy
+	// Slurm is the file's slurm section, left for executor/slurm to read
+	// (docs/SLURM.md): the machines are then the cluster's nodes, and the
+	// file has no machines list.
+	Slurm *yaml.Node
 }
 
 // MeasureMissingGFLOPS measures this host once with MeasureGFLOPS (for
@@ -150,13 +154,22 @@ func ParseMachinesFile(name string, data []byte) (*MachinesFile, error) {
 			pol, err := p.policy(v, field)
 			out.Policy = pol
 			return err
+		case "slurm":
+			if v.Kind != yaml.MappingNode {
+				return p.Errf(v, field, "want a mapping, got %s", yamlfile.KindName(v))
+			}
+			out.Slurm = v
+			return nil
 		}
-		return p.Errf(k, field, "unknown key (want machines or policy)")
+		return p.Errf(k, field, "unknown key (want machines, policy or slurm)")
 	})
 	if err != nil {
 		return nil, err
 	}
-	if !sawMachines {
+	switch {
+	case out.Slurm != nil && sawMachines:
+		return nil, p.Errf(root, "machines", "a file with a slurm section takes its machines from the cluster: remove the machines list (docs/SLURM.md)")
+	case out.Slurm == nil && !sawMachines:
 		return nil, p.Errf(root, "machines", "missing")
 	}
 	return &out, nil

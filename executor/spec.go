@@ -75,6 +75,10 @@ type TaskSpec struct {
 	// pause, say) must not run a task the leader has meanwhile placed
 	// elsewhere, even for the moment its start report takes to be refused.
 	Gate <-chan bool
+	// CPUs, MemoryBytes and GPUs are what the task asked of the machine
+	// (0: not given). The process executor does not use them; a batch
+	// backend (executor/slurm) asks its scheduler for them.
+	CPUs, MemoryBytes, GPUs int64
 }
 
 // Reason codes of a Result. They are stable: the daemon stores them in the
@@ -156,6 +160,12 @@ type Result struct {
 	// Reason is ReasonStopped. The federation may already have placed the
 	// task elsewhere.
 	LeaseLapsed bool
+	// MachineFailed: the run ended because of the machine, not the task
+	// (a batch scheduler's node failed, or its own users preempted or
+	// cancelled the job). The peer reports no end of the task: the
+	// machine is declared lost and the task queued again, as for a
+	// lapsed lease.
+	MachineFailed bool
 	// Start and End bound the run (process start to reaping). For a task
 	// that never started both are the time of the failure.
 	Start, End   time.Time

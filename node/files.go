@@ -22,7 +22,7 @@ func (n *Node) newTransfer() (*transfer.Service, error) {
 		Dirs: transfer.Dirs{
 			Blobs:   filepath.Join(n.dir, config.BlobsDir),
 			Outputs: filepath.Join(n.dir, config.OutputsDir),
-			Tasks:   filepath.Join(n.dir, config.TasksDir),
+			Tasks:   n.tasksDir(),
 		},
 		Limits: transfer.Limits{
 			MaxInputBytes:  files.MaxInputBytes,

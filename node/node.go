@@ -295,6 +295,9 @@ func (n *Node) loadMachines() (*executor.MachinesFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := slurmMachines(n.cfg.Executor.Kind, p, mf, n.log); err != nil {
+		return nil, err
+	}
 	for _, m := range mf.Machines {
 		if m.GFLOPS == 0 {
 			return nil, fmt.Errorf("machines file %s: machine %q has no gflops: declare it, or let peer init measure it", p, m.Name)
@@ -456,6 +459,9 @@ func (n *Node) newLeader(ccfg consensus.Config) (*leader.Leader, error) {
 }
 
 func newExecutor(cfg config.Config, dir string, mf *executor.MachinesFile, log *slog.Logger) (executor.Executor, error) {
+	if cfg.Executor.Kind == "slurm" {
+		return newSlurmExecutor(cfg, dir, mf, log)
+	}
 	if cfg.Executor.Kind == "sim" {
 		e, err := executor.NewSimExecutor(executor.SimConfig{Machines: mf.Machines, Compression: cfg.Executor.SimCompression, Logger: log})
 		if err != nil {

@@ -2,7 +2,6 @@ package node
 
 import (
 	"fmt"
-	"github.com/coopgrid/coopgrid/config"
 	"github.com/coopgrid/coopgrid/consensus"
 	"path/filepath"
 
@@ -33,7 +32,7 @@ func (n *Node) newRunner() (*runner.Runner, error) {
 		FetchInputs:    n.files.FetchInputs,
 		ShipOutputs:    n.files.ShipOutputs,
 		Host:           n.host,
-		TasksDir:       filepath.Join(n.dir, config.TasksDir),
+		TasksDir:       n.tasksDir(),
 		CheckpointsDir: filepath.Join(n.dir, CheckpointsDir),
 		Checkpoint: runner.CheckpointConfig{
 			Replication:     ck.Replication,

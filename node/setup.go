@@ -133,6 +133,7 @@ func (n *Node) setup() {
 	}
 	n.runner.Start()
 	n.gossip.StartPublishing(heartbeatSource{n})
+	n.followAvailability()
 	close(n.ready)
 	n.log.Info("ready", "machines", len(n.machines))
 	n.wg.Add(1)

@@ -410,6 +410,9 @@ func (b *bridge) start(ctx context.Context, r *run) {
 		CheckpointDir:  ckDir,
 		SizeMFlop:      t.SizeMFlop,
 		DoneMFlop:      r.doneMFlop,
+		CPUs:           t.Spec.CPUs,
+		MemoryBytes:    t.Spec.MemoryBytes,
+		GPUs:           t.Spec.GPUs,
 	}
 	// The task itself waits at the gate until its start is committed: a
 	// view of the ledger may be stale (this peer was paused, and the
@@ -572,13 +575,13 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 		return
 	}
 	delivered := true
-	if res.LeaseLapsed && stopReason == "" {
+	if (res.LeaseLapsed || res.MachineFailed) && stopReason == "" {
 		// Killed by its supervisor while this peer could not renew its
 		// lease: the run is not a failure of the task. Report nothing;
 		// the ledger either has declared the machine lost already, or
 		// still shows the task running here, which reconcile then
 		// handles as an orphan (machine lost, task queued again).
-		b.log.Warn("run killed by its supervisor: this peer's lease on it lapsed", "task", t.ID, "machine", r.machine, "detail", res.Detail)
+		b.log.Warn("run ended by its machine, not by the task (lapsed lease, or the batch system ended it): the machine goes lost, the task is queued again", "task", t.ID, "machine", r.machine, "detail", res.Detail)
 		b.forget(r, 0)
 		b.discardDir(res)
 		return

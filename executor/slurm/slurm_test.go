@@ -1,0 +1,353 @@
+package slurm
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coopgrid/coopgrid/executor"
+	"github.com/coopgrid/coopgrid/executor/slurm/slurmtest"
+)
+
+// The tests below run real jobs on a private Slurm (slurmtest): one
+// cluster for the whole sequence, the node set down last.
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// testPolicy runs tasks as the dedicated coopgrid-task user where it
+// exists (.ci/run creates it), else as the test's own user (opt-in).
+func testPolicy() executor.Policy {
+	p := executor.Policy{Allow: []string{"sh", "sleep", "true"}, KillGrace: time.Second}
+	if _, err := user.Lookup("coopgrid-task"); err == nil {
+		p.RunAs = "coopgrid-task"
+	} else {
+		p.UnsafeRunAsPeerUser = true
+	}
+	return p
+}
+
+func newExec(t *testing.T, c *slurmtest.Cluster, data string) *Executor {
+	t.Helper()
+	s := Settings{Partition: c.Partition, Share: 1, GFLOPSPerCPU: 2, BusyWattsPerCPU: 10, IdleWattsPerCPU: 2, PollInterval: 200 * time.Millisecond}
+	ctx := context.Background()
+	ms, skipped, err := Discover(ctx, s)
+	if err != nil {
+		t.Fatalf("Discover: %v (skipped %v)", err, skipped)
+	}
+	e, err := New(ctx, Config{Settings: s, Machines: ms, Policy: testPolicy(), TasksDir: filepath.Join(data, "tasks"),
+		JournalPath: filepath.Join(data, JobJournalFile), Logger: quiet})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return e
+}
+
+func closeExec(t *testing.T, e *Executor) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := e.Close(ctx); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	for range e.Results() {
+	}
+}
+
+func result(t *testing.T, e *Executor, id string) executor.Result {
+	t.Helper()
+	select {
+	case r := <-e.Results():
+		if r.ID != id {
+			t.Fatalf("result of %s, want %s", r.ID, id)
+		}
+		return r
+	case <-time.After(90 * time.Second):
+		t.Fatalf("no result for %s within 90 s", id)
+	}
+	return executor.Result{}
+}
+
+// jobOf waits until squeue shows task's job in state (a prefix of
+// "ID|STATE|NAME" after the ID), and returns its ID.
+func jobOf(t *testing.T, c *slurmtest.Cluster, task, state string) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, j := range c.Jobs() {
+			f := strings.Split(j, "|")
+			if len(f) == 3 && f[1] == state && strings.HasPrefix(f[2], "coopgrid-"+task+"-") {
+				return f[0]
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("no job of %s in state %s; squeue: %v", task, state, c.Jobs())
+	return ""
+}
+
+func TestSlurmExecutor(t *testing.T) {
+	c := slurmtest.Start(t, slurmtest.Options{CPUs: 4, MemoryMiB: 4096, Features: "ssd,coopgridtest"})
+	data := filepath.Join(c.Dir, "peer")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := newExec(t, c, data)
+	defer closeExec(t, e)
+
+	t.Run("machines from the cluster", func(t *testing.T) {
+		ms := e.Machines()
+		if len(ms) != 1 || ms[0].Name != c.Node || ms[0].CPUs != 4 || ms[0].MemoryBytes != 4096<<20 || ms[0].GFLOPS != 8 || ms[0].BusyWatts != 40 {
+			t.Fatalf("machines %+v: want the node %s with 4 CPUs, 4 GiB, 8 GFLOPS, 40 W", ms, c.Node)
+		}
+		if !slices.Equal(ms[0].Labels, []string{"ssd", "coopgridtest"}) {
+			t.Errorf("labels %v: want the node's features", ms[0].Labels)
+		}
+	})
+
+	t.Run("held until the gate opens, outputs back", func(t *testing.T) {
+		gate := make(chan bool, 1)
+		spec := executor.TaskSpec{ID: "t-ok", Argv: []string{"sh", "-c", "echo hello; echo \"$GREETING $COOPGRID_TASK_ID\" > out.txt; cat in.txt >> out.txt"},
+			Env: map[string]string{"GREETING": "it's"}, Inputs: map[string][]byte{"in.txt": []byte("input\n")},
+			OutputPatterns: []string{"out.txt"}, CPUs: 2, MemoryBytes: 100 << 20, WallClockLimit: 5 * time.Minute, Gate: gate}
+		if err := e.Start(context.Background(), c.Node, spec); err != nil {
+			t.Fatal(err)
+		}
+		job := jobOf(t, c, "t-ok", "PENDING")
+		reason, _ := c.Run("squeue", "-h", "-j", job, "-o", "%r|%C|%m|%l")
+		if !strings.HasPrefix(reason, "JobHeld") || !strings.Contains(reason, "|2|100M|") {
+			t.Errorf("squeue says %q: want the job held, with 2 CPUs and 100M", reason)
+		}
+		if got := e.Running(); !slices.Equal(got, []string{"t-ok"}) {
+			t.Errorf("Running %v", got)
+		}
+		gate <- true
+		r := result(t, e, "t-ok")
+		if !r.OK() || r.ExitCode != 0 || r.MachineFailed {
+			t.Fatalf("result %+v: want ok", r)
+		}
+		b, err := os.ReadFile(r.Outputs["out.txt"])
+		if err != nil || string(b) != "it's t-ok\ninput\n" {
+			t.Errorf("output out.txt = %q, %v", b, err)
+		}
+		if out, _ := os.ReadFile(r.StdoutPath); string(out) != "hello\n" {
+			t.Errorf("stdout %q", out)
+		}
+		if r.EnergySource != executor.EnergyDeclared || r.EnergyMilliJ <= 0 {
+			t.Errorf("energy %d mJ from %s: want declared, positive (the test cluster has no energy plugin)", r.EnergyMilliJ, r.EnergySource)
+		}
+		recs, err := ReadJobJournal(filepath.Join(data, JobJournalFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var evs []string
+		for _, rec := range recs {
+			if rec.Task == "t-ok" {
+				evs = append(evs, rec.Event)
+				if rec.Event != EventSubmit && rec.Job != job {
+					t.Errorf("journal record %+v: want job %s", rec, job)
+				}
+			}
+		}
+		if !slices.Equal(evs, []string{EventSubmit, EventJob, EventEnd}) {
+			t.Errorf("journal events %v", evs)
+		}
+	})
+
+	t.Run("a closed gate runs nothing", func(t *testing.T) {
+		gate := make(chan bool, 1)
+		marker := filepath.Join(data, "ran")
+		spec := executor.TaskSpec{ID: "t-gate", Argv: []string{"sh", "-c", "touch " + marker}, Gate: gate}
+		if err := e.Start(context.Background(), c.Node, spec); err != nil {
+			t.Fatal(err)
+		}
+		jobOf(t, c, "t-gate", "PENDING")
+		gate <- false
+		r := result(t, e, "t-gate")
+		if r.Reason != executor.ReasonStopped || r.MachineFailed {
+			t.Fatalf("result %+v: want stopped", r)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Error("the task ran although its gate said false")
+		}
+	})
+
+	t.Run("exit status", func(t *testing.T) {
+		if err := e.Start(context.Background(), c.Node, executor.TaskSpec{ID: "t-exit", Argv: []string{"sh", "-c", "exit 3"}}); err != nil {
+			t.Fatal(err)
+		}
+		r := result(t, e, "t-exit")
+		if r.Reason != executor.ReasonExitNonzero || r.ExitCode != 3 || r.MachineFailed {
+			t.Fatalf("result %+v: want exit_nonzero 3", r)
+		}
+	})
+
+	t.Run("refused by the policy, nothing submitted", func(t *testing.T) {
+		if err := e.Start(context.Background(), c.Node, executor.TaskSpec{ID: "t-refused", Argv: []string{"cat", "/etc/passwd"}}); err != nil {
+			t.Fatal(err)
+		}
+		r := result(t, e, "t-refused")
+		if r.Reason != executor.ReasonNotAllowed {
+			t.Fatalf("result %+v: want not_allowed", r)
+		}
+	})
+
+	t.Run("stop of a checkpointable task", func(t *testing.T) {
+		ck := "trap 'echo 42 > \"$CHECKPOINT_DIR/state\"; exit 0' TERM; while :; do sleep 0.1; done"
+		if err := e.Start(context.Background(), c.Node, executor.TaskSpec{ID: "t-ck", Argv: []string{"sh", "-c", ck}, Checkpointable: true}); err != nil {
+			t.Fatal(err)
+		}
+		jobOf(t, c, "t-ck", "RUNNING")
+		time.Sleep(500 * time.Millisecond) // the trap is set
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		// A grace far longer than the test's deadline: the job must end
+		// by its own handling of SIGTERM, not by the kill after the grace.
+		if err := e.Stop(ctx, "t-ck", 10*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		r := result(t, e, "t-ck")
+		if r.Reason != executor.ReasonStopped || r.MachineFailed {
+			t.Fatalf("result %+v: want stopped", r)
+		}
+		b, err := os.ReadFile(filepath.Join(r.CheckpointDir, "state"))
+		if err != nil || string(b) != "42\n" {
+			t.Errorf("checkpoint state %q, %v: want what the task wrote on SIGTERM", b, err)
+		}
+	})
+
+	t.Run("scancel from outside is a machine failure", func(t *testing.T) {
+		if err := e.Start(context.Background(), c.Node, executor.TaskSpec{ID: "t-scancel", Argv: []string{"sleep", "300"}}); err != nil {
+			t.Fatal(err)
+		}
+		job := jobOf(t, c, "t-scancel", "RUNNING")
+		if out, err := c.Run("scancel", job); err != nil {
+			t.Fatalf("scancel: %v %s", err, out)
+		}
+		r := result(t, e, "t-scancel")
+		if !r.MachineFailed || !strings.Contains(r.Detail, "cancelled") {
+			t.Fatalf("result %+v: want a machine failure naming the cancellation", r)
+		}
+	})
+
+	t.Run("a restarted peer ends the jobs it left", func(t *testing.T) {
+		gate := make(chan bool, 1)
+		gate <- true
+		if err := e.Start(context.Background(), c.Node, executor.TaskSpec{ID: "t-left", Argv: []string{"sleep", "300"}, Gate: gate}); err != nil {
+			t.Fatal(err)
+		}
+		job := jobOf(t, c, "t-left", "RUNNING")
+		// A second executor on the same journal: as after a crash.
+		data2 := filepath.Join(c.Dir, "peer2")
+		if err := os.MkdirAll(data2, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(data, JobJournalFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(data2, JobJournalFile), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		e2 := newExec(t, c, data2)
+		closeExec(t, e2)
+		// Cancelled: it may show COMPLETING for a moment, never RUNNING
+		// again, and leaves the queue.
+		deadline := time.Now().Add(30 * time.Second)
+		for gone := false; !gone; {
+			gone = true
+			for _, j := range c.Jobs() {
+				if strings.HasPrefix(j, job+"|") {
+					gone = false
+					if !strings.HasPrefix(j, job+"|COMPLETING|") || time.Now().After(deadline) {
+						t.Fatalf("job %s still queued after the restart: %s", job, j)
+					}
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		recs, _ := ReadJobJournal(filepath.Join(data2, JobJournalFile))
+		if i := slices.IndexFunc(recs, func(r JobRecord) bool { return r.Event == EventAbandoned && r.Task == "t-left" && r.Job == job }); i < 0 {
+			t.Errorf("no abandoned record of job %s in %+v", job, recs)
+		}
+		// The first executor sees its job ended by someone else.
+		if r := result(t, e, "t-left"); !r.MachineFailed {
+			t.Errorf("result %+v: want a machine failure", r)
+		}
+	})
+
+	t.Run("close stops the running jobs", func(t *testing.T) {
+		data3 := filepath.Join(c.Dir, "peer3")
+		if err := os.MkdirAll(data3, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		e3 := newExec(t, c, data3)
+		if err := e3.Start(context.Background(), c.Node, executor.TaskSpec{ID: "t-close", Argv: []string{"sleep", "300"}}); err != nil {
+			t.Fatal(err)
+		}
+		job := jobOf(t, c, "t-close", "RUNNING")
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := e3.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := result(t, e3, "t-close")
+		if r.Reason != executor.ReasonStopped || r.MachineFailed {
+			t.Errorf("result %+v: want stopped by the executor", r)
+		}
+		for _, j := range c.Jobs() {
+			if strings.HasPrefix(j, job+"|RUNNING") || strings.HasPrefix(j, job+"|PENDING") {
+				t.Errorf("job %s still queued after Close: %s", job, j)
+			}
+		}
+		if _, ok := <-e3.Results(); ok {
+			t.Error("Results still open after Close and the last result")
+		}
+		if err := e3.Start(context.Background(), c.Node, executor.TaskSpec{ID: "t-late", Argv: []string{"true"}}); !errors.Is(err, executor.ErrClosed) {
+			t.Errorf("Start after Close: %v, want ErrClosed", err)
+		}
+	})
+
+	t.Run("a node set down", func(t *testing.T) {
+		if err := e.Start(context.Background(), c.Node, executor.TaskSpec{ID: "t-down", Argv: []string{"sleep", "300"}}); err != nil {
+			t.Fatal(err)
+		}
+		jobOf(t, c, "t-down", "RUNNING")
+		if err := c.SetNode("down", "coopgrid-test"); err != nil {
+			t.Fatal(err)
+		}
+		r := result(t, e, "t-down")
+		if !r.MachineFailed {
+			t.Fatalf("result %+v: want a machine failure", r)
+		}
+		waitAvail(t, e, c.Node, false)
+		if err := c.SetNode("resume", ""); err != nil {
+			t.Fatal(err)
+		}
+		waitAvail(t, e, c.Node, true)
+	})
+}
+
+func waitAvail(t *testing.T, e *Executor, node string, want bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		why, down := e.NodeAvailability()[node]
+		if down != want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s available=%v (%q), want %v", node, !down, why, want)
+		}
+		select {
+		case <-e.AvailabilityChanged():
+		case <-time.After(time.Second):
+		}
+	}
+}
