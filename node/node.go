@@ -115,7 +115,11 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	ready    chan struct{}
+	ready chan struct{}
+	// consUp is closed once n.cons is set: admission may read the
+	// members from then on, before this peer is ready (its own first
+	// registration is admitted while it starts).
+	consUp   chan struct{}
 	done     chan struct{}
 	doneOnce sync.Once
 	errMu    sync.Mutex
@@ -221,6 +225,7 @@ func prepare(opts Options) (*Node, *executor.MachinesFile, error) {
 		log:      log.With("org", cfg.Org),
 		machines: map[string]executor.MachineConfig{},
 		ready:    make(chan struct{}),
+		consUp:   make(chan struct{}),
 		done:     make(chan struct{}),
 		faults:   faults,
 		metrics:  newMetrics(),
@@ -386,6 +391,7 @@ func (n *Node) startReplication() error {
 	if n.cons, err = consensus.New(ccfg, n.host); err != nil {
 		return err
 	}
+	close(n.consUp)
 	return nil
 }
 
@@ -442,10 +448,12 @@ func (n *Node) newLeader(ccfg consensus.Config) (*leader.Leader, error) {
 	lcfg.Logger = n.log
 	lcfg.Observer = n.metrics
 	// Members is read by admission, which may run before n.cons is set (a
-	// forwarded proposal during Start); ready orders the two.
+	// forwarded proposal during Start); consUp orders the two. Not ready:
+	// this peer's own first registration (which may carry a version-2
+	// retention rule) is admitted while it starts.
 	lcfg.Members = func() ([]consensus.Member, error) {
 		select {
-		case <-n.ready:
+		case <-n.consUp:
 			return n.cons.Members()
 		default:
 			return nil, errors.New("this peer is still starting")
