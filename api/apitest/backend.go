@@ -489,3 +489,18 @@ func (b *Backend) DrainMachine(_ context.Context, req api.DrainRequest) (api.Mac
 }
 
 var _ api.MachineDrainer = (*Backend)(nil)
+
+// History implements api.HistoryReader over the ledger, at this backend's
+// clock.
+func (b *Backend) History(_ context.Context, q api.HistoryQuery) (api.HistoryView, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	times := ledger.HistoryTimes(b.now(), q.WindowS*1000, q.Points)
+	hist, err := b.l.History(times)
+	if err != nil {
+		return api.HistoryView{}, apiconv.Error(err)
+	}
+	return apiconv.History(times, hist, b.l.Orgs()), nil
+}
+
+var _ api.HistoryReader = (*Backend)(nil)
