@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/coopgrid/coopgrid/policy"
 )
 
 // MaxHistoryPoints bounds the sample times of one History call.
@@ -23,6 +25,9 @@ type OrgHistory struct {
 	// last value is the account itself.
 	UserMilliJ  []int64
 	OwnerMilliJ []int64
+	// DP is policy.DP of the allocation at each time against the quota
+	// now (the ledger keeps no history of quotas); nil when that is 0.
+	DP []*float64
 }
 
 // History reconstructs each organisation's allocated MFLOPS, PI and energy
@@ -97,7 +102,20 @@ func (l *Ledger) History(times []int64) ([]OrgHistory, error) {
 			}
 		}
 	}
+	quota := make(map[string]int64, len(l.order))
+	for _, m := range l.machines {
+		if m.State == MachineUp {
+			quota[m.Org] += m.MFLOPS
+		}
+	}
 	for i := range out {
+		out[i].DP = make([]*float64, len(times))
+		if q := quota[out[i].Org]; q > 0 {
+			for k, a := range out[i].AllocatedMFLOPS {
+				dp := policy.DP(a, q)
+				out[i].DP[k] = &dp
+			}
+		}
 		for _, xs := range [][]int64{out[i].UserMilliJ, out[i].OwnerMilliJ} {
 			for k, v := range xs {
 				xs[k] = max(v, 0)

@@ -48,6 +48,9 @@ func TestHistoryHandWorked(t *testing.T) {
 		// The last sample is now: it agrees with the live figures.
 		o := mustOrg(t, f.l, g.Org)
 		last := len(times) - 1
+		if g.DP[last] == nil || o.DP == nil || *g.DP[last] != *o.DP || g.DP[0] == nil || *g.DP[0] != -1 {
+			t.Errorf("%s: DP first %v last %v, want -1 and the live %v", g.Org, g.DP[0], g.DP[last], o.DP)
+		}
 		if g.AllocatedMFLOPS[last] != o.AllocatedMFLOPS || g.PIMilliW[last] != o.PIMilliW ||
 			g.UserMilliJ[last] != o.Energy.UserMilliJ || g.OwnerMilliJ[last] != o.Energy.OwnerMilliJ() {
 			t.Errorf("%s: last sample %d MFLOPS %d mW %d/%d mJ, live %+v", g.Org, g.AllocatedMFLOPS[last], g.PIMilliW[last],

@@ -20,17 +20,13 @@ func (n *Node) History(ctx context.Context, q api.HistoryQuery) (api.HistoryView
 	times := ledger.HistoryTimes(n.now().UnixMilli(), q.WindowS*1000, q.Points)
 	var (
 		hist []ledger.OrgHistory
-		orgs []ledger.OrgInfo
 		err  error
 	)
-	n.cons.View(func(l *ledger.Ledger) {
-		hist, err = l.History(times)
-		orgs = l.Orgs()
-	})
+	n.cons.View(func(l *ledger.Ledger) { hist, err = l.History(times) })
 	if err != nil {
 		return api.HistoryView{}, apiError(err)
 	}
-	return apiconv.History(times, hist, orgs), nil
+	return apiconv.History(times, hist), nil
 }
 
 // peerContact is what this peer knows of member id's reachability: heard

@@ -500,7 +500,7 @@ func (b *Backend) History(_ context.Context, q api.HistoryQuery) (api.HistoryVie
 	if err != nil {
 		return api.HistoryView{}, apiconv.Error(err)
 	}
-	return apiconv.History(times, hist, b.l.Orgs()), nil
+	return apiconv.History(times, hist), nil
 }
 
 var _ api.HistoryReader = (*Backend)(nil)
