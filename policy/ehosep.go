@@ -60,7 +60,7 @@ type ehosepPass struct {
 	watt    wattOrder
 	free    *minTree
 	victims []*minTree // per organisation: machines running its tasks
-	running []Task     // per machine; valid when busy[m]
+	running []*Task    // per machine; valid when busy[m] (never changed through it)
 	busy    []bool
 	waste   []float64 // per machine: work lost if its task stops now
 	exec    []float64 // per machine: work done since its task started
@@ -85,7 +85,7 @@ func newEhosepPass(s *State, bestFit bool) *ehosepPass {
 		limit: make([]int64, n), alloc: make([]int64, n), pi: make([]int64, n),
 		dp: make([]float64, n), queue: make([]taskHeap, n), csqBase: make([]float64, n),
 		victims: make([]*minTree, n),
-		running: make([]Task, len(s.Machines)), busy: make([]bool, len(s.Machines)),
+		running: make([]*Task, len(s.Machines)), busy: make([]bool, len(s.Machines)),
 		waste: make([]float64, len(s.Machines)), exec: make([]float64, len(s.Machines)),
 		victimOrg:   -2,
 		maxServices: 4*(len(s.Queued)+len(s.Running)+len(s.Machines)) + 16,
@@ -103,12 +103,13 @@ func newEhosepPass(s *State, bestFit bool) *ehosepPass {
 	}
 	ms := s.Machines
 	w.free = newMinTree(len(ms), func(a, b int32) bool { return energyBetter(ms[a], ms[b]) })
-	for _, r := range s.Running {
+	for i := range s.Running {
+		r := &s.Running[i]
 		m := r.Machine
 		w.busy[m] = true
-		w.running[m] = r.Task
-		w.waste[m] = Waste(r, ms[m].MFLOPS, s.CheckpointBlockSeconds)
-		w.exec[m] = Executed(r, ms[m].MFLOPS)
+		w.running[m] = &r.Task
+		w.waste[m] = Waste(*r, ms[m].MFLOPS, s.CheckpointBlockSeconds)
+		w.exec[m] = Executed(*r, ms[m].MFLOPS)
 		o := r.Task.Org
 		w.alloc[o] += ms[m].MFLOPS
 		w.pi[o] += ms[m].BusyMilliW
@@ -210,14 +211,14 @@ func (w *ehosepPass) serveOne() bool {
 // allocate is algorithm 4 with the machine already chosen: the
 // organisation's first task in queue order goes to machine m.
 func (w *ehosepPass) allocate(i, m int) {
-	t := w.queue[i].pop()
+	t := w.queue[i].popPtr()
 	w.free.set(w.watt.pos[m], -1)
 	w.place(t, m)
 	w.decisions = append(w.decisions, Decision{Kind: Allocate, Task: t.ID, Org: i, Machine: m})
 }
 
-func (w *ehosepPass) place(t Task, m int) {
-	mc := w.s.Machines[m]
+func (w *ehosepPass) place(t *Task, m int) {
+	mc := &w.s.Machines[m]
 	w.busy[m] = true
 	w.running[m] = t
 	w.waste[m], w.exec[m] = 0, 0
@@ -276,7 +277,7 @@ func (w *ehosepPass) preempt(i, upTo int) bool {
 		return false
 	}
 	m := int(y)
-	mc := w.s.Machines[m]
+	mc := &w.s.Machines[m]
 	// Line 6: the victim stays in excess, or the beneficiary's limit is lower.
 	if !(PREPreempt(w.alloc[z], w.quota[z], mc.MFLOPS) >= 0 || w.limit[i] < w.limit[z]) {
 		return false
@@ -288,12 +289,12 @@ func (w *ehosepPass) preempt(i, upTo int) bool {
 	w.busy[m] = false
 	w.alloc[z] -= mc.MFLOPS
 	w.pi[z] -= mc.BusyMilliW
-	requeued := victim
+	requeued := *victim
 	requeued.SizeMFlop = remainingAfter(victim.SizeMFlop, kept)
 	w.queue[z].push(requeued)
 	w.reposition(z)
 	// Line 8: the machine runs i's first waiting task.
-	t := w.queue[i].pop()
+	t := w.queue[i].popPtr()
 	w.place(t, m)
 	w.decisions = append(w.decisions, Decision{
 		Kind: Preempt, Task: t.ID, Org: i, Machine: m,
