@@ -382,11 +382,11 @@
     try {
       return await api("/v1/members");
     } catch (e) {
-      if (e.status === 404) {
-        membersAPI = false;
-        return null;
-      }
-      throw e;
+      if (e.status === 401) throw e;
+      // 404: a peer without the route; anything else (no leader to ask):
+      // this refresh shows this peer's own view from /v1/status.
+      if (e.status === 404) membersAPI = false;
+      return null;
     }
   }
 
