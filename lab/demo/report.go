@@ -255,7 +255,7 @@ func writeDemoPlots(dir string, r, pred *sim.Result, labels map[string]string) (
 			{Name: "simulator's prediction (no failure)", Values: sim},
 		}}
 	}
-	title := r.Scenario + " · ehosep · live federation against the simulator"
+	title := r.Scenario + " · ehosep · live vs simulator"
 	out := demoPlots{
 		Satisfaction: filepath.Join(dir, "satisfaction.png"),
 		Energy:       filepath.Join(dir, "energy.png"),

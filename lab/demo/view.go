@@ -58,7 +58,7 @@ type demoView struct {
 var demoLegend = []string{
 	"legend: per organisation, DP = (allocated - quota) / quota: below 0 it gets less computing than it contributes, above 0 more;",
 	"        PI / limit W = the power now serving its tasks against its limit (EHOSEP keeps PI <= limit);",
-	"        queued, running, done = its tasks; peer = its peer's role (leader, up, killed, not arrived = the late organisation before it submits).",
+	"        queued, running, done = its tasks; on a terminal, peer = its peer's role (leader, up, killed, not arrived: the late one before it submits).",
 }
 
 // maxShownEvents bounds the event lines under the live table.
