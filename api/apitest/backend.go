@@ -490,17 +490,17 @@ func (b *Backend) DrainMachine(_ context.Context, req api.DrainRequest) (api.Mac
 
 var _ api.MachineDrainer = (*Backend)(nil)
 
-// History implements api.HistoryReader over the ledger, at this backend's
+// Timeline implements api.TimelineReader over the ledger, at this backend's
 // clock.
-func (b *Backend) History(_ context.Context, q api.HistoryQuery) (api.HistoryView, error) {
+func (b *Backend) Timeline(_ context.Context, q api.TimelineQuery) (api.TimelineView, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	times := ledger.HistoryTimes(b.now(), q.WindowS*1000, q.Points)
-	hist, err := b.l.History(times)
+	times := ledger.TimelineTimes(b.now(), q.WindowS*1000, q.Points)
+	hist, err := b.l.Timeline(times)
 	if err != nil {
-		return api.HistoryView{}, apiconv.Error(err)
+		return api.TimelineView{}, apiconv.Error(err)
 	}
-	return apiconv.History(times, hist), nil
+	return apiconv.Timeline(times, hist), nil
 }
 
-var _ api.HistoryReader = (*Backend)(nil)
+var _ api.TimelineReader = (*Backend)(nil)

@@ -14,7 +14,7 @@
   const MAX_POINTS = 800; // 20 minutes of history at 1.5 s
   const TOKEN_KEY = "coopgrid.api.token";
   const MAX_TASK_ROWS = 1000;
-  const SEED_WINDOW_S = 1200; // the charts open with the last 20 minutes (GET /v1/history)
+  const SEED_WINDOW_S = 1200; // the charts open with the last 20 minutes (GET /v1/timeline)
   const SEED_POINTS = 120;
   const PALETTE = ["#2457c5", "#d1495b", "#2e933c", "#edae49", "#7b2cbf", "#00798c", "#8d6a00", "#e76f51", "#3d405b", "#6a994e"];
 
@@ -396,7 +396,7 @@
   async function seedHistory() {
     let h;
     try {
-      h = await api("/v1/history?window_s=" + SEED_WINDOW_S + "&points=" + SEED_POINTS);
+      h = await api("/v1/timeline?window_s=" + SEED_WINDOW_S + "&points=" + SEED_POINTS);
     } catch (e) {
       if (e.status === 401) return wrongToken();
       return; // an older peer: the charts start empty
@@ -771,7 +771,7 @@
       for (const n of names) for (const [field] of def.lines) data.push(hist.orgs.get(n)[field]);
       const box = document.getElementById(id);
       // How many samples the chart holds, and how many came from the
-      // ledger's history (GET /v1/history) rather than this page.
+      // ledger's history (GET /v1/timeline) rather than this page.
       box.dataset.points = String(hist.t.length);
       box.dataset.seeded = String(hist.seeded || 0);
       const width = Math.max(320, box.clientWidth || 800);

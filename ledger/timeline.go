@@ -8,12 +8,12 @@ import (
 	"github.com/coopgrid/coopgrid/policy"
 )
 
-// MaxHistoryPoints bounds the sample times of one History call.
-const MaxHistoryPoints = 2000
+// MaxTimelinePoints bounds the sample times of one Timeline call.
+const MaxTimelinePoints = 2000
 
-// OrgHistory is one organisation's recent past as the tasks' segments
-// record it, one value per sample time (History).
-type OrgHistory struct {
+// OrgTimeline is one organisation's recent past as the tasks' segments
+// record it, one value per sample time (Timeline).
+type OrgTimeline struct {
 	Org string
 	// AllocatedMFLOPS and PIMilliW at each time: the machines (their
 	// share, for a task sharing one) running the organisation's tasks,
@@ -30,9 +30,9 @@ type OrgHistory struct {
 	DP []*float64
 }
 
-// History reconstructs each organisation's allocated MFLOPS, PI and energy
+// Timeline reconstructs each organisation's allocated MFLOPS, PI and energy
 // account at the given times (strictly increasing, at most
-// MaxHistoryPoints) from the segments of the tasks this replica holds, in
+// MaxTimelinePoints) from the segments of the tasks this replica holds, in
 // registration order. It is what a dashboard shows as the recent past when
 // it opens: it changes nothing, and it is approximate in two ways the
 // ledger cannot do better: a segment on a machine removed since counts
@@ -40,21 +40,21 @@ type OrgHistory struct {
 // counts at the last time only (the ledger does not record when it was
 // placed), and it knows nothing of what left the replicated state. With
 // the last time now, the last values are the live ones.
-func (l *Ledger) History(times []int64) ([]OrgHistory, error) {
-	if len(times) > MaxHistoryPoints {
-		return nil, fmt.Errorf("history: %d sample times, at most %d", len(times), MaxHistoryPoints)
+func (l *Ledger) Timeline(times []int64) ([]OrgTimeline, error) {
+	if len(times) > MaxTimelinePoints {
+		return nil, fmt.Errorf("history: %d sample times, at most %d", len(times), MaxTimelinePoints)
 	}
 	for i := 1; i < len(times); i++ {
 		if times[i] <= times[i-1] {
 			return nil, fmt.Errorf("history: sample time %d (%d ms) is not after the one before it", i, times[i])
 		}
 	}
-	out := make([]OrgHistory, len(l.order))
+	out := make([]OrgTimeline, len(l.order))
 	idx := make(map[string]int, len(l.order))
 	for i, name := range l.order {
 		idx[name] = i
 		n := len(times)
-		out[i] = OrgHistory{Org: name, AllocatedMFLOPS: make([]int64, n), PIMilliW: make([]int64, n),
+		out[i] = OrgTimeline{Org: name, AllocatedMFLOPS: make([]int64, n), PIMilliW: make([]int64, n),
 			UserMilliJ: make([]int64, n), OwnerMilliJ: make([]int64, n)}
 		acct := l.orgs[name].Energy
 		for k := range times {
@@ -132,9 +132,9 @@ func subtractBefore(xs []int64, n int, x int64) {
 	}
 }
 
-// HistoryTimes is the sample times of a history of points samples ending
+// TimelineTimes is the sample times of a history of points samples ending
 // at nowMs and spanning windowMs (oldest first, the last one nowMs).
-func HistoryTimes(nowMs, windowMs int64, points int) []int64 {
+func TimelineTimes(nowMs, windowMs int64, points int) []int64 {
 	if points < 1 {
 		return nil
 	}

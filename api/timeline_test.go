@@ -7,16 +7,16 @@ import (
 	"github.com/coopgrid/coopgrid/api"
 )
 
-// TestHistoryRoute: the seeded ledger's recent past, its last sample equal
+// TestTimelineRoute: the seeded ledger's recent past, its last sample equal
 // to the live figures; bad queries refused with bad_request; no token, no
 // history.
-func TestHistoryRoute(t *testing.T) {
+func TestTimelineRoute(t *testing.T) {
 	b, srv := serve(t, api.ServerOptions{})
-	r := call(t, srv, "GET", "/v1/history?window_s=120&points=5", "")
+	r := call(t, srv, "GET", "/v1/timeline?window_s=120&points=5", "")
 	if r.status != http.StatusOK {
-		t.Fatalf("GET /v1/history: %d %s", r.status, r.body)
+		t.Fatalf("GET /v1/timeline: %d %s", r.status, r.body)
 	}
-	h := decode[api.HistoryView](t, r)
+	h := decode[api.TimelineView](t, r)
 	if len(h.TimesMs) != 5 || h.TimesMs[4]-h.TimesMs[0] != 120_000 || h.Note == "" {
 		t.Fatalf("times %v (want 5 over 120 s), note %q", h.TimesMs, h.Note)
 	}
@@ -51,16 +51,16 @@ func TestHistoryRoute(t *testing.T) {
 	}
 
 	for _, q := range []string{"?points=1", "?points=801", "?points=x", "?window_s=0", "?window_s=604801", "?since=1"} {
-		r := call(t, srv, "GET", "/v1/history"+q, "")
+		r := call(t, srv, "GET", "/v1/timeline"+q, "")
 		if e := apiError(t, r); r.status != http.StatusBadRequest || e.Code != api.CodeBadRequest {
-			t.Errorf("GET /v1/history%s: %d %s, want 400 bad_request", q, r.status, e.Code)
+			t.Errorf("GET /v1/timeline%s: %d %s, want 400 bad_request", q, r.status, e.Code)
 		}
 	}
-	r = call(t, srv, "GET", "/v1/history", "", "-")
+	r = call(t, srv, "GET", "/v1/timeline", "", "-")
 	if e := apiError(t, r); r.status != http.StatusUnauthorized {
 		t.Errorf("without the token: %d %s, want 401", r.status, e.Code)
 	}
-	r = call(t, srv, "POST", "/v1/history", "")
+	r = call(t, srv, "POST", "/v1/timeline", "")
 	if r.status != http.StatusMethodNotAllowed {
 		t.Errorf("POST: %d, want 405", r.status)
 	}

@@ -5,13 +5,13 @@ import (
 	"github.com/coopgrid/coopgrid/ledger"
 )
 
-// HistoryNote is api.HistoryView.Note.
-const HistoryNote = "reconstructed from the task segments this peer holds; DP compares the allocation then with the quota now, and the limit's history is not recorded"
+// TimelineNote is api.TimelineView.Note.
+const TimelineNote = "reconstructed from the task segments this peer holds; DP compares the allocation then with the quota now, and the limit's history is not recorded"
 
-// History converts the ledger's reconstruction at times (see
-// ledger.History) to the API's units.
-func History(times []int64, hist []ledger.OrgHistory) api.HistoryView {
-	v := api.HistoryView{TimesMs: times, Orgs: make([]api.OrgHistView, len(hist)), Note: HistoryNote}
+// Timeline converts the ledger's reconstruction at times (see
+// ledger.Timeline) to the API's units.
+func Timeline(times []int64, hist []ledger.OrgTimeline) api.TimelineView {
+	v := api.TimelineView{TimesMs: times, Orgs: make([]api.OrgHistView, len(hist)), Note: TimelineNote}
 	for i, h := range hist {
 		o := api.OrgHistView{Name: h.Org, AllocGFLOPS: make([]float64, len(times)), DP: make([]*float64, len(times)),
 			PIW: make([]float64, len(times)), UserJ: make([]float64, len(times)), OwnerJ: make([]float64, len(times))}

@@ -5,11 +5,11 @@ import (
 	"testing"
 )
 
-// TestHistoryHandWorked: uni-b's task runs on uni-a/m2 (2000 MFLOPS,
+// TestTimelineHandWorked: uni-b's task runs on uni-a/m2 (2000 MFLOPS,
 // 150 W) from 3000 to 5000 ms and uses 7 J; uni-a's runs on uni-a/m1
 // (1000 MFLOPS, 100 W) from 4000 ms and is still running. Sampled at 2500,
 // 3000, 4500, 5000 and 6000 ms.
-func TestHistoryHandWorked(t *testing.T) {
+func TestTimelineHandWorked(t *testing.T) {
 	f := base(t)
 	placeAndStart(f, "uni-b-1", "uni-a/m2", 3000)
 	placeAndStart(f, "uni-a-1", "uni-a/m1", 4000)
@@ -19,11 +19,11 @@ func TestHistoryHandWorked(t *testing.T) {
 		t.Fatal(r.Decisions[0].Err)
 	}
 	times := []int64{2500, 3000, 4500, 5000, 6000}
-	got, err := f.l.History(times)
+	got, err := f.l.Timeline(times)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []OrgHistory{
+	want := []OrgTimeline{
 		{Org: "uni-a", AllocatedMFLOPS: []int64{0, 0, 1000, 1000, 1000}, PIMilliW: []int64{0, 0, 100_000, 100_000, 100_000},
 			UserMilliJ: []int64{0, 0, 0, 0, 0}, OwnerMilliJ: []int64{0, 0, 0, 7000, 7000}},
 		{Org: "uni-b", AllocatedMFLOPS: []int64{0, 2000, 2000, 0, 1500}, PIMilliW: []int64{0, 150_000, 150_000, 0, 120_000},
@@ -59,24 +59,24 @@ func TestHistoryHandWorked(t *testing.T) {
 	}
 }
 
-func TestHistoryRefusesBadTimes(t *testing.T) {
+func TestTimelineRefusesBadTimes(t *testing.T) {
 	f := base(t)
 	before := f.l.Hash()
 	for name, times := range map[string][]int64{
 		"not increasing": {1000, 1000},
 		"backwards":      {2000, 1000},
-		"too many":       make([]int64, MaxHistoryPoints+1),
+		"too many":       make([]int64, MaxTimelinePoints+1),
 	} {
-		if _, err := f.l.History(times); err == nil {
+		if _, err := f.l.Timeline(times); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
 	if f.l.Hash() != before {
-		t.Fatal("History changed the state")
+		t.Fatal("Timeline changed the state")
 	}
 }
 
-func TestHistoryTimes(t *testing.T) {
+func TestTimelineTimes(t *testing.T) {
 	cases := []struct {
 		now, window int64
 		points      int
@@ -89,8 +89,8 @@ func TestHistoryTimes(t *testing.T) {
 		{10_000, 1000, 0, nil},
 	}
 	for _, c := range cases {
-		if got := HistoryTimes(c.now, c.window, c.points); !slices.Equal(got, c.want) {
-			t.Errorf("HistoryTimes(%d, %d, %d) = %v, want %v", c.now, c.window, c.points, got, c.want)
+		if got := TimelineTimes(c.now, c.window, c.points); !slices.Equal(got, c.want) {
+			t.Errorf("TimelineTimes(%d, %d, %d) = %v, want %v", c.now, c.window, c.points, got, c.want)
 		}
 	}
 }

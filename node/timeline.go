@@ -11,22 +11,22 @@ import (
 	"github.com/coopgrid/coopgrid/node/apiconv"
 )
 
-// History reconstructs the recent past from this replica's task segments
-// (api.HistoryReader): what the dashboard's charts start with.
-func (n *Node) History(ctx context.Context, q api.HistoryQuery) (api.HistoryView, error) {
+// Timeline reconstructs the recent past from this replica's task segments
+// (api.TimelineReader): what the dashboard's charts start with.
+func (n *Node) Timeline(ctx context.Context, q api.TimelineQuery) (api.TimelineView, error) {
 	if err := n.requireReady(); err != nil {
-		return api.HistoryView{}, err
+		return api.TimelineView{}, err
 	}
-	times := ledger.HistoryTimes(n.now().UnixMilli(), q.WindowS*1000, q.Points)
+	times := ledger.TimelineTimes(n.now().UnixMilli(), q.WindowS*1000, q.Points)
 	var (
-		hist []ledger.OrgHistory
+		hist []ledger.OrgTimeline
 		err  error
 	)
-	n.cons.View(func(l *ledger.Ledger) { hist, err = l.History(times) })
+	n.cons.View(func(l *ledger.Ledger) { hist, err = l.Timeline(times) })
 	if err != nil {
-		return api.HistoryView{}, apiError(err)
+		return api.TimelineView{}, apiError(err)
 	}
-	return apiconv.History(times, hist), nil
+	return apiconv.Timeline(times, hist), nil
 }
 
 // peerContact is what this peer knows of member id's reachability: heard
@@ -45,4 +45,4 @@ func (n *Node) peerContact(id peer.ID) (reachable bool, lastContactMs int64) {
 	return ago <= n.cfg.Heartbeat.Timeout, ago.Milliseconds()
 }
 
-var _ api.HistoryReader = (*Node)(nil)
+var _ api.TimelineReader = (*Node)(nil)
