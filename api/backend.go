@@ -133,6 +133,12 @@ type PeerView struct {
 	Voter  bool     `json:"voter"`
 	Leader bool     `json:"leader"`
 	Addrs  []string `json:"addrs"`
+	// Reachable and LastContactMs: whether this peer heard the member's
+	// heartbeats within the heartbeat timeout, and how many milliseconds
+	// ago it last did (0 for this peer, -1 when never heard). The same
+	// names as GET /v1/members' MemberView, seen from the answering peer.
+	Reachable     bool  `json:"reachable"`
+	LastContactMs int64 `json:"last_contact_ms"`
 }
 
 // OrgView is one organisation with the policy's quantities.

@@ -150,6 +150,11 @@ func (g *Gossip) OwnerClockMs(id string, now time.Time) (int64, bool) {
 	return g.seen.OwnerClockMs(id, now)
 }
 
+// PeerLastHeard is the local time the last heartbeat signed by peer id
+// arrived (this peer's own count as heard when published); false when
+// none did since this peer started.
+func (g *Gossip) PeerLastHeard(id peer.ID) (time.Time, bool) { return g.seen.peerLastHeard(id) }
+
 // LastHeartbeatMs is the sender's time of machine id's latest heartbeat (0
 // when none was heard).
 func (g *Gossip) LastHeartbeatMs(id string) int64 { return g.seen.lastHeartbeatMs(id) }
@@ -193,7 +198,9 @@ func (g *Gossip) consume() {
 		if !ok {
 			continue
 		}
-		g.seen.observe(hb, time.Now())
+		now := time.Now()
+		g.seen.observe(hb, now)
+		g.seen.heardFrom(msg.GetFrom(), now)
 		if author := msg.GetFrom(); author != g.host.ID() && len(hb.Addrs) > 0 {
 			var addrs []ma.Multiaddr
 			for _, a := range hb.Addrs {

@@ -84,3 +84,19 @@ func TestOwnerClockEstimate(t *testing.T) {
 		t.Fatal("an estimate for a machine never heard of")
 	}
 }
+
+// TestPeerLastHeard: a peer is heard of by its own signature, machines
+// or not, and the latest arrival is kept; a peer never heard is unknown.
+func TestPeerLastHeard(t *testing.T) {
+	tr := newTracker()
+	local := time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)
+	a, b := peer.ID("peer-a"), peer.ID("peer-b")
+	tr.heardFrom(a, local)
+	tr.heardFrom(a, local.Add(2*time.Second))
+	if at, ok := tr.peerLastHeard(a); !ok || !at.Equal(local.Add(2*time.Second)) {
+		t.Fatalf("peer a last heard %v (%v), want %v", at, ok, local.Add(2*time.Second))
+	}
+	if _, ok := tr.peerLastHeard(b); ok {
+		t.Fatal("peer b was never heard, yet it has a last contact")
+	}
+}

@@ -18,10 +18,28 @@ type tracker struct {
 	// the largest seen): with seen, it maps the local clock to the
 	// sender's (ownerClockMs).
 	lastAt map[string]int64
+	// peers is when each peer's (author's) last heartbeat arrived, local
+	// clock: a peer without machines is heard of too.
+	peers map[peer.ID]time.Time
 }
 
 func newTracker() *tracker {
-	return &tracker{seen: map[string]time.Time{}, atMs: map[string]int64{}, lastAt: map[string]int64{}}
+	return &tracker{seen: map[string]time.Time{}, atMs: map[string]int64{}, lastAt: map[string]int64{}, peers: map[peer.ID]time.Time{}}
+}
+
+// heardFrom records that a heartbeat signed by author arrived at now.
+func (t *tracker) heardFrom(author peer.ID, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.peers[author] = now
+}
+
+// peerLastHeard is when author's last heartbeat arrived.
+func (t *tracker) peerLastHeard(author peer.ID) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := t.peers[author]
+	return at, ok
 }
 
 func (t *tracker) observe(hb *Heartbeat, now time.Time) {

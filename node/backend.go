@@ -53,6 +53,7 @@ func (n *Node) Status(ctx context.Context) (api.Status, error) {
 		for _, m := range members {
 			pv := api.PeerView{ID: m.ID.String(), Voter: m.Voter, Leader: m.ID.String() == st.Leader, Addrs: []string{}}
 			pv.Org, _ = l.OrgOfPeer(m.ID.String())
+			pv.Reachable, pv.LastContactMs = n.peerContact(m.ID)
 			for _, a := range m.Addrs {
 				pv.Addrs = append(pv.Addrs, a.String())
 			}

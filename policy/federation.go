@@ -78,7 +78,7 @@ func unitMachines(ms []Machine) bool {
 
 // unitTask says t takes a whole one-slot machine and asks nothing of its
 // attributes.
-func unitTask(t Task) bool {
+func unitTask(t *Task) bool {
 	return t.Request.CPUs <= 1 && t.Request.GPUs == 0 && len(t.Requirements) == 0 && len(t.Avoid) == 0
 }
 
@@ -97,13 +97,13 @@ func (s *State) OneSlot() bool {
 	if s.Queue != nil && s.Queue.shaped > 0 {
 		return false
 	}
-	for _, t := range s.Queued {
-		if !unitTask(t) {
+	for i := range s.Queued {
+		if !unitTask(&s.Queued[i]) {
 			return false
 		}
 	}
-	for _, r := range s.Running {
-		if !unitTask(r.Task) {
+	for i := range s.Running {
+		if !unitTask(&s.Running[i].Task) {
 			return false
 		}
 	}

@@ -142,7 +142,7 @@ func victimBetter(wasteA, wasteB float64, a, b Machine) bool {
 // taskBefore orders an organisation's queue: smallest first (algorithm 4
 // line 1), ties earliest submitted, then ID. bestFit reverses the size
 // order (largest first, seed 000 §4.5) and keeps the other ties.
-func taskBefore(a, b Task, bestFit bool) bool {
+func taskBefore(a, b *Task, bestFit bool) bool {
 	if a.SizeMFlop != b.SizeMFlop {
 		if bestFit {
 			return a.SizeMFlop > b.SizeMFlop
@@ -155,29 +155,33 @@ func taskBefore(a, b Task, bestFit bool) bool {
 	return a.ID < b.ID
 }
 
-// taskHeap is a binary heap of one organisation's waiting tasks.
+// taskHeap is a binary heap of one organisation's waiting tasks. It holds
+// pointers: a Task is large (requests, requirements, avoided machines), and
+// the heap moves its items at every push and pop.
 type taskHeap struct {
-	items   []Task
+	items   []*Task
 	bestFit bool
 }
 
 // fillQueues distributes the waiting tasks to their organisations' heaps,
 // carving every heap out of one allocation (one per pass, not one per
 // organisation and growth step: the simulator calls this at every event).
+// The heaps point into tasks (the state's, which no policy modifies).
 func fillQueues(queues []taskHeap, tasks []Task) {
 	count := make([]int, len(queues))
-	for _, t := range tasks {
-		count[t.Org]++
+	for i := range tasks {
+		count[tasks[i].Org]++
 	}
 	// Room for one requeued victim per organisation per running task is
 	// not reserved: push grows a heap past its share only on preemption.
-	backing := make([]Task, len(tasks))
+	backing := make([]*Task, len(tasks))
 	off := 0
 	for i := range queues {
 		queues[i].items = backing[off : off : off+count[i]]
 		off += count[i]
 	}
-	for _, t := range tasks {
+	for i := range tasks {
+		t := &tasks[i]
 		queues[t.Org].items = append(queues[t.Org].items, t)
 	}
 	for i := range queues {
@@ -193,8 +197,9 @@ func (h *taskHeap) init() {
 	}
 }
 
+// push adds a copy of t.
 func (h *taskHeap) push(t Task) {
-	h.items = append(h.items, t)
+	h.items = append(h.items, &t)
 	i := len(h.items) - 1
 	for i > 0 {
 		p := (i - 1) / 2
@@ -206,10 +211,15 @@ func (h *taskHeap) push(t Task) {
 	}
 }
 
-func (h *taskHeap) pop() Task {
+func (h *taskHeap) pop() Task { return *h.popPtr() }
+
+// popPtr removes the first task and returns it: a pointer into the state
+// or to a copy push made, never changed afterwards.
+func (h *taskHeap) popPtr() *Task {
 	top := h.items[0]
 	last := len(h.items) - 1
 	h.items[0] = h.items[last]
+	h.items[last] = nil
 	h.items = h.items[:last]
 	if last > 0 {
 		h.down(0)

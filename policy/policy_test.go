@@ -385,6 +385,7 @@ func TestValidateRejectsMalformedState(t *testing.T) {
 		{"zero power", func(s *State) { s.Machines[0].MFLOPS = 0 }, "must be > 0"},
 		{"task of unknown org", func(s *State) { s.Queued[0].Org = -1 }, "org index"},
 		{"duplicate task", func(s *State) { s.Queued = append(s.Queued, s.Queued[0]) }, "duplicate id"},
+		{"queued task also running", func(s *State) { s.Running = []Running{{Task: s.Queued[0], Machine: 0}} }, "duplicate id"},
 		{"machine runs two tasks", func(s *State) {
 			s.Running = []Running{{Task: Task{ID: "x"}, Machine: 0}, {Task: Task{ID: "y"}, Machine: 0}}
 		}, "runs more than its capacity"},

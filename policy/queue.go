@@ -76,7 +76,7 @@ func (q *Queue) Add(t Task) error {
 	if t.Org < 0 || t.Org >= len(q.orgs) {
 		return fmt.Errorf("policy queue: task %q: org index %d out of range", t.ID, t.Org)
 	}
-	if err := checkTaskShape(t); err != nil {
+	if err := checkTaskShape(&t); err != nil {
 		return fmt.Errorf("policy queue: %w", err)
 	}
 	if q.Has(t.ID) {
@@ -85,7 +85,7 @@ func (q *Queue) Add(t Task) error {
 	p := &t
 	q.byID[t.ID] = p
 	q.orgs[t.Org].ReplaceOrInsert(p)
-	if !unitTask(t) {
+	if !unitTask(p) {
 		q.shaped++
 	}
 	return nil
@@ -99,7 +99,7 @@ func (q *Queue) Remove(id string) bool {
 	}
 	delete(q.byID, id)
 	q.orgs[p.Org].Delete(p)
-	if !unitTask(*p) {
+	if !unitTask(p) {
 		q.shaped--
 	}
 	return true

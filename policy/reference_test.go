@@ -57,7 +57,7 @@ func referenceEHOSEP(s *State, bestFit bool) ([]Decision, error) {
 			return orgBefore(dp[x], dp[y], tot.QuotaMFLOPS[x], tot.QuotaMFLOPS[y],
 				tot.PowerQuotaMilliW[x], tot.PowerQuotaMilliW[y], s.Orgs[x].Name, s.Orgs[y].Name)
 		})
-		sort.Slice(queued, func(a, b int) bool { return taskBefore(queued[a], queued[b], bestFit) })
+		sort.Slice(queued, func(a, b int) bool { return taskBefore(&queued[a], &queued[b], bestFit) })
 		draw := func(t Task, m int) int64 {
 			return ShareOf(s.Machines[m].Capacity, t.Request).Of(s.Machines[m].BusyMilliW)
 		}

@@ -92,7 +92,7 @@ func newSharedPass(s *State, bestFit bool) *sharedPass {
 	}
 	for i := range p.queue {
 		q := p.queue[i]
-		sort.Slice(q, func(a, b int) bool { return taskBefore(q[a], q[b], bestFit) })
+		sort.Slice(q, func(a, b int) bool { return taskBefore(&q[a], &q[b], bestFit) })
 	}
 	for _, r := range s.Running {
 		sr := p.newRun(r.Task, r.Machine)
@@ -367,7 +367,7 @@ func (p *sharedPass) preempt(i, k, m, v, z int) {
 	requeued := victim.task
 	requeued.SizeMFlop = remainingAfter(victim.task.SizeMFlop, kept)
 	q := p.queue[z]
-	at := sort.Search(len(q), func(j int) bool { return taskBefore(requeued, q[j], p.bestFit) })
+	at := sort.Search(len(q), func(j int) bool { return taskBefore(&requeued, &q[j], p.bestFit) })
 	p.queue[z] = append(q[:at:at], append([]Task{requeued}, q[at:]...)...)
 	t := p.queue[i][k]
 	p.place(i, k, m)

@@ -489,3 +489,18 @@ func (b *Backend) DrainMachine(_ context.Context, req api.DrainRequest) (api.Mac
 }
 
 var _ api.MachineDrainer = (*Backend)(nil)
+
+// Timeline implements api.TimelineReader over the ledger, at this backend's
+// clock.
+func (b *Backend) Timeline(_ context.Context, q api.TimelineQuery) (api.TimelineView, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	times := ledger.TimelineTimes(b.now(), q.WindowS*1000, q.Points)
+	hist, err := b.l.Timeline(times)
+	if err != nil {
+		return api.TimelineView{}, apiconv.Error(err)
+	}
+	return apiconv.Timeline(times, hist), nil
+}
+
+var _ api.TimelineReader = (*Backend)(nil)

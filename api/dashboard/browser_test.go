@@ -143,10 +143,6 @@ func TestDashboardInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real peer and headless Chromium (about 10 s)")
 	}
-	chrome := chromiumPath()
-	if chrome == "" {
-		t.Skip("Chromium not found (/usr/bin/chromium, chromium on PATH or $COOPGRID_CHROMIUM): install it with `apt-get install -y chromium` (.ci/run does)")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
@@ -155,48 +151,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	peer := nodetest.Start(ctx, t)
 	n, tok, base := peer.Node, peer.Token, peer.URL
 
-	// The browser, with a fresh profile and nothing that calls home.
-	actx, acancel := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chrome),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(filepath.Join(tmp, "chromium-profile")),
-		chromedp.WindowSize(1280, 1000),
-	)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	if err := chromedp.Do(bctx); err != nil {
-		t.Skipf("Chromium at %s does not start: %v", chrome, err)
-	}
-	// Uncaught exceptions in the page fail the test.
-	var (
-		mu         sync.Mutex
-		exceptions []string
-	)
-	msgs := chromedp.Console(bctx)
-	go func() {
-		for m, err := range msgs {
-			if err != nil {
-				return
-			}
-			if m.IsException() {
-				mu.Lock()
-				exceptions = append(exceptions, m.String())
-				mu.Unlock()
-			}
-		}
-	}()
-	b := &browser{t: t, ctx: bctx, dir: artifactDir(t)}
-	t.Logf("screenshots in %s", b.dir)
-
+	b, exceptions := newBrowser(ctx, t, tmp)
 	// A browser opening the peer's address lands on the token form.
 	b.do("open", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token-input")))
 	if u := b.eval(`location.pathname`); u != "/ui/" {
@@ -327,9 +282,192 @@ func TestDashboardInBrowser(t *testing.T) {
 	if v := b.eval(`String(window.__noReload)`); v != "yes" {
 		t.Errorf("the page reloaded (marker %q)", v)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(exceptions) > 0 {
-		t.Errorf("uncaught exceptions in the page: %v", exceptions)
+	if ex := exceptions(); len(ex) > 0 {
+		t.Errorf("uncaught exceptions in the page: %v", ex)
+	}
+}
+
+// newBrowser starts headless Chromium with a fresh profile under tmp and
+// nothing that calls home (the test skips when there is none), and
+// returns its tab and the uncaught exceptions the page threw so far.
+func newBrowser(ctx context.Context, t *testing.T, tmp string) (*browser, func() []string) {
+	t.Helper()
+	chrome := chromiumPath()
+	if chrome == "" {
+		t.Skip("Chromium not found (/usr/bin/chromium, chromium on PATH or $COOPGRID_CHROMIUM): install it with `apt-get install -y chromium` (.ci/run does)")
+	}
+	actx, acancel := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(chrome),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(filepath.Join(tmp, "chromium-profile")),
+		chromedp.WindowSize(1280, 1000),
+	)
+	t.Cleanup(acancel)
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(bcancel)
+	if err := chromedp.Do(bctx); err != nil {
+		t.Skipf("Chromium at %s does not start: %v", chrome, err)
+	}
+	// Uncaught exceptions in the page fail the test.
+	var (
+		mu         sync.Mutex
+		exceptions []string
+	)
+	msgs := chromedp.Console(bctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.IsException() {
+				mu.Lock()
+				exceptions = append(exceptions, m.String())
+				mu.Unlock()
+			}
+		}
+	}()
+	b := &browser{t: t, ctx: bctx, dir: artifactDir(t)}
+	t.Logf("screenshots in %s", b.dir)
+	return b, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), exceptions...)
+	}
+}
+
+// login opens the peer's address and gives the token.
+func (b *browser) login(base, tok string) {
+	b.t.Helper()
+	b.do("open", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token-input")))
+	b.do("token", chromedp.SendKeys(chromedp.CSS("#token-input"), tok), chromedp.Click(chromedp.CSS("#token-submit")))
+}
+
+// TestDashboardHealthWithAKilledPeer opens the first view of a real
+// three-peer federation (alpha, beta, gamma; libp2p on loopback, Raft,
+// the process executor) and checks that it answers "is the federation
+// healthy?": quorum, the leader by organisation, every peer reachable;
+// the charts open with the ledger's recent past (a task finished before
+// the page opened); a drained machine is marked; and once a peer other
+// than the page's and the leader's is stopped without leaving, the page
+// says it is unreachable, the quorum it leaves, and its machine lost.
+// Leadership may move under load: the test follows it.
+func TestDashboardHealthWithAKilledPeer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three real peers and headless Chromium")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	tmp := t.TempDir()
+	peers := nodetest.StartFederation(ctx, t, "alpha", "beta", "gamma")
+	alpha := peers[0]
+
+	// A task that ran and finished before the page opened: its energy is
+	// in the ledger's history.
+	sub, err := alpha.Node.Submit(ctx, api.SubmitRequest{Job: "before", Tasks: []api.SubmitTask{{
+		Name: "early", Argv: []string{"/bin/sh", "-c", "sleep 1"}, SizeMFlop: 500, WallLimitMs: 60_000}}})
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	for {
+		d, err := alpha.Node.Task(ctx, sub.TaskIDs[0])
+		if err == nil && d.State == "done" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the early task never finished: %+v, %v", d, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := alpha.Node.DrainMachine(ctx, api.DrainRequest{Machine: "m1", Drained: true}); err != nil {
+		t.Fatalf("drain alpha/m1: %v", err)
+	}
+	// status is alpha's view now: its voters, the leader's organisation,
+	// and whether org votes.
+	status := func() (voters int, leaderOrg string, votes map[string]bool) {
+		st, err := alpha.Node.Status(ctx)
+		if err != nil {
+			t.Fatalf("status: %v", err)
+		}
+		votes = map[string]bool{}
+		for _, p := range st.Peers {
+			if p.Voter {
+				voters++
+				votes[p.Org] = true
+			}
+			if p.Leader {
+				leaderOrg = p.Org
+			}
+		}
+		return voters, leaderOrg, votes
+	}
+	voters, _, votes := status()
+
+	b, exceptions := newBrowser(ctx, t, tmp)
+	b.login(alpha.URL, alpha.Token)
+	b.waitEqual("#org-name", "alpha")
+	b.waitText("#health", "healthy", func(string) bool { return b.eval(`document.getElementById("health").dataset.health`) == "healthy" })
+	b.waitEqual("#health-verdict", "Healthy")
+	b.waitEqual("#quorum", fmt.Sprintf("%d of %d voters up", voters, voters))
+	b.waitText("#leader-org", "the leader's organisation", func(s string) bool {
+		_, org, _ := status()
+		if org == "alpha" {
+			org += " (this peer)"
+		}
+		return org != "" && s == org
+	})
+	b.waitEqual("#peers-down", "none")
+	b.waitEqual(`#machines-table tr[data-machine="alpha/m1"] .state`, "drained")
+	b.waitEqual(`#orgmachines-table tr[data-org="alpha"] .drained`, "1")
+	b.waitEqual("#machines-drained", "1")
+	b.shot("h1-healthy")
+
+	// The charts open with the past: the energy chart holds samples from
+	// the ledger's history, the finished task's joules among them.
+	b.tab("energy")
+	b.waitText("#chart-energy .u-legend", "energy chart", func(s string) bool { return strings.Contains(s, "alpha as user J") })
+	if seeded := b.eval(`document.getElementById("chart-energy").dataset.seeded`); seeded == "" || seeded == "0" {
+		t.Errorf("the energy chart opened without the ledger's history (seeded %q)", seeded)
+	}
+	b.shot("h2-energy-seeded")
+
+	// A peer that neither serves the page nor leads (gamma, else beta)
+	// stops without leaving: unreachable, its machine lost, the quorum one
+	// voter short.
+	b.tab("overview")
+	victim := peers[2]
+	if _, org, _ := status(); org == "gamma" {
+		victim = peers[1]
+	}
+	org := map[*nodetest.Peer]string{peers[1]: "beta", peers[2]: "gamma"}[victim]
+	victimID := victim.Node.ID().String()
+	b.waitEqual(`#peers-table tr[data-peer="`+victimID+`"] .reach`, "yes")
+	victim.Stop()
+	b.waitEqual(`#peers-table tr[data-peer="`+victimID+`"] .reach`, "NO")
+	b.waitText(`#peers-table tr[data-peer="`+victimID+`"] .contact`, org+"'s last contact", func(s string) bool {
+		return strings.HasSuffix(s, " ago") || s == "never"
+	})
+	if b.eval(`document.querySelector('#peers-table tr[data-peer="`+victimID+`"]').classList.contains("unreachable") ? "y" : "n"`) != "y" {
+		t.Errorf("%s's row is not marked unreachable", org)
+	}
+	b.waitEqual("#peers-down", org)
+	b.waitEqual(`#machines-table tr[data-machine="`+org+`/m1"] .state`, "LOST")
+	b.waitEqual(`#orgmachines-table tr[data-org="`+org+`"] .lost`, "1")
+	up := voters
+	if votes[org] {
+		up--
+	}
+	b.waitEqual("#quorum", fmt.Sprintf("%d of %d voters up", up, voters))
+	b.waitEqual("#health-verdict", "Degraded")
+	b.shot("h3-killed-peer")
+	if ex := exceptions(); len(ex) > 0 {
+		t.Errorf("uncaught exceptions in the page: %v", ex)
 	}
 }

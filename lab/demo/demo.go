@@ -235,7 +235,7 @@ func (d *demoDriver) report(ctx context.Context, f Options, pred *sim.Result, ou
 	if d.killed != nil {
 		labels[d.killed.org] = d.killed.org + " (killed)"
 	}
-	plots, err := writeDemoPlots(outDir, res, labels)
+	plots, err := writeDemoPlots(outDir, res, pred, labels)
 	if err != nil {
 		return nil, fmt.Errorf("demo: plots: %w", err)
 	}

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"text/tabwriter"
 
+	"github.com/coopgrid/coopgrid/lab/plot"
 	"github.com/coopgrid/coopgrid/lab/sim"
-	"github.com/coopgrid/coopgrid/lab/simcase"
 	"github.com/coopgrid/coopgrid/ledger"
 )
 
@@ -227,29 +227,67 @@ func demoMetrics(w *demoWorkload, tasks []ledger.Task, orgs []ledger.OrgInfo, t0
 	return r, nil
 }
 
-// writeDemoPlots draws the satisfaction, energy (user and owner) and
-// turnaround charts of the run into dir, as `peer sim --out` does. labels
-// renames organisations on the charts (the late and the killed one).
-func writeDemoPlots(dir string, r *sim.Result, labels map[string]string) (demoPlots, error) {
-	c := *r
-	c.Orgs = append([]sim.OrgMetrics(nil), r.Orgs...)
-	for i := range c.Orgs {
-		if l, ok := labels[c.Orgs[i].Name]; ok {
-			c.Orgs[i].Name = l
+// writeDemoPlots draws the satisfaction, energy (as user and as owner)
+// and turnaround (mean and geometric mean) charts of the run into dir,
+// each organisation's live value beside the simulator's prediction for
+// the same tasks without the failure (pred). labels renames organisations
+// on the charts (the late and the killed one).
+func writeDemoPlots(dir string, r, pred *sim.Result, labels map[string]string) (demoPlots, error) {
+	if len(pred.Orgs) != len(r.Orgs) {
+		return demoPlots{}, fmt.Errorf("demo plots: %d organisations live, %d predicted", len(r.Orgs), len(pred.Orgs))
+	}
+	names := make([]string, len(r.Orgs))
+	for i, o := range r.Orgs {
+		names[i] = o.Name
+		if l, ok := labels[o.Name]; ok {
+			names[i] = l
 		}
 	}
-	sum, err := sim.Summarize([]*sim.Result{&c})
-	if err != nil {
-		return demoPlots{}, err
+	// pair is one panel: the live figure and the prediction, per
+	// organisation, in the chart's unit.
+	pair := func(title string, get func(o *sim.OrgMetrics) float64) plot.Panel {
+		live, sim := make([]float64, len(r.Orgs)), make([]float64, len(r.Orgs))
+		for i := range r.Orgs {
+			live[i], sim[i] = finiteOrNaN(get(&r.Orgs[i])), finiteOrNaN(get(&pred.Orgs[i]))
+		}
+		return plot.Panel{Title: title, Series: []plot.Bars{
+			{Name: "live federation (peer demo)", Values: live},
+			{Name: "simulator's prediction (no failure)", Values: sim},
+		}}
 	}
-	if err := simcase.WritePlots(dir, fmt.Sprintf("%s · ehosep · live federation (peer demo)", r.Scenario), sum); err != nil {
-		return demoPlots{}, err
-	}
-	return demoPlots{
+	title := r.Scenario + " · ehosep · live vs simulator"
+	out := demoPlots{
 		Satisfaction: filepath.Join(dir, "satisfaction.png"),
 		Energy:       filepath.Join(dir, "energy.png"),
 		Turnaround:   filepath.Join(dir, "turnaround.png"),
-	}, nil
+	}
+	charts := []struct {
+		path, ylabel string
+		panels       []plot.Panel
+	}{
+		{out.Satisfaction, plot.Satisfaction.String(), []plot.Panel{
+			pair("satisfaction", func(o *sim.OrgMetrics) float64 { return o.SatisfactionEHOSEP })}},
+		{out.Energy, plot.Energy.String(), []plot.Panel{
+			pair("as user (its tasks, wherever they ran)", func(o *sim.OrgMetrics) float64 { return o.UserJ / 1e6 }),
+			pair("as owner (its machines, whoever used them)", func(o *sim.OrgMetrics) float64 { return o.OwnerJ / 1e6 })}},
+		{out.Turnaround, plot.Turnaround.String(), []plot.Panel{
+			pair("mean", func(o *sim.OrgMetrics) float64 { return o.TurnaroundMean / 60 }),
+			pair("geometric mean", func(o *sim.OrgMetrics) float64 { return o.TurnaroundGeoMean / 60 })}},
+	}
+	for _, c := range charts {
+		if err := plot.GroupedBars(c.path, title, c.ylabel, names, c.panels...); err != nil {
+			return demoPlots{}, err
+		}
+	}
+	return out, nil
+}
+
+// finiteOrNaN leaves no bar (NaN) for an unbounded figure.
+func finiteOrNaN(x float64) float64 {
+	if math.IsInf(x, 0) {
+		return math.NaN()
+	}
+	return x
 }
 
 // printDemoReport writes the final table and the story's figures.

@@ -49,6 +49,16 @@ type demoView struct {
 	lines  int // lines of the last frame (tty)
 	events []demoEvent
 	shown  int // events already printed (plain)
+	// legendShown: plain mode prints the legend once, before the first
+	// status line.
+	legendShown bool
+}
+
+// demoLegend names what the progress shows for each organisation.
+var demoLegend = []string{
+	"legend: per organisation, DP = (allocated - quota) / quota: below 0 it gets less computing than it contributes, above 0 more;",
+	"        PI / limit W = the power now serving its tasks against its limit (EHOSEP keeps PI <= limit);",
+	"        queued, running, done = its tasks; on a terminal, peer = its peer's role (leader, up, killed, not arrived: the late one before it submits).",
 }
 
 // maxShownEvents bounds the event lines under the live table.
@@ -80,6 +90,9 @@ func (v *demoView) frame(s demoSnap, force bool) {
 		if len(evs) > maxShownEvents {
 			evs = evs[len(evs)-maxShownEvents:]
 		}
+		for _, l := range demoLegend {
+			fmt.Fprintf(&b, "%s\n", l)
+		}
 		for _, e := range evs {
 			fmt.Fprintf(&b, "%s\n", e)
 		}
@@ -97,6 +110,12 @@ func (v *demoView) frame(s demoSnap, force bool) {
 		return
 	}
 	v.last = now
+	if !v.legendShown {
+		v.legendShown = true
+		for _, l := range demoLegend {
+			fmt.Fprintf(v.out, "%s\n", l)
+		}
+	}
 	fmt.Fprintf(v.out, "%s\n", plainStatus(s))
 }
 
@@ -159,7 +178,7 @@ func plainStatus(s demoSnap) string {
 	}
 	fmt.Fprintf(&b, "%6s  (sim %s)  leader %s  done %d/%d |", fmtWall(s.elapsed), fmtSim(s.simSeconds), leader, s.done, s.total)
 	for _, o := range s.orgs {
-		fmt.Fprintf(&b, " %s dp %s pi %s q%d r%d d%d |", o.Name, fmtDP(o.DP), fmtPI(o), o.Queued, o.Assigned+o.Running, o.Done)
+		fmt.Fprintf(&b, " %s: DP %s, PI/limit %s W, queued %d, running %d, done %d |", o.Name, fmtDP(o.DP), fmtPI(o), o.Queued, o.Assigned+o.Running, o.Done)
 	}
 	return strings.TrimSuffix(b.String(), " |")
 }

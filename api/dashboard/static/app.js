@@ -14,6 +14,8 @@
   const MAX_POINTS = 800; // 20 minutes of history at 1.5 s
   const TOKEN_KEY = "coopgrid.api.token";
   const MAX_TASK_ROWS = 1000;
+  const SEED_WINDOW_S = 1200; // the charts open with the last 20 minutes (GET /v1/timeline)
+  const SEED_POINTS = 120;
   const PALETTE = ["#2457c5", "#d1495b", "#2e933c", "#edae49", "#7b2cbf", "#00798c", "#8d6a00", "#e76f51", "#3d405b", "#6a994e"];
 
   const $ = (sel) => document.querySelector(sel);
@@ -30,8 +32,11 @@
   let selected = null; // the task ID whose detail is open
   let detailKey = "";   // state/attempts of the open detail, to refresh logs when it changes
   let lastTasks = [];
+  // GET /v1/members (the leader's view of every member's reachability)
+  // when the peer has it; else /v1/status's peers, as this peer hears them.
+  let membersAPI = true;
   // Time series kept in the page from polling: t (seconds) and per organisation.
-  const hist = { t: [], orgs: new Map() };
+  const hist = { t: [], orgs: new Map(), seeded: 0 };
   const charts = {}; // id -> {plot, key}
 
   class ApiError extends Error {
@@ -179,6 +184,7 @@
     selected = null;
     lastTasks = [];
     hist.t = [];
+    hist.seeded = 0;
     hist.orgs.clear();
     for (const id of Object.keys(charts)) {
       charts[id].plot.destroy();
@@ -213,6 +219,7 @@
     $("#logout").hidden = false;
     showTab(location.hash.slice(1) || "overview");
     poll();
+    seedHistory();
     setLive(false);
     openStream();
   }
@@ -342,12 +349,12 @@
     if (polling || !token) return;
     polling = true;
     try {
-      const [st, ms, led, ts] = await Promise.all([api("/v1/status"), api("/v1/machines"), api("/v1/ledger"), api(taskPath())]);
+      const [st, ms, led, ts, mem] = await Promise.all([api("/v1/status"), api("/v1/machines"), api("/v1/ledger"), api(taskPath()), members()]);
       if (!timer) return; // logged out meanwhile
       status = st;
       lastTasks = ts;
       record(st, led);
-      renderOverview(st, ms);
+      renderOverview(st, ms, mem);
       renderFairness(st);
       renderPower(st);
       renderEnergy(st, led);
@@ -367,6 +374,57 @@
     } finally {
       polling = false;
     }
+  }
+
+  // members is GET /v1/members, or null when this peer does not have it.
+  async function members() {
+    if (!membersAPI) return null;
+    try {
+      return await api("/v1/members");
+    } catch (e) {
+      if (e.status === 401) throw e;
+      // 404: a peer without the route; anything else (no leader to ask):
+      // this refresh shows this peer's own view from /v1/status.
+      if (e.status === 404) membersAPI = false;
+      return null;
+    }
+  }
+
+  // seedHistory fills the charts with the federation's recent past, which
+  // the peer reconstructs from the ledger's task segments, before the
+  // samples this page takes itself (it may arrive after the first ones).
+  async function seedHistory() {
+    let h;
+    try {
+      h = await api("/v1/timeline?window_s=" + SEED_WINDOW_S + "&points=" + SEED_POINTS);
+    } catch (e) {
+      if (e.status === 401) return wrongToken();
+      return; // an older peer: the charts start empty
+    }
+    if (!token || !h || !h.times_ms) return;
+    const first = hist.t.length ? hist.t[0] : Infinity;
+    const ts = h.times_ms.map((ms) => ms / 1000);
+    const n = ts.findIndex((t) => t >= first) < 0 ? ts.length : ts.findIndex((t) => t >= first);
+    if (n === 0) return;
+    const old = hist.t.length;
+    const nulls = (k) => Array(k).fill(null);
+    for (const o of h.orgs) {
+      if (!hist.orgs.has(o.name)) hist.orgs.set(o.name, { dp: nulls(old), pi: nulls(old), lim: nulls(old), user: nulls(old), owner: nulls(old) });
+    }
+    for (const [name, series] of hist.orgs) {
+      const o = h.orgs.find((x) => x.name === name);
+      const seed = {
+        dp: o ? o.dp.slice(0, n) : nulls(n),
+        pi: o ? o.pi_w.slice(0, n) : nulls(n),
+        lim: nulls(n), // the ledger keeps no history of limits
+        user: o ? o.user_j.slice(0, n) : nulls(n),
+        owner: o ? o.owner_j.slice(0, n) : nulls(n),
+      };
+      for (const k of Object.keys(series)) series[k] = seed[k].concat(series[k]);
+    }
+    hist.t = ts.slice(0, n).concat(hist.t);
+    hist.seeded = n;
+    renderCharts();
   }
 
   function record(st, led) {
@@ -397,7 +455,57 @@
 
   // --- views --------------------------------------------------------------
 
-  function renderOverview(st, machines) {
+  // peerHealth lists the members with their reachability, from GET
+  // /v1/members when the peer has it, else from /v1/status.
+  function peerHealth(st, mem) {
+    const addrs = new Map(st.peers.map((p) => [p.id, p.addrs]));
+    if (mem && mem.members) {
+      return mem.members.map((m) => ({ id: m.id, org: m.org || "", voter: m.suffrage === "voter", leader: m.leader,
+        reachable: m.reachable, last: m.last_contact_ms, addrs: addrs.get(m.id) || [] }));
+    }
+    return st.peers.map((p) => ({ id: p.id, org: p.org, voter: p.voter, leader: p.leader,
+      reachable: p.reachable, last: p.last_contact_ms, addrs: p.addrs }));
+  }
+
+  function lastContactText(p, self) {
+    if (p.id === self) return "this peer";
+    if (p.last === undefined || p.last === null || p.last < 0) return "never";
+    if (p.last < 1000) return "just now";
+    if (p.last < 120000) return Math.round(p.last / 1000) + " s ago";
+    return Math.round(p.last / 60000) + " min ago";
+  }
+
+  // renderHealth is the first line of the overview: is the federation
+  // healthy? Quorum (a majority of the voters reachable, and a leader),
+  // the leader by organisation, unreachable peers, lost and drained
+  // machines.
+  function renderHealth(st, peers, machines) {
+    const voters = peers.filter((p) => p.voter);
+    const up = voters.filter((p) => p.reachable).length;
+    const down = peers.filter((p) => !p.reachable);
+    const lost = machines.filter((m) => m.state !== "up").length;
+    const drained = machines.filter((m) => m.drained).length;
+    const quorum = up * 2 > voters.length && !!st.leader;
+    const leader = peers.find((p) => p.id === st.leader);
+    let verdict = "healthy", text = "Healthy";
+    if (!quorum) {
+      verdict = "no-quorum";
+      text = st.leader ? "No quorum" : "No leader (no quorum)";
+    } else if (down.length || lost) {
+      verdict = "degraded";
+      text = "Degraded";
+    }
+    $("#health").dataset.health = verdict;
+    setText("#health-verdict", text);
+    setText("#quorum", up + " of " + voters.length + " voters up");
+    setText("#leader-org", st.leader ? (leader && leader.org ? leader.org : shortID(st.leader)) + (st.leader === st.self ? " (this peer)" : "") : "none");
+    $("#leader-org").title = st.leader || "";
+    setText("#peers-down", down.length ? down.map((p) => p.org || shortID(p.id)).join(", ") : "none");
+    setText("#machines-lost", lost);
+    setText("#machines-drained", drained);
+  }
+
+  function renderOverview(st, machines, mem) {
     setText("#whoami", "peer " + shortID(st.self) + " of " + st.org);
     setText("#org-name", st.org);
     setText("#self-id", shortID(st.self));
@@ -409,33 +517,57 @@
     setText("#state-hash", (st.raft.state_hash || "").slice(0, 12));
     $("#state-hash").title = st.raft.state_hash;
 
-    syncRows($("#peers-table tbody"), st.peers, (p) => p.id, () => row(5), (tr, p) => {
+    const peers = peerHealth(st, mem);
+    renderHealth(st, peers, machines);
+    syncRows($("#peers-table tbody"), peers, (p) => p.id, () => {
+      const tr = row(7);
+      ["peer", "org", "voter", "leader", "reach", "contact", "addrs"].forEach((c, i) => tr.cells[i].classList.add(c));
+      return tr;
+    }, (tr, p) => {
+      tr.dataset.peer = p.id;
       tr.classList.toggle("self", p.id === st.self);
-      cells(tr, [shortID(p.id), p.org || "(not registered)", p.voter ? "yes" : "no", p.leader ? "leader" : "", p.addrs.join(" ")]);
+      tr.classList.toggle("unreachable", !p.reachable);
+      cells(tr, [shortID(p.id), p.org || "(not registered)", p.voter ? "yes" : "no", p.leader ? "leader" : "", p.reachable ? "yes" : "NO",
+        lastContactText(p, st.self), p.addrs.join(" ")]);
       tr.cells[0].title = p.id;
     });
 
-    const per = new Map(st.orgs.map((o) => [o.name, { n: 0, up: 0, lost: 0, busy: 0, g: 0, w: 0 }]));
+    const blank = () => ({ n: 0, up: 0, lost: 0, drained: 0, busy: 0, g: 0, w: 0 });
+    const per = new Map(st.orgs.map((o) => [o.name, blank()]));
     for (const m of machines) {
-      if (!per.has(m.org)) per.set(m.org, { n: 0, up: 0, lost: 0, busy: 0, g: 0, w: 0 });
+      if (!per.has(m.org)) per.set(m.org, blank());
       const p = per.get(m.org);
       p.n++;
       if (m.state === "up") p.up++;
       else p.lost++;
+      if (m.drained) p.drained++;
       if (m.task) p.busy++;
       p.g += m.gflops;
       p.w += m.busy_w;
     }
-    syncRows($("#orgmachines-table tbody"), Array.from(per.entries()), (e) => e[0], () => row(7, [1, 2, 3, 4, 5, 6]), (tr, [org, p]) => {
+    syncRows($("#orgmachines-table tbody"), Array.from(per.entries()), (e) => e[0], () => {
+      const tr = row(8, [1, 2, 3, 4, 5, 6, 7]);
+      tr.cells[3].classList.add("lost");
+      tr.cells[4].classList.add("drained");
+      return tr;
+    }, (tr, [org, p]) => {
       tr.dataset.org = org;
-      cells(tr, [org, p.n, p.up, p.lost, p.busy, num(p.g), num(p.w)]);
+      cells(tr, [org, p.n, p.up, p.lost, p.drained, p.busy, num(p.g), num(p.w)]);
+      tr.cells[3].classList.toggle("bad-count", p.lost > 0);
+      tr.cells[4].classList.toggle("warn-count", p.drained > 0);
     });
     syncRows($("#machines-table tbody"), machines, (m) => m.id, () => {
       const tr = row(7, [2, 3]);
+      tr.cells[4].classList.add("state");
       tr.cells[5].classList.add("resources");
       return tr;
     }, (tr, m) => {
-      cells(tr, [m.id + (m.unprotected ? " (UNPROTECTED!: tasks run as its peer's own user)" : ""), m.org, num(m.gflops), num(m.busy_w), m.state,
+      tr.dataset.machine = m.id;
+      const lost = m.state !== "up";
+      tr.classList.toggle("machine-lost", lost);
+      tr.classList.toggle("machine-drained", !lost && !!m.drained);
+      const state = lost ? m.state.toUpperCase() + (m.drained ? " (drained)" : "") : m.drained ? "drained" : m.state;
+      cells(tr, [m.id + (m.unprotected ? " (UNPROTECTED!: tasks run as its peer's own user)" : ""), m.org, num(m.gflops), num(m.busy_w), state,
         resourcesText(m), (m.tasks || (m.task ? [m.task] : [])).join(" ")]);
     });
   }
@@ -638,6 +770,10 @@
       const data = [hist.t];
       for (const n of names) for (const [field] of def.lines) data.push(hist.orgs.get(n)[field]);
       const box = document.getElementById(id);
+      // How many samples the chart holds, and how many came from the
+      // ledger's history (GET /v1/timeline) rather than this page.
+      box.dataset.points = String(hist.t.length);
+      box.dataset.seeded = String(hist.seeded || 0);
       const width = Math.max(320, box.clientWidth || 800);
       let c = charts[id];
       if (c && c.key !== key) {
