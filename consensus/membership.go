@@ -86,7 +86,11 @@ func (n *Node) requestJoin(ctx context.Context, via peer.ID, req []byte) ([]byte
 	var last error
 	resp, err := backoff.Retry(ctx, func() ([]byte, error) {
 		resp, err := n.host.Request(ctx, via, ProtoMembership, req)
-		if err != nil && !certainlyNotApplied(err) {
+		// A join may be sent again even when its outcome is unknown
+		// (leadership lost while committing it): the leader answers a
+		// peer already in the configuration with its suffrage and
+		// records a spent invitation at most once (admitPeer).
+		if err != nil && !Retryable(err) {
 			return nil, backoff.Permanent(err)
 		}
 		last = err

@@ -126,8 +126,17 @@ func startLedgerWith(tb testing.TB, machines []executor.MachineConfig, reg func(
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := l.cons.WaitLeader(ctx); err != nil {
-		tb.Fatalf("no leader: %v", err)
+	// WaitLeader answers no_quorum after the leader wait without a leader;
+	// a loaded machine (and StoreDelay) can take longer than that to
+	// elect this lone voter, so wait out the test's own deadline.
+	for {
+		_, err := l.cons.WaitLeader(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || !consensus.Retryable(err) {
+			tb.Fatalf("no leader: %v", err)
+		}
 	}
 	specs := make([]ledger.MachineSpec, len(machines))
 	for i, m := range machines {
