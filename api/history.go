@@ -92,7 +92,7 @@ func parseHistoryQuery(r *http.Request) (HistoryQuery, error) {
 		return HistoryQuery{}, err
 	}
 	v := r.URL.Query()
-	q := HistoryQuery{Org: v.Get("org"), Job: v.Get("job"), States: splitStates(v["state"])}
+	q := HistoryQuery{Org: v.Get("org"), Job: v.Get("job"), States: SplitList(v["state"])}
 	for _, f := range []struct {
 		name string
 		to   *int64
@@ -122,7 +122,9 @@ func parseHistoryQuery(r *http.Request) (HistoryQuery, error) {
 	return q, ValidateHistoryQuery(q)
 }
 
-func splitStates(vs []string) []string {
+// SplitList splits comma-separated values (repeated or not) into their
+// non-empty, trimmed items: how the API and the CLI read a list filter.
+func SplitList(vs []string) []string {
 	var out []string
 	for _, s := range vs {
 		for _, st := range strings.Split(s, ",") {

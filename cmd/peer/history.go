@@ -41,7 +41,7 @@ on the last page.`,
   peer history --data /var/lib/coopgrid --limit 1000 --after 52311`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q.States = splitList(states)
+			q.States = api.SplitList(states)
 			var err error
 			if q.FromMs, err = timeFlag("since", since, false); err != nil {
 				return err
@@ -89,18 +89,6 @@ on the last page.`,
 	fl.Uint64Var(&q.After, "after", 0, "the cursor of the page to fetch (printed after the previous page)")
 	fl.BoolVar(&all, "all", false, "fetch every page")
 	return cmd
-}
-
-func splitList(vs []string) []string {
-	var out []string
-	for _, s := range vs {
-		for _, x := range strings.Split(s, ",") {
-			if x = strings.TrimSpace(x); x != "" {
-				out = append(out, x)
-			}
-		}
-	}
-	return out
 }
 
 // timeFlag reads --since/--until as Unix ms (0 when empty). A bare date

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -49,11 +48,7 @@ An initialised directory is never overwritten.`,
 			}
 			res, err := config.Init(cmd.Context(), o)
 			if err != nil {
-				var bad *config.InputError
-				if errors.As(err, &bad) {
-					return &exitError{code: 2, err: err}
-				}
-				return err
+				return inputExit(err)
 			}
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), res)

@@ -52,11 +52,7 @@ new invitation. Steps and caveats: docs/OPERATIONS.md, "Recovery".`,
 			}
 			res, err := node.Recover(data, args, dryRun, nil)
 			if err != nil {
-				var bad *config.InputError
-				if errors.As(err, &bad) {
-					return &exitError{code: 2, err: err}
-				}
-				return err
+				return inputExit(err)
 			}
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), res)
@@ -89,4 +85,14 @@ func printRecover(w io.Writer, r node.RecoverResult, dryRun bool) {
 	fmt.Fprintf(w, "recovered at index %d, term %d, state hash %s\n", r.LastIndex, r.LastTerm, r.Hash)
 	fmt.Fprintf(w, "members now (%d, all voters): %s\n", len(r.After), strings.Join(r.After, " "))
 	fmt.Fprintln(w, "start the peer again (peer run); do the same on every survivor with the same list")
+}
+
+// inputExit makes a bad input (config.InputError: a file's line and
+// field, a bad argument) exit with status 2, like a usage error.
+func inputExit(err error) error {
+	var bad *config.InputError
+	if errors.As(err, &bad) {
+		return &exitError{code: 2, err: err}
+	}
+	return err
 }
