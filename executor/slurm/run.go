@@ -102,28 +102,47 @@ func (e *Executor) execute(m executor.MachineConfig, r *run, spec *executor.Task
 		return res
 	}
 	res.Start = time.Now()
-	st, signalled := e.follow(ctx, r, job)
+	st, energySrc, detached := e.track(ctx, m, r, spec, b, job, &res)
+	if !detached {
+		end(st.state, false, energySrc)
+	}
+	return res
+}
+
+// track follows a released job to its end and fills res from it: reason,
+// exit code, energy, logs cut, outputs. It returns the job's last state
+// and where the energy came from, or detached when the executor closed
+// after Detach (the job runs on, nothing is to be reported).
+func (e *Executor) track(ctx context.Context, m executor.MachineConfig, r *run, spec *executor.TaskSpec, b executor.BatchRun, job string, res *executor.Result) (jobState, string, bool) {
+	st, signalled, detached := e.follow(ctx, r, job)
+	if detached {
+		r.mu.Lock()
+		r.detached = true
+		r.mu.Unlock()
+		e.log.Info("left running: the executor closed detached", "task", spec.ID, "job", job)
+		return st, "", true
+	}
 	res.End = time.Now()
-	energySrc := e.classify(ctx, r, job, st, signalled, m, spec, &res)
+	energySrc := e.classify(ctx, r, job, st, signalled, m, spec, res)
 	res.StdoutTruncated = e.kit.CutLog(b.Stdout)
 	res.StderrTruncated = e.kit.CutLog(b.Stderr)
 	if !res.MachineFailed {
-		e.collect(spec, b, &res)
+		e.collect(spec, b, res)
 	}
 	if res.Reason == executor.ReasonOK {
 		res.DoneMFlop = spec.SizeMFlop
 	} else {
 		res.DoneMFlop = executor.EstimateDone(spec, m.MFLOPS(), res.End.Sub(res.Start))
 	}
-	end(st.state, false, energySrc)
 	e.log.Debug("task ended", "task", spec.ID, "job", job, "state", st.state, "reason", res.Reason, "exit", res.ExitCode)
-	return res
+	return st, energySrc, false
 }
 
 // follow waits for the job to end, acting on stop requests: SIGTERM to
 // its processes, then scancel after the grace. signalled says the job was
-// signalled or cancelled on a stop request.
-func (e *Executor) follow(ctx context.Context, r *run, job string) (st jobState, signalled bool) {
+// signalled or cancelled on a stop request; detached that the executor
+// closed after Detach, leaving the job to run on.
+func (e *Executor) follow(ctx context.Context, r *run, job string) (st jobState, signalled, detached bool) {
 	var kill <-chan time.Time
 	var killTimer *time.Timer
 	defer func() {
@@ -137,13 +156,21 @@ func (e *Executor) follow(ctx context.Context, r *run, job string) (st jobState,
 		case <-kill:
 			kill = nil
 			e.cancel(ctx, job, "")
+		case <-e.detach:
 		}
 		r.mu.Lock()
 		st = r.state
 		stopping, grace := r.stopReason != "", r.stopGrace
 		r.mu.Unlock()
 		if terminal(st.state) && st.state != "" {
-			return st, signalled
+			return st, signalled, false
+		}
+		if !signalled {
+			select {
+			case <-e.detach:
+				return st, false, true
+			default:
+			}
 		}
 		if stopping && !signalled {
 			signalled = true
@@ -205,6 +232,10 @@ func (e *Executor) classify(ctx context.Context, r *run, job string, st jobState
 		} else {
 			e.log.Warn("scontrol show job", "job", job, "err", err)
 		}
+	}
+	if r.adopted && !info.start.IsZero() && !info.end.IsZero() && !info.end.Before(info.start) {
+		// The job's own times: the run did not pause with the peer.
+		res.Start, res.End = info.start, info.end
 	}
 	res.ExitCode = info.exitCode
 	state := info.state
