@@ -238,33 +238,12 @@ func (e *Executor) classify(ctx context.Context, r *run, job string, st jobState
 		res.Start, res.End = info.start, info.end
 	}
 	res.ExitCode = info.exitCode
-	state := info.state
-	switch {
-	case signalled && stopReason != "":
+	if signalled && stopReason != "" {
 		// Whatever the task did once signalled (a checkpointing task
 		// exits 0), the run ended because it was asked to.
 		res.Reason, res.Detail = stopReason, stopDetail
-	case state == "COMPLETED" && info.exitCode == 0:
-		res.Reason = executor.ReasonOK
-	case state == "COMPLETED" || state == "FAILED":
-		if info.exitCode > 0 {
-			res.Reason, res.Detail = executor.ReasonExitNonzero, fmt.Sprintf("exit status %d", info.exitCode)
-		} else {
-			res.Reason, res.Detail = executor.ReasonSignaled, fmt.Sprintf("killed by signal %d", info.signal)
-		}
-	case state == "TIMEOUT":
-		res.Reason, res.Detail = executor.ReasonTimeout, "Slurm ended the job at its time limit"
-	case state == "OUT_OF_MEMORY":
-		res.Reason, res.Detail = executor.ReasonSignaled, "Slurm ended the job: out of memory (over the task's memory request)"
-	default:
-		// CANCELLED by someone else, NODE_FAIL, PREEMPTED, BOOT_FAIL,
-		// DEADLINE, or the job vanished: the cluster ended it.
-		res.MachineFailed = true
-		res.Reason = executor.ReasonStopped
-		res.Detail = fmt.Sprintf("Slurm job %s ended %s by the cluster, not by the task", job, strings.ToLower(state))
-		if info.reason != "" && info.reason != "None" {
-			res.Detail += " (" + info.reason + ")"
-		}
+	} else {
+		res.Reason, res.Detail, res.MachineFailed = outcome(job, info)
 	}
 	if e.noAccounting.Load() {
 		res.EnergyMilliJ, res.EnergySource = executor.DeclaredMilliJ(m.BusyMilliW(), res.End.Sub(res.Start)), executor.EnergyDeclared
@@ -282,6 +261,33 @@ func (e *Executor) classify(ctx context.Context, r *run, job string, st jobState
 	}
 	res.EnergyMilliJ, res.EnergySource = executor.DeclaredMilliJ(m.BusyMilliW(), res.End.Sub(res.Start)), executor.EnergyDeclared
 	return "declared"
+}
+
+// outcome is what the end of a job the peer did not ask to stop means
+// (docs/SLURM.md, "How a run goes"): the task's own end, or the cluster's
+// (machineFailed).
+func outcome(job string, info jobInfo) (reason, detail string, machineFailed bool) {
+	switch state := info.state; {
+	case state == "COMPLETED" && info.exitCode == 0:
+		return executor.ReasonOK, "", false
+	case state == "COMPLETED" || state == "FAILED":
+		if info.exitCode > 0 {
+			return executor.ReasonExitNonzero, fmt.Sprintf("exit status %d", info.exitCode), false
+		}
+		return executor.ReasonSignaled, fmt.Sprintf("killed by signal %d", info.signal), false
+	case state == "TIMEOUT":
+		return executor.ReasonTimeout, "Slurm ended the job at its time limit", false
+	case state == "OUT_OF_MEMORY":
+		return executor.ReasonSignaled, "Slurm ended the job: out of memory (over the task's memory request)", false
+	default:
+		// CANCELLED by someone else, NODE_FAIL, PREEMPTED, BOOT_FAIL,
+		// DEADLINE, or the job vanished: the cluster ended it.
+		detail = fmt.Sprintf("Slurm job %s ended %s by the cluster, not by the task", job, strings.ToLower(state))
+		if info.reason != "" && info.reason != "None" {
+			detail += " (" + info.reason + ")"
+		}
+		return executor.ReasonStopped, detail, true
+	}
 }
 
 // collect lists and copies the outputs (as the run's user).
