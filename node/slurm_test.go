@@ -242,7 +242,9 @@ func TestSlurmPreemptedTaskResumesElsewhere(t *testing.T) {
 // within the heartbeat timeout (the ledger still places the task on its
 // machine), the peer adopts the job instead of declaring the machine
 // lost: the task ends done with the job's output, in one segment, with
-// no second job.
+// no second job. Then a task cancelled while the peer is down: its job is
+// not adopted but cancelled at the restart. A third peer (ad-far) keeps
+// the quorum while the Slurm peer is down.
 func TestSlurmPeerRestartAdoptsItsJob(t *testing.T) {
 	c := slurmtest.Start(t, slurmtest.Options{CPUs: 2, MemoryMiB: 2048, Features: "ssd"})
 	if err := os.MkdirAll(filepath.Join(c.Dir, "hpc-tasks"), 0o711); err != nil {
@@ -251,12 +253,14 @@ func TestSlurmPeerRestartAdoptsItsJob(t *testing.T) {
 	// A heartbeat timeout longer than the restart: the leader does not
 	// take the machine back meanwhile.
 	slow := func(c *config.Config) { c.Heartbeat.Timeout = 30 * time.Second }
-	peers := federation(t, "process", []string{"ad-sub", "ad-hpc"}, map[string]string{
+	peers := federation(t, "process", []string{"ad-sub", "ad-hpc", "ad-far"}, map[string]string{
 		"ad-sub": processMachine("a1", 1, 200),
 		"ad-hpc": slurmMachinesFile(c),
+		"ad-far": processMachine("f1", 1, 200),
 	}, map[string]func(*config.Config){
 		"ad-sub": func(c *config.Config) { slow(c); c.Limit = "system" },
 		"ad-hpc": func(c *config.Config) { slow(c); c.Executor.Kind = "slurm" },
+		"ad-far": slow,
 	})
 	sub, hpc := peers[0], peers[1]
 	node := "ad-hpc/" + c.Node
@@ -305,6 +309,38 @@ func TestSlurmPeerRestartAdoptsItsJob(t *testing.T) {
 	}
 	if !slices.Equal(evs, []string{slurm.EventSubmit, slurm.EventJob, slurm.EventAdopted, slurm.EventEnd}) {
 		t.Errorf("job journal of %s: %v: want one job, adopted, ended", id, evs)
+	}
+
+	// Cancelled while the peer is down: the ledger no longer places the
+	// task there, so the restarted peer cancels its job.
+	id2 := submitOne(t, ctx, sub, api.SubmitTask{Argv: []string{"/bin/sh", "-c", "sleep 300"}, SizeMFlop: 10,
+		Requirements: []api.Requirement{{Attribute: "label.ssd", Operator: "is_set"}}})[0]
+	job2 := runningJob(t, c, sub, id2, node)
+	hpc.crash()
+	if err := sub.n.Cancel(ctx, id2); err != nil {
+		t.Fatal(err)
+	}
+	if st := jobStateOf(c, job2); st != "RUNNING" {
+		t.Fatalf("job %s %q after the peer died: want it running on", job2, st)
+	}
+	hpc.start()
+	waitFor(t, 60*time.Second, "job "+job2+" cancelled", func() bool { return jobStateOf(c, job2) == "" })
+	waitFor(t, 30*time.Second, id2+" cancelled", func() bool { return sub.task(id2).State == ledger.TaskCancelled })
+	recs, err = slurm.ReadJobJournal(filepath.Join(hpc.dir, slurm.JobJournalFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs = nil
+	for _, r := range recs {
+		if r.Task == id2 {
+			evs = append(evs, r.Event)
+			if r.Event == slurm.EventAbandoned && r.State != "CANCELLED" {
+				t.Errorf("abandoned record %+v: want the job cancelled", r)
+			}
+		}
+	}
+	if !slices.Equal(evs, []string{slurm.EventSubmit, slurm.EventJob, slurm.EventAbandoned}) {
+		t.Errorf("job journal of %s: %v: want one job, abandoned", id2, evs)
 	}
 }
 
