@@ -311,7 +311,7 @@ func TestSlurmExecutor(t *testing.T) {
 		// t-adopt-run still runs at the restart; t-adopt-done ends while
 		// the peer is down. Both write an output and a line on stdout.
 		specs := map[string]executor.TaskSpec{}
-		for id, sleep := range map[string]string{"t-adopt-run": "6", "t-adopt-done": "0.2"} {
+		for id, sleep := range map[string]string{"t-adopt-run": "8", "t-adopt-done": "2"} {
 			gate := make(chan bool, 1)
 			gate <- true
 			specs[id] = executor.TaskSpec{ID: id, Argv: []string{"sh", "-c", "sleep " + sleep + "; echo $COOPGRID_TASK_ID > out.txt; echo hi"},
@@ -323,7 +323,7 @@ func TestSlurmExecutor(t *testing.T) {
 			}
 		}
 		runJob := jobOf(t, c, "t-adopt-run", "RUNNING")
-		doneJob := endedJobOf(t, c, "t-adopt-done", "COMPLETED")
+		doneJob := jobOf(t, c, "t-adopt-done", "RUNNING")
 		// As if the peer died: Close leaves the released jobs running and
 		// reports nothing.
 		e4.Detach()
@@ -331,6 +331,7 @@ func TestSlurmExecutor(t *testing.T) {
 		if st := squeueState(c, runJob); st != "RUNNING" {
 			t.Fatalf("job %s %s after the detached close: want it running on", runJob, st)
 		}
+		endedJobOf(t, c, "t-adopt-done", "COMPLETED") // while the peer is down
 		e5 := newExec(t, c, data4)
 		defer closeExec(t, e5)
 		left := e5.Leftovers()
@@ -391,8 +392,8 @@ func TestSlurmExecutor(t *testing.T) {
 				t.Errorf("%s: journal events %v", id, evs)
 			}
 		}
-		if got["t-adopt-run"].End.Sub(got["t-adopt-run"].Start) < 5*time.Second {
-			t.Errorf("t-adopt-run from %v to %v: want the job's own run (6 s)", got["t-adopt-run"].Start, got["t-adopt-run"].End)
+		if got["t-adopt-run"].End.Sub(got["t-adopt-run"].Start) < 7*time.Second {
+			t.Errorf("t-adopt-run from %v to %v: want the job's own run (8 s)", got["t-adopt-run"].Start, got["t-adopt-run"].End)
 		}
 	})
 
