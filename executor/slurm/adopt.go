@@ -166,7 +166,7 @@ func (e *Executor) adopted(m executor.MachineConfig, r *run, spec *executor.Task
 		end("", "")
 		return res
 	}
-	if st, err := e.cli.squeue(ctx, []string{rec.Job}); err == nil && st[rec.Job].state == "PENDING" {
+	if st, err := e.cli.squeue(ctx, []string{rec.Job}); err == nil && st[rec.Job].state == "PENDING" && strings.HasPrefix(st[rec.Job].reason, "JobHeld") {
 		// Held still: the previous daemon died between the ledger's
 		// commit of the start and the release.
 		if _, err := e.cli.run(ctx, nil, nil, "scontrol", "release", rec.Job); err != nil {
