@@ -95,7 +95,7 @@ upgrade-test:
 # skip there, saying why, without slurm-wlm and munge or root.
 .PHONY: test-slurm
 test-slurm:
-	$(GO) test -count=1 -v -run 'Slurm|TestParse|TestHelpers' ./executor/slurm/... ./node/
+	$(GO) test -count=1 -v -run 'Slurm|TestParse|TestHelpers|TestOutcome' ./executor/slurm/... ./node/
 
 # End-to-end throughput beside Slurm (issue 9, docs/BENCHMARKS.md): installs
 # slurm-wlm and munge with apt-get if missing, then alternates a private

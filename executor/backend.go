@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 )
 
@@ -144,6 +145,32 @@ func (k *BatchKit) Prepare(spec *TaskSpec, m MachineConfig) (BatchRun, *RunError
 				return r, &RunError{ReasonStartFailed, fmt.Sprintf("give %s to the run-as user: %v", p, err)}
 			}
 		}
+	}
+	return r, nil
+}
+
+// Reopen is the BatchRun of an attempt of spec that a previous daemon
+// prepared and submitted (a batch job that outlived it): its directories
+// must still be there; nothing is created or written. Exe and Env are
+// left empty: the job has them already.
+func (k *BatchKit) Reopen(spec *TaskSpec, attempt int) (BatchRun, *RunError) {
+	uid, gid, runAs, te := k.p.cfg.Policy.runAs()
+	if te != nil {
+		return BatchRun{}, runError(te)
+	}
+	if attempt < 1 || validateSpec(spec, false) != nil {
+		return BatchRun{}, &RunError{ReasonStartFailed, fmt.Sprintf("reopen %s attempt %d: not a valid run", spec.ID, attempt)}
+	}
+	taskDir := filepath.Join(k.p.cfg.TasksDir, spec.ID)
+	root := filepath.Join(taskDir, "attempt-"+strconv.Itoa(attempt))
+	r := BatchRun{Attempt: attempt, Root: root, Work: filepath.Join(root, "work"), Tmp: filepath.Join(root, "tmp"),
+		Stdout: filepath.Join(root, "stdout"), Stderr: filepath.Join(root, "stderr"), Checkpoint: spec.CheckpointDir,
+		RunAs: runAs, UID: uid, GID: gid}
+	if r.Checkpoint == "" && spec.Checkpointable {
+		r.Checkpoint = filepath.Join(taskDir, "checkpoint")
+	}
+	if fi, err := os.Stat(r.Work); err != nil || !fi.IsDir() {
+		return r, &RunError{ReasonStartFailed, fmt.Sprintf("reopen %s attempt %d: no work directory %s", spec.ID, attempt, r.Work)}
 	}
 	return r, nil
 }

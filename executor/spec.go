@@ -131,7 +131,8 @@ const (
 type EnergySource string
 
 const (
-	// EnergyRAPL is measured from Linux powercap RAPL counters.
+	// EnergyRAPL is measured by hardware counters: Linux powercap RAPL,
+	// or a Slurm cluster's energy plugin (docs/SLURM.md, "Energy").
 	EnergyRAPL EnergySource = "rapl"
 	// EnergyDeclared is the machine's declared busy power times the run's
 	// duration.

@@ -42,7 +42,8 @@ func (s TaskState) Placed() bool { return s == TaskAssigned || s == TaskRunning 
 type EnergySource string
 
 const (
-	// EnergyRAPL is measured from Linux powercap RAPL counters.
+	// EnergyRAPL is measured by hardware counters: Linux powercap RAPL,
+	// or a Slurm cluster's energy plugin (docs/SLURM.md, "Energy").
 	EnergyRAPL EnergySource = "rapl"
 	// EnergyDeclared is the machine's declared busy power times the duration;
 	// the ledger itself uses it for segments nobody can measure any more (a

@@ -725,6 +725,10 @@ func (n *Node) stopHost() error {
 // proposed, running tasks are killed, the data directory stays.
 func (n *Node) crash() {
 	n.crashed.Store(true)
+	if d, ok := n.exec.(interface{ Detach() }); ok {
+		// A dead peer leaves its batch jobs running (executor/slurm).
+		d.Detach()
+	}
 	_ = n.Close(context.Background())
 }
 

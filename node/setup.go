@@ -329,7 +329,8 @@ func (n *Node) machineNames() []string {
 
 // reconcileMachines runs at every start of a registered peer. Its executor
 // runs nothing yet, so every run the ledger records on this peer's
-// machines is an orphan of the previous run of the daemon:
+// machines is an orphan of the previous run of the daemon, unless the
+// executor can adopt it (a Slurm job that outlived the daemon):
 //
 //   - a machine holding a running task, or a stopped run whose energy was
 //     never reported, is declared lost (MachineLost): its task goes back to
@@ -347,7 +348,13 @@ func (n *Node) reconcileMachines(ctx context.Context) error {
 		mine    []ledger.Machine
 		stopped = map[string]bool{}
 		running = map[string]bool{}
+		// leftovers: task → machine name of the runs the executor could
+		// adopt.
+		leftovers = map[string]string{}
 	)
+	if a, ok := n.exec.(interface{ Leftovers() map[string]string }); ok {
+		leftovers = a.Leftovers()
+	}
 	err := n.cons.ReadConsistent(ctx, func(l *ledger.Ledger) {
 		for _, m := range l.Machines() {
 			if m.Org == n.org {
@@ -358,7 +365,10 @@ func (n *Node) reconcileMachines(ctx context.Context) error {
 			stopped[s.Machine] = true
 		}
 		for _, a := range l.Allocations(n.org) {
-			if a.Task.State == ledger.TaskRunning {
+			// A run the executor can adopt (a Slurm job that outlived
+			// the previous daemon, on the machine the ledger says) is no
+			// orphan: the runner takes it over (runner/adopt.go).
+			if a.Task.State == ledger.TaskRunning && leftovers[a.Task.ID] != a.Machine.Name {
 				running[a.Machine.ID] = true
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/coopgrid/coopgrid/api"
 	"github.com/coopgrid/coopgrid/config"
 	"github.com/coopgrid/coopgrid/executor"
+	"github.com/coopgrid/coopgrid/executor/slurm"
 	"github.com/coopgrid/coopgrid/executor/slurm/slurmtest"
 	"github.com/coopgrid/coopgrid/ledger"
 )
@@ -233,6 +235,123 @@ func TestSlurmPreemptedTaskResumesElsewhere(t *testing.T) {
 	if second["count"] != counterTarget {
 		t.Fatalf("second run on ck-far: %v", second)
 	}
+}
+
+// TestSlurmPeerRestartAdoptsItsJob (issue 18 item 4): the Slurm peer
+// dies while its task runs as a Slurm job; the job runs on. Restarted
+// within the heartbeat timeout (the ledger still places the task on its
+// machine), the peer adopts the job instead of declaring the machine
+// lost: the task ends done with the job's output, in one segment, with
+// no second job. Then a task cancelled while the peer is down: its job is
+// not adopted but cancelled at the restart. A third peer (ad-far) keeps
+// the quorum while the Slurm peer is down.
+func TestSlurmPeerRestartAdoptsItsJob(t *testing.T) {
+	c := slurmtest.Start(t, slurmtest.Options{CPUs: 2, MemoryMiB: 2048, Features: "ssd"})
+	if err := os.MkdirAll(filepath.Join(c.Dir, "hpc-tasks"), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	// A heartbeat timeout longer than the restart: the leader does not
+	// take the machine back meanwhile.
+	slow := func(c *config.Config) { c.Heartbeat.Timeout = 30 * time.Second }
+	peers := federation(t, "process", []string{"ad-sub", "ad-hpc", "ad-far"}, map[string]string{
+		"ad-sub": processMachine("a1", 1, 200),
+		"ad-hpc": slurmMachinesFile(c),
+		"ad-far": processMachine("f1", 1, 200),
+	}, map[string]func(*config.Config){
+		"ad-sub": func(c *config.Config) { slow(c); c.Limit = "system" },
+		"ad-hpc": func(c *config.Config) { slow(c); c.Executor.Kind = "slurm" },
+		"ad-far": slow,
+	})
+	sub, hpc := peers[0], peers[1]
+	node := "ad-hpc/" + c.Node
+	waitFor(t, 20*time.Second, node+" registered", func() bool { return sub.machine(node).ID == node })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	id := submitOne(t, ctx, sub, api.SubmitTask{Argv: []string{"/bin/sh", "-c", `sleep 6; echo "$COOPGRID_SLURM_JOB_ID" > job.txt; echo ok`},
+		Outputs: []string{"job.txt"}, SizeMFlop: 10, Requirements: []api.Requirement{{Attribute: "label.ssd", Operator: "is_set"}}})[0]
+	job := runningJob(t, c, sub, id, node)
+	hpc.crash()
+	if st := jobStateOf(c, job); st != "RUNNING" {
+		t.Fatalf("job %s %q after the peer died: want it running on", job, st)
+	}
+	hpc.start()
+	waitFor(t, 90*time.Second, id+" done", func() bool {
+		tk := sub.task(id)
+		if tk.State == ledger.TaskFailed {
+			t.Fatalf("task %s failed: %+v", id, tk)
+		}
+		return tk.State == ledger.TaskDone
+	})
+	tk := sub.task(id)
+	if tk.Attempts != 1 || len(tk.Segments) != 1 || tk.Segments[0].Machine != node || tk.Segments[0].Outcome != ledger.OutcomeDone {
+		t.Fatalf("task %+v: want one run, one segment on %s, done", tk, node)
+	}
+	if m := sub.machine(node); m.State != ledger.MachineUp {
+		t.Errorf("machine %+v: want it up, never declared lost", m)
+	}
+	b, err := os.ReadFile(filepath.Join(sub.dir, config.OutputsDir, id, "job.txt"))
+	if err != nil || strings.TrimSpace(string(b)) != job {
+		t.Fatalf("output job.txt %q, %v: want the adopted job's ID %s", b, err, job)
+	}
+	if logs, err := sub.n.Logs(ctx, id, "stdout"); err != nil || string(logs) != "ok\n" {
+		t.Errorf("stdout %q, %v", logs, err)
+	}
+	recs, err := slurm.ReadJobJournal(filepath.Join(hpc.dir, slurm.JobJournalFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []string
+	for _, r := range recs {
+		if r.Task == id {
+			evs = append(evs, r.Event)
+		}
+	}
+	if !slices.Equal(evs, []string{slurm.EventSubmit, slurm.EventJob, slurm.EventAdopted, slurm.EventEnd}) {
+		t.Errorf("job journal of %s: %v: want one job, adopted, ended", id, evs)
+	}
+
+	// Cancelled while the peer is down: the ledger no longer places the
+	// task there, so the restarted peer cancels its job.
+	id2 := submitOne(t, ctx, sub, api.SubmitTask{Argv: []string{"/bin/sh", "-c", "sleep 300"}, SizeMFlop: 10,
+		Requirements: []api.Requirement{{Attribute: "label.ssd", Operator: "is_set"}}})[0]
+	job2 := runningJob(t, c, sub, id2, node)
+	hpc.crash()
+	if err := sub.n.Cancel(ctx, id2); err != nil {
+		t.Fatal(err)
+	}
+	if st := jobStateOf(c, job2); st != "RUNNING" {
+		t.Fatalf("job %s %q after the peer died: want it running on", job2, st)
+	}
+	hpc.start()
+	waitFor(t, 60*time.Second, "job "+job2+" cancelled", func() bool { return jobStateOf(c, job2) == "" })
+	waitFor(t, 30*time.Second, id2+" cancelled", func() bool { return sub.task(id2).State == ledger.TaskCancelled })
+	recs, err = slurm.ReadJobJournal(filepath.Join(hpc.dir, slurm.JobJournalFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs = nil
+	for _, r := range recs {
+		if r.Task == id2 {
+			evs = append(evs, r.Event)
+			if r.Event == slurm.EventAbandoned && r.State != "CANCELLED" {
+				t.Errorf("abandoned record %+v: want the job cancelled", r)
+			}
+		}
+	}
+	if !slices.Equal(evs, []string{slurm.EventSubmit, slurm.EventJob, slurm.EventAbandoned}) {
+		t.Errorf("job journal of %s: %v: want one job, abandoned", id2, evs)
+	}
+}
+
+// jobStateOf is the job's state in squeue ("" when gone).
+func jobStateOf(c *slurmtest.Cluster, job string) string {
+	for _, j := range c.Jobs() {
+		if f := strings.Split(j, "|"); len(f) == 3 && f[0] == job {
+			return f[1]
+		}
+	}
+	return ""
 }
 
 // TestSlurmSectionNeedsSlurmKind: the machines file's slurm section and

@@ -140,6 +140,7 @@ func (b *bridge) loop(ctx context.Context) {
 	events := sub.C()
 	t := time.NewTicker(b.cfg.ReconcileInterval)
 	defer t.Stop()
+	b.adoptLeftovers(ctx) // before any run is taken for an orphan
 	for {
 		var soon <-chan time.Time
 		if !b.closing.Load() {

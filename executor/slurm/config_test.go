@@ -137,6 +137,59 @@ func TestParseShowJob(t *testing.T) {
 	}
 }
 
+// timeoutLine is `scontrol show job -o` of a job the test Slurm
+// (slurmtest, Slurm 22.05) ended at its one-minute limit, as captured
+// by TestSlurmExecutor -v.
+const timeoutLine = "JobId=1 JobName=coopgrid-t-timeout-1-r1 UserId=coopgrid-task(999) GroupId=coopgrid-task(995) MCS_label=N/A Priority=4294901759 Nice=0 Account=(null) QOS=(null) JobState=TIMEOUT Reason=TimeLimit Dependency=(null) Requeue=0 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:15 RunTime=00:01:28 TimeLimit=00:01:00 TimeMin=N/A SubmitTime=2026-11-26T01:35:23 EligibleTime=2026-11-26T01:35:25 AccrueTime=2026-11-26T01:35:25 StartTime=2026-11-26T01:35:25 EndTime=2026-11-26T01:36:53 Deadline=N/A SuspendTime=None SecsPreSuspend=0 LastSchedEval=2026-11-26T01:35:25 Scheduler=Main Partition=grid AllocNode:Sid=localhost:2240 ReqNodeList=vm ExcNodeList=(null) NodeList=vm BatchHost=vm NumNodes=1 NumCPUs=1 NumTasks=1 CPUs/Task=1 ReqB:S:C:T=0:0:*:* TRES=cpu=1,mem=256M,node=1,billing=1 Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* MinCPUsNode=1 MinMemoryCPU=256M MinTmpDiskNode=0 Features=(null) DelayBoot=00:00:00 OverSubscribe=OK Contiguous=0 Licenses=(null) Network=(null) Command=(null) WorkDir=/tmp/coopgrid-slurmtest-4078487171/peer-timeout/tasks/t-timeout/attempt-1/work Comment=coopgrid task t-timeout  StdErr=/tmp/coopgrid-slurmtest-4078487171/peer-timeout/tasks/t-timeout/attempt-1/stderr StdIn=/dev/null StdOut=/tmp/coopgrid-slurmtest-4078487171/peer-timeout/tasks/t-timeout/attempt-1/stdout Power= "
+
+// TestOutcome: what each end of a job means. The TIMEOUT line is real;
+// the test Slurm cannot kill a job for its memory (no cgroup task plugin,
+// no accounting gather), so the OUT_OF_MEMORY line is the same line with
+// the state, reason and exit field an OOM kill leaves (Slurm's
+// JOB_OOM: reason OutOfMemory, exit 0:125).
+func TestOutcome(t *testing.T) {
+	oom := strings.NewReplacer("JobState=TIMEOUT Reason=TimeLimit", "JobState=OUT_OF_MEMORY Reason=OutOfMemory", "ExitCode=0:15", "ExitCode=0:125").Replace(timeoutLine)
+	cases := []struct {
+		name, line, reason string
+		machineFailed      bool
+	}{
+		{"timeout", timeoutLine, executor.ReasonTimeout, false},
+		{"out of memory", oom, executor.ReasonSignaled, false},
+		{"completed", "JobId=9 JobState=COMPLETED Reason=None ExitCode=0:0", executor.ReasonOK, false},
+		{"failed", "JobId=7 JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0", executor.ReasonExitNonzero, false},
+		{"node failure", "JobId=5 JobState=NODE_FAIL Reason=NodeDown ExitCode=0:0", executor.ReasonStopped, true},
+		{"cancelled by the cluster", "JobId=6 JobState=CANCELLED Reason=None ExitCode=0:15", executor.ReasonStopped, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ji, err := parseShowJob(c.line)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reason, detail, mf := outcome("1", ji)
+			if reason != c.reason || mf != c.machineFailed {
+				t.Fatalf("%s (%+v): %s %q machine failure %v, want %s, %v", c.name, ji, reason, detail, mf, c.reason, c.machineFailed)
+			}
+		})
+	}
+	ji, _ := parseShowJob(timeoutLine)
+	if ji.end.Sub(ji.start) != 88*time.Second {
+		t.Errorf("timeout job ran %v, want its 1m28s", ji.end.Sub(ji.start))
+	}
+	if _, detail, _ := outcome("1", mustParse(t, oom)); !strings.Contains(detail, "out of memory") {
+		t.Errorf("OOM detail %q", detail)
+	}
+}
+
+func mustParse(t *testing.T, line string) jobInfo {
+	t.Helper()
+	ji, err := parseShowJob(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ji
+}
+
 func TestHelpers(t *testing.T) {
 	if got := slurmDuration(90*time.Minute + 500*time.Millisecond); got != "0-01:30:01" {
 		t.Errorf("slurmDuration = %q", got)

@@ -18,8 +18,8 @@ import (
 // a line, appended and fsync'd. A submit record (the job's name, before
 // sbatch) and a job record (its Slurm job ID, before the task may run)
 // open a run; an end record closes it. A peer that restarts reads the
-// runs left open and ends their jobs (docs/SLURM.md, "Restarts"): the
-// federation has queued their tasks again by then.
+// runs left open, adopts the jobs whose task the ledger still places on
+// that machine and ends the others (adopt.go; docs/SLURM.md, "Restarts").
 
 // JobJournalFile is the journal's name in a peer's data directory.
 const JobJournalFile = "slurm-jobs.jsonl"
@@ -31,6 +31,7 @@ const (
 	EventJob       = "job"       // sbatch answered: Job is the Slurm job ID
 	EventEnd       = "end"       // the run's Result is out
 	EventAbandoned = "abandoned" // a previous daemon's run, its job ended at boot
+	// EventAdopted (adopt.go): a later daemon follows the run's job.
 )
 
 // JobRecord is one line of the job journal. Times are unix microseconds.

@@ -102,28 +102,47 @@ func (e *Executor) execute(m executor.MachineConfig, r *run, spec *executor.Task
 		return res
 	}
 	res.Start = time.Now()
-	st, signalled := e.follow(ctx, r, job)
+	st, energySrc, detached := e.track(ctx, m, r, spec, b, job, &res)
+	if !detached {
+		end(st.state, false, energySrc)
+	}
+	return res
+}
+
+// track follows a released job to its end and fills res from it: reason,
+// exit code, energy, logs cut, outputs. It returns the job's last state
+// and where the energy came from, or detached when the executor closed
+// after Detach (the job runs on, nothing is to be reported).
+func (e *Executor) track(ctx context.Context, m executor.MachineConfig, r *run, spec *executor.TaskSpec, b executor.BatchRun, job string, res *executor.Result) (jobState, string, bool) {
+	st, signalled, detached := e.follow(ctx, r, job)
+	if detached {
+		r.mu.Lock()
+		r.detached = true
+		r.mu.Unlock()
+		e.log.Info("left running: the executor closed detached", "task", spec.ID, "job", job)
+		return st, "", true
+	}
 	res.End = time.Now()
-	energySrc := e.classify(ctx, r, job, st, signalled, m, spec, &res)
+	energySrc := e.classify(ctx, r, job, st, signalled, m, spec, res)
 	res.StdoutTruncated = e.kit.CutLog(b.Stdout)
 	res.StderrTruncated = e.kit.CutLog(b.Stderr)
 	if !res.MachineFailed {
-		e.collect(spec, b, &res)
+		e.collect(spec, b, res)
 	}
 	if res.Reason == executor.ReasonOK {
 		res.DoneMFlop = spec.SizeMFlop
 	} else {
 		res.DoneMFlop = executor.EstimateDone(spec, m.MFLOPS(), res.End.Sub(res.Start))
 	}
-	end(st.state, false, energySrc)
 	e.log.Debug("task ended", "task", spec.ID, "job", job, "state", st.state, "reason", res.Reason, "exit", res.ExitCode)
-	return res
+	return st, energySrc, false
 }
 
 // follow waits for the job to end, acting on stop requests: SIGTERM to
 // its processes, then scancel after the grace. signalled says the job was
-// signalled or cancelled on a stop request.
-func (e *Executor) follow(ctx context.Context, r *run, job string) (st jobState, signalled bool) {
+// signalled or cancelled on a stop request; detached that the executor
+// closed after Detach, leaving the job to run on.
+func (e *Executor) follow(ctx context.Context, r *run, job string) (st jobState, signalled, detached bool) {
 	var kill <-chan time.Time
 	var killTimer *time.Timer
 	defer func() {
@@ -137,13 +156,21 @@ func (e *Executor) follow(ctx context.Context, r *run, job string) (st jobState,
 		case <-kill:
 			kill = nil
 			e.cancel(ctx, job, "")
+		case <-e.detach:
 		}
 		r.mu.Lock()
 		st = r.state
 		stopping, grace := r.stopReason != "", r.stopGrace
 		r.mu.Unlock()
 		if terminal(st.state) && st.state != "" {
-			return st, signalled
+			return st, signalled, false
+		}
+		if !signalled {
+			select {
+			case <-e.detach:
+				return st, false, true
+			default:
+			}
 		}
 		if stopping && !signalled {
 			signalled = true
@@ -206,34 +233,17 @@ func (e *Executor) classify(ctx context.Context, r *run, job string, st jobState
 			e.log.Warn("scontrol show job", "job", job, "err", err)
 		}
 	}
+	if r.adopted && !info.start.IsZero() && !info.end.IsZero() && !info.end.Before(info.start) {
+		// The job's own times: the run did not pause with the peer.
+		res.Start, res.End = info.start, info.end
+	}
 	res.ExitCode = info.exitCode
-	state := info.state
-	switch {
-	case signalled && stopReason != "":
+	if signalled && stopReason != "" {
 		// Whatever the task did once signalled (a checkpointing task
 		// exits 0), the run ended because it was asked to.
 		res.Reason, res.Detail = stopReason, stopDetail
-	case state == "COMPLETED" && info.exitCode == 0:
-		res.Reason = executor.ReasonOK
-	case state == "COMPLETED" || state == "FAILED":
-		if info.exitCode > 0 {
-			res.Reason, res.Detail = executor.ReasonExitNonzero, fmt.Sprintf("exit status %d", info.exitCode)
-		} else {
-			res.Reason, res.Detail = executor.ReasonSignaled, fmt.Sprintf("killed by signal %d", info.signal)
-		}
-	case state == "TIMEOUT":
-		res.Reason, res.Detail = executor.ReasonTimeout, "Slurm ended the job at its time limit"
-	case state == "OUT_OF_MEMORY":
-		res.Reason, res.Detail = executor.ReasonSignaled, "Slurm ended the job: out of memory (over the task's memory request)"
-	default:
-		// CANCELLED by someone else, NODE_FAIL, PREEMPTED, BOOT_FAIL,
-		// DEADLINE, or the job vanished: the cluster ended it.
-		res.MachineFailed = true
-		res.Reason = executor.ReasonStopped
-		res.Detail = fmt.Sprintf("Slurm job %s ended %s by the cluster, not by the task", job, strings.ToLower(state))
-		if info.reason != "" && info.reason != "None" {
-			res.Detail += " (" + info.reason + ")"
-		}
+	} else {
+		res.Reason, res.Detail, res.MachineFailed = outcome(job, info)
 	}
 	if e.noAccounting.Load() {
 		res.EnergyMilliJ, res.EnergySource = executor.DeclaredMilliJ(m.BusyMilliW(), res.End.Sub(res.Start)), executor.EnergyDeclared
@@ -251,6 +261,33 @@ func (e *Executor) classify(ctx context.Context, r *run, job string, st jobState
 	}
 	res.EnergyMilliJ, res.EnergySource = executor.DeclaredMilliJ(m.BusyMilliW(), res.End.Sub(res.Start)), executor.EnergyDeclared
 	return "declared"
+}
+
+// outcome is what the end of a job the peer did not ask to stop means
+// (docs/SLURM.md, "How a run goes"): the task's own end, or the cluster's
+// (machineFailed).
+func outcome(job string, info jobInfo) (reason, detail string, machineFailed bool) {
+	switch state := info.state; {
+	case state == "COMPLETED" && info.exitCode == 0:
+		return executor.ReasonOK, "", false
+	case state == "COMPLETED" || state == "FAILED":
+		if info.exitCode > 0 {
+			return executor.ReasonExitNonzero, fmt.Sprintf("exit status %d", info.exitCode), false
+		}
+		return executor.ReasonSignaled, fmt.Sprintf("killed by signal %d", info.signal), false
+	case state == "TIMEOUT":
+		return executor.ReasonTimeout, "Slurm ended the job at its time limit", false
+	case state == "OUT_OF_MEMORY":
+		return executor.ReasonSignaled, "Slurm ended the job: out of memory (over the task's memory request)", false
+	default:
+		// CANCELLED by someone else, NODE_FAIL, PREEMPTED, BOOT_FAIL,
+		// DEADLINE, or the job vanished: the cluster ended it.
+		detail = fmt.Sprintf("Slurm job %s ended %s by the cluster, not by the task", job, strings.ToLower(state))
+		if info.reason != "" && info.reason != "None" {
+			detail += " (" + info.reason + ")"
+		}
+		return executor.ReasonStopped, detail, true
+	}
 }
 
 // collect lists and copies the outputs (as the run's user).

@@ -79,6 +79,13 @@ type Executor struct {
 	// nodeFailures counts the node listings failed in a row (poll's).
 	nodeFailures int
 
+	// leftovers are the runs a previous daemon left open whose job was
+	// found, by task ID, until the runner adopts or ends them (adopt.go).
+	leftovers map[string]JobRecord
+	// detach, closed by Close after Detach, lets the followed jobs run on.
+	detach   chan struct{}
+	detached atomic.Bool
+
 	stop     chan struct{}
 	pollDone chan struct{}
 	once     sync.Once
@@ -88,9 +95,9 @@ var _ executor.Executor = (*Executor)(nil)
 
 func newCLI(s Settings) cli { return cli{binDir: s.BinDir, timeout: 30 * time.Second} }
 
-// New checks the configuration, opens the job journal, ends the jobs a
-// previous daemon left (their tasks are queued again by the federation)
-// and starts following the cluster.
+// New checks the configuration, opens the job journal, finds the jobs a
+// previous daemon left (Leftovers: the runner adopts or ends them) and
+// starts following the cluster.
 func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -125,8 +132,8 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	}
 	e := &Executor{cfg: cfg, log: cfg.Logger.With("executor", "slurm"), cli: c, kit: kit, journal: j, machines: ms, q: newResultQueue(),
 		runs: map[string]*run{}, busy: map[string]int{}, avail: map[string]string{}, availCh: make(chan struct{}, 1),
-		stop: make(chan struct{}), pollDone: make(chan struct{})}
-	if err := e.endLeftovers(ctx, open); err != nil {
+		leftovers: map[string]JobRecord{}, detach: make(chan struct{}), stop: make(chan struct{}), pollDone: make(chan struct{})}
+	if err := e.findLeftovers(ctx, open); err != nil {
 		j.close()
 		return nil, fmt.Errorf("slurm executor: %w", err)
 	}
@@ -137,48 +144,6 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	e.pollNodes(ctx)
 	go e.poll()
 	return e, nil
-}
-
-// endLeftovers ends the jobs of the runs a previous daemon left open: the
-// federation has declared their machines lost and queued the tasks again
-// (runner: orphans), so a job still queued or running there would run a
-// task twice. Each is cancelled and journaled abandoned.
-func (e *Executor) endLeftovers(ctx context.Context, open openJobs) error {
-	for _, r := range open.sorted() {
-		ids := []string{}
-		if r.Job != "" {
-			ids = append(ids, r.Job)
-		} else if r.Name != "" {
-			// The daemon died between sbatch and the journal: find the
-			// job by its name, unique to the run.
-			out, err := e.cli.run(ctx, nil, nil, "squeue", "-h", "-t", "all", "-o", "%i", "--name="+r.Name)
-			if err != nil {
-				return fmt.Errorf("find the job of run %d (%s): %w", r.Run, r.Name, err)
-			}
-			ids = strings.Fields(out)
-		}
-		state := ""
-		for _, id := range ids {
-			st, err := e.cli.squeue(ctx, []string{id})
-			if err != nil {
-				return fmt.Errorf("job %s of a previous run: %w", id, err)
-			}
-			if s, ok := st[id]; ok && !terminal(s.state) {
-				if _, err := e.cli.run(ctx, nil, nil, "scancel", id); err != nil {
-					return fmt.Errorf("cancel job %s of a previous run: %w", id, err)
-				}
-				state = "CANCELLED"
-				e.log.Warn("cancelled the Slurm job of a run a previous daemon left (its task is queued again)", "job", id, "task", r.Task, "state", s.state)
-			} else if ok {
-				state = s.state
-			}
-		}
-		if err := e.journal.append(JobRecord{Event: EventAbandoned, Run: r.Run, Task: r.Task, Machine: r.Machine, Attempt: r.Attempt,
-			Job: strings.Join(ids, ","), State: state, AtUs: time.Now().UnixMicro()}); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // Machines are the machines offered, sorted by name.
@@ -238,7 +203,7 @@ func (e *Executor) Start(ctx context.Context, machine string, spec executor.Task
 		defer e.wg.Done()
 		res := e.execute(m, r, &spec)
 		e.release(r)
-		if r.launchErr == nil {
+		if r.launchErr == nil && !r.isDetached() {
 			e.q.push(res)
 		}
 		close(r.done)
@@ -309,6 +274,11 @@ func (e *Executor) Close(ctx context.Context) error {
 			runs = append(runs, r)
 		}
 		e.mu.Unlock()
+		if e.detached.Load() {
+			// As if the peer died: released jobs run on (the next daemon
+			// adopts or ends them); a held one is cancelled below.
+			close(e.detach)
+		}
 		for _, r := range runs {
 			r.requestStop(executor.ReasonStopped, "the executor is closing", e.cfg.Policy.Grace())
 		}
@@ -488,6 +458,15 @@ type run struct {
 	stopReason string
 	stopDetail string
 	stopGrace  time.Duration
+	detached   bool // left running by a detached Close: no Result
+	// adopted: a previous daemon's job (Adopt); its times are the job's.
+	adopted bool
+}
+
+func (r *run) isDetached() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.detached
 }
 
 func (r *run) launch(err error) {

@@ -101,6 +101,19 @@ func TestSlurmExecutor(t *testing.T) {
 	e := newExec(t, c, data)
 	defer closeExec(t, e)
 
+	// A job past its time limit (Slurm's limits are whole minutes: a
+	// 1 s limit is one minute), on an executor of its own so that its
+	// Result, a minute or two away, waits while the others run.
+	dataTO := filepath.Join(c.Dir, "peer-timeout")
+	if err := os.MkdirAll(dataTO, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	eTO := newExec(t, c, dataTO)
+	defer closeExec(t, eTO)
+	if err := eTO.Start(context.Background(), c.Node, executor.TaskSpec{ID: "t-timeout", Argv: []string{"sleep", "600"}, WallClockLimit: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+
 	t.Run("machines from the cluster", func(t *testing.T) {
 		ms := e.Machines()
 		if len(ms) != 1 || ms[0].Name != c.Node || ms[0].CPUs != 4 || ms[0].MemoryBytes != 4096<<20 || ms[0].GFLOPS != 8 || ms[0].BusyWatts != 40 {
@@ -256,6 +269,13 @@ func TestSlurmExecutor(t *testing.T) {
 			t.Fatal(err)
 		}
 		e2 := newExec(t, c, data2)
+		if left := e2.Leftovers(); len(left) != 1 || left["t-left"] != c.Node {
+			t.Errorf("leftovers %v: want t-left on %s", left, c.Node)
+		}
+		// The runner found the ledger no longer places t-left there.
+		if err := e2.EndLeftovers(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 		closeExec(t, e2)
 		// Cancelled: it may show COMPLETING for a moment, never RUNNING
 		// again, and leaves the queue.
@@ -279,6 +299,122 @@ func TestSlurmExecutor(t *testing.T) {
 		// The first executor sees its job ended by someone else.
 		if r := result(t, e, "t-left"); !r.MachineFailed {
 			t.Errorf("result %+v: want a machine failure", r)
+		}
+	})
+
+	t.Run("a restarted peer adopts its jobs", func(t *testing.T) {
+		data4 := filepath.Join(c.Dir, "peer4")
+		if err := os.MkdirAll(data4, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		e4 := newExec(t, c, data4)
+		// t-adopt-run still runs at the restart; t-adopt-done ends while
+		// the peer is down. Both write an output and a line on stdout.
+		specs := map[string]executor.TaskSpec{}
+		for id, sleep := range map[string]string{"t-adopt-run": "8", "t-adopt-done": "2"} {
+			gate := make(chan bool, 1)
+			gate <- true
+			specs[id] = executor.TaskSpec{ID: id, Argv: []string{"sh", "-c", "sleep " + sleep + "; echo $COOPGRID_TASK_ID > out.txt; echo hi"},
+				OutputPatterns: []string{"out.txt"}, Inputs: map[string][]byte{"in.txt": []byte("x")}}
+			sp := specs[id]
+			sp.Gate = gate
+			if err := e4.Start(context.Background(), c.Node, sp); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runJob := jobOf(t, c, "t-adopt-run", "RUNNING")
+		doneJob := jobOf(t, c, "t-adopt-done", "RUNNING")
+		// As if the peer died: Close leaves the released jobs running and
+		// reports nothing.
+		e4.Detach()
+		closeExec(t, e4)
+		if st := squeueState(c, runJob); st != "RUNNING" {
+			t.Fatalf("job %s %s after the detached close: want it running on", runJob, st)
+		}
+		endedJobOf(t, c, "t-adopt-done", "COMPLETED") // while the peer is down
+		e5 := newExec(t, c, data4)
+		defer closeExec(t, e5)
+		left := e5.Leftovers()
+		if len(left) != 2 || left["t-adopt-run"] != c.Node || left["t-adopt-done"] != c.Node {
+			t.Fatalf("leftovers %v: want both runs on %s", left, c.Node)
+		}
+		ctx := context.Background()
+		if err := e5.Adopt(ctx, "elsewhere", specs["t-adopt-run"]); !errors.Is(err, executor.ErrUnknownTask) {
+			t.Errorf("adopt on another machine: %v, want ErrUnknownTask", err)
+		}
+		if err := e5.Adopt(ctx, c.Node, executor.TaskSpec{ID: "t-never"}); !errors.Is(err, executor.ErrUnknownTask) {
+			t.Errorf("adopt of a task never run: %v, want ErrUnknownTask", err)
+		}
+		for _, id := range []string{"t-adopt-done", "t-adopt-run"} {
+			sp := specs[id]
+			sp.Inputs = nil // the ledger's view: inputs are not refetched
+			if err := e5.Adopt(ctx, c.Node, sp); err != nil {
+				t.Fatalf("adopt %s: %v", id, err)
+			}
+		}
+		if err := e5.EndLeftovers(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]executor.Result{}
+		for range 2 {
+			select {
+			case r := <-e5.Results():
+				got[r.ID] = r
+			case <-time.After(90 * time.Second):
+				t.Fatalf("adopted results: %v after 90 s", got)
+			}
+		}
+		for id, job := range map[string]string{"t-adopt-run": runJob, "t-adopt-done": doneJob} {
+			r := got[id]
+			if !r.OK() || r.MachineFailed || r.ExitCode != 0 {
+				t.Fatalf("%s: result %+v: want ok", id, r)
+			}
+			if b, err := os.ReadFile(r.Outputs["out.txt"]); err != nil || string(b) != id+"\n" {
+				t.Errorf("%s: output %q, %v", id, b, err)
+			}
+			if b, _ := os.ReadFile(r.StdoutPath); string(b) != "hi\n" {
+				t.Errorf("%s: stdout %q", id, b)
+			}
+			if r.EnergySource != executor.EnergyDeclared || r.EnergyMilliJ <= 0 || !r.End.After(r.Start) {
+				t.Errorf("%s: %d mJ %s from %v to %v: want declared energy over the job's own times", id, r.EnergyMilliJ, r.EnergySource, r.Start, r.End)
+			}
+			recs, _ := ReadJobJournal(filepath.Join(data4, JobJournalFile))
+			var evs []string
+			for _, rec := range recs {
+				if rec.Task == id {
+					evs = append(evs, rec.Event)
+					if rec.Event != EventSubmit && rec.Job != job {
+						t.Errorf("%s: journal record %+v: want job %s", id, rec, job)
+					}
+				}
+			}
+			if !slices.Equal(evs, []string{EventSubmit, EventJob, EventAdopted, EventEnd}) {
+				t.Errorf("%s: journal events %v", id, evs)
+			}
+		}
+		if got["t-adopt-run"].End.Sub(got["t-adopt-run"].Start) < 7*time.Second {
+			t.Errorf("t-adopt-run from %v to %v: want the job's own run (8 s)", got["t-adopt-run"].Start, got["t-adopt-run"].End)
+		}
+	})
+
+	t.Run("TIMEOUT at the time limit", func(t *testing.T) {
+		select {
+		case r := <-eTO.Results():
+			if r.ID != "t-timeout" || r.Reason != executor.ReasonTimeout || r.MachineFailed {
+				t.Fatalf("result %+v: want killed_timeout, not a machine failure", r)
+			}
+			t.Logf("ran %v", r.End.Sub(r.Start).Round(time.Second))
+		case <-time.After(180 * time.Second):
+			t.Fatalf("no result within 180 s; squeue %v", c.Jobs())
+		}
+		if testing.Verbose() {
+			recs, _ := ReadJobJournal(filepath.Join(dataTO, JobJournalFile))
+			for _, rec := range recs {
+				if rec.Event == EventJob {
+					out, _ := c.Run("scontrol", "show", "job", "-o", rec.Job)
+					t.Logf("scontrol show job -o: %s", out)
+				}
+			}
 		}
 	})
 
@@ -332,6 +468,34 @@ func TestSlurmExecutor(t *testing.T) {
 		}
 		waitAvail(t, e, c.Node, true)
 	})
+}
+
+// endedJobOf waits until squeue -t all shows task's job in state, and
+// returns its ID.
+func endedJobOf(t *testing.T, c *slurmtest.Cluster, task, state string) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		out, _ := c.Run("squeue", "-h", "-t", "all", "-o", "%i|%T|%j")
+		for _, j := range strings.Fields(out) {
+			if f := strings.Split(j, "|"); len(f) == 3 && f[1] == state && strings.HasPrefix(f[2], "coopgrid-"+task+"-") {
+				return f[0]
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("no job of %s in state %s", task, state)
+	return ""
+}
+
+// squeueState is the job's state in squeue ("" when gone).
+func squeueState(c *slurmtest.Cluster, job string) string {
+	for _, j := range c.Jobs() {
+		if f := strings.Split(j, "|"); len(f) == 3 && f[0] == job {
+			return f[1]
+		}
+	}
+	return ""
 }
 
 func waitAvail(t *testing.T, e *Executor, node string, want bool) {
