@@ -175,7 +175,7 @@ func stableBefore(a, b *DeadlineMachine) bool {
 // finish in time; else refused. Nice task: the least stable free machine;
 // else the most stable machine running a nice task with a free reservation
 // slot (fig. 4.2 takes "the first", L1026, of the MTBF-ordered list,
-// L1123); else the machine at Draw mod n in ID order. "In time" is
+// L1147); else the machine at Draw mod n in ID order. "In time" is
 // now + WithMargin(PredictRunMs(...)) <= deadline. One scan, no sort
 // (except for the random branch).
 func MapDeadline(in DeadlineInput) (Mapping, error) {

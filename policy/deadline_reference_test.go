@@ -7,7 +7,7 @@ import (
 
 // referenceMapDeadline transcribes figures 4.1 and 4.2 of seed 004
 // (L975-1050) line by line: lrmList is the machine list sorted most stable
-// first (MTBF descending, then ID; L1123), freeLRMs its free machines in
+// first (MTBF descending, then ID; L1147), freeLRMs its free machines in
 // that order, and each search scans lrmList from the start. The predictor
 // is computed with big integers and exact rationals so that it shares no
 // arithmetic with MapDeadline. Slow and obviously correct: MapDeadline must

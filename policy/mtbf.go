@@ -24,7 +24,7 @@ type Stability struct {
 }
 
 // MTBF derives a machine's stability from its history (seed 004 §4.1.3,
-// L955-963: the GRM keeps each machine's failure history and computes its
+// L959-963: the GRM keeps each machine's failure history and computes its
 // MTBF for the mapping). events must be in time order and none after now.
 // Events before the first up are ignored (the history starts when the
 // machine joins); a repeated state (a second "down" while down) is ignored,

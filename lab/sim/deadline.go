@@ -354,7 +354,7 @@ func (s *dlSim) progress() {
 	}
 }
 
-// monitor is the seed's progress monitoring (§4.1.3, L951): a soft task
+// monitor is the seed's progress monitoring (§4.1.3, L957): a soft task
 // whose rate observed since it started on its machine (at least MonitorMin
 // of it) predicts a miss is checkpointed
 // and moved to a machine where it starts now and meets its deadline, if
