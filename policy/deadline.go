@@ -77,6 +77,10 @@ type DeadlineMachine struct {
 	// Reserved says its reservation slot (the next task after the running
 	// one) is taken.
 	Reserved bool
+	// Protected says its running nice task may not be preempted for this
+	// task (see DeadlineProtected): EHOSEP's rule for who may lose a
+	// machine.
+	Protected bool
 }
 
 // DeadlineTask is the task being mapped.
@@ -169,8 +173,8 @@ func stableBefore(a, b *DeadlineMachine) bool {
 
 // MapDeadline is figures 4.1 and 4.2. Soft-deadline task: the most stable
 // free machine that finishes it in time; else the most stable machine
-// running a nice task on which it finishes in time (the nice task is
-// preempted); else the most stable machine running a soft task, with its
+// running an unprotected nice task on which it finishes in time (the nice
+// task is preempted); else the most stable machine running a soft task, with its
 // reservation slot free, where the running task's remainder plus this task
 // finish in time; else refused. Nice task: the least stable free machine;
 // else the most stable machine running a nice task with a free reservation
@@ -206,7 +210,7 @@ func MapDeadline(in DeadlineInput) (Mapping, error) {
 				if !m.Reserved && better(niceRes, j) {
 					niceRes = j
 				}
-			} else if f := finishOn(t.SizeMFlop, m.MFLOPS); f <= t.DeadlineMs && better(nice, j) {
+			} else if f := finishOn(t.SizeMFlop, m.MFLOPS); !m.Protected && f <= t.DeadlineMs && better(nice, j) {
 				nice, niceAt = j, f
 			}
 		case m.Running == SoftDeadline && t.Class == SoftDeadline && !m.Reserved:
@@ -320,4 +324,29 @@ func DeadlineMay(s *State, t Task) []bool {
 		may[j] = may[j] && !s.held(j) && pi[t.Org]+cost-min(cost, own[j]) <= s.Orgs[t.Org].LimitMilliW
 	}
 	return may
+}
+
+// DeadlineProtected says, per machine, whether the nice task running there
+// may not be preempted for a soft task of t.Org. EHOSEP's algorithm 5 takes
+// a machine from an organisation only when it is in excess (DP > 0) and
+// gives it only to one in deficit (DP < 0); the deadline mapping keeps that
+// rule for other organisations' tasks, so that an organisation in deficit
+// never loses a machine to another's deadline. A task of t.Org's own is
+// never protected: the organisation trades its own nice work for its own
+// deadline. Free machines are not protected.
+func DeadlineProtected(s *State, t Task) []bool {
+	tot := ComputeTotals(s)
+	alloc := make([]int64, len(s.Orgs))
+	for _, r := range s.Running {
+		m := s.Machines[r.Machine]
+		alloc[r.Task.Org] += ShareOf(m.Capacity, r.Task.Request).Of(m.MFLOPS)
+	}
+	dp := func(o int) float64 { return DP(alloc[o], tot.QuotaMFLOPS[o]) }
+	protected := make([]bool, len(s.Machines))
+	for _, r := range s.Running {
+		if o := r.Task.Org; o != t.Org && !(dp(o) > 0 && dp(t.Org) < 0) {
+			protected[r.Machine] = true
+		}
+	}
+	return protected
 }

@@ -50,7 +50,7 @@ func referenceMapDeadline(in DeadlineInput) (Mapping, error) {
 	}
 	searchNiceLRM := func() (Mapping, bool) {
 		for _, j := range lrmList {
-			if in.Machines[j].Running == Nice {
+			if in.Machines[j].Running == Nice && !in.Machines[j].Protected {
 				if ok, f := canAchieveDeadline(j); ok {
 					return Mapping{Outcome: MapPreemptNice, Machine: j, Victim: in.Machines[j].RunningID, FinishMs: f}, true
 				}

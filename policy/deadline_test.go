@@ -70,6 +70,9 @@ func TestMapDeadlineBranches(t *testing.T) {
 			[]DeadlineMachine{busyDM("a", 100, 1000, Nice, "n1", 5, false), busyDM("b", 300, 1000, Nice, "n2", 5, true),
 				busyDM("c", 900, 1000, SoftDeadline, "s1", 5, false), busyDM("d", 950, 400, Nice, "n3", 5, false)}, nil,
 			soft(4_000_000), 0, Mapping{Outcome: MapPreemptNice, Machine: 1, Victim: "n2", FinishMs: hourMargin}},
+		{"soft: a protected nice task is not preempted; the next most stable is",
+			[]DeadlineMachine{busyDM("a", 100, 1000, Nice, "n1", 5, false), {ID: "b", MTBFMs: 900, MFLOPS: 1000, Running: Nice, RunningID: "n2", RemainingMFlop: 5, Protected: true}}, nil,
+			soft(4_000_000), 0, Mapping{Outcome: MapPreemptNice, Machine: 0, Victim: "n1", FinishMs: hourMargin}},
 		{"soft: free machines too slow, preempt a nice task (L27-31)",
 			[]DeadlineMachine{freeDM("slow", 900, 500), busyDM("a", 100, 1000, Nice, "n1", 5, false)}, nil,
 			soft(4_000_000), 0, Mapping{Outcome: MapPreemptNice, Machine: 1, Victim: "n1", FinishMs: hourMargin}},
@@ -173,6 +176,7 @@ func randomDeadlineInput(r *rand.Rand) DeadlineInput {
 		if m.Running != 0 {
 			m.RemainingMFlop = r.Int64N(3_000_000)
 			m.Reserved = r.IntN(3) == 0
+			m.Protected = r.IntN(4) == 0
 		}
 		in.Machines = append(in.Machines, m)
 	}
@@ -232,6 +236,9 @@ func checkMapping(t *testing.T, in DeadlineInput, m Mapping) {
 	wantRunning := map[MapOutcome]TaskClass{MapRun: 0, MapPreemptNice: Nice, MapReserveSoft: SoftDeadline, MapReserveNice: Nice}
 	if c, ok := wantRunning[m.Outcome]; ok && mc.Running != c {
 		t.Fatalf("%+v: outcome %v on a machine running %v", in, m.Outcome, mc.Running)
+	}
+	if m.Outcome == MapPreemptNice && mc.Protected {
+		t.Fatalf("%+v: preempted a protected task", in)
 	}
 	if (m.Outcome == MapReserveSoft || m.Outcome == MapReserveNice) && mc.Reserved {
 		t.Fatalf("%+v: reserved a machine already reserved", in)
@@ -293,17 +300,25 @@ func TestMTBFMatchesReference(t *testing.T) {
 }
 
 // TestDeadlineMappingKeepsPowerLimit is the composition property: whatever
-// the mapping decides among the machines DeadlineMay allows, PI <= Lim still
-// holds for every organisation after the decision is applied, and without
-// the restriction it would not (so the test can fail).
+// the mapping decides among the machines DeadlineMay allows, with the
+// running tasks DeadlineProtected protects, PI <= Lim still holds for every
+// organisation after the decision is applied, and a soft task takes another
+// organisation's machine only as EHOSEP's algorithm 5 would (from one in
+// excess, for one in deficit). Without the restriction both fail, so the
+// test can.
 func TestDeadlineMappingKeepsPowerLimit(t *testing.T) {
 	r := rand.New(rand.NewPCG(20, 3))
-	unrestrictedBroke := 0
+	unrestrictedBroke, unprotectedTook := 0, 0
 	for i := range 20_000 {
 		s, in, pi := randomLimitedState(r)
 		task := Task{ID: "new", Org: r.IntN(len(s.Orgs)), SizeMFlop: in.Task.SizeMFlop}
 		in.May = DeadlineMay(s, task)
+		protected := DeadlineProtected(s, task)
+		dp := orgDPs(s)
 		for _, restricted := range []bool{true, false} {
+			for j := range in.Machines {
+				in.Machines[j].Protected = restricted && protected[j]
+			}
 			if !restricted {
 				in.May = nil
 			}
@@ -317,8 +332,15 @@ func TestDeadlineMappingKeepsPowerLimit(t *testing.T) {
 				after[task.Org] += s.Machines[m.Machine].BusyMilliW
 			case MapPreemptNice:
 				for _, run := range s.Running {
-					if run.Machine == m.Machine {
-						after[run.Task.Org] -= s.Machines[m.Machine].BusyMilliW
+					if run.Machine != m.Machine {
+						continue
+					}
+					after[run.Task.Org] -= s.Machines[m.Machine].BusyMilliW
+					if v := run.Task.Org; v != task.Org && !(dp[v] > 0 && dp[task.Org] < 0) {
+						if restricted {
+							t.Fatalf("case %d: org %d (DP %v) took a machine from org %d (DP %v)", i, task.Org, dp[task.Org], v, dp[v])
+						}
+						unprotectedTook++
 					}
 				}
 				after[task.Org] += s.Machines[m.Machine].BusyMilliW
@@ -334,9 +356,25 @@ func TestDeadlineMappingKeepsPowerLimit(t *testing.T) {
 			}
 		}
 	}
-	if unrestrictedBroke == 0 {
-		t.Fatal("the unrestricted mapping never broke a limit: the property test exercises nothing")
+	if unrestrictedBroke == 0 || unprotectedTook == 0 {
+		t.Fatalf("the unrestricted mapping broke %d limits and took %d machines against EHOSEP's rule: the property test exercises nothing", unrestrictedBroke, unprotectedTook)
 	}
+}
+
+// orgDPs is each organisation's DP, recomputed by a plain scan.
+func orgDPs(s *State) []float64 {
+	quota, alloc := make([]int64, len(s.Orgs)), make([]int64, len(s.Orgs))
+	for _, m := range s.Machines {
+		quota[m.Owner] += m.MFLOPS
+	}
+	for _, r := range s.Running {
+		alloc[r.Task.Org] += s.Machines[r.Machine].MFLOPS
+	}
+	dp := make([]float64, len(s.Orgs))
+	for o := range dp {
+		dp[o] = DP(alloc[o], quota[o])
+	}
+	return dp
 }
 
 // randomLimitedState builds one-slot machines, organisations with limits,
