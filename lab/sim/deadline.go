@@ -67,6 +67,10 @@ type DeadlineScenario struct {
 	CheckpointMin int
 	// MonitorMin is how often the mechanism checks a soft task's progress.
 	MonitorMin int
+	// PredictionErrorPct is the predictor's error (L1158-1159: "uma taxa
+	// erro de 10%"): each prediction uses the machine's capacity times
+	// U(1 − e, 1 + e), drawn afresh.
+	PredictionErrorPct int
 }
 
 // Table51 returns the scenario for one heterogeneity factor (3 or 6),
@@ -74,7 +78,7 @@ type DeadlineScenario struct {
 func Table51(factor int, perMin float64, softPercent int, failures bool) DeadlineScenario {
 	sc := DeadlineScenario{Machines: 100, MinMIPS: 1385, MaxMIPS: 4155, Apps: 770, ArrivalsPerMin: perMin,
 		SoftPercent: softPercent, MinSizeMI: 39_888_000, MaxSizeMI: 159_552_000, SlackMin: 1.5, SlackMax: 3,
-		Failures: failures, GridMTBFMin: 30, CheckpointMin: 30, MonitorMin: 10}
+		Failures: failures, GridMTBFMin: 30, CheckpointMin: 30, MonitorMin: 10, PredictionErrorPct: 10}
 	if factor == 6 {
 		sc.MinMIPS, sc.MaxMIPS = 791, 4746
 	}
@@ -154,6 +158,7 @@ func RunDeadline(sc DeadlineScenario, strategy DeadlineStrategy, seed uint64) (D
 	if sc.Machines <= 0 || sc.Apps <= 0 || sc.ArrivalsPerMin <= 0 || sc.MinMIPS <= 0 || sc.MaxMIPS < sc.MinMIPS ||
 		sc.MinSizeMI <= 0 || sc.MaxSizeMI < sc.MinSizeMI || sc.SoftPercent < 0 || sc.SoftPercent > 100 ||
 		sc.SlackMin <= 0 || sc.SlackMax < sc.SlackMin || sc.CheckpointMin <= 0 || sc.MonitorMin <= 0 ||
+		sc.PredictionErrorPct < 0 || sc.PredictionErrorPct >= 100 ||
 		(sc.Failures && sc.GridMTBFMin <= 0) {
 		return DeadlineResult{}, fmt.Errorf("deadline scenario %+v: a count, rate, range or interval is not positive", sc)
 	}
@@ -270,7 +275,11 @@ func (s *dlSim) mapTask(t *dlTask, exclude *dlMachine) (policy.Mapping, error) {
 		if err != nil {
 			return policy.Mapping{}, err
 		}
-		dm := policy.DeadlineMachine{ID: m.id, MFLOPS: m.predicted, MTBFMs: st.MTBFMs, Reserved: m.reserved != nil}
+		mflops := m.predicted
+		if e := float64(s.sc.PredictionErrorPct) / 100; e > 0 {
+			mflops = max(1, int64(float64(mflops)*(1-e+2*e*s.r.Float64())))
+		}
+		dm := policy.DeadlineMachine{ID: m.id, MFLOPS: mflops, MTBFMs: st.MTBFMs, Reserved: m.reserved != nil}
 		if r := m.running; r != nil {
 			dm.Running, dm.RunningID, dm.RemainingMFlop = r.class, r.id, int64(math.Ceil(r.remaining))
 		} else {
@@ -423,4 +432,20 @@ func (s *dlSim) recover() {
 			s.startNext(m)
 		}
 	}
+}
+
+// RunDeadlineMany runs seeds 1..runs of a scenario with a strategy and
+// summarises the share of soft deadlines met.
+func RunDeadlineMany(sc DeadlineScenario, strategy DeadlineStrategy, runs int) (Stat, []DeadlineResult, error) {
+	var shares []float64
+	var all []DeadlineResult
+	for seed := uint64(1); seed <= uint64(runs); seed++ {
+		r, err := RunDeadline(sc, strategy, seed)
+		if err != nil {
+			return Stat{}, nil, err
+		}
+		shares = append(shares, r.SoftMetShare())
+		all = append(all, r)
+	}
+	return NewStat(shares), all, nil
 }
