@@ -306,7 +306,7 @@ func validateDeadline(in DeadlineInput) error {
 // not held, and placing the task keeps PI_org <= Lim_org; a machine already
 // running a task of the same organisation is charged only the difference,
 // since preempting that task frees its share. EHOSEP still decides which
-// organisation is served (docs/POLICY.md §4d); this decides where.
+// organisation is served (docs/POLICY.md §9); this decides where.
 func DeadlineMay(s *State, t Task) []bool {
 	pi := make([]int64, len(s.Orgs))
 	own := make([]int64, len(s.Machines))

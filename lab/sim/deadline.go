@@ -282,8 +282,6 @@ func (s *dlSim) mapTask(t *dlTask, exclude *dlMachine) (policy.Mapping, error) {
 		dm := policy.DeadlineMachine{ID: m.id, MFLOPS: mflops, MTBFMs: st.MTBFMs, Reserved: m.reserved != nil}
 		if r := m.running; r != nil {
 			dm.Running, dm.RunningID, dm.RemainingMFlop = r.class, r.id, int64(math.Ceil(r.remaining))
-		} else {
-			dm.Reserved = false
 		}
 		in.Machines = append(in.Machines, dm)
 		in.May[j] = m.up && m != exclude
