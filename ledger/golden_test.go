@@ -298,7 +298,9 @@ const goldenEnvJSON = `"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234`
 func goldenRejectInputs() []string {
 	e := func(body string) string { return "{" + goldenEnvJSON + body + "}" }
 	// e2 is the envelope of a version-2 command (forget_tasks, retention).
-	e2 := func(body string) string { return "{" + strings.Replace(goldenEnvJSON, `"v":1`, `"v":2`, 1) + body + "}" }
+	e2 := func(body string) string {
+		return "{" + strings.Replace(goldenEnvJSON, `"v":1`, `"v":2`, 1) + body + "}"
+	}
 	return []string{
 		// A version above this build's (3 since forget_tasks made 2 real).
 		`{"v":3,"org":"x"}`,
