@@ -108,6 +108,9 @@ type Status struct {
 	Raft   RaftStatus `json:"raft"`
 	Peers  []PeerView `json:"peers"`
 	Orgs   []OrgView  `json:"orgs"`
+	// JobPolicy is the federation's job policy and the votes pending
+	// (jobpolicy.go); omitted by a peer that cannot read its ledger yet.
+	JobPolicy *JobPolicyView `json:"job_policy,omitempty"`
 	// Build is the answering peer's build; the server sets it (a Backend
 	// leaves it nil).
 	Build *BuildInfo `json:"build,omitempty"`

@@ -147,6 +147,7 @@ func (s *Server) routes() {
 	s.handle("/v1/events", map[string]handlerFunc{http.MethodGet: s.events})
 	s.handle("/v1/invitations", map[string]handlerFunc{http.MethodPost: s.invite})
 	s.handle("/v1/removals", map[string]handlerFunc{http.MethodPost: s.voteRemoval})
+	s.handle("/v1/job-policy", map[string]handlerFunc{http.MethodPost: s.voteJobPolicy})
 	s.handle("/v1/members", map[string]handlerFunc{http.MethodGet: s.members})
 	s.handle("/v1/members/{id}", map[string]handlerFunc{http.MethodDelete: s.removeMember})
 	// Test-only fault injection (api/debug.go): refused unless the peer

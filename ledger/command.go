@@ -121,6 +121,9 @@ type Command struct {
 	// ForgetTasks removes terminal tasks past the federation's retention
 	// (retention.go). Omitted when unset.
 	ForgetTasks *ForgetTasks `json:"forget_tasks,omitempty" since:"2"`
+	// JobPolicy is an organisation's vote for the federation's job policy
+	// (jobpolicy.go). Omitted when unset.
+	JobPolicy *JobPolicyVote `json:"job_policy,omitempty" since:"2"`
 	// Sig is Peer's Ed25519 signature over SignaturePrefix and the
 	// command's encoding without Sig (sign.go; EncodeSigned). It covers
 	// the whole command, every item of a reports batch included. Last and

@@ -285,6 +285,7 @@ func (l *Ledger) CheckInvariants() error {
 	l.checkRequests(fail)
 	l.checkRulesState(fail)
 	l.checkForgotten(fail)
+	l.jobPolicyInvariants(fail)
 	return errors.Join(errs...)
 }
 

@@ -40,6 +40,9 @@ type Ledger struct {
 
 	// members holds the federation's membership decisions (membership.go).
 	members membership
+	// jobPol is the federation's job policy and its pending votes
+	// (jobpolicy.go).
+	jobPol jobPolicyState
 
 	// forgotten holds what each organisation's forgotten tasks left
 	// behind (retention.go).

@@ -57,6 +57,9 @@ type canonical struct {
 	// Forgotten holds what forgotten tasks left behind (retention.go),
 	// omitted before the first: a state without it hashes as before.
 	Forgotten map[string]*ForgottenTotals `json:"forgotten,omitempty"`
+	// JobPolicy (jobpolicy.go) is omitted until the first vote: a state
+	// without one hashes as before job policies existed.
+	JobPolicy *canonicalJobPol `json:"job_policy,omitempty"`
 }
 
 type snapshotFile struct {
@@ -82,6 +85,7 @@ func (l *Ledger) canonical() canonical {
 
 		ScheduledAtMs: l.scheduledMs,
 		Forgotten:     l.canonicalForgotten(),
+		JobPolicy:     l.canonicalJobPolicy(),
 	}
 	for _, n := range l.order {
 		c.Orgs = append(c.Orgs, l.orgs[n])
@@ -256,6 +260,9 @@ func fromCanonical(applied uint64, c *canonical) (*Ledger, error) {
 	}
 	l.scheduledMs = c.ScheduledAtMs
 	if err := l.restoreForgotten(c.Forgotten); err != nil {
+		return nil, err
+	}
+	if err := l.restoreJobPolicy(c.JobPolicy); err != nil {
 		return nil, err
 	}
 	l.rebuildDerived()

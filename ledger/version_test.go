@@ -178,7 +178,7 @@ func TestVersionTagMistakesPanic(t *testing.T) {
 // one below 1 is garbage.
 func TestGoldenCommandsAreVersion1(t *testing.T) {
 	// The kinds added since version 1, with the version that added them.
-	since := map[Kind]int{KindForgetTasks: 2}
+	since := map[Kind]int{KindForgetTasks: 2, KindJobPolicy: 2}
 	for _, g := range goldenCommands() {
 		c := g.cmd
 		want := CommandVersion

@@ -60,6 +60,7 @@ func (n *Node) Status(ctx context.Context) (api.Status, error) {
 			st.Peers = append(st.Peers, pv)
 		}
 		st.Orgs = apiconv.Orgs(l.Orgs())
+		st.JobPolicy = apiconv.JobPolicy(l.JobPolicy(), l.JobPolicyVotes())
 	})
 	return st, nil
 }

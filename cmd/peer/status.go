@@ -74,6 +74,13 @@ func printStatus(w io.Writer, st api.Status) error {
 	if st.Raft.Halted != "" {
 		fmt.Fprintf(tw, "HALTED\t%s\n", st.Raft.Halted)
 	}
+	if jp := st.JobPolicy; jp != nil {
+		pending := ""
+		if len(jp.Votes) > 0 {
+			pending = fmt.Sprintf(", %d votes pending (peer job-policy)", len(jp.Votes))
+		}
+		fmt.Fprintf(tw, "job policy\t%s%s\n", jp.Policy, pending)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

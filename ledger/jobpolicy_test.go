@@ -1,0 +1,129 @@
+package ledger
+
+import (
+	"bytes"
+	"slices"
+	"testing"
+)
+
+func policyVote(org, policy string) Command {
+	c := act(org, 6000)
+	c.JobPolicy = &JobPolicyVote{Policy: policy}
+	return c
+}
+
+// TestJobPolicyVotes: the job policy changes only when a strict majority
+// of the organisations not removed vote for the same policy; an
+// organisation's new vote replaces its old one; whoever may not vote (a
+// peer acting for another organisation, an unregistered or removed
+// organisation) is refused and changes nothing; the state survives a
+// snapshot and a replay of the log.
+func TestJobPolicyVotes(t *testing.T) {
+	f := base(t)
+	f.must(register("uni-c", 100_000, mspec("c1", 1000, 50_000)))
+	if p := f.l.JobPolicy(); p.Policy != DefaultJobPolicy || p.Index != 0 {
+		t.Fatalf("a new federation's job policy: %+v", p)
+	}
+	steps := []struct {
+		name   string
+		c      Command
+		want   Code // "" = applied
+		policy string
+		votes  int
+	}{
+		{"first vote is recorded", policyVote("uni-a", "easy"), "", "ehosep", 1},
+		{"the same vote again", policyVote("uni-a", "easy"), CodeExists, "ehosep", 1},
+		{"a vote for the policy in force", policyVote("uni-b", "ehosep"), CodeBadState, "ehosep", 1},
+		{"a peer acting for another organisation", func() Command { c := policyVote("uni-b", "easy"); c.Peer = peerOf("uni-a"); return c }(), CodeNotOwner, "ehosep", 1},
+		{"an unregistered organisation", policyVote("uni-z", "easy"), CodeUnknownOrg, "ehosep", 1},
+		{"an unknown policy", policyVote("uni-b", "sjf"), CodeMalformed, "ehosep", 1},
+		{"a vote for another policy: no majority", policyVote("uni-b", "conservative"), "", "ehosep", 2},
+		{"changing one's vote makes the majority", policyVote("uni-b", "easy"), "", "easy", 0},
+	}
+	for _, s := range steps {
+		before := f.l.Hash()
+		r := f.apply(s.c)
+		switch {
+		case s.want == "" && !r.Applied():
+			t.Fatalf("%s: refused: %v", s.name, r.Err)
+		case s.want != "" && (r.Err == nil || r.Err.Code != s.want):
+			t.Fatalf("%s: got %v, want %s", s.name, r.Err, s.want)
+		case s.want != "" && f.l.Hash() != before:
+			t.Fatalf("%s: a refused vote changed the state", s.name)
+		}
+		if p := f.l.JobPolicy(); p.Policy != s.policy || len(f.l.JobPolicyVotes()) != s.votes {
+			t.Fatalf("%s: policy %+v, votes %+v; want %s and %d votes", s.name, p, f.l.JobPolicyVotes(), s.policy, s.votes)
+		}
+	}
+	p := f.l.JobPolicy()
+	if !slices.Equal(p.Voters, []string{"uni-a", "uni-b"}) || p.Index != f.idx || p.AtMs != 6000 {
+		t.Fatalf("decision recorded as %+v (last index %d)", p, f.idx)
+	}
+
+	// A snapshot and a replay of the log give the same state.
+	nl := New()
+	if err := nl.Restore(bytes.NewReader(snapshotOf(t, f.l))); err != nil {
+		t.Fatal(err)
+	}
+	if nl.Hash() != f.l.Hash() || nl.JobPolicy().Policy != "easy" {
+		t.Fatalf("restored %+v, hash differs: %v", nl.JobPolicy(), nl.Hash() != f.l.Hash())
+	}
+	re := New()
+	for i, e := range f.log {
+		re.Apply(uint64(i+1), e)
+	}
+	if re.Hash() != f.l.Hash() {
+		t.Fatal("replaying the log gives another state")
+	}
+
+	// A removed organisation may no longer vote, and no longer counts:
+	// of two organisations left, both must agree.
+	f.must(vote("uni-a", "uni-c"))
+	f.must(vote("uni-b", "uni-c"))
+	if r := f.apply(policyVote("uni-c", "fcfs")); r.Err == nil || r.Err.Code != CodeNotOwner {
+		t.Fatalf("a removed organisation's vote: %v", r.Err)
+	}
+	f.must(policyVote("uni-a", "fcfs"))
+	if p := f.l.JobPolicy(); p.Policy != "easy" {
+		t.Fatalf("one vote of two changed the policy to %s", p.Policy)
+	}
+	f.must(policyVote("uni-b", "fcfs"))
+	if p := f.l.JobPolicy(); p.Policy != "fcfs" {
+		t.Fatalf("two votes of two left the policy at %s", p.Policy)
+	}
+}
+
+// TestJobPolicyAlone: the only organisation of a federation is its
+// majority: its vote is in force at once.
+func TestJobPolicyAlone(t *testing.T) {
+	f := newFed(t)
+	f.must(register("uni-a", 300_000, mspec("m1", 1000, 100_000)))
+	r := f.must(policyVote("uni-a", "conservative"))
+	if p := f.l.JobPolicy(); p.Policy != "conservative" || len(r.Notes) != 1 {
+		t.Fatalf("policy %+v, notes %q", p, r.Notes)
+	}
+}
+
+// TestJobPolicyInvariants: a snapshot whose job policy state breaks the
+// rules is refused by the invariants after restore.
+func TestJobPolicyInvariants(t *testing.T) {
+	cases := []struct {
+		name string
+		st   jobPolicyState
+	}{
+		{"unknown policy in force", jobPolicyState{setting: &JobPolicySetting{Policy: "sjf", Index: 3, Voters: []string{"uni-a"}}}},
+		{"in force without a decision", jobPolicyState{setting: &JobPolicySetting{Policy: "easy"}}},
+		{"vote of an unknown organisation", jobPolicyState{votes: []*JobPolicyVoteRecord{{Voter: "uni-z", Policy: "easy", Index: 2}}}},
+		{"vote for the policy in force", jobPolicyState{votes: []*JobPolicyVoteRecord{{Voter: "uni-a", Policy: "ehosep", Index: 2}}}},
+		{"two votes of one organisation", jobPolicyState{votes: []*JobPolicyVoteRecord{{Voter: "uni-a", Policy: "easy", Index: 2}, {Voter: "uni-a", Policy: "fcfs", Index: 3}}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := base(t)
+			f.l.jobPol = tc.st
+			if err := f.l.CheckInvariants(); err == nil {
+				t.Fatal("invariants hold")
+			}
+		})
+	}
+}

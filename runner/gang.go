@@ -1,0 +1,68 @@
+package runner
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// A gang's parts (docs/POLICY.md §8, "Gangs on real peers") each run as
+// an ordinary task on one machine of this peer; what makes them one
+// parallel job to the program is what GangEnv gives each part: the hosts
+// of every part, its own rank, and a hostfile in Open MPI's format. The
+// start path will add it to the part's environment and task directory
+// once the ledger records gangs; it is pure so that the format is tested
+// on its own.
+
+// Environment variables of a gang part.
+const (
+	// EnvGangHosts lists every part's host, in part order, comma-separated.
+	EnvGangHosts = "COOPGRID_HOSTS"
+	// EnvGangRank is this part's index in EnvGangHosts, from 0.
+	EnvGangRank = "COOPGRID_GANG_RANK"
+	// EnvGangSize is the number of parts.
+	EnvGangSize = "COOPGRID_GANG_SIZE"
+	// EnvGangHostfile is the path of the hostfile, in the task directory.
+	EnvGangHostfile = "COOPGRID_HOSTFILE"
+	// GangHostfileName is the hostfile's name in the task directory.
+	GangHostfileName = "hostfile"
+)
+
+// GangPart is one part of a gang as its process sees it: the host it runs
+// on and the CPUs it holds there (its slots).
+type GangPart struct {
+	Host string
+	CPUs int64
+}
+
+// GangEnv returns the environment of part rank of parts, whose hostfile is
+// at hostfile, and the hostfile's content: one "HOST slots=N" line per
+// part, in part order. A host name must be non-empty and hold no space,
+// comma or newline (it is a word of both formats).
+func GangEnv(parts []GangPart, rank int, hostfile string) (env map[string]string, content []byte, err error) {
+	if len(parts) < 2 {
+		return nil, nil, fmt.Errorf("gang of %d parts: want at least 2", len(parts))
+	}
+	if rank < 0 || rank >= len(parts) {
+		return nil, nil, fmt.Errorf("rank %d out of range [0, %d)", rank, len(parts))
+	}
+	hosts := make([]string, len(parts))
+	var b strings.Builder
+	for i, p := range parts {
+		if p.Host == "" || strings.ContainsAny(p.Host, " \t\r\n,") {
+			return nil, nil, fmt.Errorf("part %d: host %q: want a name without spaces or commas", i, p.Host)
+		}
+		if p.CPUs < 1 {
+			return nil, nil, fmt.Errorf("part %d on %s: %d cpus, want at least 1", i, p.Host, p.CPUs)
+		}
+		hosts[i] = p.Host
+		fmt.Fprintf(&b, "%s slots=%d\n", p.Host, p.CPUs)
+	}
+	env = map[string]string{
+		EnvGangHosts:    strings.Join(hosts, ","),
+		EnvGangRank:     strconv.Itoa(rank),
+		EnvGangSize:     strconv.Itoa(len(parts)),
+		EnvGangHostfile: hostfile,
+	}
+	return env, []byte(b.String()), nil
+}
