@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // A run's gate (TaskSpec.Gate) decides whether the task runs at all: the
@@ -71,5 +72,32 @@ func TestSimGateRefusedRunsNothing(t *testing.T) {
 	}
 	if res := next(t, e); res.Reason != ReasonOK || res.DoneMFlop != 2000 {
 		t.Fatalf("confirmed simulated run: %+v", res)
+	}
+}
+
+// A gate that opens after the run's StartBy runs nothing: the supervisor
+// itself refuses (a peer paused between confirming the start and opening
+// the gate cannot hold it up), and the run ends as a lapsed lease, so the
+// runner treats it as the machine's, not the task's.
+func TestGateOpenedLateRunsNothing(t *testing.T) {
+	e, path := newJournaled(t, allowShell(), JournalOptions{})
+	gate := make(chan bool, 1)
+	spec := sh("late", "echo ran > ran")
+	spec.Gate = gate
+	spec.StartBy = time.Now().Add(50 * time.Millisecond)
+	if err := e.Start(context.Background(), "m1", spec); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the peer "paused" past StartBy
+	gate <- true
+	res := next(t, e)
+	if _, err := os.Stat(filepath.Join(workDir(e, "late"), "ran")); err == nil {
+		t.Fatal("the task ran although its gate opened after StartBy")
+	}
+	if !res.LeaseLapsed || res.Reason != ReasonStopped {
+		t.Fatalf("result %+v: want a lapsed lease, stopped", res)
+	}
+	if runs := runsOf(t, path, "late"); len(runs) != 1 || !runs[0].NotRun {
+		t.Fatalf("journal %+v: want one run with NotRun", runs)
 	}
 }

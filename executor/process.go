@@ -535,6 +535,9 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	defer statusW.Close()
 	sc := &supervise.Config{Argv: spec.Argv, Env: env, Dir: dirs.work, Allow: pol.Allow, AllowAny: pol.AllowAny,
 		Path: pol.path(), Rlimits: pol.rlimits(e.cgroups == nil), LeaseMs: time.Duration(e.lease.Load()).Milliseconds()}
+	if !spec.StartBy.IsZero() {
+		sc.StartByUs = spec.StartBy.UnixMicro()
+	}
 	if runAs {
 		sc.RunAs = &supervise.Credential{UID: uid, GID: gid}
 	} else if e.sandbox {
@@ -738,7 +741,12 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	}
 	ws, cpu, st := taskStatus(state, statusR)
 	if st.InitReason != "" {
+		// The supervisor refused to let the task run: nothing of it ran.
+		notRun = true
 		res.Reason, res.Detail = st.InitReason, st.InitErr
+		if st.InitReason == supervise.InitStartLate {
+			res.Reason, res.LeaseLapsed = ReasonStopped, true
+		}
 		res.DoneMFlop = priorDone(spec)
 		return res
 	}

@@ -423,6 +423,15 @@ func (b *bridge) start(ctx context.Context, r *run) {
 	// the commit.
 	gate := make(chan bool, 1)
 	spec.Gate = gate
+	if b.cfg.Lease.Duration > 0 {
+		// Begun now, the start must be under way within a lease: a pause
+		// after this (before the report commits, or between the commit and
+		// the gate) must not let the task start later on a placement the
+		// leader may have taken back since.
+		// The host's own clock, not the (possibly stepped) peer clock: the
+		// supervisor compares it with its own.
+		spec.StartBy = time.Now().Add(b.cfg.Lease.Duration)
+	}
 	if err := b.exec.Start(ctx, r.mname, spec); err != nil {
 		// No Result will come: busy with a run still stopping, or closed.
 		// The next pass tries again.

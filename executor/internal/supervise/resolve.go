@@ -14,6 +14,9 @@ const (
 	ReasonNotAllowed  = "not_allowed"
 	ReasonBadSpec     = "bad_spec"
 	ReasonStartFailed = "start_failed"
+	// InitStartLate: the gate opened after Config.StartByUs; the executor
+	// reports it as a lapsed lease, not as the task's failure.
+	InitStartLate = "start_late"
 )
 
 // LookPath finds an executable regular file named name in the PATH list,

@@ -94,6 +94,11 @@ type Config struct {
 	// LeaseMs, when positive, kills the run when no renewal byte arrived on
 	// fdLease for that long.
 	LeaseMs int64 `json:"lease_ms,omitempty"`
+	// StartByUs, when positive, is the latest wall time (unix µs) at
+	// which the task may start: a gate opened later (the peer was paused
+	// between confirming the start and opening it) runs nothing, with
+	// InitReason InitStartLate.
+	StartByUs int64 `json:"start_by_us,omitempty"`
 	// Landlock, when set, hides the peer's data directory from the task.
 	Landlock *Landlock `json:"landlock,omitempty"`
 }
@@ -190,6 +195,12 @@ func supervise(cfg *Config, marker *endMarker) (Status, error) {
 	// the thread that forks it, and only that thread may detach it: the
 	// supervisor stays on it.
 	runtime.LockOSThread()
+	if now := time.Now().UnixMicro(); cfg.StartByUs > 0 && now > cfg.StartByUs {
+		st.Exited, st.InitReason = true, InitStartLate
+		st.InitErr = fmt.Sprintf("the gate opened %v after the start's deadline: the peer was held up (paused?) after confirming the start, and its view of the ledger may be stale",
+			time.Duration(now-cfg.StartByUs)*time.Microsecond)
+		return st, nil
+	}
 	cmd, reason, detail := startTask(cfg)
 	if reason != "" {
 		st.Exited, st.InitReason, st.InitErr = true, reason, detail
