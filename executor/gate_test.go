@@ -84,7 +84,8 @@ func TestGateOpenedLateRunsNothing(t *testing.T) {
 	gate := make(chan bool, 1)
 	spec := sh("late", "echo ran > ran")
 	spec.Gate = gate
-	spec.StartBy = time.Now().Add(50 * time.Millisecond)
+	by := time.Now().Add(50 * time.Millisecond)
+	spec.StartBy = func() time.Time { return by }
 	if err := e.Start(context.Background(), "m1", spec); err != nil {
 		t.Fatal(err)
 	}

@@ -535,9 +535,6 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	defer statusW.Close()
 	sc := &supervise.Config{Argv: spec.Argv, Env: env, Dir: dirs.work, Allow: pol.Allow, AllowAny: pol.AllowAny,
 		Path: pol.path(), Rlimits: pol.rlimits(e.cgroups == nil), LeaseMs: time.Duration(e.lease.Load()).Milliseconds()}
-	if !spec.StartBy.IsZero() {
-		sc.StartByUs = spec.StartBy.UnixMicro()
-	}
 	if runAs {
 		sc.RunAs = &supervise.Credential{UID: uid, GID: gid}
 	} else if e.sandbox {
@@ -670,6 +667,11 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	}
 	if spec.Gate != nil {
 		res.Start = time.Now() // the task's own start; the journal has the spawn's
+	}
+	if spec.StartBy != nil {
+		if by := spec.StartBy(); !by.IsZero() {
+			sc.StartByUs = by.UnixMicro()
+		}
 	}
 	// Open the gate.
 	if err := json.NewEncoder(cfgW).Encode(sc); err != nil {

@@ -194,7 +194,7 @@ func (e *SimExecutor) simulate(m MachineConfig, run *simRun, spec *TaskSpec) Res
 		if !awaitGate(spec.Gate, run.stop) {
 			return fail(failf(ReasonStopped, "the start was not confirmed: nothing of the task ran"))
 		}
-		if !spec.StartBy.IsZero() && time.Now().After(spec.StartBy) {
+		if spec.StartBy != nil && !spec.StartBy().IsZero() && time.Now().After(spec.StartBy()) {
 			res.LeaseLapsed = true
 			return fail(failf(ReasonStopped, "the gate opened after the start's deadline: nothing of the task ran"))
 		}

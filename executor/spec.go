@@ -79,15 +79,16 @@ type TaskSpec struct {
 	// (0: not given). The process executor does not use them; a batch
 	// backend (executor/slurm) asks its scheduler for them.
 	CPUs, MemoryBytes, GPUs int64
-	// StartBy, when set, is the latest time the task may start: a gate
-	// that opens later runs nothing and the run ends as a lapsed lease
-	// (Result.LeaseLapsed). The peer sets it to one lease after it begins
-	// the start: a peer paused between its start report's commit and the
-	// gate must not start the task after the leader may have placed it
-	// elsewhere (docs/EXECUTOR.md, "The run lease"). The process executor
-	// enforces it in the supervisor, which a paused peer cannot hold up;
-	// the simulated executor at the gate; the Slurm executor ignores it.
-	StartBy time.Time
+	// StartBy, when set, is read once Gate says true: the latest time the
+	// task may start (zero: none). A gate that opens later runs nothing,
+	// and the run ends as a lapsed lease (Result.LeaseLapsed). The peer
+	// sets it to two leases after it sent its start report: a peer paused
+	// between the report's commit and the gate must not start the task
+	// after the leader may have placed it elsewhere (docs/EXECUTOR.md,
+	// "The run lease"). The process executor enforces it in the
+	// supervisor, which a paused peer cannot hold up; the simulated
+	// executor at the gate; the Slurm executor ignores it.
+	StartBy func() time.Time
 }
 
 // Reason codes of a Result. They are stable: the daemon stores them in the

@@ -423,15 +423,14 @@ func (b *bridge) start(ctx context.Context, r *run) {
 	// the commit.
 	gate := make(chan bool, 1)
 	spec.Gate = gate
-	if b.cfg.Lease.Duration > 0 {
-		// Begun now, the start must be under way within a lease: a pause
-		// after this (before the report commits, or between the commit and
-		// the gate) must not let the task start later on a placement the
-		// leader may have taken back since.
-		// The host's own clock, not the (possibly stepped) peer clock: the
-		// supervisor compares it with its own.
-		spec.StartBy = time.Now().Add(b.cfg.Lease.Duration)
-	}
+	// The task must start within two leases of its start report being sent
+	// (set below, before the gate's send): a pause after the report left
+	// (before it commits, or between the commit and the gate) must not let
+	// the task start later on a placement the leader may have taken back
+	// since. The host's own clock, not the (possibly stepped) peer clock:
+	// the supervisor compares it with its own.
+	var startBy time.Time
+	spec.StartBy = func() time.Time { return startBy }
 	if err := b.exec.Start(ctx, r.mname, spec); err != nil {
 		// No Result will come: busy with a run still stopping, or closed.
 		// The next pass tries again.
@@ -455,6 +454,13 @@ func (b *bridge) start(ctx context.Context, r *run) {
 		gate <- false
 		b.stopExec(ctx, r)
 		return
+	}
+	if b.cfg.Lease.Duration > 0 {
+		// Two leases: a commit of batched reports behind an entry in
+		// flight can take longer than one on a busy host. A run started
+		// by then and paused at once dies within a further lease: by the
+		// heartbeat timeout after the report left (docs/EXECUTOR.md).
+		startBy = time.Now().Add(2 * b.cfg.Lease.Duration)
 	}
 	_, err := b.proposeRetry(ctx, func(c *ledger.Command) {
 		s := *started
