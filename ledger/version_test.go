@@ -171,12 +171,13 @@ func TestVersionTagMistakesPanic(t *testing.T) {
 	}
 }
 
-// TestGoldenCommandsAreVersion1: every pinned command (each kind, every
-// optional field set somewhere) needs version 1 only, so that old logs
+// TestGoldenCommandVersions: every pinned command (each kind, every
+// optional field set somewhere) needs version 1 only, except the kinds
+// added since (forget_tasks and job_policy: 2), so that old logs
 // decode and every build encodes them as before; an entry of a version
 // above this build's is a newer command (NewerVersion), not garbage, and
 // one below 1 is garbage.
-func TestGoldenCommandsAreVersion1(t *testing.T) {
+func TestGoldenCommandVersions(t *testing.T) {
 	// The kinds added since version 1, with the version that added them.
 	since := map[Kind]int{KindForgetTasks: 2, KindJobPolicy: 2}
 	for _, g := range goldenCommands() {

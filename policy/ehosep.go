@@ -114,7 +114,7 @@ func (q *passQueue) fromSource() bool {
 		q.buf = make([]*Task, 0, queueReadAhead)
 		q.ahead = q.src.following(q.org, nil, queueReadAhead, q.buf)
 	}
-	return len(q.heap.items) == 0 || taskPtrBefore(q.ahead[0], q.heap.items[0], q.heap.bestFit)
+	return len(q.heap.items) == 0 || taskBefore(q.ahead[0], q.heap.items[0], q.heap.bestFit)
 }
 
 func (q *passQueue) pop() Task {

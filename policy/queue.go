@@ -48,7 +48,7 @@ func (q *Queue) Orgs() int { return len(q.orgs) }
 func (q *Queue) SetOrgs(n int) {
 	bf := q.bestFit
 	for len(q.orgs) < n {
-		q.orgs = append(q.orgs, btree.NewG(queueDegree, func(a, b *Task) bool { return taskPtrBefore(a, b, bf) }))
+		q.orgs = append(q.orgs, btree.NewG(queueDegree, func(a, b *Task) bool { return taskBefore(a, b, bf) }))
 	}
 }
 
@@ -130,20 +130,6 @@ func (q *Queue) following(i int, prev *Task, n int, buf []*Task) []*Task {
 		q.orgs[i].AscendGreaterOrEqual(prev, visit)
 	}
 	return buf
-}
-
-// taskPtrBefore is taskBefore without copying the tasks.
-func taskPtrBefore(a, b *Task, bestFit bool) bool {
-	if a.SizeMFlop != b.SizeMFlop {
-		if bestFit {
-			return a.SizeMFlop > b.SizeMFlop
-		}
-		return a.SizeMFlop < b.SizeMFlop
-	}
-	if a.Seq != b.Seq {
-		return a.Seq < b.Seq
-	}
-	return a.ID < b.ID
 }
 
 // withQueued returns s itself when it has no Queue, else a shallow copy
