@@ -57,7 +57,7 @@ type Source interface {
 
 // Gossip is one peer's part of the heartbeat topic: once joined, it
 // validates and records the heartbeats it receives, and it publishes its
-// own once StartPublishing is called. It implements leader.Liveness from
+// own once StartPublishing is called (from then on, what Source says). It implements leader.Liveness from
 // New on (nothing is heard of before Join).
 type Gossip struct {
 	cfg   Config
@@ -71,6 +71,11 @@ type Gossip struct {
 	seen  *tracker
 	guard ReplayGuard
 	seq   atomic.Uint64
+	// now asks the publishing loop for a heartbeat before its timer.
+	now chan struct{}
+	// self is this peer's ID (set by Join): its own heartbeats are
+	// checked without the ledger.
+	self peer.ID
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -89,7 +94,7 @@ func New(cfg Config) *Gossip {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	g := &Gossip{cfg: cfg, log: cfg.Logger, seen: newTracker()}
+	g := &Gossip{cfg: cfg, log: cfg.Logger, seen: newTracker(), now: make(chan struct{}, 1)}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	return g
 }
@@ -98,7 +103,7 @@ func New(cfg Config) *Gossip {
 // every message against state, and starts recording the heartbeats
 // received. Call it once.
 func (g *Gossip) Join(h *p2p.Host, state StateViewer) error {
-	g.host, g.state = h, state
+	g.host, g.state, g.self = h, state, h.ID()
 	if err := g.join(); err != nil {
 		return fmt.Errorf("start gossip: %w", err)
 	}
@@ -164,8 +169,19 @@ func (g *Gossip) LastHeartbeatMs(id string) int64 { return g.seen.lastHeartbeatM
 // gossipsub); messages from an organisation this peer does not know yet,
 // and replays, are ignored.
 func (g *Gossip) validate(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
-	hb, err := Check(g.state, msg.GetFrom(), msg.GetData())
-	if err == nil && g.cfg.IsMember != nil && !g.cfg.IsMember(msg.GetFrom()) {
+	var hb *Heartbeat
+	var err error
+	own := g.self != "" && msg.GetFrom() == g.self
+	if own {
+		// This peer's own heartbeat, checked before it is sent: its
+		// replica may not know its organisation yet (restarted, not caught
+		// up), and ignoring it would keep its new addresses from the
+		// leader that must reach it (node.startGossip).
+		hb, err = Decode(msg.GetData())
+	} else {
+		hb, err = Check(g.state, msg.GetFrom(), msg.GetData())
+	}
+	if err == nil && !own && g.cfg.IsMember != nil && !g.cfg.IsMember(msg.GetFrom()) {
 		err = fmt.Errorf("%w: %s is not in the configuration", ErrNotMember, msg.GetFrom())
 	}
 	switch {
@@ -222,6 +238,16 @@ func (g *Gossip) StartPublishing(src Source) {
 	go g.publishLoop(src)
 }
 
+// PublishNow asks for this peer's next heartbeat now rather than at the
+// end of the interval (the node calls it once ready, so that its machines
+// are heard of at once). It never blocks.
+func (g *Gossip) PublishNow() {
+	select {
+	case g.now <- struct{}{}:
+	default:
+	}
+}
+
 // perPeer is the share of one peer on the topic in the publication
 // interval: with PublishInterval, each peer receives at most
 // 1/perPeer (20) heartbeats a second, until the interval reaches its cap.
@@ -257,6 +283,9 @@ func (g *Gossip) publishLoop(src Source) {
 		select {
 		case <-g.ctx.Done():
 			return
+		case <-g.now:
+			// Reset discards a pending expiry (Go 1.23 timers).
+			t.Reset(g.publishInterval())
 		case <-t.C:
 			t.Reset(g.publishInterval())
 		}

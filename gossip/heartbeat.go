@@ -87,6 +87,22 @@ var (
 // registered for its organisation. It does not apply the replay guard.
 // Refusals wrap ErrMalformed, ErrUnauthorised or ErrUnknownOrg.
 func Check(state StateViewer, author peer.ID, data []byte) (*Heartbeat, error) {
+	hb, err := Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := authorise(state, author, hb); err != nil {
+		return nil, err
+	}
+	return hb, nil
+}
+
+// Decode decodes a heartbeat and checks its bounds, without the ledger:
+// all a peer checks of its own heartbeats, which it must be able to
+// publish before its ledger knows its organisation (a restarted peer's
+// replica holds only its last snapshot until a leader reaches it).
+// Refusals wrap ErrMalformed.
+func Decode(data []byte) (*Heartbeat, error) {
 	if len(data) > MaxHeartbeatBytes {
 		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrMalformed, len(data), MaxHeartbeatBytes)
 	}
@@ -125,6 +141,12 @@ func Check(state StateViewer, author peer.ID, data []byte) (*Heartbeat, error) {
 		}
 		names[m.Name] = true
 	}
+	return &hb, nil
+}
+
+// authorise checks hb's author against the local view of the ledger: the
+// peer registered for its organisation, not removed.
+func authorise(state StateViewer, author peer.ID, hb *Heartbeat) error {
 	var registered string
 	var removed bool
 	state.View(func(l *ledger.Ledger) {
@@ -135,13 +157,13 @@ func Check(state StateViewer, author peer.ID, data []byte) (*Heartbeat, error) {
 	})
 	switch {
 	case removed && registered == author.String():
-		return nil, fmt.Errorf("%w: %q was removed from the federation", ErrNotMember, hb.Org)
+		return fmt.Errorf("%w: %q was removed from the federation", ErrNotMember, hb.Org)
 	case registered == "":
-		return nil, fmt.Errorf("%w: %q", ErrUnknownOrg, hb.Org)
+		return fmt.Errorf("%w: %q", ErrUnknownOrg, hb.Org)
 	case registered != author.String():
-		return nil, fmt.Errorf("%w: signed by %s, but %q is registered to %s", ErrUnauthorised, author, hb.Org, registered)
+		return fmt.Errorf("%w: signed by %s, but %q is registered to %s", ErrUnauthorised, author, hb.Org, registered)
 	}
-	return &hb, nil
+	return nil
 }
 
 // validName is the ledger's rule for organisation and machine names.

@@ -63,6 +63,37 @@ func TestGossipValidatorVerdicts(t *testing.T) {
 	}
 }
 
+// TestOwnHeartbeatNeedsNoLedger: this peer's own heartbeat is checked
+// before it is sent, and must pass while its replica does not know its
+// organisation yet (restarted, not caught up: the replica holds its last
+// snapshot): ignoring it kept a restarted peer's new addresses from the
+// leader that had to reach it (node.TestRestartedPeerFindsAMovedLeader).
+// Another peer's heartbeat for an organisation the view lacks is still
+// ignored, and a malformed own heartbeat is still rejected.
+func TestOwnHeartbeatNeedsNoLedger(t *testing.T) {
+	self, other := newPeerID(t), newPeerID(t)
+	g := New(Config{Org: "gs", Boot: time.Now().UnixMilli(), Logger: testLogger(), IsMember: func(peer.ID) bool { return false }})
+	defer g.Close()
+	g.state = newLedgerView(t, map[string]peer.ID{})
+	g.self = self
+	hb := Heartbeat{V: 1, Org: "gs", AtMs: time.Now().UnixMilli(), Boot: g.cfg.Boot, Seq: 1, Addrs: []string{"/ip4/127.0.0.1/tcp/4001"}}
+	for _, tc := range []struct {
+		name   string
+		author peer.ID
+		data   []byte
+		want   pubsub.ValidationResult
+	}{
+		{"own, organisation not in the view", self, encode(t, hb), pubsub.ValidationAccept},
+		{"another's, organisation not in the view", other, encode(t, Heartbeat{V: 1, Org: "go", AtMs: hb.AtMs, Boot: hb.Boot, Seq: 1}), pubsub.ValidationIgnore},
+		{"own, malformed", self, []byte(`{"v":1`), pubsub.ValidationReject},
+	} {
+		msg := &pubsub.Message{Message: &pb.Message{From: []byte(tc.author), Data: tc.data}}
+		if got := g.validate(context.Background(), self, msg); got != tc.want {
+			t.Errorf("%s: verdict %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestRemovedPeerHeartbeatsDropped: once the organisations voted a member
 // out, or once its peer left the Raft configuration, its heartbeats are
 // dropped (ignored: a peer whose view lags is not penalised for forwarding

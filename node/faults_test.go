@@ -15,6 +15,8 @@ import (
 
 	"github.com/coopgrid/coopgrid/api"
 	"github.com/coopgrid/coopgrid/ledger"
+	"github.com/hashicorp/raft"
+	"github.com/libp2p/go-libp2p/core/network"
 )
 
 func simMachine(name string, gflops, watts float64) string {
@@ -281,4 +283,42 @@ func TestRestartRedeclaresProtection(t *testing.T) {
 	if unprotected() {
 		t.Fatal("with run_as the machine is still registered unprotected")
 	}
+}
+
+// TestRestartedPeerFindsAMovedLeader: two peers stop and come back on new
+// ports (listen is tcp/0), the first of them leading when the second
+// returns. Each knows only the other's old address, so the returning peer
+// must announce its new one before it is ready, or the leader never
+// reaches it and it never catches up (CI's e2e.TestNoQuorum: the restarted
+// old leader waited 90 s in pre-vote, dialling the new leader's old port).
+func TestRestartedPeerFindsAMovedLeader(t *testing.T) {
+	peers := federation(t, "sim", []string{"mv-a", "mv-b", "mv-c"}, map[string]string{
+		"mv-a": simMachine("m1", 10, 100),
+		"mv-b": simMachine("m1", 10, 100),
+		"mv-c": simMachine("m1", 10, 100),
+	}, nil)
+	a, b, c := peers[0], peers[1], peers[2]
+	c.crash()
+	b.close()
+	b.start() // a new port; b and a are a majority
+	waitFor(t, 20*time.Second, "a leader among mv-a and mv-b", func() bool {
+		return a.n.cons.IsLeader() || b.n.cons.IsLeader()
+	})
+	if a.n.cons.IsLeader() {
+		id := raft.ServerID(b.n.ID().String())
+		if err := a.n.cons.Raft().LeadershipTransferToServer(id, raft.ServerAddress(id)).Error(); err != nil {
+			t.Fatalf("hand the lead to mv-b: %v", err)
+		}
+	}
+	waitFor(t, 20*time.Second, "mv-b leads", func() bool { return b.n.cons.IsLeader() })
+	// Something mv-c has not seen, so that mv-a refuses its pre-vote.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := b.n.Submit(ctx, api.SubmitRequest{Tasks: []api.SubmitTask{{SizeMFlop: 1000}}}); err != nil {
+		t.Fatal(err)
+	}
+	c.start() // a new port, no bootstrap address: startWith fails unless ready
+	waitFor(t, 20*time.Second, "mv-b reaches mv-c", func() bool {
+		return b.n.host.Network().Connectedness(c.n.ID()) == network.Connected
+	})
 }

@@ -132,9 +132,9 @@ func (n *Node) setup() {
 		}
 	}
 	n.runner.Start()
-	n.gossip.StartPublishing(heartbeatSource{n})
 	n.followAvailability()
 	close(n.ready)
+	n.gossip.PublishNow()
 	n.log.Info("ready", "machines", len(n.machines))
 	n.wg.Add(1)
 	go func() {
