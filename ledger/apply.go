@@ -407,7 +407,7 @@ func (b *TaskStarted) check(l *Ledger, c *Command) (change, *Error) {
 		t.State = TaskRunning
 		res.moved(t, TaskAssigned, m.ID, "started")
 		t.Attempts++
-		seg := Segment{Machine: m.ID, MachineOrg: m.Org, StartMs: c.AtMs, Outcome: OutcomeRunning}
+		seg := Segment{Machine: m.ID, MachineOrg: m.Org, StartMs: l.runStartMs(t, c.AtMs), Outcome: OutcomeRunning}
 		if l.rules != nil {
 			// What the run starts from, for the plausibility of its end
 			// (plausible.go).
@@ -415,6 +415,20 @@ func (b *TaskStarted) check(l *Ledger, c *Command) (change, *Error) {
 		}
 		t.Segments = append(t.Segments, seg)
 	}, nil
+}
+
+// runStartMs is when a run of t reported started at atMs (its executing
+// peer's clock) starts in the ledger: atMs, or under Rules.RunBounds not
+// before t was submitted nor before its previous run ended.
+func (l *Ledger) runStartMs(t *Task, atMs int64) int64 {
+	if l.rules == nil || !l.rules.RunBounds {
+		return atMs
+	}
+	start := max(atMs, t.SubmittedMs)
+	for _, s := range t.Segments {
+		start = max(start, s.EndMs)
+	}
+	return start
 }
 
 func onMachine(t *Task) string {

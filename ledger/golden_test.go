@@ -302,9 +302,9 @@ func goldenRejectInputs() []string {
 		return "{" + strings.Replace(goldenEnvJSON, `"v":1`, `"v":2`, 1) + body + "}"
 	}
 	return []string{
-		// A version above this build's (3 since forget_tasks made 2 real).
-		`{"v":3,"org":"x"}`,
-		`{"v":3,"org":"uni-a","bogus":1}`,
+		// A version above this build's (4 since run_bounds made 3 real).
+		`{"v":4,"org":"x"}`,
+		`{"v":4,"org":"uni-a","bogus":1}`,
 		`{"v":0,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"heartbeat":{"machine":"uni-a/m1"}}`,
 		`{"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"heartbeat":{"machine":"uni-a/m1"}}`,
 		`[]`,
@@ -382,9 +382,9 @@ func goldenItemsBatch() Command {
 // goldenRejections are the codes and messages DecodeCommand gives
 // goldenRejectInputs, in order.
 var goldenRejections = []struct{ code, msg string }{
-	{"bad_version", "command version 3: this ledger applies version 2"},
-	{"bad_version", "command version 3: this ledger applies version 2"},
-	{"bad_version", "command version 0: this ledger applies version 2"},
+	{"bad_version", "command version 4: this ledger applies version 3"},
+	{"bad_version", "command version 4: this ledger applies version 3"},
+	{"bad_version", "command version 0: this ledger applies version 3"},
 	{"malformed", "command has no version field \"v\""},
 	{"malformed", "decode command: json: cannot unmarshal array into Go value of type ledger.Command"},
 	{"malformed", "decode command: EOF"},
@@ -542,7 +542,7 @@ func TestGoldenEncodeRejects(t *testing.T) {
 		code Code
 		msg  string
 	}{
-		{"newer version", func() Command { c := goldenCommands()[0].cmd; c.V = 3; return c }(), CodeBadVersion, "command version 3: this ledger encodes version 2"},
+		{"newer version", func() Command { c := goldenCommands()[0].cmd; c.V = 4; return c }(), CodeBadVersion, "command version 4: this ledger encodes version 3"},
 		{"no body", goldenEnv(), CodeMalformed, "a command carries exactly one body"},
 		{"two bodies", func() Command {
 			c := goldenEnv()

@@ -70,6 +70,14 @@ type Rules struct {
 	// Retention, when set, lets terminal tasks leave the replicated state
 	// (retention.go). Omitted when unset: every task is kept, as before.
 	Retention *Retention `json:"retention,omitempty" since:"2"`
+	// RunBounds, when set, bounds a run's start below by what the ledger
+	// already holds of its task: its submission time and the end of its
+	// previous run. A start is stamped on the executing peer's clock, and
+	// a clock stepped back (the chaos harness's clock-jump-leader: one
+	// hour) otherwise credits the run, once lost, an hour of energy. Only
+	// federations whose first registration set it (this build's `peer
+	// init --new-federation`) apply it: older logs replay as before.
+	RunBounds bool `json:"run_bounds,omitempty" since:"3"`
 }
 
 // The documented margins of the plausibility rules.

@@ -525,3 +525,41 @@ func FuzzApplyLive(f *testing.F) {
 	}
 	fuzzApply(f, snapshotOf(f, fx.l))
 }
+
+// TestRunStartBounds: under Rules.RunBounds a run's start, stamped on its
+// executing peer's clock, is not before its task's submission nor before
+// its previous run's end; a clock stepped back an hour (the chaos
+// harness's clock-jump-leader found it) would otherwise credit the run,
+// once its machine is lost, an hour of declared energy. A federation
+// without the rule keeps the start as stamped, as its log always did.
+func TestRunStartBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		rules         *Rules
+		first, second int64 // the two runs' starts in the ledger
+		firstMilliJ   int64
+	}{
+		{"run bounds", &Rules{Executors: ExecutorsLive, RunBounds: true}, 2000, 4000, runBusy * 2},
+		{"no run bounds", &Rules{Executors: ExecutorsLive}, 500, 1000, runBusy * 3500 / 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFed(t)
+			f.must(registerRules("uni-a", 1_000_000, tc.rules, mspec("m1", runSpeed, runBusy), mspec("m2", runSpeed, runBusy)))
+			f.must(submit("uni-a", 2000, runSize))
+			f.must(decide("uni-a", 3000, alloc("uni-a-1", "uni-a/m1")))
+			f.must(started("uni-a", "uni-a-1", "uni-a/m1", 500)) // the owner's clock, stepped back
+			f.must(lost("uni-a", "uni-a/m1", 4000))
+			f.must(decide("uni-a", 5000, alloc("uni-a-1", "uni-a/m2")))
+			f.must(started("uni-a", "uni-a-1", "uni-a/m2", 1000))
+			task, _ := f.l.Task("uni-a-1")
+			if len(task.Segments) != 2 {
+				t.Fatalf("segments %+v", task.Segments)
+			}
+			s0, s1 := task.Segments[0], task.Segments[1]
+			if s0.StartMs != tc.first || s1.StartMs != tc.second || s0.EnergyMilliJ != tc.firstMilliJ {
+				t.Fatalf("runs start at %d and %d, the first credited %d mJ; want %d, %d and %d mJ",
+					s0.StartMs, s1.StartMs, s0.EnergyMilliJ, tc.first, tc.second, tc.firstMilliJ)
+			}
+		})
+	}
+}

@@ -268,6 +268,7 @@ func (n *Node) executorRules(first, hasMachines bool) *ledger.Rules {
 	}
 	r := &ledger.Rules{Executors: mode}
 	if first {
+		r.RunBounds = true
 		r.Scheduling = &ledger.Scheduling{
 			Policy:            n.cfg.Consensus.Policy,
 			CheckpointBlockMs: n.cfg.Consensus.CheckpointBlock.Milliseconds(),
