@@ -27,15 +27,15 @@ import (
 // SAModes are the three ways of choosing a request, in the seed's order.
 func SAModes() []SAMode { return []SAMode{SAStatic, SASubmit, SAStart} }
 
-// String names the mode as the seed's tables do.
+// String names the mode as `peer sim` does (sa_s is the seed's SA_s).
 func (m SAMode) String() string {
 	switch m {
 	case SAStatic:
 		return "static"
 	case SASubmit:
-		return "SA_s"
+		return "sa_s"
 	case SAStart:
-		return "SA_i"
+		return "sa_i"
 	}
 	return fmt.Sprintf("SAMode(%d)", int(m))
 }
@@ -132,23 +132,29 @@ func (s *jobSim) forkTarget(ctx context.Context, k int, mode SAMode) (JobRecord,
 	return c.recs[k], nil
 }
 
-// PickTargets draws count distinct job indices of n, uniformly from the
-// middle 80 % of the submission order (jobs[n/10 : n−n/10], so no target
-// sees the empty machine of the start or the draining one of the end), in
-// increasing order; the same arguments give the same targets. The jobs
-// must be in submission order (the synthetic model's are).
-func PickTargets(n, count int, seed uint64) ([]int, error) {
+// PickTargets draws count distinct jobs, uniformly from the middle 80 % of
+// the submission order (so no target sees the empty machine of the start
+// or the draining one of the end), and returns their indices into jobs in
+// submission order; the same arguments give the same targets.
+func PickTargets(jobs []RigidJob, count int, seed uint64) ([]int, error) {
+	n := len(jobs)
 	lo, hi := n/10, n-n/10
 	if count < 1 || count > hi-lo {
 		return nil, fmt.Errorf("SA targets: %d targets among the %d middle jobs of %d: want 1..%d", count, hi-lo, n, hi-lo)
 	}
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(jobs[a].SubmitSeconds, jobs[b].SubmitSeconds) })
 	r := rand.New(rand.NewPCG(seed, 0x746172676574)) // "target"
 	picked := r.Perm(hi - lo)[:count]
-	for i := range picked {
-		picked[i] += lo
-	}
 	slices.Sort(picked)
-	return picked, nil
+	out := make([]int, count)
+	for i, k := range picked {
+		out[i] = order[lo+k]
+	}
+	return out, nil
 }
 
 // TargetMetrics are the rows of the seed's tables 31, 34 and 37 over a

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -73,7 +74,7 @@ func TestSimulateTargetsMatchesFullRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	targets, err := PickTargets(len(jobs), 6, 7)
+	targets, err := PickTargets(jobs, 6, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,20 +120,25 @@ func TestSimulateTargetsMatchesFullRuns(t *testing.T) {
 }
 
 func TestPickTargets(t *testing.T) {
-	a, err := PickTargets(100, 10, 1)
+	jobs := make([]RigidJob, 100)
+	for i := range jobs {
+		// Listed in reverse submission order: job 99 arrives first.
+		jobs[i] = RigidJob{ID: fmt.Sprint(i), SubmitSeconds: int64(100 - i), Procs: 1, RequestedSeconds: 1, RunSeconds: 1}
+	}
+	a, err := PickTargets(jobs, 10, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := PickTargets(100, 10, 1)
+	b, _ := PickTargets(jobs, 10, 1)
 	if !reflect.DeepEqual(a, b) || len(a) != 10 {
 		t.Fatalf("%v, %v", a, b)
 	}
 	for i, x := range a {
-		if x < 10 || x >= 90 || i > 0 && x <= a[i-1] {
-			t.Fatalf("targets %v: want distinct, increasing, in [10, 90)", a)
+		if x < 10 || x >= 90 || i > 0 && x >= a[i-1] {
+			t.Fatalf("targets %v: want distinct, in submission order (decreasing index here), in [10, 90)", a)
 		}
 	}
-	if _, err := PickTargets(100, 81, 1); err == nil {
+	if _, err := PickTargets(jobs, 81, 1); err == nil {
 		t.Fatal("81 targets among 80 middle jobs accepted")
 	}
 }

@@ -34,7 +34,10 @@ type JobOptions struct {
 	// reports the relative performance tt_A/tt_B.
 	Policy  string
 	Compare string
-	Seed    uint64
+	// SATargets > 0 runs seed 002's chapter 5 instead (runSATargets): the
+	// workload made moldable, and that many target jobs.
+	SATargets int
+	Seed      uint64
 	JSON    bool
 	Out     string
 }
@@ -176,6 +179,12 @@ func jobPolicy(name string) (policy.JobPolicy, sim.SAMode, error) {
 // policies, as its table 5) or JSON; with Out, per-job CSVs, the report
 // and the relative-performance plot.
 func RunJobs(ctx context.Context, f JobOptions, out io.Writer) error {
+	if f.SATargets != 0 {
+		if f.SATargets < 0 || f.Compare != "" || f.Out != "" {
+			return lab.Usagef("--sa-targets %d: want > 0, without --compare and --out", f.SATargets)
+		}
+		return runSATargets(ctx, f, out)
+	}
 	names, err := f.policies()
 	if err != nil {
 		return err
