@@ -38,8 +38,8 @@ type JobOptions struct {
 	// workload made moldable, and that many target jobs.
 	SATargets int
 	Seed      uint64
-	JSON    bool
-	Out     string
+	JSON      bool
+	Out       string
 }
 
 // Enabled says the options ask for a rigid-job simulation.
