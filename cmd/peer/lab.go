@@ -70,6 +70,7 @@ SA_i (table 38), and N target jobs with each in each (tables 28-37).`,
 	fl.BoolVar(&jf.KeepCancelled, "keep-cancelled", false, "keep the SWF trace's cancelled jobs (status 5), which seed 002 leaves out")
 	fl.StringVar(&jf.Compare, "compare", "", "run two job policies A,B on the same workload and report the relative performance tt_A/tt_B (e.g. conservative,easy)")
 	fl.IntVar(&jf.SATargets, "sa-targets", 0, "with --swf/--synthetic: seed 002's SA experiments (chapter 5) on the workload made moldable, with N target jobs")
+	fl.Float64Var(&jf.MoldableSerial, "moldable-serial", simcase.DefaultMoldableSerial, "with sa_s, sa_i or --sa-targets: moldable jobs' Amdahl serial fraction is uniform in [0, F] (0: linear speed-up)")
 	fl.StringVar(&f.Scenario, "scenario", "", "scenario file (YAML, see docs/SCENARIOS.md)")
 	fl.StringVar(&f.Policy, "policy", "ehosep", "policy: "+strings.Join(lab.PolicyNames(), ", ")+"; with --swf/--synthetic: fcfs, easy (default), conservative, sa_s, sa_i")
 	fl.StringVar(&f.Late, "late", "", "organisation that submits late (default: the scenario's; \"none\" for nobody)")

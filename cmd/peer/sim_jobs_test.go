@@ -173,6 +173,9 @@ func TestSimSATargets(t *testing.T) {
 		BBetter float64 `json:"b_better"`
 	}
 	var rep struct {
+		Workload struct {
+			MaxSerial float64 `json:"moldable_max_serial"`
+		} `json:"workload"`
 		Targets int `json:"targets"`
 		Whole   map[string]struct {
 			Jobs  int     `json:"jobs"`
@@ -191,7 +194,7 @@ func TestSimSATargets(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.Targets != 20 || len(rep.Scenarios) != 3 || len(rep.Whole) != 3 {
+	if rep.Targets != 20 || len(rep.Scenarios) != 3 || len(rep.Whole) != 3 || rep.Workload.MaxSerial != 0.1 {
 		t.Fatalf("report %+v", rep)
 	}
 	for m, w := range rep.Whole {
@@ -216,13 +219,19 @@ func TestSimSATargets(t *testing.T) {
 			t.Errorf("%s workload: %+v", sc.Workload, sc.VsStatic)
 		}
 	}
+	// An SWF trace's jobs are made moldable the same way.
+	code, out, errs = runCLI(t, "sim", "--swf", smallSWF, "--sa-targets", "3", "--moldable-serial", "0")
+	if code != 0 || !strings.Contains(out, "11 moldable jobs on 8 processors") || !strings.Contains(out, "target in a sa_i workload (tables 35-37)") {
+		t.Errorf("SWF trace: exit %d: %s%s", code, out, errs)
+	}
 	for _, bad := range [][]string{
 		{"sim", "--synthetic", "400", "--sa-targets", "5", "--policy", "easy"},
 		{"sim", "--synthetic", "400", "--sa-targets", "5", "--compare", "easy,fcfs"},
 		{"sim", "--synthetic", "40", "--sa-targets", "33"},
 		{"sim", "--synthetic", "40", "--sa-targets", "-1"},
+		{"sim", "--synthetic", "40", "--sa-targets", "5", "--moldable-serial", "1.5"},
 	} {
-		if code, _, errs := runCLI(t, bad...); code != 2 || !strings.Contains(errs, "sa-targets") {
+		if code, _, errs := runCLI(t, bad...); code != 2 || !strings.Contains(errs, bad[len(bad)-2]) {
 			t.Errorf("%v: exit %d, %q", bad, code, errs)
 		}
 	}

@@ -72,10 +72,9 @@ func runSATargets(ctx context.Context, f JobOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if jobs, err = sim.MakeMoldable(jobs, wl.Procs, moldableSerialBound, f.Seed); err != nil {
+	if jobs, err = f.moldable(jobs, &wl); err != nil {
 		return err
 	}
-	wl.Moldable = true
 	targets, err := sim.PickTargets(jobs, f.SATargets, f.Seed)
 	if err != nil {
 		return lab.Usagef("--sa-targets: %v", err)
