@@ -182,7 +182,11 @@ func TestSimSATargets(t *testing.T) {
 			Wider float64 `json:"wider"`
 		} `json:"whole_workload"`
 		WholeRelative share `json:"whole_relative_sa_s_sa_i"`
-		Scenarios     []struct {
+		Widest        struct {
+			Jobs int `json:"jobs"`
+		} `json:"widest_linear"`
+		WidestRelative share `json:"widest_relative_widest_static"`
+		Scenarios      []struct {
 			Workload string `json:"workload"`
 			Target   map[string]struct {
 				Targets int     `json:"targets"`
@@ -205,6 +209,9 @@ func TestSimSATargets(t *testing.T) {
 	sum := func(s share) float64 { return s.ABetter + s.Tie + s.BBetter }
 	if s := sum(rep.WholeRelative); s < 0.999 || s > 1.001 {
 		t.Errorf("table 39 shares sum to %v", s)
+	}
+	if s := sum(rep.WidestRelative); rep.Widest.Jobs != 400 || s < 0.999 || s > 1.001 {
+		t.Errorf("tables 40-41: %d jobs, shares sum to %v", rep.Widest.Jobs, s)
 	}
 	for k, sc := range rep.Scenarios {
 		if want := []string{"static", "sa_s", "sa_i"}[k]; sc.Workload != want {

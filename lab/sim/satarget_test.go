@@ -142,3 +142,19 @@ func TestPickTargets(t *testing.T) {
 		t.Fatal("81 targets among 80 middle jobs accepted")
 	}
 }
+
+func TestWidenLinear(t *testing.T) {
+	jobs := []RigidJob{{ID: "a", SubmitSeconds: 5, Procs: 4, RequestedSeconds: 100, RunSeconds: 30,
+		Alternatives: []MoldableRequest{{4, 100, 30}, {8, 50, 15}}}, {ID: "b", Procs: 1, RequestedSeconds: 3, RunSeconds: 1}}
+	got, err := WidenLinear(jobs, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []RigidJob{{ID: "a", SubmitSeconds: 5, Procs: 8, RequestedSeconds: 50, RunSeconds: 15}, {ID: "b", Procs: 8, RequestedSeconds: 1, RunSeconds: 1}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%+v, want %+v", got, want)
+	}
+	if _, err := WidenLinear(jobs, 2); err == nil {
+		t.Fatal("a job wider than the machine was accepted")
+	}
+}
