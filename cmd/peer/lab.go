@@ -101,6 +101,9 @@ func runJobSim(cmd *cobra.Command, f simcase.Options, jf simcase.JobOptions) err
 	if cmd.Flags().Changed("policy") {
 		jf.Policy = f.Policy
 	}
+	if cmd.Flags().Changed("moldable-serial") && jf.SATargets == 0 && !strings.Contains(jf.Policy+","+jf.Compare, "sa_") {
+		return lab.Usagef("--moldable-serial shapes moldable jobs: use it with --policy sa_s or sa_i, --compare with one of them, or --sa-targets")
+	}
 	jf.Seed, jf.JSON, jf.Out = f.Seed, f.JSON, f.Out
 	return simcase.RunJobs(cmd.Context(), jf, cmd.OutOrStdout())
 }

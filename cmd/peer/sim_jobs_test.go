@@ -237,6 +237,7 @@ func TestSimSATargets(t *testing.T) {
 		{"sim", "--synthetic", "40", "--sa-targets", "33"},
 		{"sim", "--synthetic", "40", "--sa-targets", "-1"},
 		{"sim", "--synthetic", "40", "--sa-targets", "5", "--moldable-serial", "1.5"},
+		{"sim", "--synthetic", "40", "--compare", "easy,conservative", "--moldable-serial", "0"},
 	} {
 		if code, _, errs := runCLI(t, bad...); code != 2 || !strings.Contains(errs, bad[len(bad)-2]) {
 			t.Errorf("%v: exit %d, %q", bad, code, errs)
