@@ -47,7 +47,9 @@ With --swf FILE or --synthetic N it simulates rigid parallel jobs instead
 (seed 002; docs/POLICY.md §8): one machine of --procs processors under a job
 policy (--policy fcfs, easy, conservative; sa_s and sa_i for moldable jobs),
 reported with seed 002's metrics; --compare A,B adds the relative
-performance tt_A/tt_B per job.`,
+performance tt_A/tt_B per job. --sa-targets N runs seed 002's chapter 5 on
+the workload made moldable: every job with its static request, SA_s and
+SA_i (table 38), and N target jobs with each in each (tables 28-37).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if jf.Enabled() {
@@ -67,6 +69,8 @@ performance tt_A/tt_B per job.`,
 	fl.Float64Var(&jf.EstimateFactor, "estimate-factor", 0, "the --synthetic workload's requested times are te times a factor uniform in [1, F] (default 5)")
 	fl.BoolVar(&jf.KeepCancelled, "keep-cancelled", false, "keep the SWF trace's cancelled jobs (status 5), which seed 002 leaves out")
 	fl.StringVar(&jf.Compare, "compare", "", "run two job policies A,B on the same workload and report the relative performance tt_A/tt_B (e.g. conservative,easy)")
+	fl.IntVar(&jf.SATargets, "sa-targets", 0, "with --swf/--synthetic: seed 002's SA experiments (chapter 5) on the workload made moldable, with N target jobs")
+	fl.Float64Var(&jf.MoldableSerial, "moldable-serial", simcase.DefaultMoldableSerial, "with sa_s, sa_i or --sa-targets: moldable jobs' Amdahl serial fraction is uniform in [0, F] (0: linear speed-up)")
 	fl.StringVar(&f.Scenario, "scenario", "", "scenario file (YAML, see docs/SCENARIOS.md)")
 	fl.StringVar(&f.Policy, "policy", "ehosep", "policy: "+strings.Join(lab.PolicyNames(), ", ")+"; with --swf/--synthetic: fcfs, easy (default), conservative, sa_s, sa_i")
 	fl.StringVar(&f.Late, "late", "", "organisation that submits late (default: the scenario's; \"none\" for nobody)")
@@ -91,8 +95,14 @@ func runJobSim(cmd *cobra.Command, f simcase.Options, jf simcase.JobOptions) err
 		return lab.Usagef("--scenario and --swf/--synthetic: give one workload")
 	}
 	jf.Policy = "easy"
+	if jf.SATargets != 0 && cmd.Flags().Changed("policy") {
+		return lab.Usagef("--sa-targets runs conservative backfilling with static requests, SA_s and SA_i: drop --policy")
+	}
 	if cmd.Flags().Changed("policy") {
 		jf.Policy = f.Policy
+	}
+	if cmd.Flags().Changed("moldable-serial") && jf.SATargets == 0 && !strings.Contains(jf.Policy+","+jf.Compare, "sa_") {
+		return lab.Usagef("--moldable-serial shapes moldable jobs: use it with --policy sa_s or sa_i, --compare with one of them, or --sa-targets")
 	}
 	jf.Seed, jf.JSON, jf.Out = f.Seed, f.JSON, f.Out
 	return simcase.RunJobs(cmd.Context(), jf, cmd.OutOrStdout())

@@ -159,3 +159,88 @@ func TestSimJobsSA(t *testing.T) {
 		t.Errorf("conservative-sai on the command line: exit %d, %q", code, errs)
 	}
 }
+
+// Seed 002's chapter 5 through the CLI: the three whole-workload runs and
+// the targets in each, as JSON; bad combinations are usage errors.
+func TestSimSATargets(t *testing.T) {
+	code, out, errs := runCLI(t, "sim", "--synthetic", "400", "--procs", "64", "--load", "0.8", "--sa-targets", "20", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	type share struct {
+		ABetter float64 `json:"a_better"`
+		Tie     float64 `json:"tie"`
+		BBetter float64 `json:"b_better"`
+	}
+	var rep struct {
+		Workload struct {
+			MaxSerial float64 `json:"moldable_max_serial"`
+		} `json:"workload"`
+		Targets int `json:"targets"`
+		Whole   map[string]struct {
+			Jobs  int     `json:"jobs"`
+			Wider float64 `json:"wider"`
+		} `json:"whole_workload"`
+		WholeRelative share `json:"whole_relative_sa_s_sa_i"`
+		Widest        struct {
+			Jobs int `json:"jobs"`
+		} `json:"widest_linear"`
+		WidestRelative share `json:"widest_relative_widest_static"`
+		Scenarios      []struct {
+			Workload string `json:"workload"`
+			Target   map[string]struct {
+				Targets int     `json:"targets"`
+				GeoMean float64 `json:"geometric_mean_turnaround_s"`
+			} `json:"target"`
+			VsStatic []share `json:"vs_static"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Targets != 20 || len(rep.Scenarios) != 3 || len(rep.Whole) != 3 || rep.Workload.MaxSerial != 0.1 {
+		t.Fatalf("report %+v", rep)
+	}
+	for m, w := range rep.Whole {
+		if w.Jobs != 400 || (w.Wider == 0) != (m == "static") {
+			t.Errorf("whole workload %s: %+v", m, w)
+		}
+	}
+	sum := func(s share) float64 { return s.ABetter + s.Tie + s.BBetter }
+	if s := sum(rep.WholeRelative); s < 0.999 || s > 1.001 {
+		t.Errorf("table 39 shares sum to %v", s)
+	}
+	if s := sum(rep.WidestRelative); rep.Widest.Jobs != 400 || s < 0.999 || s > 1.001 {
+		t.Errorf("tables 40-41: %d jobs, shares sum to %v", rep.Widest.Jobs, s)
+	}
+	for k, sc := range rep.Scenarios {
+		if want := []string{"static", "sa_s", "sa_i"}[k]; sc.Workload != want {
+			t.Errorf("scenario %d is %q, want %q", k, sc.Workload, want)
+		}
+		for m, tm := range sc.Target {
+			if tm.Targets != 20 || tm.GeoMean <= 0 {
+				t.Errorf("%s workload, %s target: %+v", sc.Workload, m, tm)
+			}
+		}
+		if len(sc.VsStatic) != 2 || sum(sc.VsStatic[0]) < 0.999 || sc.VsStatic[1].Tie == 1 {
+			t.Errorf("%s workload: %+v", sc.Workload, sc.VsStatic)
+		}
+	}
+	// An SWF trace's jobs are made moldable the same way.
+	code, out, errs = runCLI(t, "sim", "--swf", smallSWF, "--sa-targets", "3", "--moldable-serial", "0")
+	if code != 0 || !strings.Contains(out, "11 moldable jobs on 8 processors") || !strings.Contains(out, "target in a sa_i workload (tables 35-37)") {
+		t.Errorf("SWF trace: exit %d: %s%s", code, out, errs)
+	}
+	for _, bad := range [][]string{
+		{"sim", "--synthetic", "400", "--sa-targets", "5", "--policy", "easy"},
+		{"sim", "--synthetic", "400", "--sa-targets", "5", "--compare", "easy,fcfs"},
+		{"sim", "--synthetic", "40", "--sa-targets", "33"},
+		{"sim", "--synthetic", "40", "--sa-targets", "-1"},
+		{"sim", "--synthetic", "40", "--sa-targets", "5", "--moldable-serial", "1.5"},
+		{"sim", "--synthetic", "40", "--compare", "easy,conservative", "--moldable-serial", "0"},
+	} {
+		if code, _, errs := runCLI(t, bad...); code != 2 || !strings.Contains(errs, bad[len(bad)-2]) {
+			t.Errorf("%v: exit %d, %q", bad, code, errs)
+		}
+	}
+}

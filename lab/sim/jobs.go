@@ -121,26 +121,39 @@ func SimulateMoldable(ctx context.Context, procs int64, jobs []RigidJob, pol pol
 		return nil, err
 	}
 	s := newJobSim(procs, jobs, mode)
-	for passes := 1; s.next < len(s.order) || len(s.queue) > 0 || s.ends.Len() > 0; passes++ {
+	for passes := 1; !s.done(); passes++ {
 		if passes%4096 == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
 		}
-		now := s.nextInstant()
-		for s.ends.Len() > 0 && s.ends[0].at <= now {
-			delete(s.running, heap.Pop(&s.ends).(jobEnd).id)
-		}
-		if err := s.admit(now); err != nil {
+		if err := s.step(pol); err != nil {
 			return nil, err
 		}
-		plan, err := pol(&policy.JobState{Now: now, Procs: procs, Queue: s.queue, Running: s.runningNow()})
-		if err != nil {
-			return nil, fmt.Errorf("simulate jobs: at %d s: %w", now, err)
-		}
-		s.apply(now, plan)
 	}
 	return s.recs, nil
+}
+
+func (s *jobSim) done() bool {
+	return s.next == len(s.order) && len(s.queue) == 0 && s.ends.Len() == 0
+}
+
+// step is one instant of the loop: ends, arrivals, a pass of pol and its
+// plan applied.
+func (s *jobSim) step(pol policy.JobPolicy) error {
+	now := s.nextInstant()
+	for s.ends.Len() > 0 && s.ends[0].at <= now {
+		delete(s.running, heap.Pop(&s.ends).(jobEnd).id)
+	}
+	if err := s.admit(now); err != nil {
+		return err
+	}
+	plan, err := pol(&policy.JobState{Now: now, Procs: s.procs, Queue: s.queue, Running: s.runningNow()})
+	if err != nil {
+		return fmt.Errorf("simulate jobs: at %d s: %w", now, err)
+	}
+	s.apply(now, plan)
+	return nil
 }
 
 // jobSim is the state of one SimulateMoldable run.
@@ -158,11 +171,15 @@ type jobSim struct {
 	queue   []policy.Job
 	next    int   // the next arrival, in order
 	wake    int64 // the earliest reservation, -1: none
+	// target, when ≥ 0, is the order index of a job that chooses its
+	// request as targetMode says instead of mode (SimulateTargets).
+	target     int
+	targetMode SAMode
 }
 
 func newJobSim(procs int64, jobs []RigidJob, mode SAMode) *jobSim {
 	s := &jobSim{procs: procs, jobs: jobs, mode: mode, order: make([]int, len(jobs)), recs: make([]JobRecord, len(jobs)),
-		index: make(map[string]int, len(jobs)), running: map[string]policy.JobRunning{}, wake: -1}
+		index: make(map[string]int, len(jobs)), running: map[string]policy.JobRunning{}, wake: -1, target: -1}
 	for i := range s.order {
 		s.order[i] = i
 	}
@@ -204,7 +221,11 @@ func (s *jobSim) admit(now int64) error {
 	for ; s.next < len(s.order) && s.jobs[s.order[s.next]].SubmitSeconds <= now; s.next++ {
 		j := s.jobs[s.order[s.next]]
 		q := policy.Job{ID: j.ID, Seq: uint64(s.next), Procs: j.Procs, RequestedSeconds: j.RequestedSeconds}
-		if s.mode != SAStatic && len(j.Alternatives) > 1 {
+		mode := s.mode
+		if s.next == s.target {
+			mode = s.targetMode
+		}
+		if mode != SAStatic && len(j.Alternatives) > 1 {
 			alts := make([]policy.JobRequest, len(j.Alternatives))
 			for k, a := range j.Alternatives {
 				alts[k] = policy.JobRequest{Procs: a.Procs, RequestedSeconds: a.RequestedSeconds}
@@ -215,7 +236,7 @@ func (s *jobSim) admit(now int64) error {
 			}
 			q.Procs, q.RequestedSeconds = alts[c].Procs, alts[c].RequestedSeconds
 			s.recs[s.next].Choice = c
-			if s.mode == SAStart {
+			if mode == SAStart {
 				q.Alternatives, q.Choice = alts, c
 			}
 		}

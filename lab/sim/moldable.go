@@ -46,3 +46,20 @@ func MakeMoldable(jobs []RigidJob, procs int64, maxSerial float64, seed uint64) 
 	}
 	return out, nil
 }
+
+// WidenLinear is the workload of seed 002's table 40 (L1381-1395): every
+// job asks for all procs processors, and its run and requested times
+// shrink by linear speed-up, t·n/procs rounded up to whole seconds. The
+// alternatives are dropped (the job is rigid again).
+func WidenLinear(jobs []RigidJob, procs int64) ([]RigidJob, error) {
+	if err := CheckRigidJobs(procs, jobs); err != nil {
+		return nil, err
+	}
+	scale := func(t, n int64) int64 { return max((t*n+procs-1)/procs, 1) }
+	out := make([]RigidJob, len(jobs))
+	for i, j := range jobs {
+		out[i] = RigidJob{ID: j.ID, SubmitSeconds: j.SubmitSeconds, Procs: procs,
+			RequestedSeconds: scale(j.RequestedSeconds, j.Procs), RunSeconds: scale(j.RunSeconds, j.Procs)}
+	}
+	return out, nil
+}

@@ -34,9 +34,16 @@ type JobOptions struct {
 	// reports the relative performance tt_A/tt_B.
 	Policy  string
 	Compare string
-	Seed    uint64
-	JSON    bool
-	Out     string
+	// MoldableSerial bounds the Amdahl serial fraction of the moldable
+	// jobs' speed-up (sim.MakeMoldable; 0: linear speed-up). `peer sim`
+	// defaults it to DefaultMoldableSerial.
+	MoldableSerial float64
+	// SATargets > 0 runs seed 002's chapter 5 instead (runSATargets): the
+	// workload made moldable, and that many target jobs.
+	SATargets int
+	Seed      uint64
+	JSON      bool
+	Out       string
 }
 
 // Enabled says the options ask for a rigid-job simulation.
@@ -57,9 +64,11 @@ type JobWorkload struct {
 	Procs   int64           `json:"procs"`
 	Jobs    int             `json:"jobs"`
 	Skipped *sim.SWFSkipped `json:"skipped,omitempty"`
-	// Moldable says the jobs were given alternative requests (sim.MakeMoldable).
-	Moldable bool             `json:"moldable,omitempty"`
-	Model    *sim.LublinModel `json:"model,omitempty"`
+	// Moldable says the jobs were given alternative requests
+	// (sim.MakeMoldable), with Amdahl serial fractions up to MaxSerial.
+	Moldable  bool             `json:"moldable,omitempty"`
+	MaxSerial *float64         `json:"moldable_max_serial,omitempty"`
+	Model     *sim.LublinModel `json:"model,omitempty"`
 }
 
 // JobRelative is seed 002's relative performance (§4.1) of A against B.
@@ -127,6 +136,17 @@ func (f JobOptions) workload() ([]sim.RigidJob, JobWorkload, error) {
 	return jobs, JobWorkload{Source: "lublin-feitelson-2003", Procs: m.Procs, Jobs: len(jobs), Model: &m}, nil
 }
 
+// moldable gives the jobs alternative requests and says so in wl.
+func (f JobOptions) moldable(jobs []sim.RigidJob, wl *JobWorkload) ([]sim.RigidJob, error) {
+	out, err := sim.MakeMoldable(jobs, wl.Procs, f.MoldableSerial, f.Seed)
+	if err != nil {
+		return nil, lab.Usagef("--moldable-serial: %v", err)
+	}
+	serial := f.MoldableSerial
+	wl.Moldable, wl.MaxSerial = true, &serial
+	return out, nil
+}
+
 func (f JobOptions) policies() ([]string, error) {
 	names := []string{f.Policy}
 	if f.Compare != "" {
@@ -150,9 +170,9 @@ func (f JobOptions) policies() ([]string, error) {
 const (
 	policySAs = "sa_s"
 	policySAi = "sa_i"
-	// moldableSerialBound is MakeMoldable's bound on Amdahl's serial
-	// fraction (docs/POLICY.md §8).
-	moldableSerialBound = 0.1
+	// DefaultMoldableSerial is MakeMoldable's bound on Amdahl's serial
+	// fraction unless --moldable-serial says otherwise (docs/POLICY.md §8).
+	DefaultMoldableSerial = 0.1
 )
 
 func jobPolicy(name string) (policy.JobPolicy, sim.SAMode, error) {
@@ -176,6 +196,12 @@ func jobPolicy(name string) (policy.JobPolicy, sim.SAMode, error) {
 // policies, as its table 5) or JSON; with Out, per-job CSVs, the report
 // and the relative-performance plot.
 func RunJobs(ctx context.Context, f JobOptions, out io.Writer) error {
+	if f.SATargets != 0 {
+		if f.SATargets < 0 || f.Compare != "" || f.Out != "" {
+			return lab.Usagef("--sa-targets %d: want > 0, without --compare and --out", f.SATargets)
+		}
+		return runSATargets(ctx, f, out)
+	}
 	names, err := f.policies()
 	if err != nil {
 		return err
@@ -185,10 +211,9 @@ func RunJobs(ctx context.Context, f JobOptions, out io.Writer) error {
 		return err
 	}
 	if slices.Contains(names, policySAs) || slices.Contains(names, policySAi) {
-		if jobs, err = sim.MakeMoldable(jobs, wl.Procs, moldableSerialBound, f.Seed); err != nil {
+		if jobs, err = f.moldable(jobs, &wl); err != nil {
 			return err
 		}
-		wl.Moldable = true
 	}
 	rep := JobReport{Workload: wl, PolicyOrder: names, Policies: map[string]sim.JobMetrics{}}
 	recs := map[string][]sim.JobRecord{}
