@@ -157,8 +157,15 @@ wherever they ran) and as owner (anything run on their machines).`,
 func newMachinesCmd() *cobra.Command {
 	var f clientFlags
 	cmd := &cobra.Command{
-		Use:     "machines",
-		Short:   "List the federation's machines, their state and the task each holds",
+		Use:   "machines",
+		Short: "List the federation's machines, their state and the task each holds",
+		Long: `List the federation's machines: speed, busy and idle power, state (with
+"(drained)", "(opportunistic)" or "(reclaimed)"), the task each holds and its
+last heartbeat. Once the federation tracks machine stability, three columns
+follow: MTBF (time available divided by interruptions), FAILURES (losses, and
+"+Nr" for its owner's reclaims) and AVAILABLE (share of time available), the
+same on every peer (docs/OPERATIONS.md, "Opportunistic machines and machine
+stability").`,
 		Example: `  peer machines --data /var/lib/coopgrid`,
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
