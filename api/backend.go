@@ -197,6 +197,29 @@ type MachineView struct {
 	Arch        string           `json:"arch,omitempty"`
 	Labels      []string         `json:"labels,omitempty"`
 	OwnerPolicy *OwnerPolicyView `json:"owner_policy,omitempty"`
+	// Issue 20: Opportunistic, its owner may reclaim it (peer machines
+	// reclaim); Reclaimed, the owner has: no grid work until released.
+	Opportunistic bool `json:"opportunistic,omitempty"`
+	Reclaimed     bool `json:"reclaimed,omitempty"`
+	// Stability is what the ledger's history says of it; absent until the
+	// federation tracks stability (docs/POLICY.md §9).
+	Stability *MachineStability `json:"stability,omitempty"`
+}
+
+// MachineStability is a machine's availability history as the ledger
+// folded it, up to the time the view was taken.
+type MachineStability struct {
+	// MTBFMs is the mean time between interruptions: UpMs divided by
+	// Failures + Reclaims, UpMs itself when there were none.
+	MTBFMs int64 `json:"mtbf_ms"`
+	// Failures are its losses, Reclaims its owner's reclaims.
+	Failures int64 `json:"failures"`
+	Reclaims int64 `json:"reclaims"`
+	// UpMs and DownMs are the time it was available and not.
+	UpMs   int64 `json:"up_ms"`
+	DownMs int64 `json:"down_ms"`
+	// Availability is UpMs / (UpMs + DownMs), 1 with no history.
+	Availability float64 `json:"availability"`
 }
 
 // OwnerPolicyView is what a machine's owner lets run on it.

@@ -134,6 +134,7 @@ func (s *Server) routes() {
 	s.handle("/v1/orgs", map[string]handlerFunc{http.MethodGet: s.orgs})
 	s.handle("/v1/machines", map[string]handlerFunc{http.MethodGet: s.machines})
 	s.handle("/v1/machines/drain", map[string]handlerFunc{http.MethodPost: s.drain})
+	s.handle("/v1/machines/reclaim", map[string]handlerFunc{http.MethodPost: s.reclaim})
 	s.handle("/v1/tasks", map[string]handlerFunc{http.MethodGet: s.tasks, http.MethodPost: s.submit})
 	s.handle("/v1/tasks/{id}", map[string]handlerFunc{http.MethodGet: s.task})
 	s.handle("/v1/tasks/{id}/logs", map[string]handlerFunc{http.MethodGet: s.logs})

@@ -361,6 +361,9 @@ func encodeMachinesFile(mf *executor.MachinesFile) ([]byte, error) {
 				fmt.Fprintf(&b, "      - %s\n", q(l))
 			}
 		}
+		if m.Opportunistic {
+			b.WriteString("    opportunistic: true\n")
+		}
 	}
 	p := mf.Policy
 	if !reflect.DeepEqual(p, executor.Policy{}) {

@@ -26,6 +26,7 @@ import (
 //	    memory: 16GiB      # optional
 //	    gpus: 1            # optional
 //	    labels: [matlab, cuda=12.2]   # optional
+//	    opportunistic: true  # optional: its owner may reclaim it (peer machines reclaim)
 //	policy:                # optional: without it nothing may run
 //	  allow: [/usr/bin/python3, sh]
 //	  allow_any: false
@@ -260,8 +261,10 @@ func (p fileParser) machines(n *yaml.Node, field string) ([]MachineConfig, error
 				m.MemoryBytes, err = p.Bytes(v, field)
 			case "labels":
 				m.Labels, err = p.labels(v, field)
+			case "opportunistic":
+				m.Opportunistic, err = p.Boolean(v, field)
 			default:
-				return p.Errf(k, field, "unknown key (want name, gflops, busy_watts, idle_watts, cpus, memory, gpus, labels)")
+				return p.Errf(k, field, "unknown key (want name, gflops, busy_watts, idle_watts, cpus, memory, gpus, labels, opportunistic)")
 			}
 			return err
 		})

@@ -106,6 +106,7 @@ func TestParseMachinesFileErrors(t *testing.T) {
 		{"too many gpus", "machines:\n  - name: a\n    busy_watts: 1\n    gpus: 5000\n", "m.yaml:4: machines[0].gpus: 5000 is over the limit"},
 		{"bad label", "machines:\n  - name: a\n    busy_watts: 1\n    labels: [ok, \"two words\"]\n", `m.yaml:4: machines[0].labels[1]: "two words": want name or name=value`},
 		{"duplicate label", "machines:\n  - name: a\n    busy_watts: 1\n    labels: [cuda=11, cuda=12]\n", `m.yaml:4: machines[0].labels[1]: label "cuda" declared twice`},
+		{"opportunistic not a bool", "machines:\n  - name: a\n    busy_watts: 1\n    opportunistic: sometimes\n", `m.yaml:4: machines[0].opportunistic: want true or false`},
 		{"bad org", "machines:\n  - {name: a, busy_watts: 1}\npolicy:\n  orgs: [uni-b, \"a/b\"]\n", `m.yaml:4: policy.orgs[1]: "a/b": want an organisation name`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -132,6 +133,7 @@ machines:
     memory: 16GiB
     gpus: 2
     labels: [matlab, cuda=12.2]
+    opportunistic: true
   - name: small
     busy_watts: 30
     memory: 512000000
@@ -144,7 +146,7 @@ policy:
 		t.Fatal(err)
 	}
 	big, small := f.Machines[0], f.Machines[1]
-	if big.CPUs != 8 || big.MemoryBytes != 16<<30 || big.GPUs != 2 || !reflect.DeepEqual(big.Labels, []string{"matlab", "cuda=12.2"}) {
+	if big.CPUs != 8 || big.MemoryBytes != 16<<30 || big.GPUs != 2 || !big.Opportunistic || small.Opportunistic || !reflect.DeepEqual(big.Labels, []string{"matlab", "cuda=12.2"}) {
 		t.Errorf("big = %+v", big)
 	}
 	if small.CPUs != 0 || small.MemoryBytes != 512_000_000 || small.Labels != nil {

@@ -27,6 +27,10 @@ type MachineConfig struct {
 	// Labels are free-form attributes tasks can require: "name" or
 	// "name=value".
 	Labels []string
+	// Opportunistic: a desktop or lab machine whose local user comes first;
+	// its owner may reclaim it (peer machines reclaim) and release it
+	// (docs/OPERATIONS.md, "Opportunistic machines").
+	Opportunistic bool
 }
 
 // Bounds on declared resources (the ledger's, policy.MaxCPUs and so on).

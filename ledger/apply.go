@@ -74,7 +74,7 @@ func (l *Ledger) reportedRun(c *Command, task, machine string) (*Task, *Machine,
 func newMachine(org string, s MachineSpec, atMs int64) *Machine {
 	return &Machine{
 		ID: org + "/" + s.Name, Org: org, Name: s.Name,
-		MFLOPS: s.MFLOPS, BusyMilliW: s.BusyMilliW, IdleMilliW: s.IdleMilliW, Unprotected: s.Unprotected,
+		MFLOPS: s.MFLOPS, BusyMilliW: s.BusyMilliW, IdleMilliW: s.IdleMilliW, Unprotected: s.Unprotected, Opportunistic: s.Opportunistic,
 		State: MachineUp, LastHeartbeatMs: atMs, MachineResources: s.MachineResources.clone(),
 	}
 }
@@ -101,7 +101,9 @@ func (b *RegisterOrg) check(l *Ledger, c *Command) (change, *Error) {
 		l.peers[c.Peer] = c.Org
 		l.byOrgM[c.Org] = map[string]struct{}{}
 		for _, s := range b.Machines {
-			l.putMachine(newMachine(c.Org, s, c.AtMs))
+			m := newMachine(c.Org, s, c.AtMs)
+			l.startHistory(m, c.AtMs)
+			l.putMachine(m)
 		}
 	}, nil
 }
@@ -124,7 +126,10 @@ func (b *AddMachine) check(l *Ledger, c *Command) (change, *Error) {
 			return nil, err
 		}
 	}
-	return func(uint64, *Result) { l.putMachine(m) }, nil
+	return func(uint64, *Result) {
+		l.startHistory(m, c.AtMs)
+		l.putMachine(m)
+	}, nil
 }
 
 func (b *RemoveMachine) check(l *Ledger, c *Command) (change, *Error) {
@@ -295,6 +300,9 @@ func (l *Ledger) decide(d Decision, res *Result) *Error {
 	}
 	if m.Drained {
 		return errf(CodeMachineDown, "machine %q is drained", m.ID)
+	}
+	if m.Reclaimed {
+		return errf(CodeMachineDown, "machine %q is reclaimed by its owner", m.ID)
 	}
 	o := l.orgs[t.Org]
 	pi := l.pi[t.Org] + m.share(t).Of(m.BusyMilliW)
@@ -715,7 +723,9 @@ func (b *Heartbeat) check(l *Ledger, c *Command) (change, *Error) {
 	}
 	return func(uint64, *Result) {
 		m.LastHeartbeatMs = max(m.LastHeartbeatMs, c.AtMs)
+		was := m.available()
 		m.State = MachineUp
+		l.foldAvailability(m, was, c.AtMs, false)
 	}, nil
 }
 
@@ -768,7 +778,9 @@ func (b *MachineLostCmd) check(l *Ledger, c *Command) (change, *Error) {
 			l.lostRun(h, m.ID, ran[h.ID], c.AtMs, res)
 			res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStop, Task: h.ID, Reason: "lost"})
 		}
+		was := m.available()
 		m.State = MachineLost
+		l.foldAvailability(m, was, c.AtMs, true)
 	}, nil
 }
 

@@ -41,6 +41,8 @@ var kindTraits = map[Kind]struct{ report, wakes, leaderOnly bool }{
 	KindForgetTasks: {leaderOnly: true},
 	// A new job policy changes how the next pass serves the queue.
 	KindJobPolicy: {wakes: true},
+	// A release offers a machine again.
+	KindReclaimMachine: {wakes: true},
 }
 
 // TestEveryKindHasABody: every pointer field of Command is a body in the

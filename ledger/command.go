@@ -124,6 +124,9 @@ type Command struct {
 	// JobPolicy is an organisation's vote for the federation's job policy
 	// (jobpolicy.go). Omitted when unset.
 	JobPolicy *JobPolicyVote `json:"job_policy,omitempty" since:"2"`
+	// ReclaimMachine is an owner reclaiming or releasing an opportunistic
+	// machine (stability.go). Omitted when unset.
+	ReclaimMachine *ReclaimMachine `json:"reclaim_machine,omitempty" since:"3"`
 	// Sig is Peer's Ed25519 signature over SignaturePrefix and the
 	// command's encoding without Sig (sign.go; EncodeSigned). It covers
 	// the whole command, every item of a reports batch included. Last and
@@ -164,6 +167,9 @@ type MachineSpec struct {
 	// MachineResources: capacity, attributes and the owner's policy
 	// (resources.go); unset, the machine is one slot open to every task.
 	MachineResources
+	// Opportunistic: a desktop or lab machine whose owner may take it back
+	// at any time (ReclaimMachine, stability.go). Omitted when false.
+	Opportunistic bool `json:"opportunistic,omitempty" since:"3"`
 }
 
 // AddMachine adds a machine to the acting organisation.

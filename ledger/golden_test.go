@@ -286,6 +286,29 @@ func goldenCommands() []goldenCmd {
 			result: `{"index":0,"kind":"job_policy","notes":["vote recorded: 1 of 2 organisations want job policy easy; more than half must"]}`,
 			hash:   "b74e83ca8c83b5e783b1c908d69ff2de76eb2f67b7d4f10fd80aa50ab95b4c06",
 			cmd:    with(func(c *Command) { c.V = 2; c.JobPolicy = &JobPolicyVote{Policy: "easy"} })},
+		{name: "reclaim_machine", kind: KindReclaimMachine,
+			// Added with the kind (issue 20): the fixture's m1 is dedicated,
+			// so the reclaim is refused and nothing changes (tracking does
+			// not start on a refused command).
+			json:   `{"v":3,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"reclaim_machine":{"machine":"uni-a/m1","reclaimed":true}}`,
+			result: `{"index":0,"kind":"reclaim_machine","err":{"code":"bad_state","msg":"machine \"uni-a/m1\" is not opportunistic: its owner registered it dedicated (opportunistic: true in the machines file)"}}`,
+			hash:   "d2e510987a1bb58e5d4d9ae6c705ea6a27fdb4ee916616b1b49a2922c2a384a9",
+			cmd:    with(func(c *Command) { c.V = 3; c.ReclaimMachine = &ReclaimMachine{Machine: "uni-a/m1", Reclaimed: true} })},
+		{name: "reclaim_machine released", kind: KindReclaimMachine,
+			json:   `{"v":3,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"reclaim_machine":{"machine":"uni-b/x1"}}`,
+			result: `{"index":0,"kind":"reclaim_machine","err":{"code":"not_owner","msg":"machine \"uni-b/x1\" belongs to \"uni-b\", not \"uni-a\""}}`,
+			hash:   "d2e510987a1bb58e5d4d9ae6c705ea6a27fdb4ee916616b1b49a2922c2a384a9",
+			cmd:    with(func(c *Command) { c.V = 3; c.ReclaimMachine = &ReclaimMachine{Machine: "uni-b/x1"} })},
+		{name: "add_machine opportunistic", kind: KindAddMachine,
+			// Version 3 (issue 20): applied, it starts the federation's
+			// stability tracking at 1234 ms.
+			json:   `{"v":3,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"add_machine":{"machine":{"name":"o1","mflops":900,"busy_mw":40000,"opportunistic":true}}}`,
+			result: `{"index":0,"kind":"add_machine"}`,
+			hash:   "acf9afc4c9a4da1e5452bb32f02113f337a5cc1abac5563aeae3e0045efc5be7",
+			cmd: with(func(c *Command) {
+				c.V = 3
+				c.AddMachine = &AddMachine{Machine: MachineSpec{Name: "o1", MFLOPS: 900, BusyMilliW: 40_000, Opportunistic: true}}
+			})},
 	}
 }
 
@@ -302,7 +325,7 @@ func goldenRejectInputs() []string {
 		return "{" + strings.Replace(goldenEnvJSON, `"v":1`, `"v":2`, 1) + body + "}"
 	}
 	return []string{
-		// A version above this build's (4 since run_bounds made 3 real).
+		// A version above this build's (4 since version 3 is real).
 		`{"v":4,"org":"x"}`,
 		`{"v":4,"org":"uni-a","bogus":1}`,
 		`{"v":0,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"heartbeat":{"machine":"uni-a/m1"}}`,

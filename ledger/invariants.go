@@ -98,6 +98,9 @@ func (l *Ledger) CheckInvariants() error {
 		if m.State != MachineUp && m.State != MachineLost {
 			fail("machine %q: unknown state %q", id, m.State)
 		}
+		if why := l.stabilityBroken(m); why != "" {
+			fail("machine %q: %s", id, why)
+		}
 		if m.Task == "" && len(m.Also) > 0 {
 			fail("machine %q lists tasks %v after none", id, m.Also)
 		}

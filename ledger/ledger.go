@@ -43,6 +43,9 @@ type Ledger struct {
 	// jobPol is the federation's job policy and its pending votes
 	// (jobpolicy.go).
 	jobPol jobPolicyState
+	// stability is when the federation began folding machine stability
+	// (stability.go); nil before.
+	stability *stabilityState
 
 	// forgotten holds what each organisation's forgotten tasks left
 	// behind (retention.go).
@@ -204,6 +207,7 @@ func (l *Ledger) apply(index uint64, c *Command, res *Result) *Error {
 	if err != nil {
 		return err
 	}
+	l.startStability(c)
 	do(index, res)
 	l.syncQueue(res)
 	return nil

@@ -154,7 +154,7 @@ func (l *Ledger) avoidHolds(m *Machine, t *Task) string {
 	}
 	for _, id := range sortedKeys(l.machines) {
 		o := l.machines[id]
-		if o.State == MachineUp && !o.Drained && !slices.Contains(t.Avoid, id) && l.mismatch(o, t) == "" {
+		if o.available() && !o.Drained && !slices.Contains(t.Avoid, id) && l.mismatch(o, t) == "" {
 			return id
 		}
 	}

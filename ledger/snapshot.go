@@ -60,6 +60,9 @@ type canonical struct {
 	// JobPolicy (jobpolicy.go) is omitted until the first vote: a state
 	// without one hashes as before job policies existed.
 	JobPolicy *canonicalJobPol `json:"job_policy,omitempty"`
+	// Stability (stability.go) is omitted until the federation tracks
+	// it: a state without it hashes as before.
+	Stability *stabilityState `json:"stability,omitempty"`
 }
 
 type snapshotFile struct {
@@ -86,6 +89,7 @@ func (l *Ledger) canonical() canonical {
 		ScheduledAtMs: l.scheduledMs,
 		Forgotten:     l.canonicalForgotten(),
 		JobPolicy:     l.canonicalJobPolicy(),
+		Stability:     l.stability,
 	}
 	for _, n := range l.order {
 		c.Orgs = append(c.Orgs, l.orgs[n])
@@ -264,6 +268,13 @@ func fromCanonical(applied uint64, c *canonical) (*Ledger, error) {
 	}
 	if err := l.restoreJobPolicy(c.JobPolicy); err != nil {
 		return nil, err
+	}
+	if c.Stability != nil {
+		if c.Stability.FromMs < 0 || c.Stability.FromMs > MaxTimeMs {
+			return nil, fmt.Errorf("stability tracked from %d ms: out of range", c.Stability.FromMs)
+		}
+		st := *c.Stability
+		l.stability = &st
 	}
 	l.rebuildDerived()
 	l.buildQueue()

@@ -169,6 +169,24 @@ type Machine struct {
 	// after Task in placement order (Tasks). Omitted while empty, so that a
 	// one-slot machine encodes and hashes as before.
 	Also []string `json:"also,omitempty"`
+	// Opportunistic is the registration's MachineSpec.Opportunistic: its
+	// owner may reclaim it (ReclaimMachine). Reclaimed: the owner has, and
+	// not yet released it: it takes no grid work and counts as down.
+	// Omitted while false, so that older states encode and hash as before.
+	Opportunistic bool `json:"opportunistic,omitempty" since:"3"`
+	Reclaimed     bool `json:"reclaimed,omitempty" since:"3"`
+	// The machine's availability history folded (stability.go), kept once
+	// the federation tracks stability: SinceMs is when it entered its
+	// current availability (up, or down: lost or reclaimed), UpMs and
+	// DownMs the time it spent available and not before that, Failures
+	// its losses while available and Reclaims its owner's reclaims while
+	// available. policy.MTBF over the same history gives the same numbers.
+	// Omitted while zero, so that older states encode and hash as before.
+	SinceMs  int64 `json:"since_ms,omitempty" since:"3"`
+	UpMs     int64 `json:"up_ms,omitempty" since:"3"`
+	DownMs   int64 `json:"down_ms,omitempty" since:"3"`
+	Failures int64 `json:"failures,omitempty" since:"3"`
+	Reclaims int64 `json:"reclaims,omitempty" since:"3"`
 	// MachineResources is the registration's (MachineSpec).
 	MachineResources
 }

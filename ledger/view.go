@@ -55,7 +55,7 @@ func (l *Ledger) policyView(nowMs int64, checkpointBlockSeconds float64, kept *p
 	machIdx := make(map[string]int, len(l.machines))
 	for _, id := range sortedKeys(l.machines) {
 		m := l.machines[id]
-		if m.State != MachineUp {
+		if !m.available() {
 			continue
 		}
 		if m.Drained {

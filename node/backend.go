@@ -81,9 +81,9 @@ func (n *Node) Machines(ctx context.Context) ([]api.MachineView, error) {
 	if err := n.requireReady(); err != nil {
 		return nil, err
 	}
-	var ms []ledger.Machine
-	n.cons.View(func(l *ledger.Ledger) { ms = l.Machines() })
-	out := apiconv.Machines(ms)
+	var out []api.MachineView
+	now := n.now().UnixMilli()
+	n.cons.View(func(l *ledger.Ledger) { out = apiconv.MachinesAt(l, now) })
 	for i := range out {
 		out[i].LastHeartbeatMs = max(out[i].LastHeartbeatMs, n.gossip.LastHeartbeatMs(out[i].ID))
 	}

@@ -286,7 +286,7 @@ func (n *Node) executorRules(first, hasMachines bool) *ledger.Rules {
 // architecture are this host's, and its owner policy is what this peer's
 // executor enforces (ownerPolicy).
 func (n *Node) machineSpec(m executor.MachineConfig) ledger.MachineSpec {
-	spec := ledger.MachineSpec{Name: m.Name, MFLOPS: m.MFLOPS(), BusyMilliW: m.BusyMilliW(), IdleMilliW: m.IdleMilliW(), Unprotected: n.unprotected}
+	spec := ledger.MachineSpec{Name: m.Name, MFLOPS: m.MFLOPS(), BusyMilliW: m.BusyMilliW(), IdleMilliW: m.IdleMilliW(), Unprotected: n.unprotected, Opportunistic: m.Opportunistic}
 	spec.MachineResources = ledger.MachineResources{CPUs: m.CPUs, MemoryBytes: m.MemoryBytes, GPUs: m.GPUs,
 		OS: runtime.GOOS, Arch: runtime.GOARCH, Owner: n.owner}
 	if len(m.Labels) > 0 {
@@ -298,7 +298,7 @@ func (n *Node) machineSpec(m executor.MachineConfig) ledger.MachineSpec {
 // ledgerSpec is how the ledger holds m's declaration, to compare with
 // what this peer would declare now.
 func ledgerSpec(m ledger.Machine) ledger.MachineSpec {
-	return ledger.MachineSpec{Name: m.Name, MFLOPS: m.MFLOPS, BusyMilliW: m.BusyMilliW, IdleMilliW: m.IdleMilliW, Unprotected: m.Unprotected, MachineResources: m.MachineResources}
+	return ledger.MachineSpec{Name: m.Name, MFLOPS: m.MFLOPS, BusyMilliW: m.BusyMilliW, IdleMilliW: m.IdleMilliW, Unprotected: m.Unprotected, MachineResources: m.MachineResources, Opportunistic: m.Opportunistic}
 }
 
 // ownerPolicy is the part of the executor's policy the scheduler must

@@ -193,7 +193,7 @@ func (b *Backend) Orgs(context.Context) ([]api.OrgView, error) {
 func (b *Backend) Machines(context.Context) ([]api.MachineView, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return apiconv.Machines(b.l.Machines()), nil
+	return apiconv.MachinesAt(b.l, b.now()), nil
 }
 
 // Tasks implements api.Backend.
@@ -489,6 +489,23 @@ func (b *Backend) DrainMachine(_ context.Context, req api.DrainRequest) (api.Mac
 }
 
 var _ api.MachineDrainer = (*Backend)(nil)
+
+// ReclaimMachine implements api.MachineReclaimer.
+func (b *Backend) ReclaimMachine(_ context.Context, req api.ReclaimRequest) (api.MachineView, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.writable(); err != nil {
+		return api.MachineView{}, err
+	}
+	body := apiconv.ReclaimCommand(b.org, req)
+	if _, err := b.apply(ledger.Command{ReclaimMachine: body}); err != nil {
+		return api.MachineView{}, apiconv.Error(err)
+	}
+	m, _ := b.l.Machine(body.Machine)
+	return apiconv.MachineAt(b.l, m, b.now()), nil
+}
+
+var _ api.MachineReclaimer = (*Backend)(nil)
 
 // Timeline implements api.TimelineReader over the ledger, at this backend's
 // clock.

@@ -185,6 +185,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	b.waitEqual(`#orgmachines-table tr[data-org="alpha"] td:nth-child(2)`, "1")
 	// nodetest's machine runs tasks as the peer's own user: the table says so.
 	b.waitEqual(`#machines-table tbody tr td:first-child`, "alpha/m1 (UNPROTECTED!: tasks run as its peer's own user)")
+	// A federation of version-1 commands only tracks no stability yet.
+	b.waitEqual(`#machines-table tr[data-machine="alpha/m1"] .stability`, "–")
 	b.shot("1-overview")
 
 	orgs, err := n.Orgs(ctx)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -156,8 +157,15 @@ wherever they ran) and as owner (anything run on their machines).`,
 func newMachinesCmd() *cobra.Command {
 	var f clientFlags
 	cmd := &cobra.Command{
-		Use:     "machines",
-		Short:   "List the federation's machines, their state and the task each holds",
+		Use:   "machines",
+		Short: "List the federation's machines, their state and the task each holds",
+		Long: `List the federation's machines: speed, busy and idle power, state (with
+"(drained)", "(opportunistic)" or "(reclaimed)"), the task each holds and its
+last heartbeat. Once the federation tracks machine stability, three columns
+follow: MTBF (time available divided by interruptions), FAILURES (losses, and
+"+Nr" for its owner's reclaims) and AVAILABLE (share of time available), the
+same on every peer (docs/OPERATIONS.md, "Opportunistic machines and machine
+stability").`,
 		Example: `  peer machines --data /var/lib/coopgrid`,
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -181,7 +189,13 @@ func newMachinesCmd() *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "MACHINE\tORG\tGFLOPS\tBUSY W\tIDLE W\tSTATE\tTASK\tLAST HEARTBEAT")
+			// The stability columns once the federation tracks it.
+			stable := slices.ContainsFunc(ms, func(m api.MachineView) bool { return m.Stability != nil })
+			head := "MACHINE\tORG\tGFLOPS\tBUSY W\tIDLE W\tSTATE\tTASK\tLAST HEARTBEAT"
+			if stable {
+				head += "\tMTBF\tFAILURES\tAVAILABLE"
+			}
+			fmt.Fprintln(tw, head)
 			unprotected := false
 			for _, m := range ms {
 				idle := "-"
@@ -197,7 +211,17 @@ func newMachinesCmd() *cobra.Command {
 				if m.Drained {
 					state += " (drained)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, m.Org, machineSpeed(m), num(m.BusyW), idle, state, orDash(m.Task), when(m.LastHeartbeatMs))
+				switch {
+				case m.Reclaimed:
+					state += " (reclaimed)"
+				case m.Opportunistic:
+					state += " (opportunistic)"
+				}
+				row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", id, m.Org, machineSpeed(m), num(m.BusyW), idle, state, orDash(m.Task), when(m.LastHeartbeatMs))
+				if stable {
+					row += "\t" + stabilityCells(m)
+				}
+				fmt.Fprintln(tw, row)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -209,7 +233,7 @@ func newMachinesCmd() *cobra.Command {
 		},
 	}
 	addClientFlags(cmd, &f, true)
-	cmd.AddCommand(newDrainCmd(true), newDrainCmd(false))
+	cmd.AddCommand(newDrainCmd(true), newDrainCmd(false), newReclaimCmd(true), newReclaimCmd(false))
 	return cmd
 }
 

@@ -65,6 +65,8 @@ func Machine(m ledger.Machine) api.MachineView {
 		SpeedMismatch:   m.SpeedMismatch(),
 		Unprotected:     m.Unprotected,
 		Drained:         m.Drained,
+		Opportunistic:   m.Opportunistic,
+		Reclaimed:       m.Reclaimed,
 		CPUs:            m.CPUs,
 		MemoryBytes:     m.MemoryBytes,
 		GPUs:            m.GPUs,
@@ -80,6 +82,36 @@ func Machine(m ledger.Machine) api.MachineView {
 			MaxWallMs: p.MaxWallMs, Orgs: append([]string(nil), p.Orgs...)}
 	}
 	return v
+}
+
+// MachinesAt converts every machine of l with its stability at nowMs
+// (Ledger.MTBF), in ID order; never nil.
+func MachinesAt(l *ledger.Ledger, nowMs int64) []api.MachineView {
+	ms := l.Machines()
+	out := make([]api.MachineView, len(ms))
+	for i, m := range ms {
+		out[i] = MachineAt(l, m, nowMs)
+	}
+	return out
+}
+
+// MachineAt is Machine with m's stability at nowMs in l.
+func MachineAt(l *ledger.Ledger, m ledger.Machine, nowMs int64) api.MachineView {
+	v := Machine(m)
+	if st, ok := l.MTBF(m.ID, nowMs); ok && st.Tracked {
+		v.Stability = &api.MachineStability{
+			MTBFMs: st.MTBFMs, Failures: st.Failures, Reclaims: st.Reclaims, UpMs: st.UpMs, DownMs: st.DownMs,
+			Availability: availability(st),
+		}
+	}
+	return v
+}
+
+func availability(st ledger.Stability) float64 {
+	if st.UpMs+st.DownMs == 0 {
+		return 1
+	}
+	return float64(st.UpMs) / float64(st.UpMs+st.DownMs)
 }
 
 // effectiveGFLOPS is the corrected speed, or 0 while it is the declared one.

@@ -119,6 +119,17 @@
     values.forEach((v, i) => setText(tr.cells[i], v));
   }
 
+  // stabilityText is a machine's MTBF, interruptions and availability
+  // (docs/POLICY.md §9), "–" until the federation tracks stability.
+  function stabilityText(s) {
+    if (!s) return "–";
+    const d = s.mtbf_ms / 1000;
+    const mtbf = d >= 86400 ? Math.floor(d / 86400) + "d" + Math.floor((d % 86400) / 3600) + "h"
+      : d >= 3600 ? Math.floor(d / 3600) + "h" + Math.floor((d % 3600) / 60) + "m"
+      : d >= 60 ? Math.floor(d / 60) + "m" + Math.floor(d % 60) + "s" : Math.floor(d) + "s";
+    return "MTBF " + mtbf + ", " + s.failures + " failures, " + s.reclaims + " reclaims, " + (s.availability * 100).toFixed(1) + "% available";
+  }
+
   function row(n, numeric) {
     const tr = document.createElement("tr");
     for (let i = 0; i < n; i++) tr.append(el("td", { class: numeric && numeric.includes(i) ? "num" : "" }));
@@ -557,18 +568,21 @@
       tr.cells[4].classList.toggle("warn-count", p.drained > 0);
     });
     syncRows($("#machines-table tbody"), machines, (m) => m.id, () => {
-      const tr = row(7, [2, 3]);
+      const tr = row(8, [2, 3]);
       tr.cells[4].classList.add("state");
       tr.cells[5].classList.add("resources");
+      tr.cells[7].classList.add("stability");
       return tr;
     }, (tr, m) => {
       tr.dataset.machine = m.id;
       const lost = m.state !== "up";
       tr.classList.toggle("machine-lost", lost);
       tr.classList.toggle("machine-drained", !lost && !!m.drained);
-      const state = lost ? m.state.toUpperCase() + (m.drained ? " (drained)" : "") : m.drained ? "drained" : m.state;
+      let state = lost ? m.state.toUpperCase() + (m.drained ? " (drained)" : "") : m.drained ? "drained" : m.state;
+      if (m.reclaimed) state += " (reclaimed)";
+      else if (m.opportunistic) state += " (opportunistic)";
       cells(tr, [m.id + (m.unprotected ? " (UNPROTECTED!: tasks run as its peer's own user)" : ""), m.org, num(m.gflops), num(m.busy_w), state,
-        resourcesText(m), (m.tasks || (m.task ? [m.task] : [])).join(" ")]);
+        resourcesText(m), (m.tasks || (m.task ? [m.task] : [])).join(" "), stabilityText(m.stability)]);
     });
   }
 
