@@ -198,3 +198,45 @@ func TestDiscardRemovesAttemptDir(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRunCgroupRemovedWithNested: once a run is over its cgroup is gone in
+// every hierarchy, with the cgroups the task made under its own; a process
+// the task moved into one of those, out of its process group as well, is
+// found there and killed with the run.
+func TestRunCgroupRemovedWithNested(t *testing.T) {
+	e := newProc(t, allowShell())
+	v1, ok := e.cgroups.(*cgroupV1Maker)
+	if !ok {
+		t.Skip("needs cgroup v1 (this host's kind), run as root")
+	}
+	// The task (as root, like the test) makes a cgroup under its own in
+	// every hierarchy, moves an escaped sleep into them, and ends.
+	script := `setsid sleep 300 & pid=$!; echo $pid > sub.pid; `
+	for _, c := range v1Controllers {
+		script += `d=/sys/fs/cgroup/` + string(c) + `$(sed -n 's/^[0-9]*:\([a-z,]*,\)\{0,1\}` + string(c) + `\(,[a-z,]*\)\{0,1\}://p' /proc/self/cgroup); ` +
+			`echo $d >> cg; mkdir $d/sub && echo $pid > $d/sub/cgroup.procs || exit 9; `
+	}
+	s := sh("nested", script)
+	r := run(t, e, s)
+	if !r.OK() {
+		t.Fatalf("%s %s: %s", r.Reason, r.Detail, readFileQuiet(r.StderrPath))
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(readFile(t, filepath.Join(r.WorkDir, "sub.pid"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	fz := strings.Fields(readFile(t, filepath.Join(r.WorkDir, "cg")))[0]
+	if !strings.HasPrefix(fz, filepath.Join(v1.root, "freezer", DefaultCgroupParent)+"/") {
+		t.Fatalf("the task's freezer cgroup %q is not the run's", fz)
+	}
+	if alive(pid) {
+		t.Errorf("the process in the nested cgroup (%d) survived the run", pid)
+	}
+	name := filepath.Base(fz)
+	for _, c := range v1Controllers {
+		if _, err := os.Stat(filepath.Join(v1.root, string(c), DefaultCgroupParent, name)); !os.IsNotExist(err) {
+			t.Errorf("%s cgroup %s left after the run: %v", c, name, err)
+		}
+	}
+}

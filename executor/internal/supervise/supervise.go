@@ -201,10 +201,20 @@ func supervise(cfg *Config, marker *endMarker) (Status, error) {
 			time.Duration(now-cfg.StartByUs)*time.Microsecond)
 		return st, nil
 	}
+	// Without a cgroup the run is the supervisor's process group, which
+	// only a scan of /proc can list. As a child subreaper, the supervisor
+	// adopts whatever the task leaves orphaned: once the task is reaped,
+	// no child left means nothing of its tree is left, and the scan is
+	// skipped (endRest). The adopted are reaped as they die (reapOrphans).
+	subreaper := len(cfg.Cgroups) == 0 && unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == nil
 	cmd, reason, detail := startTask(cfg)
 	if reason != "" {
 		st.Exited, st.InitReason, st.InitErr = true, reason, detail
 		return st, nil
+	}
+	if subreaper {
+		stopReaping := reapOrphans(cmd.Process.Pid)
+		defer stopReaping()
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
@@ -216,7 +226,7 @@ func supervise(cfg *Config, marker *endMarker) (Status, error) {
 		// one, its process group) now, as the peer would when it looks, and
 		// stamp when the run was gone, so that the peer's journal records
 		// when the run ended, not when it noticed.
-		endRest(cfg.Cgroups)
+		endRest(cfg.Cgroups, subreaper)
 		gone := time.Now().UnixMicro()
 		if len(cfg.Cgroups) > 0 {
 			st.GoneAtUs = gone
@@ -229,7 +239,7 @@ func supervise(cfg *Config, marker *endMarker) (Status, error) {
 		// catches what left it).
 		st.LeaseLapsed = why
 		_ = cmd.Process.Kill() // not by pid: it may be reaped already
-		endRest(cfg.Cgroups)
+		endRest(cfg.Cgroups, subreaper)
 		<-waited
 		st.KilledAtUs = time.Now().UnixMicro()
 		marker.mark(st.KilledAtUs, true)
@@ -291,13 +301,20 @@ func watchLease(f *os.File, lease time.Duration) <-chan string {
 	return out
 }
 
-// endRest kills what is left of the run once its leader is gone or
-// killed: every process of its cgroup, or, without one, of the
+// endRest kills what is left of the run once its leader is gone (reaped)
+// or killed: every process of its cgroup, or, without one, of the
 // supervisor's process group but the supervisor (a setsid child is out
-// of reach then, as it is of the peer's own kill).
-func endRest(cgroups []string) {
+// of reach then, as it is of the peer's own kill). A subreaper supervisor
+// with no child left knows nothing of the task's tree is left and skips
+// the scan of /proc, the largest cost of a short run without a cgroup.
+// (A process of another run of the same peer that moved itself into this
+// group is then left to the peer's own kill of the group.)
+func endRest(cgroups []string, subreaper bool) {
 	if len(cgroups) > 0 {
 		killCgroupProcs(cgroups, 5*time.Second)
+		return
+	}
+	if subreaper && !hasChildren() {
 		return
 	}
 	self, pgid := os.Getpid(), unix.Getpgrp()
@@ -311,6 +328,61 @@ func endRest(cgroups []string) {
 		}
 		return n
 	})
+}
+
+// hasChildren reports whether this process has a child, live or not
+// reaped yet: waitid answers ECHILD only when it has none.
+func hasChildren() bool {
+	var si unix.Siginfo
+	err := unix.Waitid(unix.P_ALL, 0, &si, unix.WEXITED|unix.WSTOPPED|unix.WCONTINUED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return !errors.Is(err, unix.ECHILD)
+}
+
+// reapOrphans reaps, as they die, the processes a subreaper supervisor
+// adopted from the task's tree, so that a long run whose processes
+// daemonize does not fill the process table with zombies. The task itself
+// (pid task) is left to its own Wait.
+func reapOrphans(task int) (stop func()) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, unix.SIGCHLD)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-sig:
+			case <-done:
+				return
+			}
+			for _, pid := range children() {
+				if pid != task {
+					var ws unix.WaitStatus
+					_, _ = unix.Wait4(pid, &ws, unix.WNOHANG|unix.WALL, nil)
+				}
+			}
+		}
+	}()
+	return func() { signal.Stop(sig); close(done) }
+}
+
+// children lists this process's children (of every thread).
+func children() []int {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
 }
 
 // GroupMembers lists the live (not zombie nor dead) processes of process group
