@@ -185,8 +185,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	b.waitEqual(`#orgmachines-table tr[data-org="alpha"] td:nth-child(2)`, "1")
 	// nodetest's machine runs tasks as the peer's own user: the table says so.
 	b.waitEqual(`#machines-table tbody tr td:first-child`, "alpha/m1 (UNPROTECTED!: tasks run as its peer's own user)")
-	// A federation of version-1 commands only tracks no stability yet.
-	b.waitEqual(`#machines-table tr[data-machine="alpha/m1"] .stability`, "–")
+	// A federation made by this build tracks stability from its first
+	// registration (a version-3 command: run_bounds): up since, no failure.
+	b.waitText(`#machines-table tr[data-machine="alpha/m1"] .stability`, "MTBF, no failure, fully available", func(s string) bool {
+		return strings.HasPrefix(s, "MTBF ") && strings.Contains(s, " 0 failures, 0 reclaims, 100.0% available")
+	})
 	b.shot("1-overview")
 
 	orgs, err := n.Orgs(ctx)
