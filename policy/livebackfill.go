@@ -1,0 +1,328 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Backfilling on a live federation (issue 21; docs/POLICY.md §8 and
+// docs/JOBS.md, "Backfilling on a live federation"). The job policies of
+// backfill.go plan one machine of P interchangeable processors; a
+// federation has many machines of different sizes, owner policies,
+// requirements and organisations' power limits. LiveBackfill plans a
+// federation's State with the same rules:
+//
+//   - Order: submission order (Task.Seq, then ID) across the federation,
+//     as the seed's policies define; EHOSEP's organisation order is the
+//     "ehosep" job policy's.
+//   - Length: a task's planned length is its WallLimitMs (its
+//     wall_clock_limit, the seed's tr), else the wall-clock cap of the
+//     machine's owner (OwnerPolicy.MaxWallMs: the executor cuts the run
+//     there), else it never ends. A running task ends, for the plan, when
+//     that length runs out (at least 1 ms from now: one past its limit
+//     still holds its room now).
+//   - Room: a task fits on an eligible machine (Eligible) at an instant
+//     when its request fits beside every task running or reserved there at
+//     that instant, for its whole length; and its organisation's power,
+//     PI, stays within Lim at every instant of it (PI counts every task of
+//     the organisation running or reserved then, at its share of its
+//     machine's draw). So PI ≤ Lim after each decision, and the head's
+//     reservation is a reservation of power too.
+//   - A task starts now on the least-energy machine (energyBetter) where
+//     it fits from now; a reservation is the earliest instant any eligible
+//     machine fits it, on the least-energy such machine.
+//   - A task that no eligible machine could ever run within its
+//     organisation's limit (no machine matches it, or every one draws more
+//     than Lim) never blocks the queue: it is passed over.
+//   - No preemption: a reservation promises a start that preempting would
+//     have to respect, and the seed's policies do not preempt.
+//
+// Modes:
+//   - fcfs: tasks start in order while they fit; the first that does not
+//     stops the pass.
+//   - easy: the first task that does not fit (the head) is reserved at
+//     the earliest instant it fits; every later task starts now if it fits
+//     from now beside that reservation (so it never delays it); others
+//     wait without a reservation.
+//   - conservative: every task that does not fit now is reserved, in
+//     order, at its earliest instant beside the running tasks and the
+//     reservations before it; a later task starts now only if it fits
+//     beside all of them, so no start delays any reservation.
+//
+// A head (easy) or a task (conservative) whose earliest instant is
+// unbounded, because it waits for room or power held by tasks without a
+// limit, stops the pass: no backfilling past it, as fcfs.
+//
+// Reservations are not replicated: every pass recomputes them from the
+// committed state, so they survive leader changes as a deterministic
+// function of the ledger. A reservation moves later only when the state
+// changes under it other than by the plan (a task ending earlier than its
+// limit lets an earlier task's reservation move into its slot, under
+// conservative); with every task running its limit, none ever does.
+type LiveBackfill struct {
+	// Mode is "fcfs", "easy" or "conservative".
+	Mode string
+}
+
+// LiveReservation is a waiting task's promised start: AtMs milliseconds
+// from the pass's now, on Machine (an index in State.Machines).
+type LiveReservation struct {
+	Task    string
+	Org     int
+	Machine int
+	AtMs    int64
+}
+
+// LivePlan is one pass of LiveBackfill: the tasks started now (Allocate
+// decisions, in order) and the reservations of waiting tasks, in order.
+type LivePlan struct {
+	Starts       []Decision
+	Reservations []LiveReservation
+}
+
+// Unbounded is the end of a task without a wall-clock limit.
+const Unbounded = int64(math.MaxInt64)
+
+// LiveModes are the modes LiveBackfill knows.
+func LiveModes() []string { return []string{"fcfs", "easy", "conservative"} }
+
+// WithJobPolicy returns the policy a pass runs under the federation's job
+// policy job (ledger.JobPolicy): base itself for "ehosep" (or ""), the
+// live backfilling of that mode otherwise.
+func WithJobPolicy(base Policy, job string) (Policy, error) {
+	if job == "" || job == "ehosep" {
+		return base, nil
+	}
+	if !slices.Contains(LiveModes(), job) {
+		return nil, fmt.Errorf("job policy %q: want ehosep or one of %v", job, LiveModes())
+	}
+	return LiveBackfill{Mode: job}, nil
+}
+
+// Name implements Policy.
+func (p LiveBackfill) Name() string { return p.Mode }
+
+// Schedule implements Policy: the plan's starts.
+func (p LiveBackfill) Schedule(s *State) ([]Decision, error) {
+	pl, err := p.Plan(s)
+	return pl.Starts, err
+}
+
+// Plan computes one pass.
+func (p LiveBackfill) Plan(s *State) (LivePlan, error) {
+	if !slices.Contains(LiveModes(), p.Mode) {
+		return LivePlan{}, fmt.Errorf("live backfill: unknown mode %q", p.Mode)
+	}
+	s = withQueued(s)
+	if err := Validate(s); err != nil {
+		return LivePlan{}, err
+	}
+	b := newLivePass(s)
+	var out LivePlan
+	for _, t := range b.order() {
+		elig, ok := b.feasible(t)
+		if !ok {
+			continue
+		}
+		m, at := b.earliest(t, elig)
+		if at == 0 {
+			b.add(t, m, 0)
+			out.Starts = append(out.Starts, Decision{Kind: Allocate, Task: t.ID, Org: t.Org, Machine: m})
+			continue
+		}
+		if p.Mode == "fcfs" || at == Unbounded {
+			break
+		}
+		if p.Mode == "easy" && len(out.Reservations) > 0 {
+			continue
+		}
+		b.add(t, m, at)
+		out.Reservations = append(out.Reservations, LiveReservation{Task: t.ID, Org: t.Org, Machine: m, AtMs: at})
+	}
+	return out, nil
+}
+
+// span is a task's hold on a machine's room and its organisation's power
+// over [from, to) ms from now.
+type span struct {
+	from, to int64
+	req      Resources
+	draw     int64
+}
+
+// livePass is a plan's working state: per machine and per organisation,
+// the spans of the tasks running, started and reserved.
+type livePass struct {
+	s      *State
+	onMach [][]span
+	ofOrg  [][]span
+	energy []int // machines in energyBetter order
+}
+
+func newLivePass(s *State) *livePass {
+	b := &livePass{s: s, onMach: make([][]span, len(s.Machines)), ofOrg: make([][]span, len(s.Orgs))}
+	for _, r := range s.Running {
+		runMs := int64(math.Round(r.RunSeconds * 1000))
+		end := Unbounded
+		if l := b.limitOn(r.Task, r.Machine); l > 0 {
+			end = max(1, l-runMs)
+		}
+		b.hold(r.Task, r.Machine, 0, end)
+	}
+	b.energy = make([]int, len(s.Machines))
+	for m := range b.energy {
+		b.energy[m] = m
+	}
+	slices.SortFunc(b.energy, func(x, y int) int {
+		if energyBetter(s.Machines[x], s.Machines[y]) {
+			return -1
+		}
+		return 1
+	})
+	return b
+}
+
+// order is the queue in submission order.
+func (b *livePass) order() []Task {
+	q := slices.Clone(b.s.Queued)
+	slices.SortFunc(q, func(x, y Task) int {
+		if x.Seq != y.Seq {
+			if x.Seq < y.Seq {
+				return -1
+			}
+			return 1
+		}
+		if x.ID < y.ID {
+			return -1
+		}
+		return 1
+	})
+	return q
+}
+
+func (b *livePass) draw(t Task, m int) int64 {
+	mc := b.s.Machines[m]
+	return ShareOf(mc.Capacity, t.Request).Of(mc.BusyMilliW)
+}
+
+func (b *livePass) hold(t Task, m int, from, to int64) {
+	sp := span{from: from, to: to, req: t.Request.Request(), draw: b.draw(t, m)}
+	b.onMach[m] = append(b.onMach[m], sp)
+	b.ofOrg[t.Org] = append(b.ofOrg[t.Org], sp)
+}
+
+// add places t on m from at (0: now) for its length.
+func (b *livePass) add(t Task, m int, at int64) { b.hold(t, m, at, endOf(at, b.limitOn(t, m))) }
+
+// limitOn is t's planned length on machine m: its own wall-clock limit,
+// else the cap of m's owner (the executor cuts a run there), else none
+// (0: it never ends).
+func (b *livePass) limitOn(t Task, m int) int64 {
+	if t.WallLimitMs > 0 {
+		return t.WallLimitMs
+	}
+	if p := b.s.Machines[m].Policy; p != nil {
+		return p.MaxWallMs
+	}
+	return 0
+}
+
+// endOf is the end of a task of limit limitMs started at at.
+func endOf(at, limitMs int64) int64 {
+	if limitMs <= 0 || at > Unbounded-limitMs {
+		return Unbounded
+	}
+	return at + limitMs
+}
+
+// feasible lists t's eligible machines and says whether one of them could
+// ever run it within its organisation's limit.
+func (b *livePass) feasible(t Task) ([]bool, bool) {
+	elig := Eligible(b.s.Machines, t, b.s.Orgs)
+	lim := b.s.Orgs[t.Org].LimitMilliW
+	for m, ok := range elig {
+		if ok && b.draw(t, m) <= lim {
+			return elig, true
+		}
+	}
+	return elig, false
+}
+
+// earliest is the first instant t fits on an eligible machine and that
+// machine, the least-energy one among those fitting first (Unbounded and
+// -1 when none ever does). Only now may start a task on a held machine.
+func (b *livePass) earliest(t Task, elig []bool) (int, int64) {
+	best, at := -1, Unbounded
+	for _, m := range b.energy {
+		if !elig[m] {
+			continue
+		}
+		if c := b.earliestOn(t, m, b.s.held(m)); c < at {
+			best, at = m, c
+		}
+	}
+	return best, at
+}
+
+// earliestOn is the first instant t fits on machine m for its whole
+// length. Room and power only come back when a span ends, so the
+// candidates are now and the ends of m's and the organisation's spans.
+func (b *livePass) earliestOn(t Task, m int, notNow bool) int64 {
+	cands := []int64{}
+	if !notNow {
+		cands = append(cands, 0)
+	}
+	for _, sp := range b.onMach[m] {
+		cands = append(cands, sp.to)
+	}
+	for _, sp := range b.ofOrg[t.Org] {
+		cands = append(cands, sp.to)
+	}
+	slices.Sort(cands)
+	for _, c := range slices.Compact(cands) {
+		if c != Unbounded && b.fitsFrom(t, m, c) {
+			return c
+		}
+	}
+	return Unbounded
+}
+
+// fitsFrom says t fits on m over [c, c+length): room and power are checked
+// at c and wherever a span starts inside the window (usage only rises
+// there).
+func (b *livePass) fitsFrom(t Task, m int, c int64) bool {
+	end := endOf(c, b.limitOn(t, m))
+	mc := b.s.Machines[m]
+	capa, req, draw := mc.Capacity.Capacity(), t.Request.Request(), b.draw(t, m)
+	lim := b.s.Orgs[t.Org].LimitMilliW
+	check := func(x int64) bool {
+		var used Resources
+		for _, sp := range b.onMach[m] {
+			if sp.from <= x && x < sp.to {
+				used = used.plus(sp.req)
+			}
+		}
+		if !fitsIn(req, capa.minus(used), capa) {
+			return false
+		}
+		pi := draw
+		for _, sp := range b.ofOrg[t.Org] {
+			if sp.from <= x && x < sp.to {
+				pi += sp.draw
+			}
+		}
+		return pi <= lim
+	}
+	if !check(c) {
+		return false
+	}
+	for _, sps := range [][]span{b.onMach[m], b.ofOrg[t.Org]} {
+		for _, sp := range sps {
+			if sp.from > c && sp.from < end && !check(sp.from) {
+				return false
+			}
+		}
+	}
+	return true
+}
