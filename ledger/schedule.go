@@ -167,6 +167,11 @@ func (l *Ledger) schedulingPass(nowMs int64, kept bool) (*Pass, *Error) {
 		return nil, errf(CodeClockBackwards, "schedule at %d ms is before the last pass, at %d ms", nowMs, l.scheduledMs)
 	}
 	pol, err := policy.New(s.Policy)
+	if err == nil {
+		// The job policy in force picks the pass (policy.WithJobPolicy):
+		// a replicated setting, so every peer runs the same one.
+		pol, err = policy.WithJobPolicy(pol, l.JobPolicy().Policy)
+	}
 	if err != nil {
 		// Validated when the rules were fixed; only a ledger without the
 		// named policy gets here, and every such peer alike.
