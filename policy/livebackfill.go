@@ -1,9 +1,11 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 )
 
 // Backfilling on a live federation (issue 21; docs/POLICY.md §8 and
@@ -125,17 +127,24 @@ func (p LiveBackfill) Plan(s *State) (LivePlan, error) {
 		if !ok {
 			continue
 		}
-		m, at := b.earliest(t, elig)
+		// fcfs, and easy once its head is reserved, only ask whether a
+		// task starts now: its earliest instant otherwise does not matter.
+		backfill := p.Mode == "easy" && len(out.Reservations) > 0
+		bound := Unbounded
+		if p.Mode == "fcfs" || backfill {
+			bound = 1
+		}
+		m, at := b.earliest(t, elig, bound)
 		if at == 0 {
 			b.add(t, m, 0)
 			out.Starts = append(out.Starts, Decision{Kind: Allocate, Task: t.ID, Org: t.Org, Machine: m})
 			continue
 		}
+		if backfill {
+			continue
+		}
 		if p.Mode == "fcfs" || at == Unbounded {
 			break
-		}
-		if p.Mode == "easy" && len(out.Reservations) > 0 {
-			continue
 		}
 		b.add(t, m, at)
 		out.Reservations = append(out.Reservations, LiveReservation{Task: t.ID, Org: t.Org, Machine: m, AtMs: at})
@@ -151,17 +160,67 @@ type span struct {
 	draw     int64
 }
 
+// timeline is the spans on one machine or of one organisation, as a step
+// function of the room and power they hold. The spans from now (running
+// tasks and tasks started in the pass) are kept sorted by end with prefix
+// sums, so what they hold at an instant is one binary search; the
+// reservations (spans from a later instant) are few and scanned.
+type timeline struct {
+	nowReq  Resources
+	nowDraw int64
+	ends    []span // spans from now, by end
+	goneReq []Resources
+	gone    []int64 // goneReq[i], gone[i]: held by ends[:i]
+	later   []span
+}
+
+func (tl *timeline) insert(sp span) {
+	if sp.from > 0 {
+		tl.later = append(tl.later, sp)
+		return
+	}
+	tl.nowReq, tl.nowDraw = tl.nowReq.plus(sp.req), tl.nowDraw+sp.draw
+	tl.ends = slices.Insert(tl.ends, tl.endedBy(sp.to), sp)
+	tl.goneReq = append(tl.goneReq[:0], Resources{})
+	tl.gone = append(tl.gone[:0], 0)
+	for k, e := range tl.ends {
+		tl.goneReq = append(tl.goneReq, tl.goneReq[k].plus(e.req))
+		tl.gone = append(tl.gone, tl.gone[k]+e.draw)
+	}
+}
+
+// endedBy is how many spans from now end by x (to ≤ x): they come first.
+func (tl *timeline) endedBy(x int64) int {
+	return sort.Search(len(tl.ends), func(k int) bool { return tl.ends[k].to > x })
+}
+
+// at is the room and power the spans hold at instant x ≥ 0.
+func (tl *timeline) at(x int64) (Resources, int64) {
+	i := tl.endedBy(x)
+	var req Resources
+	var draw int64
+	if len(tl.gone) > 0 {
+		req, draw = tl.nowReq.minus(tl.goneReq[i]), tl.nowDraw-tl.gone[i]
+	}
+	for _, sp := range tl.later {
+		if sp.from <= x && x < sp.to {
+			req, draw = req.plus(sp.req), draw+sp.draw
+		}
+	}
+	return req, draw
+}
+
 // livePass is a plan's working state: per machine and per organisation,
-// the spans of the tasks running, started and reserved.
+// the timeline of the tasks running, started and reserved.
 type livePass struct {
 	s      *State
-	onMach [][]span
-	ofOrg  [][]span
+	onMach []timeline
+	ofOrg  []timeline
 	energy []int // machines in energyBetter order
 }
 
 func newLivePass(s *State) *livePass {
-	b := &livePass{s: s, onMach: make([][]span, len(s.Machines)), ofOrg: make([][]span, len(s.Orgs))}
+	b := &livePass{s: s, onMach: make([]timeline, len(s.Machines)), ofOrg: make([]timeline, len(s.Orgs))}
 	for _, r := range s.Running {
 		runMs := int64(math.Round(r.RunSeconds * 1000))
 		end := Unbounded
@@ -188,10 +247,7 @@ func (b *livePass) order() []Task {
 	q := slices.Clone(b.s.Queued)
 	slices.SortFunc(q, func(x, y Task) int {
 		if x.Seq != y.Seq {
-			if x.Seq < y.Seq {
-				return -1
-			}
-			return 1
+			return cmp.Compare(x.Seq, y.Seq)
 		}
 		if x.ID < y.ID {
 			return -1
@@ -208,8 +264,8 @@ func (b *livePass) draw(t Task, m int) int64 {
 
 func (b *livePass) hold(t Task, m int, from, to int64) {
 	sp := span{from: from, to: to, req: t.Request.Request(), draw: b.draw(t, m)}
-	b.onMach[m] = append(b.onMach[m], sp)
-	b.ofOrg[t.Org] = append(b.ofOrg[t.Org], sp)
+	b.onMach[m].insert(sp)
+	b.ofOrg[t.Org].insert(sp)
 }
 
 // add places t on m from at (0: now) for its length.
@@ -249,39 +305,52 @@ func (b *livePass) feasible(t Task) ([]bool, bool) {
 	return elig, false
 }
 
-// earliest is the first instant t fits on an eligible machine and that
-// machine, the least-energy one among those fitting first (Unbounded and
-// -1 when none ever does). Only now may start a task on a held machine.
-func (b *livePass) earliest(t Task, elig []bool) (int, int64) {
+// earliest is the first instant before bound that t fits on an eligible
+// machine and that machine, the least-energy one among those fitting
+// first (Unbounded and -1 when none does). Only now may start a task on a
+// held machine.
+func (b *livePass) earliest(t Task, elig []bool, bound int64) (int, int64) {
 	best, at := -1, Unbounded
 	for _, m := range b.energy {
 		if !elig[m] {
 			continue
 		}
-		if c := b.earliestOn(t, m, b.s.held(m)); c < at {
+		if c := b.earliestOn(t, m, min(at, bound)); c < at {
 			best, at = m, c
+			if at == 0 {
+				break
+			}
 		}
 	}
 	return best, at
 }
 
-// earliestOn is the first instant t fits on machine m for its whole
-// length. Room and power only come back when a span ends, so the
-// candidates are now and the ends of m's and the organisation's spans.
-func (b *livePass) earliestOn(t Task, m int, notNow bool) int64 {
-	cands := []int64{}
-	if !notNow {
+// earliestOn is the first instant before bound that t fits on machine m
+// for its whole length (Unbounded when none). Room and power only come
+// back when a span ends, so the candidates are now and the ends of m's
+// and the organisation's spans.
+func (b *livePass) earliestOn(t Task, m int, bound int64) int64 {
+	var cands []int64
+	if !b.s.held(m) {
 		cands = append(cands, 0)
 	}
-	for _, sp := range b.onMach[m] {
-		cands = append(cands, sp.to)
+	if bound > 1 {
+		for _, tl := range []*timeline{&b.onMach[m], &b.ofOrg[t.Org]} {
+			for _, sp := range tl.ends {
+				cands = append(cands, sp.to)
+			}
+			for _, sp := range tl.later {
+				cands = append(cands, sp.to)
+			}
+		}
+		slices.Sort(cands)
+		cands = slices.Compact(cands)
 	}
-	for _, sp := range b.ofOrg[t.Org] {
-		cands = append(cands, sp.to)
-	}
-	slices.Sort(cands)
-	for _, c := range slices.Compact(cands) {
-		if c != Unbounded && b.fitsFrom(t, m, c) {
+	for _, c := range cands {
+		if c >= bound || c == Unbounded {
+			break
+		}
+		if b.fitsFrom(t, m, c) {
 			return c
 		}
 	}
@@ -289,36 +358,27 @@ func (b *livePass) earliestOn(t Task, m int, notNow bool) int64 {
 }
 
 // fitsFrom says t fits on m over [c, c+length): room and power are checked
-// at c and wherever a span starts inside the window (usage only rises
-// there).
+// at c and wherever a reservation starts inside the window (the spans from
+// now only end, so usage rises nowhere else).
 func (b *livePass) fitsFrom(t Task, m int, c int64) bool {
 	end := endOf(c, b.limitOn(t, m))
-	mc := b.s.Machines[m]
-	capa, req, draw := mc.Capacity.Capacity(), t.Request.Request(), b.draw(t, m)
+	capa := b.s.Machines[m].Capacity.Capacity()
+	req, draw := t.Request.Request(), b.draw(t, m)
 	lim := b.s.Orgs[t.Org].LimitMilliW
+	mach, org := &b.onMach[m], &b.ofOrg[t.Org]
 	check := func(x int64) bool {
-		var used Resources
-		for _, sp := range b.onMach[m] {
-			if sp.from <= x && x < sp.to {
-				used = used.plus(sp.req)
-			}
-		}
+		used, _ := mach.at(x)
 		if !fitsIn(req, capa.minus(used), capa) {
 			return false
 		}
-		pi := draw
-		for _, sp := range b.ofOrg[t.Org] {
-			if sp.from <= x && x < sp.to {
-				pi += sp.draw
-			}
-		}
-		return pi <= lim
+		_, pi := org.at(x)
+		return pi+draw <= lim
 	}
 	if !check(c) {
 		return false
 	}
-	for _, sps := range [][]span{b.onMach[m], b.ofOrg[t.Org]} {
-		for _, sp := range sps {
+	for _, tl := range []*timeline{mach, org} {
+		for _, sp := range tl.later {
 			if sp.from > c && sp.from < end && !check(sp.from) {
 				return false
 			}

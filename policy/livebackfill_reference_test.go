@@ -140,9 +140,9 @@ func referenceLiveBackfill(mode string, s *State) (LivePlan, error) {
 			hold(t, bestM, 0, end(0, limit(t, bestM)))
 			out.Starts = append(out.Starts, Decision{Kind: Allocate, Task: t.ID, Org: t.Org, Machine: bestM})
 			continue
-		case mode == "fcfs" || bestAt == Unbounded:
 		case mode == "easy" && len(out.Reservations) > 0:
-			continue
+			continue // behind the head: start now or wait
+		case mode == "fcfs" || bestAt == Unbounded:
 		default:
 			hold(t, bestM, bestAt, end(bestAt, limit(t, bestM)))
 			out.Reservations = append(out.Reservations, LiveReservation{Task: t.ID, Org: t.Org, Machine: bestM, AtMs: bestAt})

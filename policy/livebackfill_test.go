@@ -184,6 +184,9 @@ func liveEventRun(t *testing.T, r *rand.Rand, mode string, early bool, run int) 
 		if err != nil {
 			t.Fatalf("run %d at %d: %v", run, now, err)
 		}
+		if ref, _ := referenceLiveBackfill(mode, s); !reflect.DeepEqual(ref, p) {
+			t.Fatalf("run %d at %d: plan %+v, reference %+v", run, now, p, ref)
+		}
 		after, err := ApplyDecisions(s, p.Starts)
 		if err != nil {
 			t.Fatalf("run %d at %d: the plan does not apply: %v", run, now, err)
@@ -268,10 +271,47 @@ func checkNoStartDelays(t *testing.T, after *State, p LivePlan, run int, now int
 		if !b.fitsFrom(q, x.Machine, x.AtMs) {
 			t.Fatalf("run %d at %d: the starts delay %s's reservation at %d on machine %d", run, now, x.Task, x.AtMs, x.Machine)
 		}
-		_, at := b.earliest(q, Eligible(after.Machines, q, after.Orgs))
+		_, at := b.earliest(q, Eligible(after.Machines, q, after.Orgs), Unbounded)
 		if at > x.AtMs {
 			t.Fatalf("run %d at %d: %s's earliest start %d is after its reservation %d", run, now, x.Task, at, x.AtMs)
 		}
 		b.add(q, x.Machine, x.AtMs)
+	}
+}
+
+// TestLiveBackfillUnbounded: a task behind the head whose own earliest
+// start is unbounded (it may only use a machine held by a task without a
+// limit) does not stop backfilling; a head whose earliest start is
+// unbounded does: nothing starts past it.
+func TestLiveBackfillUnbounded(t *testing.T) {
+	state := func(blockerLimit int64) *State {
+		return &State{
+			Orgs: []Org{{Name: "a", LimitMilliW: 10_000}, {Name: "b", LimitMilliW: 10_000}},
+			Machines: []Machine{
+				{ID: "big", Owner: 0, MFLOPS: 100, BusyMilliW: 100, Capacity: Resources{CPUs: 4}, Policy: &OwnerPolicy{AllowAny: true, Orgs: []string{"a"}}},
+				{ID: "mid", Owner: 1, MFLOPS: 100, BusyMilliW: 100, Capacity: Resources{CPUs: 2}},
+			},
+			Running: []Running{
+				{Task: Task{ID: "r1", Org: 0, SizeMFlop: 1, Seq: 1, Request: Resources{CPUs: 2}, WallLimitMs: blockerLimit}, Machine: 0},
+				{Task: Task{ID: "r2", Org: 1, SizeMFlop: 1, Seq: 2, Request: Resources{CPUs: 1}}, Machine: 1},
+			},
+			Queued: []Task{
+				{ID: "wide", Org: 0, SizeMFlop: 1, Seq: 3, Request: Resources{CPUs: 4}, WallLimitMs: 20_000},
+				{ID: "stuck", Org: 1, SizeMFlop: 1, Seq: 4, Request: Resources{CPUs: 2}, WallLimitMs: 1_000},
+				{ID: "tiny", Org: 0, SizeMFlop: 1, Seq: 5, Request: Resources{CPUs: 1}, WallLimitMs: 5_000},
+			},
+		}
+	}
+	p, err := LiveBackfill{Mode: "easy"}.Plan(state(10_000))
+	want := LivePlan{
+		Starts:       []Decision{{Kind: Allocate, Task: "tiny", Org: 0, Machine: 0}},
+		Reservations: []LiveReservation{{Task: "wide", Org: 0, Machine: 0, AtMs: 10_000}},
+	}
+	if err != nil || !reflect.DeepEqual(p, want) {
+		t.Fatalf("an unbounded task behind the head:\n got %+v, %v\nwant %+v", p, err, want)
+	}
+	p, err = LiveBackfill{Mode: "easy"}.Plan(state(0))
+	if err != nil || len(p.Starts) != 0 || len(p.Reservations) != 0 {
+		t.Fatalf("an unbounded head: %+v, %v; want nothing started past it", p, err)
 	}
 }
