@@ -172,9 +172,12 @@ type timeline struct {
 	goneReq []Resources
 	gone    []int64 // goneReq[i], gone[i]: held by ends[:i]
 	later   []span
+	// peak bounds the power held at any instant: the draw of every span.
+	peak int64
 }
 
 func (tl *timeline) insert(sp span) {
+	tl.peak += sp.draw
 	if sp.from > 0 {
 		tl.later = append(tl.later, sp)
 		return
@@ -216,7 +219,8 @@ type livePass struct {
 	s      *State
 	onMach []timeline
 	ofOrg  []timeline
-	energy []int // machines in energyBetter order
+	energy []int   // machines in energyBetter order
+	cands  []int64 // earliestOn's buffer
 }
 
 func newLivePass(s *State) *livePass {
@@ -330,22 +334,31 @@ func (b *livePass) earliest(t Task, elig []bool, bound int64) (int, int64) {
 // back when a span ends, so the candidates are now and the ends of m's
 // and the organisation's spans.
 func (b *livePass) earliestOn(t Task, m int, bound int64) int64 {
-	var cands []int64
+	cands := b.cands[:0]
 	if !b.s.held(m) {
 		cands = append(cands, 0)
 	}
+	tls := []*timeline{&b.onMach[m], &b.ofOrg[t.Org]}
+	if b.powerFree(t, m) {
+		// Only the machine's room ever stops t: its spans' ends suffice.
+		tls = tls[:1]
+	}
 	if bound > 1 {
-		for _, tl := range []*timeline{&b.onMach[m], &b.ofOrg[t.Org]} {
-			for _, sp := range tl.ends {
+		for _, tl := range tls {
+			// Sorted by end: those before bound are a prefix.
+			for _, sp := range tl.ends[:tl.endedBy(bound-1)] {
 				cands = append(cands, sp.to)
 			}
 			for _, sp := range tl.later {
-				cands = append(cands, sp.to)
+				if sp.to < bound {
+					cands = append(cands, sp.to)
+				}
 			}
 		}
 		slices.Sort(cands)
 		cands = slices.Compact(cands)
 	}
+	b.cands = cands
 	for _, c := range cands {
 		if c >= bound || c == Unbounded {
 			break
@@ -357,6 +370,13 @@ func (b *livePass) earliestOn(t Task, m int, bound int64) int64 {
 	return Unbounded
 }
 
+// powerFree says t's organisation stays within its limit with t on m
+// whatever runs when: every span of it together leaves room for t's draw
+// (the common case: a limit that does not bind).
+func (b *livePass) powerFree(t Task, m int) bool {
+	return b.ofOrg[t.Org].peak+b.draw(t, m) <= b.s.Orgs[t.Org].LimitMilliW
+}
+
 // fitsFrom says t fits on m over [c, c+length): room and power are checked
 // at c and wherever a reservation starts inside the window (the spans from
 // now only end, so usage rises nowhere else).
@@ -366,10 +386,17 @@ func (b *livePass) fitsFrom(t Task, m int, c int64) bool {
 	req, draw := t.Request.Request(), b.draw(t, m)
 	lim := b.s.Orgs[t.Org].LimitMilliW
 	mach, org := &b.onMach[m], &b.ofOrg[t.Org]
+	tls := []*timeline{mach, org}
+	if b.powerFree(t, m) {
+		tls = tls[:1]
+	}
 	check := func(x int64) bool {
 		used, _ := mach.at(x)
 		if !fitsIn(req, capa.minus(used), capa) {
 			return false
+		}
+		if len(tls) == 1 {
+			return true
 		}
 		_, pi := org.at(x)
 		return pi+draw <= lim
@@ -377,7 +404,7 @@ func (b *livePass) fitsFrom(t Task, m int, c int64) bool {
 	if !check(c) {
 		return false
 	}
-	for _, tl := range []*timeline{mach, org} {
+	for _, tl := range tls {
 		for _, sp := range tl.later {
 			if sp.from > c && sp.from < end && !check(sp.from) {
 				return false

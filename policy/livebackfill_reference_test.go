@@ -161,6 +161,9 @@ func randomLiveState(r *rand.Rand) *State {
 	nOrg := 1 + r.IntN(3)
 	for i := range nOrg {
 		s.Orgs = append(s.Orgs, Org{Name: fmt.Sprintf("o%d", i), LimitMilliW: int64(50 + r.IntN(400))})
+		if r.IntN(3) == 0 {
+			s.Orgs[i].LimitMilliW = 1 << 40 // a limit that never binds
+		}
 	}
 	nm := 1 + r.IntN(5)
 	for i := range nm {
