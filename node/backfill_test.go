@@ -10,6 +10,7 @@ import (
 
 	"github.com/coopgrid/coopgrid/api"
 	"github.com/coopgrid/coopgrid/ledger"
+	"github.com/coopgrid/coopgrid/policy"
 )
 
 // TestLiveBackfillOnRealPeers: one real peer, one 8-CPU machine, real
@@ -94,6 +95,16 @@ func liveBackfillScenario(t *testing.T, job string) {
 	views, err := u.n.Tasks(ctx, api.TaskQuery{States: []string{"queued"}})
 	if err != nil || len(views) != len(long)+1 {
 		t.Fatalf("queued tasks: %d, %v; want %d", len(views), err, len(long)+1)
+	}
+	// The API says why: the long ones have room but wait their turn.
+	for _, v := range views {
+		want := policy.PendingJobPolicy
+		if v.ID == wide {
+			want = policy.PendingNoResources
+		}
+		if v.Pending != want {
+			t.Fatalf("%s waits with %q (%s), want %s", v.ID, v.Pending, v.PendingDetail, want)
+		}
 	}
 
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {

@@ -413,3 +413,30 @@ func (b *livePass) fitsFrom(t Task, m int, c int64) bool {
 	}
 	return true
 }
+
+// PendingJobPolicy is the pending reason of a task that a machine has room
+// for, within its organisation's limit, under a backfilling job policy: it
+// starts only when that delays no task submitted before it (stable, like
+// the codes of pending.go).
+const PendingJobPolicy = "job_policy"
+
+// PendingUnder adjusts Pending's reasons rs (in place, and returned) to
+// the federation's job policy job: under ehosep they are EHOSEP's; under
+// fcfs, easy and conservative a task a machine has room for waits its
+// turn (PendingJobPolicy) rather than for the next pass, and no task
+// waits for a preemption (fair_share becomes no_free_resources).
+func PendingUnder(job string, rs map[string]PendingReason) map[string]PendingReason {
+	if !slices.Contains(LiveModes(), job) {
+		return rs
+	}
+	for id, r := range rs {
+		switch r.Code {
+		case PendingNextPass:
+			rs[id] = PendingReason{PendingJobPolicy, "a machine has room for it; under job policy " + job +
+				" it starts only when that delays no task submitted before it (a reservation)"}
+		case PendingFairShare:
+			rs[id] = PendingReason{PendingNoResources, "no free resources on the machines it may use; job policy " + job + " does not preempt"}
+		}
+	}
+	return rs
+}

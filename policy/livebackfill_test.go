@@ -315,3 +315,19 @@ func TestLiveBackfillUnbounded(t *testing.T) {
 		t.Fatalf("an unbounded head: %+v, %v; want nothing started past it", p, err)
 	}
 }
+
+// TestPendingUnderJobPolicy: under a backfilling job policy a task with
+// room waits its turn (job_policy) instead of the next pass, and none
+// waits for a preemption; under ehosep the reasons are EHOSEP's.
+func TestPendingUnderJobPolicy(t *testing.T) {
+	rs := func() map[string]PendingReason {
+		return map[string]PendingReason{"a": {PendingNextPass, "x"}, "b": {PendingFairShare, "y"}, "c": {PendingPowerLimit, "z"}}
+	}
+	if got := PendingUnder("ehosep", rs()); !reflect.DeepEqual(got, rs()) {
+		t.Fatalf("under ehosep: %+v", got)
+	}
+	got := PendingUnder("easy", rs())
+	if got["a"].Code != PendingJobPolicy || got["b"].Code != PendingNoResources || got["c"] != rs()["c"] {
+		t.Fatalf("under easy: %+v", got)
+	}
+}
