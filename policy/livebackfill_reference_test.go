@@ -209,7 +209,8 @@ func randomLiveState(r *rand.Rand) *State {
 
 // TestLiveBackfillAgreesWithReference: on random federations, the fast
 // plan and the reference's agree decision for decision and reservation
-// for reservation, in every mode.
+// for reservation, in every mode, and shuffling the input slices changes
+// nothing.
 func TestLiveBackfillAgreesWithReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 6))
 	reserved := 0
@@ -228,6 +229,14 @@ func TestLiveBackfillAgreesWithReference(t *testing.T) {
 				t.Fatalf("state %d %s:\n got %+v\nwant %+v\nstate %+v", i, mode, got, want, s)
 			}
 			reserved += len(got.Reservations)
+			// The order of the input slices does not matter.
+			sh := *s
+			sh.Queued, sh.Running = slices.Clone(s.Queued), slices.Clone(s.Running)
+			r.Shuffle(len(sh.Queued), func(i, j int) { sh.Queued[i], sh.Queued[j] = sh.Queued[j], sh.Queued[i] })
+			r.Shuffle(len(sh.Running), func(i, j int) { sh.Running[i], sh.Running[j] = sh.Running[j], sh.Running[i] })
+			if again, _ := (LiveBackfill{Mode: mode}).Plan(&sh); !reflect.DeepEqual(again, got) {
+				t.Fatalf("state %d %s: shuffled input planned %+v, want %+v", i, mode, again, got)
+			}
 		}
 	}
 	if reserved < 500 {
