@@ -319,6 +319,9 @@ func (b *livePass) earliest(t Task, elig []bool, bound int64) (int, int64) {
 		if !elig[m] {
 			continue
 		}
+		if b.roomFrom(t, m) >= min(at, bound) {
+			continue // it cannot do better than the best so far
+		}
 		if c := b.earliestOn(t, m, min(at, bound)); c < at {
 			best, at = m, c
 			if at == 0 {
@@ -327,6 +330,29 @@ func (b *livePass) earliest(t Task, elig []bool, bound int64) (int, int64) {
 		}
 	}
 	return best, at
+}
+
+// roomFrom is a lower bound of earliestOn: the first instant the spans
+// from now leave room for t on m, reservations and power aside (they only
+// take more). Those spans only end, so it is a binary search.
+func (b *livePass) roomFrom(t Task, m int) int64 {
+	tl := &b.onMach[m]
+	capa, req := b.s.Machines[m].Capacity.Capacity(), t.Request.Request()
+	fitsAfter := func(i int) bool { // once ends[:i] are gone
+		used := tl.nowReq
+		if len(tl.goneReq) > 0 {
+			used = used.minus(tl.goneReq[i])
+		}
+		return fitsIn(req, capa.minus(used), capa)
+	}
+	i := sort.Search(len(tl.ends)+1, fitsAfter)
+	switch {
+	case i == 0:
+		return 0
+	case i > len(tl.ends):
+		return Unbounded
+	}
+	return tl.ends[i-1].to
 }
 
 // earliestOn is the first instant before bound that t fits on machine m
