@@ -184,6 +184,23 @@ func (tl *timeline) insert(sp span) {
 	}
 	tl.nowReq, tl.nowDraw = tl.nowReq.plus(sp.req), tl.nowDraw+sp.draw
 	tl.ends = slices.Insert(tl.ends, tl.endedBy(sp.to), sp)
+	tl.sums()
+}
+
+// build makes the timeline of the running tasks' spans (all from now) in
+// one sort, not one insertion each.
+func (tl *timeline) build(sps []span) {
+	tl.ends = sps
+	slices.SortStableFunc(tl.ends, func(x, y span) int { return cmp.Compare(x.to, y.to) })
+	for _, sp := range sps {
+		tl.peak += sp.draw
+		tl.nowReq, tl.nowDraw = tl.nowReq.plus(sp.req), tl.nowDraw+sp.draw
+	}
+	tl.sums()
+}
+
+// sums recomputes the prefix sums of ends.
+func (tl *timeline) sums() {
 	tl.goneReq = append(tl.goneReq[:0], Resources{})
 	tl.gone = append(tl.gone[:0], 0)
 	for k, e := range tl.ends {
@@ -225,13 +242,22 @@ type livePass struct {
 
 func newLivePass(s *State) *livePass {
 	b := &livePass{s: s, onMach: make([]timeline, len(s.Machines)), ofOrg: make([]timeline, len(s.Orgs))}
+	onMach, ofOrg := make([][]span, len(s.Machines)), make([][]span, len(s.Orgs))
 	for _, r := range s.Running {
 		runMs := int64(math.Round(r.RunSeconds * 1000))
 		end := Unbounded
 		if l := b.limitOn(r.Task, r.Machine); l > 0 {
 			end = max(1, l-runMs)
 		}
-		b.hold(r.Task, r.Machine, 0, end)
+		sp := span{from: 0, to: end, req: r.Task.Request.Request(), draw: b.draw(r.Task, r.Machine)}
+		onMach[r.Machine] = append(onMach[r.Machine], sp)
+		ofOrg[r.Task.Org] = append(ofOrg[r.Task.Org], sp)
+	}
+	for m := range onMach {
+		b.onMach[m].build(onMach[m])
+	}
+	for o := range ofOrg {
+		b.ofOrg[o].build(ofOrg[o])
 	}
 	b.energy = make([]int, len(s.Machines))
 	for m := range b.energy {
