@@ -113,7 +113,7 @@ func (p LiveBackfill) Schedule(s *State) ([]Decision, error) {
 
 // Plan computes one pass.
 func (p LiveBackfill) Plan(s *State) (LivePlan, error) {
-	if !slices.Contains(LiveModes(), p.Mode) {
+	if !slices.Contains(LiveModes(), p.Mode) && p.Mode != EHOSEPEasy {
 		return LivePlan{}, fmt.Errorf("live backfill: unknown mode %q", p.Mode)
 	}
 	s = withQueued(s)
@@ -122,14 +122,19 @@ func (p LiveBackfill) Plan(s *State) (LivePlan, error) {
 	}
 	b := newLivePass(s)
 	var out LivePlan
-	for _, t := range b.order() {
+	q := newLiveOrder(s, p.Mode)
+	for {
+		t, more := q.next()
+		if !more {
+			break
+		}
 		elig, ok := b.feasible(t)
 		if !ok {
 			continue
 		}
 		// fcfs, and easy once its head is reserved, only ask whether a
 		// task starts now: its earliest instant otherwise does not matter.
-		backfill := p.Mode == "easy" && len(out.Reservations) > 0
+		backfill := (p.Mode == "easy" || p.Mode == EHOSEPEasy) && len(out.Reservations) > 0
 		bound := Unbounded
 		if p.Mode == "fcfs" || backfill {
 			bound = 1
@@ -137,6 +142,7 @@ func (p LiveBackfill) Plan(s *State) (LivePlan, error) {
 		m, at := b.earliest(t, elig, bound)
 		if at == 0 {
 			b.add(t, m, 0)
+			q.started(t, m)
 			out.Starts = append(out.Starts, Decision{Kind: Allocate, Task: t.ID, Org: t.Org, Machine: m})
 			continue
 		}
@@ -272,19 +278,88 @@ func newLivePass(s *State) *livePass {
 	return b
 }
 
-// order is the queue in submission order.
-func (b *livePass) order() []Task {
-	q := slices.Clone(b.s.Queued)
-	slices.SortFunc(q, func(x, y Task) int {
-		if x.Seq != y.Seq {
-			return cmp.Compare(x.Seq, y.Seq)
+// EHOSEPEasy is the composition of EHOSEP's organisation order with
+// EASY's reservation (docs/POLICY.md §8): the next task is the first, in
+// EHOSEP's task order (smallest first), of the organisation with the
+// smallest DP (ties as EHOSEP's), recomputed after every start; the first
+// that cannot start is the head, reserved as under easy. Planned only: it
+// is no job policy a federation may vote yet.
+const EHOSEPEasy = "ehosep-easy"
+
+// liveOrder hands out the waiting tasks in the mode's order: submission
+// order, or for EHOSEPEasy the organisations' queues by DP.
+type liveOrder struct {
+	s     *State
+	fifo  []Task
+	byOrg [][]Task
+	tot   Totals
+	alloc []int64
+}
+
+func newLiveOrder(s *State, mode string) *liveOrder {
+	o := &liveOrder{s: s}
+	if mode != EHOSEPEasy {
+		o.fifo = slices.Clone(s.Queued)
+		slices.SortFunc(o.fifo, func(x, y Task) int {
+			if c := cmp.Compare(x.Seq, y.Seq); c != 0 {
+				return c
+			}
+			return cmp.Compare(x.ID, y.ID)
+		})
+		return o
+	}
+	o.tot, o.alloc = ComputeTotals(s), ComputeUsage(s).AllocatedMFLOPS
+	o.byOrg = make([][]Task, len(s.Orgs))
+	for _, t := range s.Queued {
+		o.byOrg[t.Org] = append(o.byOrg[t.Org], t)
+	}
+	for i := range o.byOrg {
+		slices.SortFunc(o.byOrg[i], func(x, y Task) int {
+			if taskBefore(&x, &y, false) {
+				return -1
+			}
+			return 1
+		})
+	}
+	return o
+}
+
+func (o *liveOrder) next() (Task, bool) {
+	if o.byOrg == nil {
+		if len(o.fifo) == 0 {
+			return Task{}, false
 		}
-		if x.ID < y.ID {
-			return -1
+		t := o.fifo[0]
+		o.fifo = o.fifo[1:]
+		return t, true
+	}
+	best := -1
+	for i, q := range o.byOrg {
+		if len(q) > 0 && (best < 0 || o.before(i, best)) {
+			best = i
 		}
-		return 1
-	})
-	return q
+	}
+	if best < 0 {
+		return Task{}, false
+	}
+	t := o.byOrg[best][0]
+	o.byOrg[best] = o.byOrg[best][1:]
+	return t, true
+}
+
+// before is EHOSEP's organisation order (orgBefore) on the pass's DP.
+func (o *liveOrder) before(a, b int) bool {
+	return orgBefore(DP(o.alloc[a], o.tot.QuotaMFLOPS[a]), DP(o.alloc[b], o.tot.QuotaMFLOPS[b]),
+		o.tot.QuotaMFLOPS[a], o.tot.QuotaMFLOPS[b], o.tot.PowerQuotaMilliW[a], o.tot.PowerQuotaMilliW[b],
+		o.s.Orgs[a].Name, o.s.Orgs[b].Name)
+}
+
+// started counts t, started on m, in its organisation's allocation.
+func (o *liveOrder) started(t Task, m int) {
+	if o.alloc != nil {
+		mc := o.s.Machines[m]
+		o.alloc[t.Org] += ShareOf(mc.Capacity, t.Request).Of(mc.MFLOPS)
+	}
 }
 
 func (b *livePass) draw(t Task, m int) int64 {

@@ -103,8 +103,52 @@ func referenceLiveBackfill(mode string, s *State) (LivePlan, error) {
 		}
 		return queue[i].ID < queue[j].ID
 	})
+	type placed struct {
+		t Task
+		m int
+	}
+	var started []placed
+	// pick takes the next task: the first in submission order, or under
+	// ehosep-easy the organisation with the least DP (allocation summed
+	// afresh over the running and started tasks) and its first task in
+	// EHOSEP's order, found by a scan.
+	pick := func() (Task, bool) {
+		if len(queue) == 0 {
+			return Task{}, false
+		}
+		k := 0
+		if mode == EHOSEPEasy {
+			tot := ComputeTotals(s)
+			alloc := make([]int64, len(s.Orgs))
+			for _, r := range s.Running {
+				alloc[r.Task.Org] += ShareOf(s.Machines[r.Machine].Capacity, r.Task.Request).Of(s.Machines[r.Machine].MFLOPS)
+			}
+			for _, p := range started {
+				alloc[p.t.Org] += ShareOf(s.Machines[p.m].Capacity, p.t.Request).Of(s.Machines[p.m].MFLOPS)
+			}
+			for i := range queue {
+				a, b := queue[i], queue[k]
+				if a.Org != b.Org {
+					if orgBefore(DP(alloc[a.Org], tot.QuotaMFLOPS[a.Org]), DP(alloc[b.Org], tot.QuotaMFLOPS[b.Org]),
+						tot.QuotaMFLOPS[a.Org], tot.QuotaMFLOPS[b.Org], tot.PowerQuotaMilliW[a.Org], tot.PowerQuotaMilliW[b.Org],
+						s.Orgs[a.Org].Name, s.Orgs[b.Org].Name) {
+						k = i
+					}
+				} else if taskBefore(&a, &b, false) {
+					k = i
+				}
+			}
+		}
+		t := queue[k]
+		queue = slices.Delete(queue, k, k+1)
+		return t, true
+	}
 	var out LivePlan
-	for _, t := range queue {
+	for {
+		t, ok := pick()
+		if !ok {
+			break
+		}
 		elig := Eligible(s.Machines, t, s.Orgs)
 		ever := false
 		for m := range s.Machines {
@@ -138,9 +182,10 @@ func referenceLiveBackfill(mode string, s *State) (LivePlan, error) {
 		switch {
 		case bestAt == 0:
 			hold(t, bestM, 0, end(0, limit(t, bestM)))
+			started = append(started, placed{t, bestM})
 			out.Starts = append(out.Starts, Decision{Kind: Allocate, Task: t.ID, Org: t.Org, Machine: bestM})
 			continue
-		case mode == "easy" && len(out.Reservations) > 0:
+		case (mode == "easy" || mode == EHOSEPEasy) && len(out.Reservations) > 0:
 			continue // behind the head: start now or wait
 		case mode == "fcfs" || bestAt == Unbounded:
 		default:
@@ -216,7 +261,7 @@ func TestLiveBackfillAgreesWithReference(t *testing.T) {
 	reserved := 0
 	for i := range 3000 {
 		s := randomLiveState(r)
-		for _, mode := range LiveModes() {
+		for _, mode := range append(LiveModes(), EHOSEPEasy) {
 			got, err := LiveBackfill{Mode: mode}.Plan(s)
 			if err != nil {
 				t.Fatalf("state %d %s: %v", i, mode, err)
