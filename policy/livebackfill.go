@@ -16,8 +16,8 @@ import (
 // federation's State with the same rules:
 //
 //   - Order: submission order (Task.Seq, then ID) across the federation,
-//     as the seed's policies define; EHOSEP's organisation order is the
-//     "ehosep" job policy's.
+//     as the seed's policies define; EHOSEPEasy's is EHOSEP's organisation
+//     order (see there).
 //   - Length: a task's planned length is its WallLimitMs (its
 //     wall_clock_limit, the seed's tr), else the wall-clock cap of the
 //     machine's owner (OwnerPolicy.MaxWallMs: the executor cuts the run
@@ -63,7 +63,7 @@ import (
 // limit lets an earlier task's reservation move into its slot, under
 // conservative); with every task running its limit, none ever does.
 type LiveBackfill struct {
-	// Mode is "fcfs", "easy" or "conservative".
+	// Mode is "fcfs", "easy", "conservative" (LiveModes) or EHOSEPEasy.
 	Mode string
 }
 
@@ -86,12 +86,14 @@ type LivePlan struct {
 // Unbounded is the end of a task without a wall-clock limit.
 const Unbounded = int64(math.MaxInt64)
 
-// LiveModes are the modes LiveBackfill knows.
+// LiveModes are the modes a federation may vote for (WithJobPolicy);
+// LiveBackfill also knows EHOSEPEasy.
 func LiveModes() []string { return []string{"fcfs", "easy", "conservative"} }
 
 // WithJobPolicy returns the policy a pass runs under the federation's job
-// policy job (ledger.JobPolicy): base itself for "ehosep" (or ""), the
-// live backfilling of that mode otherwise.
+// policy job (ledger.JobPolicy): base itself for "ehosep" (or ""), which
+// is the pass the federation's settings name (EHOSEP unless they name
+// another), the live backfilling of that mode otherwise.
 func WithJobPolicy(base Policy, job string) (Policy, error) {
 	if job == "" || job == "ehosep" {
 		return base, nil
