@@ -25,9 +25,10 @@ const KindSchedule Kind = "schedule"
 // Schedule asks every peer to run one scheduling pass at the command's
 // AtMs, the leader's clock, on the state the log has reached. It carries
 // nothing else: the policy and the checkpoint block are the federation's
-// settings (Rules.Scheduling). The acting peer is the leader (the consensus
-// layer lets only the leader's own loop append it), the acting organisation
-// its organisation.
+// settings (Rules.Scheduling), and its job policy (jobpolicy.go) picks
+// the pass (policy.WithJobPolicy). The acting peer is the leader (the
+// consensus layer lets only the leader's own loop append it), the acting
+// organisation its organisation.
 //
 // Apply refuses, changing nothing:
 //   - on a federation without scheduling settings (CodeSchedulingMode);
