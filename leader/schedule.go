@@ -186,6 +186,7 @@ func (l *Leader) plan(r StateViewer) (p planned, ok bool) {
 		byPeers   bool
 		placeable bool
 		perr      *ledger.Error
+		job       string
 	)
 	r.View(func(lg *ledger.Ledger) {
 		org, ok = lg.OrgOfPeer(l.cfg.Self.String())
@@ -204,6 +205,7 @@ func (l *Leader) plan(r StateViewer) (p planned, ok bool) {
 			return
 		}
 		st, vm = lg.PolicyView(nowMs, l.cfg.CheckpointBlockSeconds)
+		job = lg.JobPolicy().Policy
 	})
 	if !ok {
 		l.log.Debug("leader: leader's peer has no organisation; not scheduling")
@@ -217,10 +219,15 @@ func (l *Leader) plan(r StateViewer) (p planned, ok bool) {
 	}
 	// The view is a copy: the policy runs without holding the lock.
 	l.stats.passes.Add(1)
-	ds, err := l.policy.Schedule(st)
+	// The federation's job policy picks the pass (policy.WithJobPolicy).
+	pol, err := policy.WithJobPolicy(l.policy, job)
+	var ds []policy.Decision
+	if err == nil {
+		ds, err = pol.Schedule(st)
+	}
 	if err != nil {
 		l.stats.errors.Add(1)
-		l.log.Error("leader: policy failed", "policy", l.policy.Name(), "err", err)
+		l.log.Error("leader: policy failed", "policy", l.policy.Name(), "job_policy", job, "err", err)
 		return planned{}, false
 	}
 	if len(ds) == 0 {

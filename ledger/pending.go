@@ -6,14 +6,15 @@ import "github.com/coopgrid/coopgrid/policy"
 type PendingReason = policy.PendingReason
 
 // Pending says why each queued task waits: policy.Pending on this state's
-// policy view. It is computed from the replicated state by whoever asks,
+// policy view, as the federation's job policy reads them
+// (policy.PendingUnder). It is computed from the replicated state by whoever asks,
 // so every peer gives the same reason for the same applied index and the
 // log carries nothing for it (docs/POLICY.md, "Pending reasons").
 func (l *Ledger) Pending() map[string]PendingReason {
 	for _, t := range l.bySeq {
 		if t.State == TaskQueued {
 			s, _ := l.PolicyView(0, 0) // reasons use no run times
-			return policy.Pending(s)
+			return policy.PendingUnder(l.JobPolicy().Policy, policy.Pending(s))
 		}
 	}
 	return nil

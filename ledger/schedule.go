@@ -25,9 +25,10 @@ const KindSchedule Kind = "schedule"
 // Schedule asks every peer to run one scheduling pass at the command's
 // AtMs, the leader's clock, on the state the log has reached. It carries
 // nothing else: the policy and the checkpoint block are the federation's
-// settings (Rules.Scheduling). The acting peer is the leader (the consensus
-// layer lets only the leader's own loop append it), the acting organisation
-// its organisation.
+// settings (Rules.Scheduling), and its job policy (jobpolicy.go) picks
+// the pass (policy.WithJobPolicy). The acting peer is the leader (the
+// consensus layer lets only the leader's own loop append it), the acting
+// organisation its organisation.
 //
 // Apply refuses, changing nothing:
 //   - on a federation without scheduling settings (CodeSchedulingMode);
@@ -167,6 +168,11 @@ func (l *Ledger) schedulingPass(nowMs int64, kept bool) (*Pass, *Error) {
 		return nil, errf(CodeClockBackwards, "schedule at %d ms is before the last pass, at %d ms", nowMs, l.scheduledMs)
 	}
 	pol, err := policy.New(s.Policy)
+	if err == nil {
+		// The job policy in force picks the pass (policy.WithJobPolicy):
+		// a replicated setting, so every peer runs the same one.
+		pol, err = policy.WithJobPolicy(pol, l.JobPolicy().Policy)
+	}
 	if err != nil {
 		// Validated when the rules were fixed; only a ledger without the
 		// named policy gets here, and every such peer alike.
