@@ -286,6 +286,20 @@ func goldenCommands() []goldenCmd {
 			result: `{"index":0,"kind":"job_policy","notes":["vote recorded: 1 of 2 organisations want job policy easy; more than half must"]}`,
 			hash:   "b74e83ca8c83b5e783b1c908d69ff2de76eb2f67b7d4f10fd80aa50ab95b4c06",
 			cmd:    with(func(c *Command) { c.V = 2; c.JobPolicy = &JobPolicyVote{Policy: "easy"} })},
+		{name: "submit_tasks gang", kind: KindSubmitTasks,
+			// Added with gangs (issue 21, command version 3): two parts of
+			// one parallel job; the ledger gives them the first part's ID
+			// as the gang's.
+			json:   `{"v":3,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"submit_tasks":{"tasks":[{"size_mflop":1000,"spec":{"argv":["./mpi"],"gang":{"size":2}}},{"size_mflop":1000,"spec":{"argv":["./mpi"],"gang":{"size":2,"rank":1}}}]}}`,
+			result: `{"index":0,"kind":"submit_tasks","task_ids":["uni-a-4","uni-a-5"]}`,
+			hash:   "a6452e26fffd4abfd0c09cfd848d58a43995a670645555f0fa45d4e552be2c72",
+			cmd: with(func(c *Command) {
+				c.V = 3
+				part := func(rank int) TaskSpec {
+					return TaskSpec{SizeMFlop: 1000, Spec: Spec{Argv: []string{"./mpi"}, Gang: &Gang{Size: 2, Rank: rank}}}
+				}
+				c.SubmitTasks = &SubmitTasks{Tasks: []TaskSpec{part(0), part(1)}}
+			})},
 	}
 }
 
@@ -301,10 +315,14 @@ func goldenRejectInputs() []string {
 	e2 := func(body string) string {
 		return "{" + strings.Replace(goldenEnvJSON, `"v":1`, `"v":2`, 1) + body + "}"
 	}
+	// e3 is the envelope of a version-3 command (gangs).
+	e3 := func(body string) string {
+		return "{" + strings.Replace(goldenEnvJSON, `"v":1`, `"v":3`, 1) + body + "}"
+	}
 	return []string{
-		// A version above this build's (3 since forget_tasks made 2 real).
-		`{"v":3,"org":"x"}`,
-		`{"v":3,"org":"uni-a","bogus":1}`,
+		// A version above this build's (4 since gangs made 3 real).
+		`{"v":4,"org":"x"}`,
+		`{"v":4,"org":"uni-a","bogus":1}`,
 		`{"v":0,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"heartbeat":{"machine":"uni-a/m1"}}`,
 		`{"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"heartbeat":{"machine":"uni-a/m1"}}`,
 		`[]`,
@@ -360,6 +378,11 @@ func goldenRejectInputs() []string {
 		// Added with the job policy vote (issue 21).
 		e2(`,"job_policy":{}`),
 		e2(`,"job_policy":{"policy":"sjf"}`),
+		// Added with gangs (issue 21, command version 3).
+		e3(`,"submit_tasks":{"tasks":[{"size_mflop":1,"spec":{"gang":{"size":1}}}]}`),
+		e3(`,"submit_tasks":{"tasks":[{"size_mflop":1,"spec":{"gang":{"size":2}}},{"size_mflop":2,"spec":{"gang":{"size":2,"rank":1}}}]}`),
+		e3(`,"submit_tasks":{"tasks":[{"size_mflop":1,"spec":{"gang":{"size":2,"rank":1}}}]}`),
+		e3(`,"submit_tasks":{"tasks":[{"size_mflop":1,"spec":{"gang":{"id":"uni-a-1","size":2}}},{"size_mflop":1,"spec":{"gang":{"size":2,"rank":1}}}]}`),
 	}
 }
 
@@ -382,9 +405,9 @@ func goldenItemsBatch() Command {
 // goldenRejections are the codes and messages DecodeCommand gives
 // goldenRejectInputs, in order.
 var goldenRejections = []struct{ code, msg string }{
-	{"bad_version", "command version 3: this ledger applies version 2"},
-	{"bad_version", "command version 3: this ledger applies version 2"},
-	{"bad_version", "command version 0: this ledger applies version 2"},
+	{"bad_version", "command version 4: this ledger applies version 3"},
+	{"bad_version", "command version 4: this ledger applies version 3"},
+	{"bad_version", "command version 0: this ledger applies version 3"},
 	{"malformed", "command has no version field \"v\""},
 	{"malformed", "decode command: json: cannot unmarshal array into Go value of type ledger.Command"},
 	{"malformed", "decode command: EOF"},
@@ -437,6 +460,10 @@ var goldenRejections = []struct{ code, msg string }{
 	{"malformed", "rules: retention: after_ms -1 or keep 0 out of range [0, 3153600000000], [0, 10000000]"},
 	{"malformed", "job policy \"\": want one of ehosep, fcfs, easy, conservative"},
 	{"malformed", "job policy \"sjf\": want one of ehosep, fcfs, easy, conservative"},
+	{"malformed", "tasks[0]: gang: size 1 out of range [2, 1024]"},
+	{"malformed", "tasks[1]: part 1 of the gang starting at tasks[0]: size 2 MFlop, the first part's is 1"},
+	{"malformed", "tasks[0]: gang part of rank 1 without the parts before it: a gang's parts come in rank order, from 0"},
+	{"malformed", "tasks[0]: gang: id \"uni-a-1\": the ledger sets it (the first part's task ID)"},
 }
 
 // goldenItemsResult is what applying goldenItemsBatch to assignedFixture
@@ -542,7 +569,7 @@ func TestGoldenEncodeRejects(t *testing.T) {
 		code Code
 		msg  string
 	}{
-		{"newer version", func() Command { c := goldenCommands()[0].cmd; c.V = 3; return c }(), CodeBadVersion, "command version 3: this ledger encodes version 2"},
+		{"newer version", func() Command { c := goldenCommands()[0].cmd; c.V = 4; return c }(), CodeBadVersion, "command version 4: this ledger encodes version 3"},
 		{"no body", goldenEnv(), CodeMalformed, "a command carries exactly one body"},
 		{"two bodies", func() Command {
 			c := goldenEnv()

@@ -266,6 +266,7 @@ func fromCanonical(applied uint64, c *canonical) (*Ledger, error) {
 		return nil, err
 	}
 	l.rebuildDerived()
+	l.rebuildGangs()
 	l.buildQueue()
 	return l, nil
 }

@@ -173,17 +173,23 @@ func TestVersionTagMistakesPanic(t *testing.T) {
 
 // TestGoldenCommandVersions: every pinned command (each kind, every
 // optional field set somewhere) needs version 1 only, except the kinds
-// added since (forget_tasks and job_policy: 2), so that old logs
+// added since (forget_tasks and job_policy: 2) and the commands using a
+// field added since (a gang: 3), so that old logs
 // decode and every build encodes them as before; an entry of a version
 // above this build's is a newer command (NewerVersion), not garbage, and
 // one below 1 is garbage.
 func TestGoldenCommandVersions(t *testing.T) {
 	// The kinds added since version 1, with the version that added them.
 	since := map[Kind]int{KindForgetTasks: 2, KindJobPolicy: 2}
+	// The pinned commands using a field added since, with its version.
+	sinceByName := map[string]int{"submit_tasks gang": 3}
 	for _, g := range goldenCommands() {
 		c := g.cmd
 		want := CommandVersion
 		if v, ok := since[g.kind]; ok {
+			want = v
+		}
+		if v, ok := sinceByName[g.name]; ok {
 			want = v
 		}
 		if n, path := RequiredVersion(&c); n != want {

@@ -16,6 +16,10 @@ type ViewMap struct {
 	// policy.State.Machines[j].
 	Orgs     []string
 	Machines []string
+	// Gangs are the pass's gang decisions (gang.go, placeGangs), to apply
+	// before the policy's: DecisionsCommand and Pass.Decide put them
+	// first.
+	Gangs []Decision
 }
 
 // PolicyView builds the state a policy decides on, at time nowMs (the
@@ -70,11 +74,12 @@ func (l *Ledger) policyView(nowMs int64, checkpointBlockSeconds float64, kept *p
 		s.Queue = kept
 	} else {
 		for _, t := range l.bySeq {
-			if t.State == TaskQueued {
+			if t.State == TaskQueued && t.Spec.Gang == nil {
 				s.Queued = append(s.Queued, policyTask(t, orgIdx))
 			}
 		}
 	}
+	l.placeGangs(s, vm, orgIdx)
 	for _, id := range vm.Machines {
 		for _, tid := range l.machines[id].Tasks() {
 			t := l.tasks[tid]
@@ -158,6 +163,7 @@ func (v *ViewMap) DecisionsCommand(org, peer string, atMs int64, ds []policy.Dec
 	if err != nil {
 		return Command{}, err
 	}
+	dd = append(append([]Decision(nil), v.Gangs...), dd...)
 	return Command{
 		V: CommandVersion, Org: org, Peer: peer, AtMs: atMs,
 		Decisions: &Decisions{ViewIndex: v.Index, Decisions: dd},
