@@ -27,8 +27,8 @@ const (
 	maxRequirements = 16
 	// MaxNodes bounds nodes: the ledger's bound on a gang's parts
 	// (ledger.MaxGangSize).
-	MaxNodes = 1024
-	maxReqValueLen  = 256
+	MaxNodes       = 1024
+	maxReqValueLen = 256
 	// DefaultCPUs is the request of a task that names none. Memory and
 	// GPUs default to none: a task that gives no memory is not counted
 	// against any machine's memory (the owner's max_memory_bytes still
@@ -56,9 +56,9 @@ type request struct {
 	maxAttempts, retries *int64
 	// nodes (issue 21): the machines a parallel job spans, one part of
 	// cpus/memory/gpus on each.
-	nodes *int64
-	reqs                 []Requirement
-	hasReqs              bool
+	nodes   *int64
+	reqs    []Requirement
+	hasReqs bool
 }
 
 func (d *decoder) requestField(f *fields, key string, n *yaml.Node, p string) {
