@@ -494,3 +494,26 @@ func (l *Ledger) placeGangs(s *policy.State, vm *ViewMap, orgIdx map[string]int)
 		s.Held[j] = taken[id]
 	}
 }
+
+// GangMachines returns the machines of the parts of task's gang, in rank
+// order: what a part's start gives its program as the gang's hosts. ok is
+// false when task is not a gang's part or a part is not placed (the gang
+// is being stopped).
+func (l *Ledger) GangMachines(task string) (machines []string, ok bool) {
+	t := l.tasks[task]
+	if t == nil || t.Spec.Gang == nil {
+		return nil, false
+	}
+	parts := l.gangParts(t)
+	if len(parts) != t.Spec.Gang.Size {
+		return nil, false
+	}
+	machines = make([]string, len(parts))
+	for i, p := range parts {
+		if !p.State.Placed() {
+			return nil, false
+		}
+		machines[i] = p.Machine
+	}
+	return machines, true
+}
