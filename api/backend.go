@@ -236,7 +236,7 @@ type TaskView struct {
 	// (TaskQuery.After) is the last listed task's.
 	Seq uint64 `json:"seq,omitempty"`
 	// Pending says why a queued task waits: a stable code (no_match,
-	// power_limit, fair_share, no_free_resources, avoided, next_pass) and a
+	// power_limit, fair_share, no_free_resources, avoided, next_pass, gang) and a
 	// sentence (docs/POLICY.md, "Pending reasons"). Empty unless queued.
 	Pending       string `json:"pending,omitempty"`
 	PendingDetail string `json:"pending_detail,omitempty"`

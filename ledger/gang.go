@@ -517,3 +517,25 @@ func (l *Ledger) GangMachines(task string) (machines []string, ok bool) {
 	}
 	return machines, true
 }
+
+// gangPending adds to out the reason of every waiting gang part: the pass
+// on vm places its gang (next_pass) or the gang waits for machines.
+func (l *Ledger) gangPending(out map[string]PendingReason, vm *ViewMap) {
+	if len(l.gangs) == 0 {
+		return
+	}
+	next := map[string]bool{}
+	for _, d := range vm.Gangs {
+		next[d.Task] = true
+	}
+	for _, gv := range l.queuedGangs() {
+		k := len(gv.parts)
+		for _, p := range gv.parts {
+			if next[p.ID] {
+				out[p.ID] = PendingReason{Code: policy.PendingNextPass, Detail: fmt.Sprintf("the next pass places the whole gang %s (%d parts)", p.Spec.Gang.ID, k)}
+				continue
+			}
+			out[p.ID] = PendingReason{Code: policy.PendingGang, Detail: fmt.Sprintf("part %d of gang %s: waits until one organisation has %d machines with room for a part each, within its power limit", p.Spec.Gang.Rank, p.Spec.Gang.ID, k)}
+		}
+	}
+}

@@ -263,10 +263,16 @@ func TestGangPass(t *testing.T) {
 	if len(st.Queued) != 1 || st.Queued[0].ID != "uni-b-1" {
 		t.Fatalf("the policy sees %+v, want uni-b-1 only (gang parts wait in the gang step)", st.Queued)
 	}
+	if r := f.l.Pending()["uni-a-2"]; r.Code != "gang" || !strings.Contains(r.Detail, "2 machines") {
+		t.Fatalf("waiting part's reason %+v", r)
+	}
 	hb := act("uni-a", 2500)
 	hb.Heartbeat = &Heartbeat{Machine: "uni-a/m3"}
 	f.must(hb)
 	st, vm = f.l.PolicyView(2600, 0)
+	if r := f.l.Pending()["uni-a-1"]; r.Code != "next_pass" {
+		t.Fatalf("placeable part's reason %+v", r)
+	}
 	want := []Decision{alloc("uni-a-1", "uni-a/m2"), alloc("uni-a-2", "uni-a/m3")}
 	if len(vm.Gangs) != 2 || vm.Gangs[0] != want[0] || vm.Gangs[1] != want[1] {
 		t.Fatalf("gang decisions %+v, want %+v", vm.Gangs, want)
