@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"math/rand"
 	"strings"
 	"testing"
 )
@@ -322,4 +323,132 @@ func TestGangSnapshotRoundTrip(t *testing.T) {
 	if _, ok := l.gangs["uni-a-1"]; !ok || l.Hash() != f.l.Hash() {
 		t.Fatalf("gang index %v, hash equal %v", l.gangs, l.Hash() == f.l.Hash())
 	}
+}
+
+// TestGangRandomSequences drives random commands on a federation whose
+// peers compute the passes, with gangs and plain tasks of two
+// organisations: every apply keeps the invariants (gangInvariants
+// included: a gang is placed whole on one organisation's distinct
+// machines, or not at all), and a pass never places part of a gang.
+func TestGangRandomSequences(t *testing.T) {
+	placed, stoppedWith := 0, 0
+	for seed := int64(1); seed <= 12; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		f := newFed(t)
+		r := schedRules("ehosep", 0)
+		f.must(registerRules("uni-a", 10_000_000, r, cpuMachine("m1"), cpuMachine("m2"), cpuMachine("m3")))
+		f.must(registerRules("uni-b", 10_000_000, r, cpuMachine("x1"), cpuMachine("x2")))
+		orgs := []string{"uni-a", "uni-b"}
+		do := func(c Command) Result {
+			res := f.apply(c)
+			for _, tr := range res.Transitions {
+				if tr.Reason == "gang_stopped" {
+					stoppedWith++
+				}
+			}
+			return res
+		}
+		now := int64(3000)
+		for step := 0; step < 250; step++ {
+			now += 100
+			org := orgs[rng.Intn(2)]
+			switch op := rng.Intn(10); op {
+			case 0:
+				k := 2 + rng.Intn(2)
+				ts := make([]TaskSpec, k)
+				for i := range ts {
+					ts[i] = gangSpec(k, i)
+					ts[i].Spec.CPUs = int64(2 + 2*rng.Intn(2))
+				}
+				do(submitSpecs(org, now, ts...))
+			case 1:
+				p := gangSpec(2, 0)
+				p.Spec.Gang, p.Spec.CPUs = nil, int64(1+rng.Intn(4))
+				do(submitSpecs(org, now, p))
+			case 2, 3:
+				res := do(trigger(org, now))
+				placed += checkGangVerdicts(t, f.l, res)
+			default:
+				tk := randomTask(rng, f.l)
+				if tk == nil {
+					continue
+				}
+				owner := ""
+				if tk.Machine != "" {
+					owner, _, _ = strings.Cut(tk.Machine, "/")
+				}
+				switch {
+				case op == 4 && tk.State == TaskAssigned:
+					do(started(owner, tk.ID, tk.Machine, now))
+				case op == 5 && tk.State == TaskRunning:
+					do(ended(owner, tk.ID, tk.Machine, now, 1, rng.Intn(3) == 0))
+				case op == 6 && tk.Machine != "":
+					do(lost(owner, tk.Machine, now))
+				case op == 7:
+					c := act(tk.Org, now)
+					c.CancelTask = &CancelTask{Task: tk.ID}
+					do(c)
+				case op == 8:
+					for _, s := range tk.Segments {
+						if s.Outcome == OutcomePreempting || s.Outcome == OutcomeCancelling {
+							do(stopped(s.MachineOrg, tk.ID, s.Machine, now, 1, nil))
+							break
+						}
+					}
+				default:
+					for _, id := range sortedKeys(f.l.machines) {
+						if m := f.l.machines[id]; m.State == MachineLost {
+							hb := act(m.Org, now)
+							hb.Heartbeat = &Heartbeat{Machine: id}
+							do(hb)
+							break
+						}
+					}
+				}
+			}
+		}
+	}
+	if placed < 10 || stoppedWith < 5 {
+		t.Fatalf("the sequences placed %d gangs and stopped %d parts with their gang: too few to test them", placed, stoppedWith)
+	}
+	t.Logf("%d gangs placed, %d parts stopped with their gang", placed, stoppedWith)
+}
+
+// randomTask picks a task that has not ended, or nil.
+func randomTask(rng *rand.Rand, l *Ledger) *Task {
+	var live []*Task
+	for _, t := range l.bySeq {
+		if !t.State.Terminal() {
+			live = append(live, t)
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	return live[rng.Intn(len(live))]
+}
+
+// checkGangVerdicts: a pass's decisions on a gang's parts are all
+// accepted or all refused; it returns the number of gangs placed.
+func checkGangVerdicts(t *testing.T, l *Ledger, res Result) int {
+	t.Helper()
+	byGang := map[string][]bool{}
+	for _, d := range res.Decisions {
+		if tk := l.tasks[d.Decision.Task]; tk != nil && tk.Spec.Gang != nil {
+			byGang[tk.Spec.Gang.ID] = append(byGang[tk.Spec.Gang.ID], d.Err == nil)
+		}
+	}
+	placed := 0
+	for id, oks := range byGang {
+		tk := l.tasks[id]
+		for _, ok := range oks {
+			if ok != oks[0] || (ok && len(oks) != tk.Spec.Gang.Size) {
+				t.Fatalf("gang %s: verdicts %v for %d parts", id, oks, tk.Spec.Gang.Size)
+			}
+		}
+		if oks[0] {
+			placed++
+		}
+	}
+	return placed
 }
