@@ -66,3 +66,13 @@ func TestParseBadNodes(t *testing.T) {
 		})
 	}
 }
+
+func TestExampleMPI(t *testing.T) {
+	job := loadExample(t, "mpi.yaml")
+	if job.Name != "mpi-hello" || len(job.Tasks) != 1 {
+		t.Fatalf("job %q with %d tasks", job.Name, len(job.Tasks))
+	}
+	if tk := job.Tasks[0]; tk.Nodes != 2 || tk.CPUs != 4 || tk.Argv[0] != "/bin/sh" {
+		t.Fatalf("task %+v", tk)
+	}
+}
