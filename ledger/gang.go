@@ -436,12 +436,13 @@ func (l *Ledger) checkGangIndex(fail func(string, ...any)) {
 // order, when one organisation has a machine free for each part now
 // (policy.PlaceGang, over the view's machines in ID order, each part
 // fitting without preemption, matching the part's requirements, the
-// gang's power within its organisation's limit), or waits. The machines
-// taken are held in the view (the policy neither places on them nor
-// preempts there) and their power comes off the organisation's limit in
-// the view, as for a drained machine; the decisions are vm.Gangs, which
-// a pass applies before the policy's.
-func (l *Ledger) placeGangs(s *policy.State, vm *ViewMap, orgIdx map[string]int) {
+// gang's power within its organisation's limit), or waits. The parts
+// placed appear in the view as running (just assigned) on their machines,
+// so that the policy counts their room and power, and those machines are
+// held (State.Held: the policy neither places on them nor preempts there,
+// where it honours Held); the decisions are vm.Gangs, which a pass
+// applies before the policy's.
+func (l *Ledger) placeGangs(s *policy.State, vm *ViewMap, orgIdx, machIdx map[string]int) {
 	if len(l.gangs) == 0 || len(vm.Machines) == 0 {
 		return
 	}
@@ -479,11 +480,10 @@ func (l *Ledger) placeGangs(s *policy.State, vm *ViewMap, orgIdx map[string]int)
 			continue
 		}
 		headroom[gv.org] -= power
-		o := &s.Orgs[orgIdx[gv.org]]
-		o.LimitMilliW = max(o.LimitMilliW-power, 0)
 		for k, id := range ids {
 			taken[id] = true
 			vm.Gangs = append(vm.Gangs, Decision{Kind: DecideAllocate, Task: gv.parts[k].ID, Machine: id})
+			s.Running = append(s.Running, policy.Running{Task: policyTask(gv.parts[k], orgIdx), Machine: machIdx[id]})
 		}
 	}
 	if len(taken) == 0 {

@@ -283,6 +283,14 @@ func TestGangPass(t *testing.T) {
 			t.Fatalf("machine %s held %v", id, held)
 		}
 	}
+	// The parts placed take their room and power in the view.
+	onMachine := map[string]string{}
+	for _, r := range st.Running {
+		onMachine[r.Task.ID] = vm.Machines[r.Machine]
+	}
+	if onMachine["uni-a-1"] != "uni-a/m2" || onMachine["uni-a-2"] != "uni-a/m3" {
+		t.Fatalf("the view runs %v", onMachine)
+	}
 	cmd, err := vm.DecisionsCommand("uni-a", peerOf("uni-a"), 2600, nil)
 	if err != nil {
 		t.Fatal(err)

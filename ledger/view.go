@@ -33,7 +33,9 @@ type ViewMap struct {
 //   - Running: the assigned and running tasks, in machine order. RunSeconds
 //     is the time since the run's start (0 while only assigned);
 //     HasCheckpoint says a checkpoint was recorded during this run, and
-//     SinceCheckpointSeconds is the time since it.
+//     SinceCheckpointSeconds is the time since it. Then the parts of the
+//     gangs the pass places whole (ledger/gang.go, placeGangs): gang
+//     parts are never in Queued, and the machines they take are Held.
 //
 // The view shares nothing with the ledger; it stays valid after the ledger
 // changes. An organisation without machines has quota 0, which the policy
@@ -79,7 +81,6 @@ func (l *Ledger) policyView(nowMs int64, checkpointBlockSeconds float64, kept *p
 			}
 		}
 	}
-	l.placeGangs(s, vm, orgIdx)
 	for _, id := range vm.Machines {
 		for _, tid := range l.machines[id].Tasks() {
 			t := l.tasks[tid]
@@ -95,6 +96,7 @@ func (l *Ledger) policyView(nowMs int64, checkpointBlockSeconds float64, kept *p
 			s.Running = append(s.Running, r)
 		}
 	}
+	l.placeGangs(s, vm, orgIdx, machIdx)
 	return s, vm
 }
 
