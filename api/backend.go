@@ -259,7 +259,7 @@ type TaskView struct {
 	// (TaskQuery.After) is the last listed task's.
 	Seq uint64 `json:"seq,omitempty"`
 	// Pending says why a queued task waits: a stable code (no_match,
-	// power_limit, fair_share, no_free_resources, avoided, next_pass, job_policy) and a
+	// power_limit, fair_share, no_free_resources, avoided, next_pass, job_policy, gang) and a
 	// sentence (docs/POLICY.md, "Pending reasons"). Empty unless queued.
 	Pending       string `json:"pending,omitempty"`
 	PendingDetail string `json:"pending_detail,omitempty"`
@@ -272,6 +272,17 @@ type TaskView struct {
 	MachineFailures int      `json:"machine_failures,omitempty"`
 	Failures        int      `json:"failures,omitempty"`
 	Avoid           []string `json:"avoid,omitempty"`
+	// Gang is set on a part of a parallel job (docs/JOBS.md, "Parallel
+	// jobs").
+	Gang *GangView `json:"gang,omitempty"`
+}
+
+// GangView is a task's part in a parallel job: the gang's ID (its first
+// part's task ID), this part's rank (0 to Size−1) and the number of parts.
+type GangView struct {
+	ID   string `json:"id"`
+	Rank int    `json:"rank"`
+	Size int    `json:"size"`
 }
 
 // TaskDetail is `peer task ID`.
@@ -357,7 +368,16 @@ type SubmitTask struct {
 	// docs/JOBS.md, "Failures of the machine, failures of the task".
 	MaxAttempts int `json:"max_attempts,omitempty"`
 	Retries     int `json:"retries,omitempty"`
+	// Nodes (0 or 1: one machine; 2 to MaxNodes) makes the task a
+	// parallel job of Nodes parts, each asking for CPUs, MemoryBytes and
+	// GPUs of its own machine, started and stopped together on machines of
+	// one organisation. Its parts get one task ID each, consecutive, in
+	// SubmitResponse.TaskIDs (docs/JOBS.md, "Parallel jobs").
+	Nodes int `json:"nodes,omitempty"`
 }
+
+// MaxNodes bounds SubmitTask.Nodes (the ledger's ledger.MaxGangSize).
+const MaxNodes = 1024
 
 // Requirement is one constraint of a task on a machine's attributes.
 type Requirement struct {

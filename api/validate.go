@@ -118,6 +118,9 @@ func ValidateSubmit(req SubmitRequest, lim SubmitLimits) error {
 		if t.MaxAttempts < 0 || t.MaxAttempts > 100 || t.Retries < 0 || t.Retries > 100 {
 			return Errorf(CodeBadRequest, "tasks[%d]: max_attempts %d, retries %d: want 0-100 each", i, t.MaxAttempts, t.Retries)
 		}
+		if t.Nodes < 0 || t.Nodes > MaxNodes {
+			return Errorf(CodeBadRequest, "tasks[%d]: nodes %d: want 0 to %d", i, t.Nodes, MaxNodes)
+		}
 		if t.WallLimitMs <= 0 {
 			return Errorf(CodeBadRequest, "tasks[%d]: wall_limit_ms %d: want > 0", i, t.WallLimitMs)
 		}

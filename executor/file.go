@@ -27,6 +27,7 @@ import (
 //	    gpus: 1            # optional
 //	    labels: [matlab, cuda=12.2]   # optional
 //	    opportunistic: true  # optional: its owner may reclaim it (peer machines reclaim)
+//	    host: node1.example.org       # optional: the name MPI reaches it by (default: name)
 //	policy:                # optional: without it nothing may run
 //	  allow: [/usr/bin/python3, sh]
 //	  allow_any: false
@@ -263,8 +264,15 @@ func (p fileParser) machines(n *yaml.Node, field string) ([]MachineConfig, error
 				m.Labels, err = p.labels(v, field)
 			case "opportunistic":
 				m.Opportunistic, err = p.Boolean(v, field)
+			case "host":
+				if m.Host, err = p.Str(v, field); err != nil {
+					return err
+				}
+				if !validHost(m.Host) {
+					return p.Errf(v, field, "%q: want a host name of 1-%d characters of [A-Za-z0-9._:-]", m.Host, maxHostLen)
+				}
 			default:
-				return p.Errf(k, field, "unknown key (want name, gflops, busy_watts, idle_watts, cpus, memory, gpus, labels, opportunistic)")
+				return p.Errf(k, field, "unknown key (want name, gflops, busy_watts, idle_watts, cpus, memory, gpus, labels, opportunistic, host)")
 			}
 			return err
 		})

@@ -108,6 +108,8 @@ func TestParseMachinesFileErrors(t *testing.T) {
 		{"duplicate label", "machines:\n  - name: a\n    busy_watts: 1\n    labels: [cuda=11, cuda=12]\n", `m.yaml:4: machines[0].labels[1]: label "cuda" declared twice`},
 		{"opportunistic not a bool", "machines:\n  - name: a\n    busy_watts: 1\n    opportunistic: sometimes\n", `m.yaml:4: machines[0].opportunistic: want true or false`},
 		{"bad org", "machines:\n  - {name: a, busy_watts: 1}\npolicy:\n  orgs: [uni-b, \"a/b\"]\n", `m.yaml:4: policy.orgs[1]: "a/b": want an organisation name`},
+		{"host with a space", "machines:\n  - name: a\n    busy_watts: 1\n    host: \"node 1\"\n", `m.yaml:4: machines[0].host: "node 1": want a host name`},
+		{"host a list", "machines:\n  - name: a\n    busy_watts: 1\n    host: [a, b]\n", `m.yaml:4: machines[0].host: want a value, got a list`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseMachinesFile("m.yaml", []byte(c.yaml))
@@ -134,6 +136,7 @@ machines:
     gpus: 2
     labels: [matlab, cuda=12.2]
     opportunistic: true
+    host: big.example.org
   - name: small
     busy_watts: 30
     memory: 512000000
@@ -148,6 +151,9 @@ policy:
 	big, small := f.Machines[0], f.Machines[1]
 	if big.CPUs != 8 || big.MemoryBytes != 16<<30 || big.GPUs != 2 || !big.Opportunistic || small.Opportunistic || !reflect.DeepEqual(big.Labels, []string{"matlab", "cuda=12.2"}) {
 		t.Errorf("big = %+v", big)
+	}
+	if big.HostName() != "big.example.org" || small.HostName() != "small" {
+		t.Errorf("hosts %q, %q: want the declared one, else the name", big.HostName(), small.HostName())
 	}
 	if small.CPUs != 0 || small.MemoryBytes != 512_000_000 || small.Labels != nil {
 		t.Errorf("small = %+v", small)

@@ -31,6 +31,36 @@ type MachineConfig struct {
 	// its owner may reclaim it (peer machines reclaim) and release it
 	// (docs/OPERATIONS.md, "Opportunistic machines").
 	Opportunistic bool
+	// Host is the name a parallel job's launcher (mpirun) reaches the
+	// machine by: the host listed for its part in COOPGRID_HOSTS and the
+	// hostfile (docs/JOBS.md, "Parallel jobs"). Empty: Name.
+	Host string
+}
+
+// maxHostLen bounds Host: a DNS name's length.
+const maxHostLen = 253
+
+// HostName is the machine's Host, or its Name when none is given.
+func (m MachineConfig) HostName() string {
+	if m.Host != "" {
+		return m.Host
+	}
+	return m.Name
+}
+
+// validHost accepts host names and addresses: 1-253 characters of
+// [A-Za-z0-9._:-], a word of both the host list and the hostfile.
+func validHost(h string) bool {
+	if h == "" || len(h) > maxHostLen {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // Bounds on declared resources (the ledger's, policy.MaxCPUs and so on).
@@ -87,6 +117,9 @@ func (m MachineConfig) validate(allowZeroGFLOPS bool) error {
 	}
 	if m.IdleWatts > m.BusyWatts {
 		return fmt.Errorf("idle_watts: %g is more than busy_watts %g", m.IdleWatts, m.BusyWatts)
+	}
+	if m.Host != "" && !validHost(m.Host) {
+		return fmt.Errorf("host %q: want 1-%d characters of [A-Za-z0-9._:-]", m.Host, maxHostLen)
 	}
 	return nil
 }

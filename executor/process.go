@@ -952,6 +952,14 @@ func (e *ProcessExecutor) environment(spec *TaskSpec, m MachineConfig, d taskDir
 	if d.checkpoint != "" {
 		env["CHECKPOINT_DIR"] = d.checkpoint
 	}
+	for k, v := range spec.PeerEnv {
+		if _, own := env[k]; !own {
+			if rel, ok := strings.CutPrefix(v, "./"); ok {
+				v = filepath.Join(d.work, rel)
+			}
+			env[k] = v
+		}
+	}
 	for k, v := range spec.Env {
 		env[k] = v
 	}

@@ -43,6 +43,13 @@ type TaskSpec struct {
 	// Env is added to the task's base environment (see docs/EXECUTOR.md).
 	// CHECKPOINT_DIR and COOPGRID_* are reserved.
 	Env map[string]string
+	// PeerEnv holds reserved variables (COOPGRID_*) the peer sets for this
+	// run beside the executor's own, which win: a parallel job's part gets
+	// its gang's host list there (docs/JOBS.md, "Parallel jobs"). Every
+	// key must be reserved. A value starting with "./" names a file of
+	// the work directory (an input): the process executor makes it
+	// absolute, since the work directory is the attempt's own.
+	PeerEnv map[string]string
 	// WallClockLimit bounds this run; 0 means no limit of its own (the
 	// policy's MaxWallClock still applies).
 	WallClockLimit time.Duration
@@ -295,6 +302,12 @@ func validateSpec(s *TaskSpec, needArgv bool) *taskError {
 		}
 		if supervise.LoaderEnv(k) {
 			return failf(ReasonBadSpec, "environment variable %s can make a program load code the machine owner did not allow; it is refused (docs/EXECUTOR.md lists these)", k)
+		}
+		total += len(k) + len(v) + 2
+	}
+	for k, v := range s.PeerEnv {
+		if !strings.HasPrefix(k, "COOPGRID_") || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
+			return failf(ReasonBadSpec, "peer environment variable %q: want COOPGRID_* without '=' or NUL", k)
 		}
 		total += len(k) + len(v) + 2
 	}

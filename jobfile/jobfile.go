@@ -84,6 +84,12 @@ type Task struct {
 	// failed by the task itself is run again (0-100, default 0).
 	MaxAttempts int
 	Retries     int
+	// Nodes is how many machines the task spans (issue 21): 0 when not
+	// given, or 1, is one machine; k ≥ 2 (at most MaxNodes) makes it a
+	// parallel job of k parts, each asking for CPUs, MemoryBytes and GPUs
+	// of its own machine, all started together on machines of one
+	// organisation (docs/JOBS.md, "Parallel jobs").
+	Nodes int
 }
 
 // Input is one file shipped with a task.

@@ -25,7 +25,10 @@ const (
 	maxRetries      = 100
 	maxMemoryBytes  = 1 << 60
 	maxRequirements = 16
-	maxReqValueLen  = 256
+	// MaxNodes bounds nodes: the ledger's bound on a gang's parts
+	// (ledger.MaxGangSize).
+	MaxNodes       = 1024
+	maxReqValueLen = 256
 	// DefaultCPUs is the request of a task that names none. Memory and
 	// GPUs default to none: a task that gives no memory is not counted
 	// against any machine's memory (the owner's max_memory_bytes still
@@ -51,8 +54,11 @@ type request struct {
 	// maxAttempts and retries (issue 14, item 6) travel with the request
 	// keys: inherited from defaults the same way.
 	maxAttempts, retries *int64
-	reqs                 []Requirement
-	hasReqs              bool
+	// nodes (issue 21): the machines a parallel job spans, one part of
+	// cpus/memory/gpus on each.
+	nodes   *int64
+	reqs    []Requirement
+	hasReqs bool
 }
 
 func (d *decoder) requestField(f *fields, key string, n *yaml.Node, p string) {
@@ -75,6 +81,10 @@ func (d *decoder) requestField(f *fields, key string, n *yaml.Node, p string) {
 	case "retries":
 		if v, ok := d.integer(n, p, 0, maxRetries); ok {
 			f.req.retries = &v
+		}
+	case "nodes":
+		if v, ok := d.integer(n, p, 1, MaxNodes); ok {
+			f.req.nodes = &v
 		}
 	case "memory":
 		if v, ok := d.memory(n, p); ok {
@@ -265,4 +275,15 @@ func mergeRetry(t, defs *request) (maxAttempts, retries int) {
 		}
 	}
 	return maxAttempts, retries
+}
+
+// mergeNodes is a task's nodes over the defaults' (0: not given, one
+// machine).
+func mergeNodes(t, defs *request) (nodes int) {
+	for _, r := range []*request{defs, t} {
+		if r != nil && r.nodes != nil {
+			nodes = int(*r.nodes)
+		}
+	}
+	return nodes
 }

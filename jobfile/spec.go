@@ -32,7 +32,7 @@ const (
 )
 
 var (
-	taskKeys     = []string{"name", "argv", "env", "size", "runtime", "reference_gflops", "wall_clock_limit", "inputs", "outputs", "checkpointable", "cpus", "memory", "gpus", "requirements", "max_attempts", "retries"}
+	taskKeys     = []string{"name", "argv", "env", "size", "runtime", "reference_gflops", "wall_clock_limit", "inputs", "outputs", "checkpointable", "cpus", "memory", "gpus", "requirements", "max_attempts", "retries", "nodes"}
 	defaultsKeys = taskKeys[1:]
 	templateKeys = append(slices.Clone(taskKeys), "count", "params")
 	topKeys      = []string{"version", "name", "defaults", "tasks", "template"}
@@ -240,7 +240,7 @@ func (d *decoder) taskFields(n *yaml.Node, p string, m map[string]yamlfile.Entry
 			if v, ok := d.boolean(e.V, kp); ok {
 				f.ckpt = &v
 			}
-		case "cpus", "memory", "gpus", "requirements", "max_attempts", "retries":
+		case "cpus", "memory", "gpus", "requirements", "max_attempts", "retries", "nodes":
 			d.requestField(f, e.Key, e.V, kp)
 		}
 		if d.Count() > before {
@@ -442,6 +442,8 @@ type plan struct {
 	reqs      []Requirement
 	// maxAttempts and retries: 0 when not given.
 	maxAttempts, retries int
+	// nodes: 0 when not given.
+	nodes int
 }
 
 // plan merges a task's fields with the defaults: a task's value replaces
@@ -557,13 +559,14 @@ func (d *decoder) plan(t, defs *fields, template bool) (*plan, bool) {
 	if t.invalid["checkpointable"] || defs.invalid["checkpointable"] || t.invalid["name"] || t.invalid["argv"] || defs.invalid["argv"] {
 		ok = false
 	}
-	for _, k := range []string{"cpus", "memory", "gpus", "requirements", "max_attempts", "retries"} {
+	for _, k := range []string{"cpus", "memory", "gpus", "requirements", "max_attempts", "retries", "nodes"} {
 		if t.invalid[k] || defs.invalid[k] {
 			ok = false
 		}
 	}
 	p.cpus, p.memory, p.gpus, p.reqs = mergeRequest(t.req, defs.req)
 	p.maxAttempts, p.retries = mergeRetry(t.req, defs.req)
+	p.nodes = mergeNodes(t.req, defs.req)
 	return p, ok
 }
 

@@ -214,7 +214,7 @@ func (l *Leader) plan(r StateViewer) (p planned, ok bool) {
 	if byPeers {
 		return l.planTrigger(org, nowMs, placeable, perr)
 	}
-	if len(st.Queued) == 0 {
+	if len(st.Queued) == 0 && len(vm.Gangs) == 0 {
 		return planned{}, false
 	}
 	// The view is a copy: the policy runs without holding the lock.
@@ -230,11 +230,11 @@ func (l *Leader) plan(r StateViewer) (p planned, ok bool) {
 		l.log.Error("leader: policy failed", "policy", l.policy.Name(), "job_policy", job, "err", err)
 		return planned{}, false
 	}
-	if len(ds) == 0 {
+	if len(ds) == 0 && len(vm.Gangs) == 0 { // the view's gangs go first (ledger/gang.go)
 		return planned{}, false
 	}
-	if len(ds) > ledger.MaxDecisionsPerCommand {
-		ds = ds[:ledger.MaxDecisionsPerCommand]
+	if len(ds) > ledger.MaxDecisionsPerCommand-len(vm.Gangs) {
+		ds = ds[:ledger.MaxDecisionsPerCommand-len(vm.Gangs)]
 	}
 	cmd, err := vm.DecisionsCommand(org, l.cfg.Self.String(), nowMs, ds)
 	if err != nil {
@@ -242,7 +242,7 @@ func (l *Leader) plan(r StateViewer) (p planned, ok bool) {
 		l.log.Error("leader: decisions do not fit the view", "err", err)
 		return planned{}, false
 	}
-	return l.encoded(ledger.KindDecisions, cmd, len(ds))
+	return l.encoded(ledger.KindDecisions, cmd, len(ds)+len(vm.Gangs))
 }
 
 // planTrigger proposes a trigger at nowMs if its pass decides anything.

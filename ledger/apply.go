@@ -196,6 +196,7 @@ func (l *Ledger) submit(o *Org, b *SubmitTasks, index uint64, atMs int64, digest
 	}
 	l.unfinished[o.Name] += int64(len(b.Tasks))
 	res.TaskIDs = make([]string, 0, len(b.Tasks))
+	gangID := ""
 	for _, ts := range b.Tasks {
 		o.Submitted++
 		l.seq++
@@ -203,6 +204,12 @@ func (l *Ledger) submit(o *Org, b *SubmitTasks, index uint64, atMs int64, digest
 			ID:  o.Name + "-" + strconv.FormatUint(o.Submitted, 10),
 			Org: o.Name, SizeMFlop: ts.SizeMFlop, RemainingMFlop: ts.SizeMFlop,
 			Spec: ts.Spec.clone(), Seq: l.seq, SubmittedMs: atMs, State: TaskQueued,
+		}
+		if g := t.Spec.Gang; g != nil {
+			if g.Rank == 0 {
+				gangID = t.ID
+			}
+			g.ID = gangID
 		}
 		l.tasks[t.ID] = t
 		l.bySeq = append(l.bySeq, t)
@@ -243,6 +250,7 @@ func (b *CancelTask) check(l *Ledger, c *Command) (change, *Error) {
 		t.EndedMs = c.AtMs
 		t.Reason = "cancelled by " + c.Org
 		res.moved(t, from, machine, "cancelled")
+		l.stopGang(t, c.AtMs, res) // a cancel cancels the whole gang
 	}, nil
 }
 
@@ -256,98 +264,118 @@ func (b *Decisions) check(l *Ledger, c *Command) (change, *Error) {
 	if _, ok := l.SchedulingSettings(); ok {
 		return nil, errf(CodeSchedulingMode, "this federation's peers compute every scheduling pass themselves: a leader proposes a schedule trigger, not decisions")
 	}
-	return func(_ uint64, res *Result) { l.applyDecisions(b.Decisions, res) }, nil
+	return func(_ uint64, res *Result) { l.applyDecisions(b.Decisions, c.AtMs, res) }, nil
 }
 
 // applyDecisions applies ds in order, each judged against the state the
 // previous ones left, with its verdict in res.Decisions: a decisions
 // batch's and a schedule trigger's pass alike.
-func (l *Ledger) applyDecisions(ds []Decision, res *Result) {
+func (l *Ledger) applyDecisions(ds []Decision, atMs int64, res *Result) {
 	res.Decisions = make([]DecisionResult, len(ds))
+	gangs := l.gangDecisions(ds) // gang parts are judged together (gang.go)
 	for i, d := range ds {
-		res.Decisions[i] = DecisionResult{Decision: d, Err: l.decide(d, res)}
+		if idx := gangs[i]; idx != nil {
+			if idx[0] == i {
+				l.applyGang(ds, idx, atMs, res)
+			}
+			continue
+		}
+		res.Decisions[i] = DecisionResult{Decision: d, Err: l.decide(d, atMs, res)}
 	}
 }
 
 // decide validates one decision against the current state and, if valid,
 // applies it.
-func (l *Ledger) decide(d Decision, res *Result) *Error {
+func (l *Ledger) decide(d Decision, atMs int64, res *Result) *Error {
+	do, err := l.checkDecision(d, 0, atMs)
+	if err == nil {
+		do(res)
+	}
+	return err
+}
+
+// checkDecision validates one decision against the current state, with
+// extraMilliW more in its task's organisation's PI (a gang's parts placed
+// before it), and returns its change, at atMs.
+func (l *Ledger) checkDecision(d Decision, extraMilliW, atMs int64) (func(*Result), *Error) {
 	switch d.Kind {
 	case DecideAllocate:
 		if d.Victim != "" {
-			return errf(CodeMalformed, "an allocation has no victim")
+			return nil, errf(CodeMalformed, "an allocation has no victim")
 		}
 	case DecidePreempt:
 		if d.Victim == "" || d.Victim == d.Task {
-			return errf(CodeMalformed, "a preemption needs a victim other than the task placed")
+			return nil, errf(CodeMalformed, "a preemption needs a victim other than the task placed")
 		}
 	default:
-		return errf(CodeMalformed, "decision kind %q: want allocate or preempt", d.Kind)
+		return nil, errf(CodeMalformed, "decision kind %q: want allocate or preempt", d.Kind)
 	}
 	t := l.tasks[d.Task]
 	if t == nil {
-		return errf(CodeUnknownTask, "task %q is not in the ledger", d.Task)
+		return nil, errf(CodeUnknownTask, "task %q is not in the ledger", d.Task)
 	}
 	if t.State != TaskQueued {
-		return errf(CodeStale, "task %s is %s, not queued", t.ID, t.State)
+		return nil, errf(CodeStale, "task %s is %s, not queued", t.ID, t.State)
 	}
 	m := l.machines[d.Machine]
 	if m == nil {
-		return errf(CodeUnknownMachine, "machine %q is not registered", d.Machine)
+		return nil, errf(CodeUnknownMachine, "machine %q is not registered", d.Machine)
 	}
 	if m.State != MachineUp {
-		return errf(CodeMachineDown, "machine %q is %s", m.ID, m.State)
+		return nil, errf(CodeMachineDown, "machine %q is %s", m.ID, m.State)
 	}
 	if m.Drained {
-		return errf(CodeMachineDown, "machine %q is drained", m.ID)
+		return nil, errf(CodeMachineDown, "machine %q is drained", m.ID)
 	}
 	if m.Reclaimed {
-		return errf(CodeMachineDown, "machine %q is reclaimed by its owner", m.ID)
+		return nil, errf(CodeMachineDown, "machine %q is reclaimed by its owner", m.ID)
 	}
 	o := l.orgs[t.Org]
-	pi := l.pi[t.Org] + m.share(t).Of(m.BusyMilliW)
+	pi := l.pi[t.Org] + extraMilliW + m.share(t).Of(m.BusyMilliW)
 	var v *Task
 	if d.Kind == DecidePreempt {
 		v = l.tasks[d.Victim]
 		if v == nil {
-			return errf(CodeUnknownTask, "victim %q is not in the ledger", d.Victim)
+			return nil, errf(CodeUnknownTask, "victim %q is not in the ledger", d.Victim)
 		}
 		if !m.holds(v.ID) {
-			return errf(CodeStale, "victim %s does not hold machine %q", v.ID, m.ID)
+			return nil, errf(CodeStale, "victim %s does not hold machine %q", v.ID, m.ID)
 		}
 		if v.Org == t.Org {
 			pi -= m.share(v).Of(m.BusyMilliW)
 		}
 	}
 	if why := l.mismatch(m, t); why != "" {
-		return errf(CodeNoMatch, "task %s cannot run on %q: %s", t.ID, m.ID, why)
+		return nil, errf(CodeNoMatch, "task %s cannot run on %q: %s", t.ID, m.ID, why)
 	}
 	if other := l.avoidHolds(m, t); other != "" {
-		return errf(CodeNoMatch, "task %s avoids %q, where an earlier run failed, while %q may run it", t.ID, m.ID, other)
+		return nil, errf(CodeNoMatch, "task %s avoids %q, where an earlier run failed, while %q may run it", t.ID, m.ID, other)
 	}
 	if !l.fits(m, t, v) {
 		if len(m.Also) == 0 && m.CPUs <= 1 && m.MemoryBytes == 0 && m.GPUs == 0 {
-			return errf(CodeMachineBusy, "machine %q holds task %s", m.ID, m.Task)
+			return nil, errf(CodeMachineBusy, "machine %q holds task %s", m.ID, m.Task)
 		}
-		return errf(CodeMachineBusy, "machine %q has no room for task %s", m.ID, t.ID)
+		return nil, errf(CodeMachineBusy, "machine %q has no room for task %s", m.ID, t.ID)
 	}
 	if pi > o.LimitMilliW {
-		return errf(CodeLimitExceeded, "placing %s on %q brings %q to %d mW, above its limit of %d mW", t.ID, m.ID, o.Name, pi, o.LimitMilliW)
+		return nil, errf(CodeLimitExceeded, "placing %s on %q brings %q to %d mW, above its limit of %d mW", t.ID, m.ID, o.Name, pi, o.LimitMilliW)
 	}
-	if v != nil {
-		if v.State == TaskRunning {
-			l.markStopping(v, m.ID, OutcomePreempting)
+	return func(res *Result) {
+		if v != nil {
+			if v.State == TaskRunning {
+				l.markStopping(v, m.ID, OutcomePreempting)
+			}
+			from := v.State
+			l.unplace(v, m)
+			v.State = TaskQueued
+			res.moved(v, from, m.ID, "preempted")
+			res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStop, Task: v.ID, Reason: "preempted"})
+			l.stopGang(v, atMs, res) // a preempted part stops its gang
 		}
-		from := v.State
-		l.unplace(v, m)
-		v.State = TaskQueued
-		res.moved(v, from, m.ID, "preempted")
-		res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStop, Task: v.ID, Reason: "preempted"})
-	}
-	l.place(t, m)
-	res.moved(t, TaskQueued, m.ID, "allocated")
-	res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStart, Task: t.ID, Reason: "allocated"})
-	return nil
+		l.place(t, m)
+		res.moved(t, TaskQueued, m.ID, "allocated")
+		res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStart, Task: t.ID, Reason: "allocated"})
+	}, nil
 }
 
 func (l *Ledger) place(t *Task, m *Machine) {
@@ -626,6 +654,7 @@ func (b *TaskEnded) check(l *Ledger, c *Command) (change, *Error) {
 			requeue, machineFault, final := failedRun(t, m.ID, b.Reason)
 			if requeue {
 				requeueTask(t, m.ID, machineFault, res)
+				l.stopGang(t, c.AtMs, res)
 				return
 			}
 			if machineFault {
@@ -642,6 +671,7 @@ func (b *TaskEnded) check(l *Ledger, c *Command) (change, *Error) {
 			t.RemainingMFlop = 0
 		}
 		res.moved(t, from, m.ID, string(t.State))
+		l.stopGang(t, c.AtMs, res) // a part failed for good ends its gang
 	}
 	outcome := OutcomeDone
 	if b.Failed {
@@ -682,7 +712,9 @@ func (b *TaskEnded) check(l *Ledger, c *Command) (change, *Error) {
 		run := closing{t, stale, b.EnergyMilliJ, b.Source, closedOutcome(t.Segments[stale].Outcome)}
 		// Preempted, but it finished before it could be stopped, and it
 		// has not been placed again: its work is done.
-		done := !b.Failed && t.State == TaskQueued
+		// (Not a gang's part: its gang waits whole in the queue, and runs
+		// again whole.)
+		done := !b.Failed && t.State == TaskQueued && t.Spec.Gang == nil
 		if done {
 			run.out = OutcomeDone
 		}
@@ -777,6 +809,7 @@ func (b *MachineLostCmd) check(l *Ledger, c *Command) (change, *Error) {
 			l.unplace(h, m)
 			l.lostRun(h, m.ID, ran[h.ID], c.AtMs, res)
 			res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStop, Task: h.ID, Reason: "lost"})
+			l.stopGang(h, c.AtMs, res) // a part lost stops its gang
 		}
 		was := m.available()
 		m.State = MachineLost

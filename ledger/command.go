@@ -525,7 +525,7 @@ func (b *SubmitTasks) validate() *Error {
 			return errf(CodeMalformed, "tasks[%d]: %s", i, err.Msg)
 		}
 	}
-	return nil
+	return validateGangs(ts)
 }
 
 func (b *CancelTask) validate() *Error { return validTaskRef(b.Task) }
@@ -656,6 +656,11 @@ func (s *Spec) validate() *Error {
 	}
 	if err := s.validateRetry(); err != nil {
 		return err
+	}
+	if s.Gang != nil {
+		if err := s.Gang.validate(); err != nil {
+			return err
+		}
 	}
 	if len(s.Name) > MaxTaskNameBytes || !printable(s.Name) {
 		return errf(CodeMalformed, "name: want at most %d bytes of valid UTF-8 without control characters", MaxTaskNameBytes)

@@ -75,6 +75,10 @@ const (
 	// CodeNoMatch: a decision places a task on a machine whose owner's
 	// policy, attributes or capacity can never take it.
 	CodeNoMatch Code = "no_match"
+	// CodeGangIncomplete: a decision places a part of a gang while the
+	// same decisions do not place every part of it, each on its own free
+	// machine, all of one organisation (gang.go).
+	CodeGangIncomplete Code = "gang_incomplete"
 	// CodeNoMachineFits: a submitted task asks for more memory, CPUs or GPUs
 	// than any machine of the federation has.
 	CodeNoMachineFits Code = "no_machine_fits"

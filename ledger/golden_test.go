@@ -309,6 +309,21 @@ func goldenCommands() []goldenCmd {
 				c.V = 3
 				c.AddMachine = &AddMachine{Machine: MachineSpec{Name: "o1", MFLOPS: 900, BusyMilliW: 40_000, Opportunistic: true}}
 			})},
+		{name: "submit_tasks gang", kind: KindSubmitTasks,
+			// Added with gangs (issue 21, command version 3): two parts of
+			// one parallel job; the ledger gives them the first part's ID
+			// as the gang's. The fixture's first version-3 command: it starts
+			// stability tracking too (issue 20), hence the hash.
+			json:   `{"v":3,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"submit_tasks":{"tasks":[{"size_mflop":1000,"spec":{"argv":["./mpi"],"gang":{"size":2}}},{"size_mflop":1000,"spec":{"argv":["./mpi"],"gang":{"size":2,"rank":1}}}]}}`,
+			result: `{"index":0,"kind":"submit_tasks","task_ids":["uni-a-4","uni-a-5"]}`,
+			hash:   "7d5b7e4255a60db45384c5074a220dee5d86ec89980bcfdcecaf915b73b71356",
+			cmd: with(func(c *Command) {
+				c.V = 3
+				part := func(rank int) TaskSpec {
+					return TaskSpec{SizeMFlop: 1000, Spec: Spec{Argv: []string{"./mpi"}, Gang: &Gang{Size: 2, Rank: rank}}}
+				}
+				c.SubmitTasks = &SubmitTasks{Tasks: []TaskSpec{part(0), part(1)}}
+			})},
 	}
 }
 
@@ -323,6 +338,10 @@ func goldenRejectInputs() []string {
 	// e2 is the envelope of a version-2 command (forget_tasks, retention).
 	e2 := func(body string) string {
 		return "{" + strings.Replace(goldenEnvJSON, `"v":1`, `"v":2`, 1) + body + "}"
+	}
+	// e3 is the envelope of a version-3 command (gangs).
+	e3 := func(body string) string {
+		return "{" + strings.Replace(goldenEnvJSON, `"v":1`, `"v":3`, 1) + body + "}"
 	}
 	return []string{
 		// A version above this build's (4 since version 3 is real).
@@ -383,6 +402,11 @@ func goldenRejectInputs() []string {
 		// Added with the job policy vote (issue 21).
 		e2(`,"job_policy":{}`),
 		e2(`,"job_policy":{"policy":"sjf"}`),
+		// Added with gangs (issue 21, command version 3).
+		e3(`,"submit_tasks":{"tasks":[{"size_mflop":1,"spec":{"gang":{"size":1}}}]}`),
+		e3(`,"submit_tasks":{"tasks":[{"size_mflop":1,"spec":{"gang":{"size":2}}},{"size_mflop":2,"spec":{"gang":{"size":2,"rank":1}}}]}`),
+		e3(`,"submit_tasks":{"tasks":[{"size_mflop":1,"spec":{"gang":{"size":2,"rank":1}}}]}`),
+		e3(`,"submit_tasks":{"tasks":[{"size_mflop":1,"spec":{"gang":{"id":"uni-a-1","size":2}}},{"size_mflop":1,"spec":{"gang":{"size":2,"rank":1}}}]}`),
 	}
 }
 
@@ -460,6 +484,10 @@ var goldenRejections = []struct{ code, msg string }{
 	{"malformed", "rules: retention: after_ms -1 or keep 0 out of range [0, 3153600000000], [0, 10000000]"},
 	{"malformed", "job policy \"\": want one of ehosep, fcfs, easy, conservative"},
 	{"malformed", "job policy \"sjf\": want one of ehosep, fcfs, easy, conservative"},
+	{"malformed", "tasks[0]: gang: size 1 out of range [2, 1024]"},
+	{"malformed", "tasks[1]: part 1 of the gang starting at tasks[0]: size 2 MFlop, the first part's is 1"},
+	{"malformed", "tasks[0]: gang part of rank 1 without the parts before it: a gang's parts come in rank order, from 0"},
+	{"malformed", "tasks[0]: gang: id \"uni-a-1\": the ledger sets it (the first part's task ID)"},
 }
 
 // goldenItemsResult is what applying goldenItemsBatch to assignedFixture

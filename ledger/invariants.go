@@ -289,6 +289,8 @@ func (l *Ledger) CheckInvariants() error {
 	l.checkRulesState(fail)
 	l.checkForgotten(fail)
 	l.jobPolicyInvariants(fail)
+	l.gangInvariants(fail)
+	l.checkGangIndex(fail)
 	return errors.Join(errs...)
 }
 

@@ -53,7 +53,7 @@ func (l *Ledger) buildQueue() {
 	}
 	l.queue = k
 	for _, t := range l.bySeq {
-		if t.State == TaskQueued && !k.add(t) {
+		if t.State == TaskQueued && t.Spec.Gang == nil && !k.add(t) {
 			return
 		}
 	}
@@ -98,7 +98,7 @@ func (l *Ledger) queueSync(t *Task) {
 		return
 	}
 	k.q.Remove(t.ID)
-	if t.State == TaskQueued {
+	if t.State == TaskQueued && t.Spec.Gang == nil {
 		k.add(t)
 	}
 }
@@ -128,7 +128,7 @@ func (l *Ledger) checkKeptQueue(fail func(string, ...any)) {
 	}
 	var want []policy.Task
 	for _, t := range l.bySeq {
-		if t.State == TaskQueued {
+		if t.State == TaskQueued && t.Spec.Gang == nil {
 			want = append(want, policyTask(t, orgIdx))
 		}
 	}

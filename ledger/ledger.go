@@ -58,6 +58,9 @@ type Ledger struct {
 	// pass reads them, kept between passes; nil when the federation's
 	// peers compute no passes.
 	queue *keptQueue
+	// gangs (derived, gang.go) holds the IDs of the gangs with a part
+	// that has not ended.
+	gangs map[string]struct{}
 }
 
 // New returns an empty ledger at applied index 0.
@@ -77,6 +80,7 @@ func New() *Ledger {
 		unfinished: map[string]int64{},
 		forgotten:  map[string]*ForgottenTotals{},
 		memo:       &hashMemo{},
+		gangs:      map[string]struct{}{},
 	}
 }
 
@@ -210,6 +214,7 @@ func (l *Ledger) apply(index uint64, c *Command, res *Result) *Error {
 	l.startStability(c)
 	do(index, res)
 	l.syncQueue(res)
+	l.syncGangs(res)
 	return nil
 }
 

@@ -10,11 +10,19 @@ type PendingReason = policy.PendingReason
 // (policy.PendingUnder). It is computed from the replicated state by whoever asks,
 // so every peer gives the same reason for the same applied index and the
 // log carries nothing for it (docs/POLICY.md, "Pending reasons").
+//
+// A gang's waiting part (gang.go) has the reason next_pass when the next
+// pass places its gang whole, else gang.
 func (l *Ledger) Pending() map[string]PendingReason {
 	for _, t := range l.bySeq {
 		if t.State == TaskQueued {
-			s, _ := l.PolicyView(0, 0) // reasons use no run times
-			return policy.PendingUnder(l.JobPolicy().Policy, policy.Pending(s))
+			s, vm := l.PolicyView(0, 0) // reasons use no run times
+			out := policy.PendingUnder(l.JobPolicy().Policy, policy.Pending(s))
+			if out == nil {
+				out = map[string]PendingReason{}
+			}
+			l.gangPending(out, vm)
+			return out
 		}
 	}
 	return nil

@@ -213,6 +213,9 @@ func (b *RetryTask) check(l *Ledger, c *Command) (change, *Error) {
 	if t.State != TaskFailed && t.State != TaskCancelled {
 		return nil, errf(CodeBadState, "task %s is %s: only a failed or cancelled task can be retried", t.ID, t.State)
 	}
+	if t.Spec.Gang != nil {
+		return nil, errf(CodeBadState, "task %s is part %d of gang %s: a gang's parts are not retried one by one; submit the job again", t.ID, t.Spec.Gang.Rank, t.Spec.Gang.ID)
+	}
 	if err := l.checkQueue(o, 1); err != nil {
 		return nil, err
 	}

@@ -73,7 +73,7 @@ func (b *Schedule) check(l *Ledger, c *Command) (change, *Error) {
 	}
 	return func(_ uint64, res *Result) {
 		l.scheduledMs = c.AtMs
-		l.applyDecisions(ds, res)
+		l.applyDecisions(ds, c.AtMs, res)
 	}, nil
 }
 
@@ -211,6 +211,9 @@ func (p *Pass) Queued() int {
 }
 
 func (p *Pass) decides() (yes bool, err *Error) {
+	if len(p.view.Gangs) > 0 {
+		return true, nil
+	}
 	if p.Queued() == 0 {
 		return false, nil
 	}
@@ -233,7 +236,7 @@ func (p *Pass) decides() (yes bool, err *Error) {
 // refuses alike.
 func (p *Pass) Decide() (ds []Decision, err *Error) {
 	if p.Queued() == 0 {
-		return nil, nil
+		return p.view.Gangs, nil
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -250,6 +253,9 @@ func (p *Pass) Decide() (ds []Decision, err *Error) {
 	out, verr := p.view.Decisions(pds)
 	if verr != nil {
 		return nil, errf(CodePolicyFailed, "policy %s: %v", p.settings.Policy, verr)
+	}
+	if len(p.view.Gangs) > 0 {
+		out = append(append([]Decision(nil), p.view.Gangs...), out...)
 	}
 	return out, nil
 }

@@ -277,6 +277,7 @@ func fromCanonical(applied uint64, c *canonical) (*Ledger, error) {
 		l.stability = &st
 	}
 	l.rebuildDerived()
+	l.rebuildGangs()
 	l.buildQueue()
 	return l, nil
 }

@@ -222,6 +222,9 @@ type Spec struct {
 	Job         string `json:"job,omitempty"`
 	MaxAttempts int    `json:"max_attempts,omitempty"`
 	Retries     int    `json:"retries,omitempty"`
+	// Gang makes the task one part of a parallel job whose parts start
+	// and stop together (gang.go). Omitted when unset.
+	Gang *Gang `json:"gang,omitempty" since:"3"`
 }
 
 // Segment is one run of a task on one machine.
@@ -329,6 +332,10 @@ func (s Spec) clone() Spec {
 	}
 	if s.Requirements != nil {
 		c.Requirements = append([]Requirement(nil), s.Requirements...)
+	}
+	if s.Gang != nil {
+		g := *s.Gang
+		c.Gang = &g
 	}
 	return c
 }

@@ -173,7 +173,8 @@ func TestVersionTagMistakesPanic(t *testing.T) {
 
 // TestGoldenCommandVersions: every pinned command (each kind, every
 // optional field set somewhere) needs version 1 only, except the kinds
-// added since (forget_tasks and job_policy: 2), so that old logs
+// added since (forget_tasks and job_policy: 2) and the commands using a
+// field added since (a gang: 3), so that old logs
 // decode and every build encodes them as before; an entry of a version
 // above this build's is a newer command (NewerVersion), not garbage, and
 // one below 1 is garbage.
@@ -181,7 +182,7 @@ func TestGoldenCommandVersions(t *testing.T) {
 	// The kinds added since version 1, with the version that added them.
 	since := map[Kind]int{KindForgetTasks: 2, KindJobPolicy: 2, KindReclaimMachine: 3}
 	// The pinned commands of an older kind setting a field added since.
-	byName := map[string]int{"add_machine opportunistic": 3}
+	byName := map[string]int{"add_machine opportunistic": 3, "submit_tasks gang": 3}
 	for _, g := range goldenCommands() {
 		c := g.cmd
 		want := CommandVersion

@@ -16,6 +16,10 @@ type ViewMap struct {
 	// policy.State.Machines[j].
 	Orgs     []string
 	Machines []string
+	// Gangs are the pass's gang decisions (gang.go, placeGangs), to apply
+	// before the policy's: DecisionsCommand and Pass.Decide put them
+	// first.
+	Gangs []Decision
 }
 
 // PolicyView builds the state a policy decides on, at time nowMs (the
@@ -29,7 +33,9 @@ type ViewMap struct {
 //   - Running: the assigned and running tasks, in machine order. RunSeconds
 //     is the time since the run's start (0 while only assigned);
 //     HasCheckpoint says a checkpoint was recorded during this run, and
-//     SinceCheckpointSeconds is the time since it.
+//     SinceCheckpointSeconds is the time since it. Then the parts of the
+//     gangs the pass places whole (ledger/gang.go, placeGangs): gang
+//     parts are never in Queued, and the machines they take are Held.
 //
 // The view shares nothing with the ledger; it stays valid after the ledger
 // changes. An organisation without machines has quota 0, which the policy
@@ -70,7 +76,7 @@ func (l *Ledger) policyView(nowMs int64, checkpointBlockSeconds float64, kept *p
 		s.Queue = kept
 	} else {
 		for _, t := range l.bySeq {
-			if t.State == TaskQueued {
+			if t.State == TaskQueued && t.Spec.Gang == nil {
 				s.Queued = append(s.Queued, policyTask(t, orgIdx))
 			}
 		}
@@ -90,6 +96,7 @@ func (l *Ledger) policyView(nowMs int64, checkpointBlockSeconds float64, kept *p
 			s.Running = append(s.Running, r)
 		}
 	}
+	l.placeGangs(s, vm, orgIdx, machIdx)
 	return s, vm
 }
 
@@ -158,6 +165,7 @@ func (v *ViewMap) DecisionsCommand(org, peer string, atMs int64, ds []policy.Dec
 	if err != nil {
 		return Command{}, err
 	}
+	dd = append(append([]Decision(nil), v.Gangs...), dd...)
 	return Command{
 		V: CommandVersion, Org: org, Peer: peer, AtMs: atMs,
 		Decisions: &Decisions{ViewIndex: v.Index, Decisions: dd},

@@ -22,6 +22,7 @@ func (n *Node) newRunner() (*runner.Runner, error) {
 		Org:            n.org,
 		Self:           n.self,
 		Machines:       n.machineNames(),
+		Hosts:          n.machineHosts(),
 		Executor:       n.exec,
 		StopGrace:      n.cfg.Executor.StopGrace,
 		Lease:          n.runLease(),

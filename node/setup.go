@@ -328,6 +328,18 @@ func (n *Node) machineNames() []string {
 	return names
 }
 
+// machineHosts maps the machines that declare a host (machines file) to
+// it, for a parallel job's host list.
+func (n *Node) machineHosts() map[string]string {
+	hosts := map[string]string{}
+	for name, m := range n.machines {
+		if m.Host != "" {
+			hosts[name] = m.Host
+		}
+	}
+	return hosts
+}
+
 // reconcileMachines runs at every start of a registered peer. Its executor
 // runs nothing yet, so every run the ledger records on this peer's
 // machines is an orphan of the previous run of the daemon, unless the

@@ -31,6 +31,11 @@ const (
 	// limit: the next scheduling pass places it (or another task of its
 	// organisation that comes first in its queue).
 	PendingNextPass = "next_pass"
+	// PendingGang: it is a part of a parallel job (a gang), which waits
+	// until one organisation has a machine with room for each part at
+	// once (docs/POLICY.md, "Gangs on real peers"). The ledger gives it;
+	// Pending never sees gang parts.
+	PendingGang = "gang"
 )
 
 // PendingReason says why a queued task waits: Code is one of the Pending*

@@ -400,8 +400,20 @@ func (b *bridge) start(ctx context.Context, r *run) {
 	case t.Checkpoint != nil:
 		started.FromZero = true
 	}
+	var peerEnv map[string]string
+	if t.Spec.Gang != nil {
+		var err error
+		if peerEnv, inputs, err = b.gangStart(t, inputs); err != nil {
+			// A part not placed: the ledger is stopping the gang, and
+			// takes this part back too.
+			b.log.Info("gang part not started", "task", t.ID, "err", err)
+			b.forget(r, 0)
+			return
+		}
+	}
 	spec := executor.TaskSpec{
 		ID:             t.ID,
+		PeerEnv:        peerEnv,
 		Argv:           t.Spec.Argv,
 		Env:            t.Spec.Env,
 		WallClockLimit: time.Duration(t.Spec.WallLimitMs) * time.Millisecond,

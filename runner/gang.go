@@ -4,15 +4,16 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/coopgrid/coopgrid/ledger"
 )
 
 // A gang's parts (docs/POLICY.md §8, "Gangs on real peers") each run as
 // an ordinary task on one machine of this peer; what makes them one
 // parallel job to the program is what GangEnv gives each part: the hosts
 // of every part, its own rank, and a hostfile in Open MPI's format. The
-// start path will add it to the part's environment and task directory
-// once the ledger records gangs; it is pure so that the format is tested
-// on its own.
+// start path (gangStart) adds it to the part's environment and work
+// directory; GangEnv is pure so that the format is tested on its own.
 
 // Environment variables of a gang part.
 const (
@@ -65,4 +66,38 @@ func GangEnv(parts []GangPart, rank int, hostfile string) (env map[string]string
 		EnvGangHostfile: hostfile,
 	}
 	return env, []byte(b.String()), nil
+}
+
+// gangStart is what a gang part's start adds: the gang's environment
+// (GangEnv) and the hostfile among the inputs (a copy of inputs is
+// returned). The parts' machines are the local ledger's; each is reached
+// by its host (Config.Hosts, else its name).
+func (b *bridge) gangStart(t ledger.Task, inputs map[string][]byte) (map[string]string, map[string][]byte, error) {
+	var (
+		machines []string
+		ok       bool
+	)
+	b.cfg.Ledger.View(func(l *ledger.Ledger) { machines, ok = l.GangMachines(t.ID) })
+	if !ok {
+		return nil, nil, fmt.Errorf("a part of gang %s is not placed", t.Spec.Gang.ID)
+	}
+	parts := make([]GangPart, len(machines))
+	for i, id := range machines {
+		org, name, _ := strings.Cut(id, "/")
+		host := name
+		if h := b.cfg.Hosts[name]; h != "" && org == b.cfg.Org {
+			host = h
+		}
+		parts[i] = GangPart{Host: host, CPUs: max(t.Spec.CPUs, 1)}
+	}
+	env, hostfile, err := GangEnv(parts, t.Spec.Gang.Rank, "./"+GangHostfileName)
+	if err != nil {
+		return nil, nil, err
+	}
+	in := make(map[string][]byte, len(inputs)+1)
+	for k, v := range inputs {
+		in[k] = v
+	}
+	in[GangHostfileName] = hostfile
+	return env, in, nil
 }

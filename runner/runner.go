@@ -85,6 +85,10 @@ type Config struct {
 	// Machines are the names of the machines this peer offers (its
 	// machines file): an allocation on any other machine is not started.
 	Machines []string
+	// Hosts maps a machine's name to the host a parallel job's launcher
+	// reaches it by (the machines file's host key); a machine not in it
+	// is reached by its name.
+	Hosts map[string]string
 	// Executor runs the machines' tasks; nil when the peer offers none
 	// (then only the checkpoint glue runs). The peer owns it and closes it
 	// before the runner (see Close).

@@ -88,7 +88,7 @@ tell, 2 for a usage error).`,
 			}
 			out := submitOutput{Job: req.Job, TaskIDs: []string{}, DryRun: dryRun}
 			for _, t := range req.Tasks {
-				out.Tasks = append(out.Tasks, submitLine{Name: t.Name})
+				out.Tasks = append(out.Tasks, submitLines(t)...)
 			}
 			if dryRun && wait {
 				return usageErr("--wait and --dry-run: a dry run submits nothing to wait for")
@@ -203,8 +203,8 @@ func submitBatches(cmd *cobra.Command, c *conn, req api.SubmitRequest, requestID
 		if err != nil {
 			return ids, false, err
 		}
-		if len(resp.TaskIDs) != end-start {
-			return ids, false, fmt.Errorf("the peer returned %d task IDs for %d tasks", len(resp.TaskIDs), end-start)
+		if want := taskCount(req.Tasks[start:end]); len(resp.TaskIDs) != want {
+			return ids, false, fmt.Errorf("the peer returned %d task IDs for %d tasks", len(resp.TaskIDs), want)
 		}
 		ids = append(ids, resp.TaskIDs...)
 		replayed = replayed && resp.Replayed
@@ -219,4 +219,26 @@ func batchRequestID(id string, i int) string {
 		return id
 	}
 	return fmt.Sprintf("%s.%d", id, i)
+}
+
+// submitLines are the lines of one submitted task: one, or one per part
+// of a parallel job (nodes ≥ 2), each of which gets its own task ID.
+func submitLines(t api.SubmitTask) []submitLine {
+	if t.Nodes < 2 {
+		return []submitLine{{Name: t.Name}}
+	}
+	lines := make([]submitLine, t.Nodes)
+	for r := range lines {
+		lines[r] = submitLine{Name: fmt.Sprintf("%s (rank %d of %d)", t.Name, r, t.Nodes)}
+	}
+	return lines
+}
+
+// taskCount is the number of task IDs ts get: one per part.
+func taskCount(ts []api.SubmitTask) int {
+	n := 0
+	for _, t := range ts {
+		n += max(1, t.Nodes)
+	}
+	return n
 }

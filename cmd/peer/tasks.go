@@ -176,6 +176,9 @@ func printTask(w io.Writer, t api.TaskDetail) error {
 	if t.Job != "" {
 		line("job", t.Job)
 	}
+	if g := t.Gang; g != nil {
+		line("gang", fmt.Sprintf("%s, rank %d of %d", g.ID, g.Rank, g.Size))
+	}
 	line("attempts", strconv.Itoa(t.Attempts))
 	if t.MaxAttempts > 0 {
 		line("machine failures", fmt.Sprintf("%d (fails at %d)", t.MachineFailures, t.MaxAttempts))

@@ -18,7 +18,7 @@ import (
 //	bad_state, stale, overflow, implausible, queue_full,
 //	executor_mode, no_match, no_machine_fits,
 //	scheduling_mode, clock_backwards, nothing_to_schedule,
-//	retention                                             → 409 conflict
+//	gang_incomplete, retention                            → 409 conflict
 //	policy_failed                                         → 500 internal
 //
 // overflow is 409, not 500: the command is well formed and the peer works;
@@ -50,6 +50,7 @@ var apiCodes = map[ledger.Code]string{
 	ledger.CodeSchedulingMode:    api.CodeConflict,
 	ledger.CodeClockBackwards:    api.CodeConflict,
 	ledger.CodeNothingToSchedule: api.CodeConflict,
+	ledger.CodeGangIncomplete:    api.CodeConflict,
 	ledger.CodePolicyFailed:      api.CodeInternal,
 	// Only the leader's retention duty proposes forget_tasks.
 	ledger.CodeRetention: api.CodeConflict,

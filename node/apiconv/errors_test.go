@@ -104,6 +104,8 @@ func TestErrorCoversEveryLedgerCode(t *testing.T) {
 		ledger.CodePolicyFailed: {api.CodeInternal, http.StatusInternalServerError},
 		// The leader's retention duty (issue 17).
 		ledger.CodeRetention: {api.CodeConflict, http.StatusConflict},
+		// A gang's decision (issue 21): only the leader's passes get it.
+		ledger.CodeGangIncomplete: {api.CodeConflict, http.StatusConflict},
 	}
 	codes := ledgerCodes(t)
 	for name, code := range codes {

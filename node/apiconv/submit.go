@@ -30,6 +30,7 @@ func SubmitRequestFromJob(job *jobfile.Job) api.SubmitRequest {
 			GPUs:           t.GPUs,
 			MaxAttempts:    t.MaxAttempts,
 			Retries:        t.Retries,
+			Nodes:          t.Nodes,
 		}
 		for _, r := range t.Requirements {
 			st.Requirements = append(st.Requirements, api.Requirement{Attribute: r.Attribute, Operator: r.Operator, Value: r.Value})
@@ -55,11 +56,14 @@ func SubmitRequestFromJob(job *jobfile.Job) api.SubmitRequest {
 // checked it in api.ResolveBlobs), else computed. The specs share no
 // memory with req.
 //
+// A task of Nodes k ≥ 2 becomes k specs, the parts of one gang in rank
+// order (ledger.Gang), which get consecutive task IDs.
+//
 // The ledger's own rules are not checked here but by EncodeCommand, in the
 // one pass that also encodes the command.
 func SubmitTasks(req api.SubmitRequest, requestID string) *ledger.SubmitTasks {
-	specs := make([]ledger.TaskSpec, len(req.Tasks))
-	for i, t := range req.Tasks {
+	specs := make([]ledger.TaskSpec, 0, len(req.Tasks))
+	for _, t := range req.Tasks {
 		s := ledger.Spec{
 			Name:           t.Name,
 			Argv:           append([]string(nil), t.Argv...),
@@ -97,9 +101,44 @@ func SubmitTasks(req api.SubmitRequest, requestID string) *ledger.SubmitTasks {
 			s.Inputs = append(s.Inputs, in.Name)
 			s.InputDigests = append(s.InputDigests, d)
 		}
-		specs[i] = ledger.TaskSpec{SizeMFlop: t.SizeMFlop, Spec: s}
+		specs = append(specs, gangParts(ledger.TaskSpec{SizeMFlop: t.SizeMFlop, Spec: s}, t.Nodes)...)
 	}
 	return &ledger.SubmitTasks{RequestID: requestID, Tasks: specs}
+}
+
+// gangParts is ts as the parts of a gang of nodes parts (ts alone when
+// nodes is below 2); the parts share no memory.
+func gangParts(ts ledger.TaskSpec, nodes int) []ledger.TaskSpec {
+	if nodes < 2 {
+		return []ledger.TaskSpec{ts}
+	}
+	parts := make([]ledger.TaskSpec, nodes)
+	for r := range parts {
+		p := ts
+		if r > 0 {
+			p.Spec = cloneSpec(ts.Spec)
+		}
+		p.Spec.Gang = &ledger.Gang{Size: nodes, Rank: r}
+		parts[r] = p
+	}
+	return parts
+}
+
+// cloneSpec copies a spec's slices and map.
+func cloneSpec(s ledger.Spec) ledger.Spec {
+	c := s
+	c.Argv = append([]string(nil), s.Argv...)
+	c.Outputs = append([]string(nil), s.Outputs...)
+	c.Inputs = append([]string(nil), s.Inputs...)
+	c.InputDigests = append([]string(nil), s.InputDigests...)
+	c.Requirements = append([]ledger.Requirement(nil), s.Requirements...)
+	if s.Env != nil {
+		c.Env = make(map[string]string, len(s.Env))
+		for k, v := range s.Env {
+			c.Env[k] = v
+		}
+	}
+	return c
 }
 
 func digestOf(data []byte) string {

@@ -166,7 +166,15 @@ func Task(t *ledger.Task) api.TaskView {
 		MachineFailures: t.MachineFailures,
 		Failures:        t.Failures,
 		Avoid:           append([]string(nil), t.Avoid...),
+		Gang:            gangView(t.Spec.Gang),
 	}
+}
+
+func gangView(g *ledger.Gang) *api.GangView {
+	if g == nil {
+		return nil
+	}
+	return &api.GangView{ID: g.ID, Rank: g.Rank, Size: g.Size}
 }
 
 // WithPending fills in the pending reason of every queued task of views

@@ -1,0 +1,462 @@
+package ledger
+
+import (
+	"math/rand"
+	"strings"
+	"testing"
+)
+
+// cpuMachine is a 4-CPU machine.
+func cpuMachine(name string) MachineSpec {
+	m := mspec(name, 1000, 100_000)
+	m.CPUs = 4
+	return m
+}
+
+// gangSpec is part rank of a gang of size parts asking for 4 CPUs.
+func gangSpec(size, rank int) TaskSpec {
+	return TaskSpec{SizeMFlop: 10_000, Spec: Spec{Argv: []string{"./mpi"}, TaskRequest: TaskRequest{CPUs: 4}, Gang: &Gang{Size: size, Rank: rank}}}
+}
+
+func submitSpecs(org string, at int64, ts ...TaskSpec) Command {
+	c := act(org, at)
+	c.SubmitTasks = &SubmitTasks{Tasks: ts}
+	return c
+}
+
+// gangFed: uni-a owns m1, m2, m3 (4 CPUs, 100 W each, limit 1 kW), uni-b
+// owns x1; uni-a submitted the gang uni-a-1, uni-a-2 (2 parts of 4 CPUs)
+// and the plain 4-CPU task uni-a-3.
+func gangFed(t *testing.T) *fed {
+	t.Helper()
+	f := newFed(t)
+	f.must(register("uni-a", 1_000_000, cpuMachine("m1"), cpuMachine("m2"), cpuMachine("m3")))
+	f.must(register("uni-b", 1_000_000, cpuMachine("x1")))
+	plain := gangSpec(2, 0)
+	plain.Spec.Gang = nil
+	r := f.must(submitSpecs("uni-a", 2000, gangSpec(2, 0), gangSpec(2, 1), plain))
+	if strings.Join(r.TaskIDs, ",") != "uni-a-1,uni-a-2,uni-a-3" {
+		t.Fatalf("task IDs %v", r.TaskIDs)
+	}
+	return f
+}
+
+// placedGang is gangFed with the gang placed on m1 and m2 and started.
+func placedGang(t *testing.T) *fed {
+	f := gangFed(t)
+	r := f.must(decide("uni-a", 2500, alloc("uni-a-1", "uni-a/m1"), alloc("uni-a-2", "uni-a/m2")))
+	if r.AcceptedDecisions() != 2 {
+		t.Fatalf("gang not placed: %+v", r.Decisions)
+	}
+	f.must(started("uni-a", "uni-a-1", "uni-a/m1", 3000))
+	f.must(started("uni-a", "uni-a-2", "uni-a/m2", 3000))
+	return f
+}
+
+func taskOf(t *testing.T, l *Ledger, id string) Task {
+	t.Helper()
+	task, ok := l.Task(id)
+	if !ok {
+		t.Fatalf("no task %s", id)
+	}
+	return task
+}
+
+func TestGangSubmission(t *testing.T) {
+	withSpec := func(ts TaskSpec, set func(*Spec)) TaskSpec { ts.Spec = ts.Spec.clone(); set(&ts.Spec); return ts }
+	cases := []struct {
+		name  string
+		tasks []TaskSpec
+		want  string // "" accepted, else a part of the malformed message
+	}{
+		{"two parts", []TaskSpec{gangSpec(2, 0), gangSpec(2, 1)}, ""},
+		{"size one", []TaskSpec{gangSpec(1, 0)}, "size 1 out of range"},
+		{"size above the bound", []TaskSpec{gangSpec(MaxGangSize+1, 0)}, "out of range"},
+		{"missing part", []TaskSpec{gangSpec(3, 0), gangSpec(3, 1)}, "only 2 tasks from here"},
+		{"rank order", []TaskSpec{gangSpec(2, 1), gangSpec(2, 0)}, "without the parts before it"},
+		{"rank repeated", []TaskSpec{gangSpec(2, 0), gangSpec(2, 0)}, "rank 0, want size 2 rank 1"},
+		{"parts differ", []TaskSpec{gangSpec(2, 0), withSpec(gangSpec(2, 1), func(s *Spec) { s.Argv = []string{"./other"} })}, "differs from the first part's"},
+		{"sizes differ", []TaskSpec{gangSpec(2, 0), func() TaskSpec { ts := gangSpec(2, 1); ts.SizeMFlop++; return ts }()}, "size 10001 MFlop"},
+		{"id given", []TaskSpec{withSpec(gangSpec(2, 0), func(s *Spec) { s.Gang.ID = "uni-a-9" }), gangSpec(2, 1)}, "the ledger sets it"},
+		{"plain task inside", []TaskSpec{gangSpec(2, 0), withSpec(gangSpec(2, 1), func(s *Spec) { s.Gang = nil })}, "not a gang part"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFed(t)
+			f.must(register("uni-a", 1_000_000, cpuMachine("m1"), cpuMachine("m2")))
+			before := f.l.Hash()
+			r := f.apply(submitSpecs("uni-a", 2000, c.tasks...))
+			if c.want == "" {
+				if !r.Applied() {
+					t.Fatalf("refused: %v", r.Err)
+				}
+				for i, id := range r.TaskIDs {
+					g := taskOf(t, f.l, id).Spec.Gang
+					if g == nil || g.ID != "uni-a-1" || g.Rank != i || g.Size != 2 {
+						t.Fatalf("%s: gang %+v, want id uni-a-1 rank %d", id, g, i)
+					}
+				}
+				return
+			}
+			if r.Err == nil || r.Err.Code != CodeMalformed || !strings.Contains(r.Err.Msg, c.want) {
+				t.Fatalf("got %v, want malformed with %q", r.Err, c.want)
+			}
+			if f.l.Hash() != before {
+				t.Fatal("a refused submit changed the state")
+			}
+		})
+	}
+}
+
+// TestGangPlacementAllOrNothing: a decision placing a part applies only
+// with every part placed by the same decisions on distinct machines of one
+// organisation; otherwise each gets gang_incomplete and nothing of the
+// gang changes, while the other decisions of the batch apply.
+func TestGangPlacementAllOrNothing(t *testing.T) {
+	cases := []struct {
+		name   string
+		limit  int64 // uni-a's limit, when not 0
+		ds     []Decision
+		want   []Code
+		placed map[string]string // task → machine after the batch
+	}{
+		{"whole gang", 0, []Decision{alloc("uni-a-1", "uni-a/m1"), alloc("uni-a-2", "uni-a/m2")},
+			[]Code{"", ""}, map[string]string{"uni-a-1": "uni-a/m1", "uni-a-2": "uni-a/m2"}},
+		{"parts apart in the batch", 0, []Decision{alloc("uni-a-2", "uni-a/m3"), alloc("uni-a-3", "uni-a/m1"), alloc("uni-a-1", "uni-a/m2")},
+			[]Code{"", "", ""}, map[string]string{"uni-a-1": "uni-a/m2", "uni-a-2": "uni-a/m3", "uni-a-3": "uni-a/m1"}},
+		{"one part only", 0, []Decision{alloc("uni-a-1", "uni-a/m1"), alloc("uni-a-3", "uni-a/m2")},
+			[]Code{CodeGangIncomplete, ""}, map[string]string{"uni-a-3": "uni-a/m2"}},
+		{"one machine for both", 0, []Decision{alloc("uni-a-1", "uni-a/m1"), alloc("uni-a-2", "uni-a/m1")},
+			[]Code{CodeGangIncomplete, CodeGangIncomplete}, map[string]string{}},
+		{"two organisations", 0, []Decision{alloc("uni-a-1", "uni-a/m1"), alloc("uni-a-2", "uni-b/x1")},
+			[]Code{CodeGangIncomplete, CodeGangIncomplete}, map[string]string{}},
+		{"a part's machine taken first", 0, []Decision{alloc("uni-a-3", "uni-a/m2"), alloc("uni-a-1", "uni-a/m1"), alloc("uni-a-2", "uni-a/m2")},
+			[]Code{"", CodeGangIncomplete, CodeGangIncomplete}, map[string]string{"uni-a-3": "uni-a/m2"}},
+		{"by preemption", 0, []Decision{alloc("uni-a-1", "uni-a/m1"), preempt("uni-a-2", "uni-a/m2", "uni-a-3")},
+			[]Code{CodeGangIncomplete, CodeGangIncomplete}, map[string]string{}},
+		{"power for one part only", 150_000, []Decision{alloc("uni-a-1", "uni-a/m1"), alloc("uni-a-2", "uni-a/m2")},
+			[]Code{CodeGangIncomplete, CodeGangIncomplete}, map[string]string{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := gangFed(t)
+			if c.limit != 0 {
+				sl := act("uni-a", 2100)
+				sl.SetLimit = &SetLimit{LimitMilliW: c.limit}
+				f.must(sl)
+			}
+			r := f.must(decide("uni-a", 2500, c.ds...))
+			for i, d := range r.Decisions {
+				got := Code("")
+				if d.Err != nil {
+					got = d.Err.Code
+				}
+				if got != c.want[i] {
+					t.Errorf("decision %d (%+v): %v, want %q", i, d.Decision, d.Err, c.want[i])
+				}
+			}
+			for _, id := range []string{"uni-a-1", "uni-a-2", "uni-a-3"} {
+				task := taskOf(t, f.l, id)
+				if task.Machine != c.placed[id] {
+					t.Errorf("%s on %q (%s), want %q", id, task.Machine, task.State, c.placed[id])
+				}
+			}
+		})
+	}
+}
+
+// TestGangStopsTogether: a placed part leaving its machine takes the
+// others off theirs in the same apply; a part ending cancelled or failed
+// ends the others alike; one ending done leaves them running.
+func TestGangStopsTogether(t *testing.T) {
+	failFinal := ended("uni-a", "uni-a-1", "uni-a/m1", 4000, 5, true)
+	cancel := act("uni-a", 4000)
+	cancel.CancelTask = &CancelTask{Task: "uni-a-2"}
+	retry := act("uni-a", 5000)
+	retry.RetryTask = &RetryTask{Task: "uni-a-1"}
+	cases := []struct {
+		name string
+		cmd  Command
+		// states of uni-a-1 and uni-a-2 after, and the outcome of
+		// uni-a-2's segment on m2
+		s1, s2  TaskState
+		outcome Outcome
+	}{
+		{"preempted", decide("uni-a", 4000, preempt("uni-a-3", "uni-a/m1", "uni-a-1")), TaskQueued, TaskQueued, OutcomePreempting},
+		{"machine lost", lost("uni-a", "uni-a/m1", 4000), TaskQueued, TaskQueued, OutcomePreempting},
+		{"cancelled", cancel, TaskCancelled, TaskCancelled, OutcomeCancelling},
+		{"failed", failFinal, TaskFailed, TaskFailed, OutcomePreempting},
+		{"done", ended("uni-a", "uni-a-1", "uni-a/m1", 4000, 5, false), TaskDone, TaskRunning, OutcomeRunning},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := placedGang(t)
+			r := f.must(c.cmd)
+			if r.Decisions != nil && r.AcceptedDecisions() != len(r.Decisions) {
+				t.Fatalf("decisions refused: %+v", r.Decisions)
+			}
+			t1, t2 := taskOf(t, f.l, "uni-a-1"), taskOf(t, f.l, "uni-a-2")
+			if t1.State != c.s1 || t2.State != c.s2 {
+				t.Fatalf("parts %s and %s, want %s and %s", t1.State, t2.State, c.s1, c.s2)
+			}
+			if got := t2.Segments[len(t2.Segments)-1].Outcome; got != c.outcome {
+				t.Fatalf("uni-a-2's run is %s, want %s", got, c.outcome)
+			}
+			stopM2 := false
+			for _, ch := range r.Changes {
+				stopM2 = stopM2 || ch.Machine == "uni-a/m2" && ch.Action == ActionStop && ch.Task == "uni-a-2"
+			}
+			if stopM2 != (c.s2 != TaskRunning) {
+				t.Fatalf("stop of uni-a-2 on m2 told: %v; changes %+v", stopM2, r.Changes)
+			}
+			if c.s2 == TaskQueued {
+				// Back in the queue whole, the gang is placed whole again
+				// once m2's stop is reported.
+				f.must(stopped("uni-a", "uni-a-2", "uni-a/m2", 4100, 5, nil))
+				if c.name == "preempted" {
+					// m1 holds uni-a-3 now: m2 and m3 take the gang.
+					r := f.must(decide("uni-a", 4200, alloc("uni-a-1", "uni-a/m2"), alloc("uni-a-2", "uni-a/m3")))
+					if r.AcceptedDecisions() != 2 {
+						t.Fatalf("gang not placed again: %+v", r.Decisions)
+					}
+				}
+			}
+			if c.s1 == TaskFailed {
+				if r := f.apply(retry); r.Err == nil || r.Err.Code != CodeBadState {
+					t.Fatalf("retry of a gang part: %v, want bad_state", r.Err)
+				}
+			}
+		})
+	}
+}
+
+// TestGangEndedPartFailsARequeuedGang: a gang whose part ended done
+// cannot run whole again: when another part goes back to the queue (its
+// machine lost), the gang's waiting parts fail instead of waiting forever.
+func TestGangEndedPartFailsARequeuedGang(t *testing.T) {
+	f := placedGang(t)
+	f.must(ended("uni-a", "uni-a-1", "uni-a/m1", 4000, 5, false))
+	f.must(lost("uni-a", "uni-a/m2", 4100))
+	if s := taskOf(t, f.l, "uni-a-2").State; s != TaskFailed {
+		t.Fatalf("uni-a-2 is %s, want failed", s)
+	}
+	if len(f.l.gangs) != 0 {
+		t.Fatalf("gang index %v after every part ended", f.l.gangs)
+	}
+}
+
+// TestGangPass: the scheduling pass places a gang whole when one
+// organisation has a free machine for each part, before the policy's
+// decisions, and holds those machines from the policy; otherwise the gang
+// waits and the policy places the plain tasks.
+func TestGangPass(t *testing.T) {
+	f := gangFed(t)
+	// uni-b's plain task takes x1; uni-a-3 takes m1: only m2 and m3 free.
+	bt := gangSpec(2, 0)
+	bt.Spec.Gang = nil
+	f.must(submitSpecs("uni-b", 2100, bt))
+	f.must(decide("uni-a", 2200, alloc("uni-a-3", "uni-a/m1")))
+	f.must(lost("uni-a", "uni-a/m3", 2300))
+	st, vm := f.l.PolicyView(2400, 0)
+	if len(vm.Gangs) != 0 {
+		t.Fatalf("gang placed with one free machine of uni-a: %+v", vm.Gangs)
+	}
+	if len(st.Queued) != 1 || st.Queued[0].ID != "uni-b-1" {
+		t.Fatalf("the policy sees %+v, want uni-b-1 only (gang parts wait in the gang step)", st.Queued)
+	}
+	if r := f.l.Pending()["uni-a-2"]; r.Code != "gang" || !strings.Contains(r.Detail, "2 machines") {
+		t.Fatalf("waiting part's reason %+v", r)
+	}
+	hb := act("uni-a", 2500)
+	hb.Heartbeat = &Heartbeat{Machine: "uni-a/m3"}
+	f.must(hb)
+	st, vm = f.l.PolicyView(2600, 0)
+	if r := f.l.Pending()["uni-a-1"]; r.Code != "next_pass" {
+		t.Fatalf("placeable part's reason %+v", r)
+	}
+	want := []Decision{alloc("uni-a-1", "uni-a/m2"), alloc("uni-a-2", "uni-a/m3")}
+	if len(vm.Gangs) != 2 || vm.Gangs[0] != want[0] || vm.Gangs[1] != want[1] {
+		t.Fatalf("gang decisions %+v, want %+v", vm.Gangs, want)
+	}
+	for j, id := range vm.Machines {
+		if held := len(st.Held) > 0 && st.Held[j]; held != (id == "uni-a/m2" || id == "uni-a/m3") {
+			t.Fatalf("machine %s held %v", id, held)
+		}
+	}
+	// The parts placed take their room and power in the view.
+	onMachine := map[string]string{}
+	for _, r := range st.Running {
+		onMachine[r.Task.ID] = vm.Machines[r.Machine]
+	}
+	if onMachine["uni-a-1"] != "uni-a/m2" || onMachine["uni-a-2"] != "uni-a/m3" {
+		t.Fatalf("the view runs %v", onMachine)
+	}
+	cmd, err := vm.DecisionsCommand("uni-a", peerOf("uni-a"), 2600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := f.must(cmd)
+	if r.AcceptedDecisions() != 2 {
+		t.Fatalf("pass refused: %+v", r.Decisions)
+	}
+}
+
+// TestGangScheduleTrigger: on a federation whose peers compute the pass,
+// a trigger places a waiting gang whole (and is refused as empty while it
+// cannot).
+func TestGangScheduleTrigger(t *testing.T) {
+	r := schedRules("ehosep", 0)
+	f := newFed(t)
+	f.must(registerRules("uni-a", 1_000_000, r, cpuMachine("m1"), cpuMachine("m2")))
+	f.must(submitSpecs("uni-a", 2000, gangSpec(2, 0), gangSpec(2, 1)))
+	res := f.must(trigger("uni-a", 3000))
+	if res.AcceptedDecisions() != 2 || taskOf(t, f.l, "uni-a-2").State != TaskAssigned {
+		t.Fatalf("trigger: %+v", res.Decisions)
+	}
+	if got := f.apply(trigger("uni-a", 3100)); got.Err == nil || got.Err.Code != CodeNothingToSchedule {
+		t.Fatalf("second trigger: %v, want nothing_to_schedule", got.Err)
+	}
+}
+
+// TestGangSnapshotRoundTrip: the gang index is rebuilt from a snapshot.
+func TestGangSnapshotRoundTrip(t *testing.T) {
+	f := placedGang(t)
+	l := New()
+	if err := l.Restore(strings.NewReader(string(snapshotOf(t, f.l)))); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := l.gangs["uni-a-1"]; !ok || l.Hash() != f.l.Hash() {
+		t.Fatalf("gang index %v, hash equal %v", l.gangs, l.Hash() == f.l.Hash())
+	}
+}
+
+// TestGangRandomSequences drives random commands on a federation whose
+// peers compute the passes, with gangs and plain tasks of two
+// organisations: every apply keeps the invariants (gangInvariants
+// included: a gang is placed whole on one organisation's distinct
+// machines, or not at all), and a pass never places part of a gang.
+func TestGangRandomSequences(t *testing.T) {
+	placed, stoppedWith := 0, 0
+	for seed := int64(1); seed <= 12; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		f := newFed(t)
+		r := schedRules("ehosep", 0)
+		f.must(registerRules("uni-a", 10_000_000, r, cpuMachine("m1"), cpuMachine("m2"), cpuMachine("m3")))
+		f.must(registerRules("uni-b", 10_000_000, r, cpuMachine("x1"), cpuMachine("x2")))
+		orgs := []string{"uni-a", "uni-b"}
+		do := func(c Command) Result {
+			res := f.apply(c)
+			for _, tr := range res.Transitions {
+				if tr.Reason == "gang_stopped" {
+					stoppedWith++
+				}
+			}
+			return res
+		}
+		now := int64(3000)
+		for step := 0; step < 250; step++ {
+			now += 100
+			org := orgs[rng.Intn(2)]
+			switch op := rng.Intn(10); op {
+			case 0:
+				k := 2 + rng.Intn(2)
+				ts := make([]TaskSpec, k)
+				for i := range ts {
+					ts[i] = gangSpec(k, i)
+					ts[i].Spec.CPUs = int64(2 + 2*rng.Intn(2))
+				}
+				do(submitSpecs(org, now, ts...))
+			case 1:
+				p := gangSpec(2, 0)
+				p.Spec.Gang, p.Spec.CPUs = nil, int64(1+rng.Intn(4))
+				do(submitSpecs(org, now, p))
+			case 2, 3:
+				res := do(trigger(org, now))
+				placed += checkGangVerdicts(t, f.l, res)
+			default:
+				tk := randomTask(rng, f.l)
+				if tk == nil {
+					continue
+				}
+				owner := ""
+				if tk.Machine != "" {
+					owner, _, _ = strings.Cut(tk.Machine, "/")
+				}
+				switch {
+				case op == 4 && tk.State == TaskAssigned:
+					do(started(owner, tk.ID, tk.Machine, now))
+				case op == 5 && tk.State == TaskRunning:
+					do(ended(owner, tk.ID, tk.Machine, now, 1, rng.Intn(3) == 0))
+				case op == 6 && tk.Machine != "":
+					do(lost(owner, tk.Machine, now))
+				case op == 7:
+					c := act(tk.Org, now)
+					c.CancelTask = &CancelTask{Task: tk.ID}
+					do(c)
+				case op == 8:
+					for _, s := range tk.Segments {
+						if s.Outcome == OutcomePreempting || s.Outcome == OutcomeCancelling {
+							do(stopped(s.MachineOrg, tk.ID, s.Machine, now, 1, nil))
+							break
+						}
+					}
+				default:
+					for _, id := range sortedKeys(f.l.machines) {
+						if m := f.l.machines[id]; m.State == MachineLost {
+							hb := act(m.Org, now)
+							hb.Heartbeat = &Heartbeat{Machine: id}
+							do(hb)
+							break
+						}
+					}
+				}
+			}
+		}
+	}
+	if placed < 10 || stoppedWith < 5 {
+		t.Fatalf("the sequences placed %d gangs and stopped %d parts with their gang: too few to test them", placed, stoppedWith)
+	}
+	t.Logf("%d gangs placed, %d parts stopped with their gang", placed, stoppedWith)
+}
+
+// randomTask picks a task that has not ended, or nil.
+func randomTask(rng *rand.Rand, l *Ledger) *Task {
+	var live []*Task
+	for _, t := range l.bySeq {
+		if !t.State.Terminal() {
+			live = append(live, t)
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	return live[rng.Intn(len(live))]
+}
+
+// checkGangVerdicts: a pass's decisions on a gang's parts are all
+// accepted or all refused; it returns the number of gangs placed.
+func checkGangVerdicts(t *testing.T, l *Ledger, res Result) int {
+	t.Helper()
+	byGang := map[string][]bool{}
+	for _, d := range res.Decisions {
+		if tk := l.tasks[d.Decision.Task]; tk != nil && tk.Spec.Gang != nil {
+			byGang[tk.Spec.Gang.ID] = append(byGang[tk.Spec.Gang.ID], d.Err == nil)
+		}
+	}
+	placed := 0
+	for id, oks := range byGang {
+		tk := l.tasks[id]
+		for _, ok := range oks {
+			if ok != oks[0] || (ok && len(oks) != tk.Spec.Gang.Size) {
+				t.Fatalf("gang %s: verdicts %v for %d parts", id, oks, tk.Spec.Gang.Size)
+			}
+		}
+		if oks[0] {
+			placed++
+		}
+	}
+	return placed
+}
