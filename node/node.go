@@ -107,6 +107,8 @@ type Node struct {
 	history *history.Store
 	// historyReplica serves and fetches the records a snapshot skipped.
 	historyReplica *history.Replica
+	// backupBusy is held while an online backup is taken (backup.go).
+	backupBusy sync.Mutex
 
 	gossip *gossip.Gossip
 	// boot orders this peer's heartbeats across restarts (the replay
