@@ -40,7 +40,8 @@ var kindTraits = map[Kind]struct{ report, wakes, leaderOnly bool }{
 	// Forgetting removes terminal tasks only: the leader's own duty.
 	KindForgetTasks: {leaderOnly: true},
 	// A new job policy changes how the next pass serves the queue.
-	KindJobPolicy: {wakes: true},
+	KindJobPolicy:     {wakes: true},
+	KindRetentionVote: {wakes: true},
 }
 
 // TestEveryKindHasABody: every pointer field of Command is a body in the

@@ -124,6 +124,9 @@ type Command struct {
 	// JobPolicy is an organisation's vote for the federation's job policy
 	// (jobpolicy.go). Omitted when unset.
 	JobPolicy *JobPolicyVote `json:"job_policy,omitempty" since:"2"`
+	// RetentionVote is an organisation's vote for the federation's
+	// retention rule (retentionvote.go). Omitted when unset.
+	RetentionVote *RetentionVote `json:"retention_vote,omitempty" since:"3"`
 	// Sig is Peer's Ed25519 signature over SignaturePrefix and the
 	// command's encoding without Sig (sign.go; EncodeSigned). It covers
 	// the whole command, every item of a reports batch included. Last and

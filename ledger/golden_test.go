@@ -286,6 +286,13 @@ func goldenCommands() []goldenCmd {
 			result: `{"index":0,"kind":"job_policy","notes":["vote recorded: 1 of 2 organisations want job policy easy; more than half must"]}`,
 			hash:   "b74e83ca8c83b5e783b1c908d69ff2de76eb2f67b7d4f10fd80aa50ab95b4c06",
 			cmd:    with(func(c *Command) { c.V = 2; c.JobPolicy = &JobPolicyVote{Policy: "easy"} })},
+		{name: "retention_vote", kind: KindRetentionVote,
+			// Added with the kind (issue 17, version 3).
+			json:   `{"v":3,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"retention_vote":{"after_ms":3600000}}`,
+			// The fixture registered no rules: refused, nothing changes.
+			result: `{"index":0,"kind":"retention_vote","err":{"code":"bad_state","msg":"this federation registered no rules: its retention cannot be voted"}}`,
+			hash:   "d2e510987a1bb58e5d4d9ae6c705ea6a27fdb4ee916616b1b49a2922c2a384a9",
+			cmd:    with(func(c *Command) { c.V = 3; c.RetentionVote = &RetentionVote{AfterMs: 3_600_000} })},
 	}
 }
 
@@ -301,10 +308,13 @@ func goldenRejectInputs() []string {
 	e2 := func(body string) string {
 		return "{" + strings.Replace(goldenEnvJSON, `"v":1`, `"v":2`, 1) + body + "}"
 	}
+	e3 := func(body string) string {
+		return "{" + strings.Replace(goldenEnvJSON, `"v":1`, `"v":3`, 1) + body + "}"
+	}
 	return []string{
 		// A version above this build's (3 since forget_tasks made 2 real).
-		`{"v":3,"org":"x"}`,
-		`{"v":3,"org":"uni-a","bogus":1}`,
+		`{"v":4,"org":"x"}`,
+		`{"v":4,"org":"uni-a","bogus":1}`,
 		`{"v":0,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"heartbeat":{"machine":"uni-a/m1"}}`,
 		`{"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"heartbeat":{"machine":"uni-a/m1"}}`,
 		`[]`,
@@ -360,6 +370,10 @@ func goldenRejectInputs() []string {
 		// Added with the job policy vote (issue 21).
 		e2(`,"job_policy":{}`),
 		e2(`,"job_policy":{"policy":"sjf"}`),
+		// Added with the retention vote (issue 17, version 3).
+		e3(`,"retention_vote":{"after_ms":-1}`),
+		e3(`,"retention_vote":{"keep":-5}`),
+		e2(`,"retention_vote":{"after_ms":1}`),
 	}
 }
 
@@ -382,9 +396,9 @@ func goldenItemsBatch() Command {
 // goldenRejections are the codes and messages DecodeCommand gives
 // goldenRejectInputs, in order.
 var goldenRejections = []struct{ code, msg string }{
-	{"bad_version", "command version 3: this ledger applies version 2"},
-	{"bad_version", "command version 3: this ledger applies version 2"},
-	{"bad_version", "command version 0: this ledger applies version 2"},
+	{"bad_version", "command version 4: this ledger applies version 3"},
+	{"bad_version", "command version 4: this ledger applies version 3"},
+	{"bad_version", "command version 0: this ledger applies version 3"},
 	{"malformed", "command has no version field \"v\""},
 	{"malformed", "decode command: json: cannot unmarshal array into Go value of type ledger.Command"},
 	{"malformed", "decode command: EOF"},
@@ -437,6 +451,9 @@ var goldenRejections = []struct{ code, msg string }{
 	{"malformed", "rules: retention: after_ms -1 or keep 0 out of range [0, 3153600000000], [0, 10000000]"},
 	{"malformed", "job policy \"\": want one of ehosep, fcfs, easy, conservative"},
 	{"malformed", "job policy \"sjf\": want one of ehosep, fcfs, easy, conservative"},
+	{"malformed", "retention_vote: after_ms -1 or keep 0 out of range [0, 3153600000000], [0, 10000000]"},
+	{"malformed", "retention_vote: after_ms 0 or keep -5 out of range [0, 3153600000000], [0, 10000000]"},
+	{"bad_version", "command version 2 carries retention_vote, of version 3"},
 }
 
 // goldenItemsResult is what applying goldenItemsBatch to assignedFixture
@@ -542,7 +559,7 @@ func TestGoldenEncodeRejects(t *testing.T) {
 		code Code
 		msg  string
 	}{
-		{"newer version", func() Command { c := goldenCommands()[0].cmd; c.V = 3; return c }(), CodeBadVersion, "command version 3: this ledger encodes version 2"},
+		{"newer version", func() Command { c := goldenCommands()[0].cmd; c.V = 4; return c }(), CodeBadVersion, "command version 4: this ledger encodes version 3"},
 		{"no body", goldenEnv(), CodeMalformed, "a command carries exactly one body"},
 		{"two bodies", func() Command {
 			c := goldenEnv()

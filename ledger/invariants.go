@@ -286,6 +286,7 @@ func (l *Ledger) CheckInvariants() error {
 	l.checkRulesState(fail)
 	l.checkForgotten(fail)
 	l.jobPolicyInvariants(fail)
+	l.retentionVoteInvariants(fail)
 	return errors.Join(errs...)
 }
 

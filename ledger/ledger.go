@@ -43,6 +43,8 @@ type Ledger struct {
 	// jobPol is the federation's job policy and its pending votes
 	// (jobpolicy.go).
 	jobPol jobPolicyState
+	// retVotes are the pending retention votes (retentionvote.go).
+	retVotes []*RetentionVoteRecord
 
 	// forgotten holds what each organisation's forgotten tasks left
 	// behind (retention.go).

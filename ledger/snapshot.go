@@ -60,6 +60,9 @@ type canonical struct {
 	// JobPolicy (jobpolicy.go) is omitted until the first vote: a state
 	// without one hashes as before job policies existed.
 	JobPolicy *canonicalJobPol `json:"job_policy,omitempty"`
+	// RetentionVotes are the pending retention votes (retentionvote.go),
+	// omitted when there is none: a state without them hashes as before.
+	RetentionVotes []*RetentionVoteRecord `json:"retention_votes,omitempty"`
 }
 
 type snapshotFile struct {
@@ -86,6 +89,8 @@ func (l *Ledger) canonical() canonical {
 		ScheduledAtMs: l.scheduledMs,
 		Forgotten:     l.canonicalForgotten(),
 		JobPolicy:     l.canonicalJobPolicy(),
+
+		RetentionVotes: l.retVotes,
 	}
 	for _, n := range l.order {
 		c.Orgs = append(c.Orgs, l.orgs[n])
@@ -260,6 +265,9 @@ func fromCanonical(applied uint64, c *canonical) (*Ledger, error) {
 	}
 	l.scheduledMs = c.ScheduledAtMs
 	if err := l.restoreForgotten(c.Forgotten); err != nil {
+		return nil, err
+	}
+	if err := l.restoreRetentionVotes(c.RetentionVotes); err != nil {
 		return nil, err
 	}
 	if err := l.restoreJobPolicy(c.JobPolicy); err != nil {

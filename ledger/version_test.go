@@ -179,7 +179,7 @@ func TestVersionTagMistakesPanic(t *testing.T) {
 // one below 1 is garbage.
 func TestGoldenCommandVersions(t *testing.T) {
 	// The kinds added since version 1, with the version that added them.
-	since := map[Kind]int{KindForgetTasks: 2, KindJobPolicy: 2}
+	since := map[Kind]int{KindForgetTasks: 2, KindJobPolicy: 2, KindRetentionVote: 3}
 	for _, g := range goldenCommands() {
 		c := g.cmd
 		want := CommandVersion
