@@ -287,9 +287,9 @@ func goldenCommands() []goldenCmd {
 			hash:   "b74e83ca8c83b5e783b1c908d69ff2de76eb2f67b7d4f10fd80aa50ab95b4c06",
 			cmd:    with(func(c *Command) { c.V = 2; c.JobPolicy = &JobPolicyVote{Policy: "easy"} })},
 		{name: "retention_vote", kind: KindRetentionVote,
-			// Added with the kind (issue 17, version 3).
+			// Added with the kind (issue 17, version 3). The fixture
+			// registered no rules: refused, nothing changes.
 			json:   `{"v":3,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"retention_vote":{"after_ms":3600000}}`,
-			// The fixture registered no rules: refused, nothing changes.
 			result: `{"index":0,"kind":"retention_vote","err":{"code":"bad_state","msg":"this federation registered no rules: its retention cannot be voted"}}`,
 			hash:   "d2e510987a1bb58e5d4d9ae6c705ea6a27fdb4ee916616b1b49a2922c2a384a9",
 			cmd:    with(func(c *Command) { c.V = 3; c.RetentionVote = &RetentionVote{AfterMs: 3_600_000} })},
