@@ -14,11 +14,12 @@ import (
 // peer's history store keeps them. GET /v1/history lists them with
 // filters, one page at a time; `peer history` prints it.
 //
-// Who may read whose history: a peer keeps only its own organisation's
-// forgotten tasks, and serves them to the holder of its API token, like
-// everything else it serves. A query naming another organisation is
-// refused (403 forbidden): that organisation's history is on its own peer,
-// and nobody else's peer has it.
+// Who may read whose history: a peer serves only its own organisation's
+// forgotten tasks, to the holder of its API token, like everything else it
+// serves. A query naming another organisation is refused (403 forbidden):
+// ask that organisation's peer. (Every peer keeps every organisation's
+// records, so that a member that installed a snapshot can fetch the ones
+// it skipped: docs/HISTORY.md.)
 
 // History bounds.
 const (

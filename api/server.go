@@ -144,6 +144,8 @@ func (s *Server) routes() {
 	s.handle("/v1/limit", map[string]handlerFunc{http.MethodPut: s.setLimit})
 	s.handle("/v1/ledger", map[string]handlerFunc{http.MethodGet: s.ledger})
 	s.handle("/v1/history", map[string]handlerFunc{http.MethodGet: s.history})
+	s.handle("/v1/backup", map[string]handlerFunc{http.MethodPost: s.backup})
+	s.handle("/v1/retention", map[string]handlerFunc{http.MethodGet: s.retention, http.MethodPost: s.voteRetention})
 	s.handle("/v1/timeline", map[string]handlerFunc{http.MethodGet: s.timeline})
 	s.handle("/v1/events", map[string]handlerFunc{http.MethodGet: s.events})
 	s.handle("/v1/invitations", map[string]handlerFunc{http.MethodPost: s.invite})

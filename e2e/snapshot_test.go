@@ -10,9 +10,10 @@ import (
 	"time"
 )
 
-// TestSnapshotSaveRestore: a real peer runs tasks with outputs and stops;
-// `peer snapshot save` refuses while it runs, then backs its data
-// directory up; the directory is wiped and `peer snapshot restore` brings
+// TestSnapshotSaveRestore: a real peer runs tasks with outputs;
+// `peer snapshot save` on it while it runs takes an online backup (POST
+// /v1/backup), which `peer snapshot restore` accepts and `peer verify`
+// checks clean. The peer stops; `peer snapshot save` backs its data directory up; the directory is wiped and `peer snapshot restore` brings
 // it back. The restored Raft log replays (peer verify) to the same state
 // hash at the same index, and the peer starts with the same peer ID, the
 // same tasks in the same states, its outputs, and runs new work.
@@ -35,8 +36,16 @@ template:
 	tasksBefore := a.tasks(t)
 	backup := filepath.Join(root, "uni-a.backup.tar.gz")
 
-	if r := a.cli(t, "snapshot", "save", backup); r.code == 0 || !strings.Contains(r.stderr, "the peer is running") {
-		t.Fatalf("a backup of a running peer: %v", r)
+	online := filepath.Join(root, "uni-a.online.tar.gz")
+	if r := a.cli(t, "snapshot", "save", online); r.code != 0 || !strings.Contains(r.stdout, "running peer, online") || !strings.Contains(r.stdout, "peer "+before.Self) {
+		t.Fatalf("an online backup of the running peer: %v", r)
+	}
+	onlineDir := filepath.Join(root, "online-restored")
+	if r := cli(t, "snapshot", "restore", online, "--data", onlineDir); r.code != 0 {
+		t.Fatalf("snapshot restore of the online backup: %v", r)
+	}
+	if r := cli(t, "verify", "--data", onlineDir); r.code != 0 {
+		t.Fatalf("peer verify of the restored online backup: %v", r)
 	}
 	if err := p.Stop(30 * time.Second); err != nil {
 		t.Logf("stop: %v", err)

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/coopgrid/coopgrid/ledger"
@@ -46,6 +47,10 @@ type Record struct {
 // serialises writers and lets readers run beside them).
 type Store struct {
 	db *bbolt.DB
+	// applied is the last log index known applied with its records kept
+	// (Applied; coverage.go), written to the file as "through" at the next
+	// write and at Close.
+	applied atomic.Uint64
 }
 
 // Open opens (creating it if needed) the history file at path. It waits
@@ -56,8 +61,10 @@ func Open(path string, lockTimeout time.Duration) (*Store, error) {
 		return nil, fmt.Errorf("open history %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(tasksBucket)
-		return err
+		if _, err := tx.CreateBucketIfNotExists(tasksBucket); err != nil {
+			return err
+		}
+		return migrate(tx)
 	})
 	if err != nil {
 		db.Close()
@@ -66,27 +73,25 @@ func Open(path string, lockTimeout time.Duration) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
-// Close closes the file.
-func (s *Store) Close() error { return s.db.Close() }
+// Close writes what the store covers and closes the file.
+func (s *Store) Close() error {
+	err := s.db.Update(func(tx *bbolt.Tx) error { return setThrough(tx, s.applied.Load()) })
+	return errors.Join(err, s.db.Close())
+}
 
 // Put records tasks, forgotten at log index, in one transaction, synced
-// to disk before it returns.
+// to disk before it returns. The caller calls Applied(index) after it.
 func (s *Store) Put(index uint64, tasks []ledger.Task) error {
 	if len(tasks) == 0 {
 		return nil
 	}
 	err := s.db.Update(func(tx *bbolt.Tx) error {
-		b := tx.Bucket(tasksBucket)
 		for _, t := range tasks {
-			v, err := json.Marshal(Record{Index: index, Task: t})
-			if err != nil {
-				return fmt.Errorf("encode %s: %w", t.ID, err)
-			}
-			if err := b.Put(key(t.Seq), v); err != nil {
-				return fmt.Errorf("store %s: %w", t.ID, err)
+			if err := putRecord(tx, Record{Index: index, Task: t}); err != nil {
+				return err
 			}
 		}
-		return nil
+		return setThrough(tx, max(index, s.applied.Load()))
 	})
 	if err != nil {
 		return fmt.Errorf("history: record %d tasks of index %d: %w", len(tasks), index, err)

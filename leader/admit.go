@@ -34,7 +34,9 @@ const CodeVersionUnsupported = "version_unsupported"
 //     ledger/version.go) is refused while some member of the Raft
 //     configuration, voter or not, does not announce that it applies it
 //     (CodeVersionUnsupported): that member would stop applying the log
-//     at it. The commands the leader appends itself are of version 1.
+//     at it. The commands the leader appends itself (its scheduling pass,
+//     its retention duty's forget_tasks, of version 2) pass the same rule
+//     before AppendAsLeader (appendOwn, ownversion.go).
 //
 // Refusals are *p2p.Error with consensus.CodeForbidden or
 // CodeVersionUnsupported.

@@ -53,6 +53,9 @@ type Leader struct {
 	// expel is signalled by Applied after a membership decision.
 	expel chan struct{}
 	stats counters
+	// ownVersion rate-limits the log of own commands the version rule
+	// holds back (ownversion.go).
+	ownVersion ownVersionLog
 }
 
 // New returns the leader's duties for one peer. live is the heartbeat

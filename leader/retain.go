@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/coopgrid/coopgrid/ledger"
@@ -62,10 +63,10 @@ func (l *Leader) forgetOnce(ctx context.Context, r Replica) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.RetentionInterval)
 	defer cancel()
-	res, err := r.AppendAsLeader(ctx, data)
+	res, err := l.appendOwn(ctx, r, data)
 	switch {
 	case err != nil:
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !errors.Is(err, errVersionHeld) {
 			l.log.Warn("leader: commit forget_tasks", "tasks", len(ids), "err", err)
 		}
 		return false

@@ -3,12 +3,15 @@ package leader
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // TestRetentionDuty: on a federation with a retention rule, only the
@@ -67,6 +70,110 @@ func TestRetentionDuty(t *testing.T) {
 		})
 		if !queued || forgotten.Tasks != 1 {
 			t.Fatalf("%s: %s queued %v, forgotten %+v", p.name, ids[1], queued, forgotten)
+		}
+	}
+}
+
+// versionAgents is what each peer announced, as the test sets it: a peer
+// in old announces nothing (a build from before announcements: version
+// 1), the others this build's agent.
+type versionAgents struct {
+	mu  sync.Mutex
+	old map[peer.ID]bool
+}
+
+func (a *versionAgents) AgentVersion(id peer.ID) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.old[id] {
+		return ""
+	}
+	return UserAgent("test")
+}
+
+func (a *versionAgents) set(id peer.ID, old bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.old[id] = old
+}
+
+// TestRetentionWaitsForEveryMembersVersion: the leader's own forget_tasks
+// (command version 2), appended without admission, passes the version
+// rule all the same: while a member announces only version 1 the duty
+// appends nothing (the log does not move, the task stays on every peer);
+// once every member announces version 2 it forgets the task.
+func TestRetentionWaitsForEveryMembersVersion(t *testing.T) {
+	agents := &versionAgents{old: map[peer.ID]bool{}}
+	// Until the cluster is formed (its registrations, of version 2 with
+	// the retention rule), no member is checked.
+	var formed atomic.Pointer[cluster]
+	members := func() ([]consensus.Member, error) {
+		c := formed.Load()
+		if c == nil {
+			return nil, nil
+		}
+		for _, p := range c.running() {
+			if p.node.IsLeader() {
+				return p.node.Members()
+			}
+		}
+		return nil, fmt.Errorf("no leader")
+	}
+	rules := &ledger.Rules{Executors: ledger.ExecutorsSimulated, Retention: &ledger.Retention{AfterMs: 1}}
+	c := newClusterWithRules(t, 3, 1, rules, func(_ *consensus.Config, l *Config) {
+		l.DisableScheduler = true
+		l.RetentionInterval = time.Hour // the test runs the duty's rounds itself
+		l.Members, l.Agents = members, agents
+	})
+	formed.Store(c)
+	leader := c.waitLeader()
+	f := c.other(leader)
+	ids := submit(t, f, 1)
+	if res := mustPropose(t, f, ledger.Command{CancelTask: &ledger.CancelTask{Task: ids[0]}}); !res.Applied() {
+		t.Fatalf("cancel: %v", res.Err)
+	}
+	c.converge()
+	agents.set(f.node.ID(), true)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := countingReplica{Replica: leader.node, p: leader}
+	last, appends := leader.node.Raft().LastIndex(), leader.appends.Load()
+	if leader.lead.forgetOnce(ctx, r) || leader.appends.Load() != appends || leader.node.Raft().LastIndex() != last {
+		t.Fatal("the leader appended a forget_tasks while a member applies only version 1")
+	}
+	var held bool
+	leader.node.View(func(l *ledger.Ledger) { _, held = l.Task(ids[0]) })
+	if !held {
+		t.Fatal("the task left the state")
+	}
+	agents.set(f.node.ID(), false)
+	leader.lead.forgetOnce(ctx, r)
+	if leader.appends.Load() != appends+1 {
+		t.Fatal("no forget_tasks once every member applies version 2")
+	}
+	c.converge()
+	for _, p := range c.running() {
+		p.node.View(func(l *ledger.Ledger) { _, held = l.Task(ids[0]) })
+		if held {
+			t.Fatalf("%s still holds %s", p.name, ids[0])
+		}
+	}
+}
+
+func TestCommandVersion(t *testing.T) {
+	for _, tc := range []struct {
+		data string
+		want int
+	}{
+		{`{"v":2,"org":"a"}`, 2},
+		{`{"org":"a","v":3}`, 3},
+		{`{"v":1}`, 1},
+		{`[]`, 0},
+		{`nope`, 0},
+		{`{"org":"a"}`, 0},
+	} {
+		if got := commandVersion([]byte(tc.data)); got != tc.want {
+			t.Errorf("commandVersion(%s) = %d, want %d", tc.data, got, tc.want)
 		}
 	}
 }

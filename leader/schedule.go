@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -123,9 +124,9 @@ func (l *Leader) schedulePass(ctx context.Context, r Replica) {
 		return
 	}
 	committing := time.Now()
-	res, err := r.AppendAsLeader(ctx, p.data)
+	res, err := l.appendOwn(ctx, r, p.data)
 	if err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !errors.Is(err, errVersionHeld) {
 			l.stats.errors.Add(1)
 			l.log.Warn("leader: commit "+string(p.kind), "decisions", p.count, "err", err)
 		}

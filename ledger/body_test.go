@@ -43,6 +43,8 @@ var kindTraits = map[Kind]struct{ report, wakes, leaderOnly bool }{
 	KindJobPolicy: {wakes: true},
 	// A release offers a machine again.
 	KindReclaimMachine: {wakes: true},
+	// A new retention rule changes which tasks the leader forgets.
+	KindRetentionVote: {wakes: true},
 }
 
 // TestEveryKindHasABody: every pointer field of Command is a body in the

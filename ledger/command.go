@@ -127,6 +127,9 @@ type Command struct {
 	// ReclaimMachine is an owner reclaiming or releasing an opportunistic
 	// machine (stability.go). Omitted when unset.
 	ReclaimMachine *ReclaimMachine `json:"reclaim_machine,omitempty" since:"3"`
+	// RetentionVote is an organisation's vote for the federation's
+	// retention rule (retentionvote.go). Omitted when unset.
+	RetentionVote *RetentionVote `json:"retention_vote,omitempty" since:"3"`
 	// Sig is Peer's Ed25519 signature over SignaturePrefix and the
 	// command's encoding without Sig (sign.go; EncodeSigned). It covers
 	// the whole command, every item of a reports batch included. Last and

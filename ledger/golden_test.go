@@ -324,6 +324,13 @@ func goldenCommands() []goldenCmd {
 				}
 				c.SubmitTasks = &SubmitTasks{Tasks: []TaskSpec{part(0), part(1)}}
 			})},
+		{name: "retention_vote", kind: KindRetentionVote,
+			// Added with the kind (issue 17, version 3). The fixture
+			// registered no rules: refused, nothing changes.
+			json:   `{"v":3,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"retention_vote":{"after_ms":3600000}}`,
+			result: `{"index":0,"kind":"retention_vote","err":{"code":"bad_state","msg":"this federation registered no rules: its retention cannot be voted"}}`,
+			hash:   "d2e510987a1bb58e5d4d9ae6c705ea6a27fdb4ee916616b1b49a2922c2a384a9",
+			cmd:    with(func(c *Command) { c.V = 3; c.RetentionVote = &RetentionVote{AfterMs: 3_600_000} })},
 	}
 }
 
@@ -407,6 +414,10 @@ func goldenRejectInputs() []string {
 		e3(`,"submit_tasks":{"tasks":[{"size_mflop":1,"spec":{"gang":{"size":2}}},{"size_mflop":2,"spec":{"gang":{"size":2,"rank":1}}}]}`),
 		e3(`,"submit_tasks":{"tasks":[{"size_mflop":1,"spec":{"gang":{"size":2,"rank":1}}}]}`),
 		e3(`,"submit_tasks":{"tasks":[{"size_mflop":1,"spec":{"gang":{"id":"uni-a-1","size":2}}},{"size_mflop":1,"spec":{"gang":{"size":2,"rank":1}}}]}`),
+		// Added with the retention vote (issue 17, version 3).
+		e3(`,"retention_vote":{"after_ms":-1}`),
+		e3(`,"retention_vote":{"keep":-5}`),
+		e2(`,"retention_vote":{"after_ms":1}`),
 	}
 }
 
@@ -488,6 +499,9 @@ var goldenRejections = []struct{ code, msg string }{
 	{"malformed", "tasks[1]: part 1 of the gang starting at tasks[0]: size 2 MFlop, the first part's is 1"},
 	{"malformed", "tasks[0]: gang part of rank 1 without the parts before it: a gang's parts come in rank order, from 0"},
 	{"malformed", "tasks[0]: gang: id \"uni-a-1\": the ledger sets it (the first part's task ID)"},
+	{"malformed", "retention_vote: after_ms -1 or keep 0 out of range [0, 3153600000000], [0, 10000000]"},
+	{"malformed", "retention_vote: after_ms 0 or keep -5 out of range [0, 3153600000000], [0, 10000000]"},
+	{"bad_version", "command version 2 carries retention_vote, of version 3"},
 }
 
 // goldenItemsResult is what applying goldenItemsBatch to assignedFixture

@@ -291,6 +291,7 @@ func (l *Ledger) CheckInvariants() error {
 	l.jobPolicyInvariants(fail)
 	l.gangInvariants(fail)
 	l.checkGangIndex(fail)
+	l.retentionVoteInvariants(fail)
 	return errors.Join(errs...)
 }
 

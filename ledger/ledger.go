@@ -46,6 +46,8 @@ type Ledger struct {
 	// stability is when the federation began folding machine stability
 	// (stability.go); nil before.
 	stability *stabilityState
+	// retVotes are the pending retention votes (retentionvote.go).
+	retVotes []*RetentionVoteRecord
 
 	// forgotten holds what each organisation's forgotten tasks left
 	// behind (retention.go).

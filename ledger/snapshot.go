@@ -63,6 +63,9 @@ type canonical struct {
 	// Stability (stability.go) is omitted until the federation tracks
 	// it: a state without it hashes as before.
 	Stability *stabilityState `json:"stability,omitempty"`
+	// RetentionVotes are the pending retention votes (retentionvote.go),
+	// omitted when there is none: a state without them hashes as before.
+	RetentionVotes []*RetentionVoteRecord `json:"retention_votes,omitempty"`
 }
 
 type snapshotFile struct {
@@ -90,6 +93,8 @@ func (l *Ledger) canonical() canonical {
 		Forgotten:     l.canonicalForgotten(),
 		JobPolicy:     l.canonicalJobPolicy(),
 		Stability:     l.stability,
+
+		RetentionVotes: l.retVotes,
 	}
 	for _, n := range l.order {
 		c.Orgs = append(c.Orgs, l.orgs[n])
@@ -264,6 +269,9 @@ func fromCanonical(applied uint64, c *canonical) (*Ledger, error) {
 	}
 	l.scheduledMs = c.ScheduledAtMs
 	if err := l.restoreForgotten(c.Forgotten); err != nil {
+		return nil, err
+	}
+	if err := l.restoreRetentionVotes(c.RetentionVotes); err != nil {
 		return nil, err
 	}
 	if err := l.restoreJobPolicy(c.JobPolicy); err != nil {

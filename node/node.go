@@ -105,6 +105,10 @@ type Node struct {
 	events *api.EventLog
 	// history keeps this organisation's forgotten tasks (history.go).
 	history *history.Store
+	// historyReplica serves and fetches the records a snapshot skipped.
+	historyReplica *history.Replica
+	// backupBusy is held while an online backup is taken (backup.go).
+	backupBusy sync.Mutex
 
 	gossip *gossip.Gossip
 	// boot orders this peer's heartbeats across restarts (the replay
@@ -386,7 +390,10 @@ func (n *Node) startReplication() error {
 		n.recordApplied(res)
 		n.keepForgotten(res)
 	}
-	ccfg.OnRestore = n.events.Reset
+	ccfg.OnRestore = func(index uint64) {
+		n.events.Reset(index)
+		n.historyRestored(index)
+	}
 	ccfg.OnLeadership = func(ctx context.Context, c *consensus.Node) { lead.Establish(ctx, c) }
 	if n.cons, err = consensus.New(ccfg, n.host); err != nil {
 		return err

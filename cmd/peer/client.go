@@ -30,7 +30,7 @@ func newClientCmds() []*cobra.Command {
 	return []*cobra.Command{
 		newSubmitCmd(), newTasksCmd(), newTaskCmd(), newLogsCmd(), newCancelCmd(), newRetryCmd(),
 		newMachinesCmd(), newOrgsCmd(), newLedgerCmd(), newLimitCmd(), newStatusCmd(), newLeaveCmd(),
-		newInviteCmd(), newRemoveCmd(), newMembersCmd(), newHistoryCmd(), newJobPolicyCmd(),
+		newInviteCmd(), newRemoveCmd(), newMembersCmd(), newHistoryCmd(), newJobPolicyCmd(), newRetentionCmd(),
 	}
 }
 

@@ -1,22 +1,25 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/coopgrid/coopgrid/api"
 	"github.com/coopgrid/coopgrid/config"
 )
 
 func newSnapshotCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "snapshot",
-		Short: "Back up a stopped peer's data directory, or restore one",
-		Long: `Back up a stopped peer's data directory to one file, or restore a data
+		Short: "Back up a peer's data directory (stopped, or running: online), or restore one",
+		Long: `Back up a peer's data directory to one file, or restore a data
 directory from such a file (docs/CONFIG.md, "Backup and restore").
 
 The backup holds the identity key: keep it as safe as the key itself. A
@@ -29,37 +32,75 @@ the ledger, and the key signs its organisation's commands. Without the key
 }
 
 func newSnapshotSaveCmd() *cobra.Command {
-	var data string
+	var f clientFlags
+	var online bool
 	cmd := &cobra.Command{
 		Use:   "save FILE --data DIR",
-		Short: "Write a backup of a stopped peer's data directory to FILE",
-		Long: `Write a backup of a stopped peer's data directory to FILE (gzip'd tar, mode
-0600): the configuration, identity and federation keys, API token, Raft log
-and snapshots, checkpoint archives, run journal, blobs and outputs. The
-executor's work directories (tasks/) are left out. The peer must be stopped:
-a running peer holds raft.db's lock, and the backup must be one consistent
-state. FILE must not exist.`,
+		Short: "Write a backup of a peer's data directory to FILE",
+		Long: `Write a backup of a peer's data directory to FILE (gzip'd tar, mode 0600):
+the configuration, identity and federation keys, API token, Raft state,
+history, checkpoint archives, run journal, blobs and outputs. The
+executor's work directories (tasks/) are left out. FILE must not exist.
+
+A stopped peer's directory is copied as it is (its Raft log included). A
+running peer (its raft.db is locked) is backed up online through its API
+(POST /v1/backup, with the API token of DIR or --token-file): it takes a
+Raft snapshot of its state now and a consistent copy of its history, and
+the backup holds that snapshot instead of the log. --online (or --api)
+always asks the running peer.`,
 		Example: `  peer snapshot save /backup/uni-a-2026-11-26.tar.gz --data /var/lib/coopgrid`,
 		Args:    usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if data == "" {
+			if f.data == "" && f.apiURL == "" {
 				return usageErr("--data is required (or set " + envData + ")")
 			}
-			m, err := saveBackup(data, args[0])
+			if _, err := os.Stat(args[0]); err == nil {
+				return fmt.Errorf("%s exists: choose another name", args[0])
+			}
+			how := "stopped peer"
+			m, err := config.BackupManifest{}, error(nil)
+			if !online && f.apiURL == "" {
+				m, err = saveBackup(args[0], func(w io.Writer) (config.BackupManifest, error) {
+					return config.SaveBackup(f.data, w, time.Now())
+				})
+			}
+			if online || f.apiURL != "" || errors.Is(err, config.ErrPeerRunning) {
+				how = "running peer, online"
+				m, err = saveOnline(cmd.Context(), &f, args[0])
+			}
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "saved %s: organisation %s, peer %s (keep it safe: it holds the peer's identity key)\n", args[0], m.Org, m.Peer)
+			fmt.Fprintf(cmd.OutOrStdout(), "saved %s (%s): organisation %s, peer %s (keep it safe: it holds the peer's identity key)\n", args[0], how, m.Org, m.Peer)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&data, "data", "", "the stopped peer's data directory (required)")
+	fl := cmd.Flags()
+	fl.StringVar(&f.data, "data", "", "the peer's data directory (required unless --api and --token-file)")
+	fl.BoolVar(&online, "online", false, "back up the running peer through its API even if its directory looks stopped")
+	fl.StringVar(&f.apiURL, "api", "", "the running peer's API address, HOST:PORT or URL (default: the api key of DATA/"+configFile+"); implies --online")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the API's bearer token (default DATA/"+api.TokenFile+")")
 	return cmd
 }
 
-// saveBackup writes the backup to a temporary file beside out, then
-// renames it: out never holds half a backup.
-func saveBackup(data, out string) (config.BackupManifest, error) {
+// saveOnline asks the running peer for an online backup (POST /v1/backup).
+func saveOnline(ctx context.Context, f *clientFlags, out string) (config.BackupManifest, error) {
+	c, err := f.connect()
+	if err != nil {
+		return config.BackupManifest{}, err
+	}
+	return saveBackup(out, func(w io.Writer) (config.BackupManifest, error) {
+		if err := c.Backup(ctx, w); err != nil {
+			return config.BackupManifest{}, c.fail("online backup", err)
+		}
+		return config.BackupManifest{}, nil
+	})
+}
+
+// saveBackup writes the backup write produces to a temporary file beside
+// out, checks it starts with a manifest, then links it to out: out never
+// holds half a backup.
+func saveBackup(out string, write func(io.Writer) (config.BackupManifest, error)) (config.BackupManifest, error) {
 	var m config.BackupManifest
 	if _, err := os.Stat(out); err == nil {
 		return m, fmt.Errorf("%s exists: choose another name", out)
@@ -73,8 +114,14 @@ func saveBackup(data, out string) (config.BackupManifest, error) {
 		f.Close()
 		return m, err
 	}
-	m, err = config.SaveBackup(data, f, time.Now())
-	if err = errors.Join(err, f.Sync(), f.Close()); err != nil {
+	_, err = write(f)
+	if err = errors.Join(err, f.Sync()); err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err == nil {
+		m, err = config.ReadBackupManifest(f)
+	}
+	if err = errors.Join(err, f.Close()); err != nil {
 		return m, err
 	}
 	if err := os.Link(f.Name(), out); err != nil {

@@ -36,7 +36,7 @@ var rules = []struct {
 	{"consensus", []string{"ledger", "p2p"}, "generic replication: no policy, no scheduling"},
 	{"leader", []string{"consensus", "ledger", "policy", "p2p"}, "every leader duty"},
 	{"gossip", []string{"ledger", "p2p"}, "signed heartbeats"},
-	{"history", []string{"ledger"}, "the local store of forgotten tasks"},
+	{"history", []string{"ledger", "p2p"}, "the local store of forgotten tasks and its catch-up protocol"},
 	{"transfer", []string{"ledger", "p2p", "internal/safeopen"}, "blobs, outputs and logs protocols"},
 	{"runner", []string{"ledger", "executor", "checkpoint", "p2p", "consensus"}, "allocations → executor → reports"},
 	{"config", []string{"api", "executor", "internal/yamlfile", "ledger", "p2p", "policy"}, "configuration and data directory"},
