@@ -32,7 +32,7 @@ const (
 )
 
 var (
-	taskKeys     = []string{"name", "argv", "env", "size", "runtime", "reference_gflops", "wall_clock_limit", "inputs", "outputs", "checkpointable", "cpus", "memory", "gpus", "requirements", "max_attempts", "retries"}
+	taskKeys     = []string{"name", "argv", "env", "size", "runtime", "reference_gflops", "wall_clock_limit", "inputs", "outputs", "checkpointable", "cpus", "memory", "gpus", "requirements", "max_attempts", "retries", "class", "deadline", "on_miss"}
 	defaultsKeys = taskKeys[1:]
 	templateKeys = append(slices.Clone(taskKeys), "count", "params")
 	topKeys      = []string{"version", "name", "defaults", "tasks", "template"}
@@ -152,6 +152,7 @@ type fields struct {
 	outputs *tmplList
 	ckpt    *bool
 	req     *request
+	dl      *deadlineFields
 }
 
 type tmplList struct {
@@ -242,6 +243,8 @@ func (d *decoder) taskFields(n *yaml.Node, p string, m map[string]yamlfile.Entry
 			}
 		case "cpus", "memory", "gpus", "requirements", "max_attempts", "retries":
 			d.requestField(f, e.Key, e.V, kp)
+		case "class", "deadline", "on_miss":
+			d.deadlineField(f, e.Key, e.V, kp)
 		}
 		if d.Count() > before {
 			f.invalid[e.Key] = true
@@ -442,6 +445,10 @@ type plan struct {
 	reqs      []Requirement
 	// maxAttempts and retries: 0 when not given.
 	maxAttempts, retries int
+	// class, deadline and onMiss: zero when not given (deadline.go).
+	class    string
+	deadline Deadline
+	onMiss   string
 }
 
 // plan merges a task's fields with the defaults: a task's value replaces
@@ -564,6 +571,9 @@ func (d *decoder) plan(t, defs *fields, template bool) (*plan, bool) {
 	}
 	p.cpus, p.memory, p.gpus, p.reqs = mergeRequest(t.req, defs.req)
 	p.maxAttempts, p.retries = mergeRetry(t.req, defs.req)
+	if !d.mergeDeadline(p, t, defs) {
+		ok = false
+	}
 	return p, ok
 }
 
