@@ -651,6 +651,9 @@ func (s *Spec) validate() *Error {
 	if err := s.validateRetry(); err != nil {
 		return err
 	}
+	if err := s.validateDeadline(); err != nil {
+		return err
+	}
 	if len(s.Name) > MaxTaskNameBytes || !printable(s.Name) {
 		return errf(CodeMalformed, "name: want at most %d bytes of valid UTF-8 without control characters", MaxTaskNameBytes)
 	}

@@ -286,6 +286,18 @@ func goldenCommands() []goldenCmd {
 			result: `{"index":0,"kind":"job_policy","notes":["vote recorded: 1 of 2 organisations want job policy easy; more than half must"]}`,
 			hash:   "b74e83ca8c83b5e783b1c908d69ff2de76eb2f67b7d4f10fd80aa50ab95b4c06",
 			cmd:    with(func(c *Command) { c.V = 2; c.JobPolicy = &JobPolicyVote{Policy: "easy"} })},
+		{name: "submit_tasks with class and deadline", kind: KindSubmitTasks,
+			// Added with the fields (issue 20, deadlines): version 3.
+			json:   `{"v":3,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"submit_tasks":{"tasks":[{"size_mflop":1000,"spec":{"argv":["/bin/sh"],"class":"soft-deadline","deadline_ms":7200000}},{"size_mflop":500,"spec":{"argv":["/bin/sh"],"class":"nice"}}]}}`,
+			result: `{"index":0,"kind":"submit_tasks","task_ids":["uni-a-4","uni-a-5"]}`,
+			hash:   "53349e490b30ddac768082a1950ca8814b9b736a57df0e09e7a863a76c1d7678",
+			cmd: with(func(c *Command) {
+				c.V = 3
+				c.SubmitTasks = &SubmitTasks{Tasks: []TaskSpec{
+					{SizeMFlop: 1000, Spec: Spec{Argv: []string{"/bin/sh"}, Class: ClassSoftDeadline, DeadlineMs: 7_200_000}},
+					{SizeMFlop: 500, Spec: Spec{Argv: []string{"/bin/sh"}, Class: ClassNice}},
+				}}
+			})},
 	}
 }
 
@@ -302,9 +314,9 @@ func goldenRejectInputs() []string {
 		return "{" + strings.Replace(goldenEnvJSON, `"v":1`, `"v":2`, 1) + body + "}"
 	}
 	return []string{
-		// A version above this build's (3 since forget_tasks made 2 real).
-		`{"v":3,"org":"x"}`,
-		`{"v":3,"org":"uni-a","bogus":1}`,
+		// A version above this build's (4 since task classes made 3 real; it was 3 while 2 was the highest).
+		`{"v":4,"org":"x"}`,
+		`{"v":4,"org":"uni-a","bogus":1}`,
 		`{"v":0,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"heartbeat":{"machine":"uni-a/m1"}}`,
 		`{"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"heartbeat":{"machine":"uni-a/m1"}}`,
 		`[]`,
@@ -382,9 +394,9 @@ func goldenItemsBatch() Command {
 // goldenRejections are the codes and messages DecodeCommand gives
 // goldenRejectInputs, in order.
 var goldenRejections = []struct{ code, msg string }{
-	{"bad_version", "command version 3: this ledger applies version 2"},
-	{"bad_version", "command version 3: this ledger applies version 2"},
-	{"bad_version", "command version 0: this ledger applies version 2"},
+	{"bad_version", "command version 4: this ledger applies version 3"},
+	{"bad_version", "command version 4: this ledger applies version 3"},
+	{"bad_version", "command version 0: this ledger applies version 3"},
 	{"malformed", "command has no version field \"v\""},
 	{"malformed", "decode command: json: cannot unmarshal array into Go value of type ledger.Command"},
 	{"malformed", "decode command: EOF"},
@@ -542,7 +554,7 @@ func TestGoldenEncodeRejects(t *testing.T) {
 		code Code
 		msg  string
 	}{
-		{"newer version", func() Command { c := goldenCommands()[0].cmd; c.V = 3; return c }(), CodeBadVersion, "command version 3: this ledger encodes version 2"},
+		{"newer version", func() Command { c := goldenCommands()[0].cmd; c.V = 4; return c }(), CodeBadVersion, "command version 4: this ledger encodes version 3"},
 		{"no body", goldenEnv(), CodeMalformed, "a command carries exactly one body"},
 		{"two bodies", func() Command {
 			c := goldenEnv()

@@ -361,7 +361,7 @@ func TestApplyRejects(t *testing.T) {
 		{name: "not JSON", raw: "{not json", code: CodeMalformed},
 		{name: "empty", raw: "", code: CodeMalformed},
 		{name: "no version", raw: `{"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"set_limit":{"limit_mw":1}}`, code: CodeMalformed},
-		{name: "future version", raw: `{"v":3,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"set_limit":{"limit_mw":1},"new_field":true}`, code: CodeBadVersion},
+		{name: "future version", raw: `{"v":4,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"set_limit":{"limit_mw":1},"new_field":true}`, code: CodeBadVersion},
 		{name: "version 0", raw: `{"v":0,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"set_limit":{"limit_mw":1}}`, code: CodeBadVersion},
 		{name: "unknown field", raw: `{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"set_limit":{"limit_mw":1},"extra":1}`, code: CodeMalformed},
 		{name: "unknown nested field", raw: `{"v":1,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1,"set_limit":{"limit_mw":1,"percent":80}}`, code: CodeMalformed},
@@ -671,7 +671,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	if !strings.Contains(string(b1), `"env":{"A":"1","B":"2"}`) {
 		t.Fatalf("env not canonical: %s", b1)
 	}
-	if _, err := EncodeCommand(Command{V: 3, Org: "a", Peer: "p", SetLimit: &SetLimit{}}); CodeOf(err) != CodeBadVersion {
+	if _, err := EncodeCommand(Command{V: MaxCommandVersion() + 1, Org: "a", Peer: "p", SetLimit: &SetLimit{}}); CodeOf(err) != CodeBadVersion {
 		t.Fatalf("encode of a foreign version: %v", err)
 	}
 	if _, err := EncodeCommand(act("uni-a", 1)); CodeOf(err) != CodeMalformed {

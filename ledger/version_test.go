@@ -180,10 +180,15 @@ func TestVersionTagMistakesPanic(t *testing.T) {
 func TestGoldenCommandVersions(t *testing.T) {
 	// The kinds added since version 1, with the version that added them.
 	since := map[Kind]int{KindForgetTasks: 2, KindJobPolicy: 2}
+	// The commands that set a field added since, by name.
+	sinceField := map[string]int{"submit_tasks with class and deadline": 3}
 	for _, g := range goldenCommands() {
 		c := g.cmd
 		want := CommandVersion
 		if v, ok := since[g.kind]; ok {
+			want = v
+		}
+		if v, ok := sinceField[g.name]; ok {
 			want = v
 		}
 		if n, path := RequiredVersion(&c); n != want {
