@@ -39,3 +39,12 @@ func PolicyClass(class string) policy.TaskClass {
 	}
 	return 0
 }
+
+// mtbfMs is machine m's stability as the deadline mapping ranks it (the
+// one place the ledger says how stable a machine is). The ledger keeps no
+// failure history yet, so every machine is equally stable (0) and the
+// mapping's tie-break, the machine ID, decides among those that meet a
+// deadline; when the machine record folds its availability (since_ms,
+// up_ms, down_ms, failures: docs/POLICY.md §9), this returns policy.MTBF
+// of that fold, the same on every peer.
+func (m *Machine) mtbfMs() int64 { return 0 }

@@ -152,7 +152,7 @@ func (q Requirement) policy() policy.Requirement {
 // policyMachine is m as the policy sees it (without its owner index).
 func (m *Machine) policyMachine(owner int) policy.Machine {
 	pm := policy.Machine{ID: m.ID, Owner: owner, MFLOPS: m.EffectiveMFLOPS(), BusyMilliW: m.BusyMilliW,
-		Capacity: policy.Resources{CPUs: m.CPUs, MemoryBytes: m.MemoryBytes, GPUs: m.GPUs}}
+		Capacity: policy.Resources{CPUs: m.CPUs, MemoryBytes: m.MemoryBytes, GPUs: m.GPUs}, MTBFMs: m.mtbfMs()}
 	if m.OS != "" || m.Arch != "" || len(m.Labels) > 0 {
 		pm.Attrs = make(map[string]string, 2+len(m.Labels))
 		if m.OS != "" {
@@ -176,7 +176,8 @@ func (m *Machine) policyMachine(owner int) policy.Machine {
 func policyTask(t *Task, orgIdx map[string]int) policy.Task {
 	pt := policy.Task{ID: t.ID, Org: orgIdx[t.Org], SizeMFlop: t.RemainingMFlop, Seq: t.Seq,
 		Request:     policy.Resources{CPUs: t.Spec.CPUs, MemoryBytes: t.Spec.MemoryBytes, GPUs: t.Spec.GPUs},
-		WallLimitMs: t.Spec.WallLimitMs, Avoid: slices.Clone(t.Avoid)}
+		WallLimitMs: t.Spec.WallLimitMs, Avoid: slices.Clone(t.Avoid),
+		Class: PolicyClass(t.Spec.Class), DeadlineMs: t.Spec.DeadlineMs}
 	if len(t.Spec.Argv) > 0 {
 		pt.Executable = t.Spec.Argv[0]
 	}

@@ -46,6 +46,7 @@ func (l *Ledger) policyView(nowMs int64, checkpointBlockSeconds float64, kept *p
 	s := &policy.State{
 		Orgs:                   make([]policy.Org, len(l.order)),
 		CheckpointBlockSeconds: checkpointBlockSeconds,
+		NowMs:                  max(nowMs, 0),
 	}
 	orgIdx := make(map[string]int, len(l.order))
 	for i, n := range l.order {
