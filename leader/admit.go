@@ -36,8 +36,11 @@ const CodeVersionUnsupported = "version_unsupported"
 //     (CodeVersionUnsupported): that member would stop applying the log
 //     at it. The commands the leader appends itself are of version 1.
 //
-// Refusals are *p2p.Error with consensus.CodeForbidden or
-// CodeVersionUnsupported.
+//   - A submission with a soft-deadline task that no machine can finish
+//     in time is refused (CodeDeadlineUnmeetable, deadline.go).
+//
+// Refusals are *p2p.Error with consensus.CodeForbidden,
+// CodeVersionUnsupported or CodeDeadlineUnmeetable.
 func (l *Leader) Admit(proposer peer.ID, c ledger.Command, state *ledger.Ledger) error {
 	if c.LeaderOnly() {
 		return p2p.Errorf(consensus.CodeForbidden, "%s commands are proposed only by the leader's scheduling loop", c.Kind())
@@ -48,7 +51,12 @@ func (l *Leader) Admit(proposer peer.ID, c ledger.Command, state *ledger.Ledger)
 		}
 	}
 	if c.V > ledger.CommandVersion {
-		return l.admitVersion(c)
+		if err := l.admitVersion(c); err != nil {
+			return err
+		}
+	}
+	if c.SubmitTasks != nil {
+		return l.admitDeadlines(c, state)
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ func deadlinePlace(s *State, t *Task, def int, candidate func(m int) bool) int {
 			}
 			continue
 		}
-		f := s.NowMs + WithMargin(PredictRunMs(size, mc.MFLOPS))
+		f := s.NowMs + WithMargin(PredictRunMs(size, TaskMFLOPS(mc, t)))
 		if f <= t.DeadlineMs && (best < 0 || stabilityLess(&s.Machines[best], mc)) {
 			best = m
 		}
@@ -85,4 +85,10 @@ func (w *ehosepPass) candidate(i int) func(m int) bool {
 		p := w.watt.pos[m]
 		return p < upTo && w.free.node[p+w.free.size] >= 0
 	}
+}
+
+// TaskMFLOPS is the speed task t runs at on machine m: its share of the
+// machine's (the whole machine on a one-slot machine), at least 1.
+func TaskMFLOPS(m *Machine, t *Task) int64 {
+	return max(ShareOf(m.Capacity, t.Request).Of(m.MFLOPS), 1)
 }

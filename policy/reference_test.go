@@ -197,7 +197,8 @@ func refMay(s *State, t Task, m int) bool {
 // now) most stable first (MTBF descending, then ID); a nice task takes the
 // last, a soft-deadline task the first on which now + the predicted run
 // time with the margin is at most its deadline, else the candidate with
-// the earliest such finish (most stable first among equals). A task
+// the earliest such finish (most stable first among equals). The run time
+// is at the task's share of the machine's speed. A task
 // without a class keeps EHOSEP's machine, def.
 func refDeadlinePlace(s *State, t Task, def int, candidate func(m int) bool) int {
 	if t.Class == 0 {
@@ -225,7 +226,12 @@ func refDeadlinePlace(s *State, t Task, def int, candidate func(m int) bool) int
 	}
 	size := max(t.SizeMFlop, 1)
 	finish := func(m int) int64 {
-		run := (size*1000 + s.Machines[m].MFLOPS - 1) / s.Machines[m].MFLOPS
+		sh := ShareOf(s.Machines[m].Capacity, t.Request)
+		speed := max(s.Machines[m].MFLOPS*sh.Num/sh.Den, 1)
+		if s.Machines[m].MFLOPS*sh.Num%sh.Den != 0 {
+			speed = s.Machines[m].MFLOPS*sh.Num/sh.Den + 1 // Share.Of rounds up
+		}
+		run := (size*1000 + speed - 1) / speed
 		return s.NowMs + (run*110+99)/100
 	}
 	for _, m := range cs {
