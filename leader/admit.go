@@ -26,10 +26,12 @@ const CodeVersionUnsupported = "version_unsupported"
 //     scheduling pass, which appends them itself (Replica.AppendAsLeader)
 //     without admission: a proposed one is refused, from any peer, this
 //     one included.
+//
 //   - The ledger lets any registered peer declare a machine lost; only the
 //     leader (which watches heartbeats) may do so for another
 //     organisation's machine, so a forwarded declaration about another
 //     organisation's machine is refused.
+//
 //   - A command of a version above 1 (a kind or field added since,
 //     ledger/version.go) is refused while some member of the Raft
 //     configuration, voter or not, does not announce that it applies it
