@@ -140,3 +140,33 @@ func deadlineRefusal(st *policy.State, pt policy.Task, nowMs int64) *DeadlineRef
 	}
 	return r
 }
+
+// PredictedFinishes is, for each running task of ts, the predicted end of
+// its run (policy.PredictRunMs, without the margin): from the start of
+// the run, or from the task's checkpoint when one was recorded during the
+// run, its remaining work at its share of the machine's speed
+// (EffectiveMFLOPS). Tasks not running are left out.
+func (l *Ledger) PredictedFinishes(ts []Task) map[string]int64 {
+	var out map[string]int64
+	for i := range ts {
+		t := &ts[i]
+		if t.State != TaskRunning {
+			continue
+		}
+		m := l.machines[t.Machine]
+		k := t.openSegment(t.Machine, OutcomeRunning)
+		if m == nil || k < 0 {
+			continue
+		}
+		from := t.Segments[k].StartMs
+		if ck := t.Checkpoint; ck != nil && ck.AtMs > from {
+			from = ck.AtMs
+		}
+		speed := max(m.share(t).Of(m.EffectiveMFLOPS()), 1)
+		if out == nil {
+			out = make(map[string]int64)
+		}
+		out[t.ID] = from + policy.PredictRunMs(min(t.RemainingMFlop, policy.MaxDeadlineMFlop), speed)
+	}
+	return out
+}

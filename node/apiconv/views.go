@@ -134,6 +134,17 @@ func Task(t *ledger.Task) api.TaskView {
 		MachineFailures: t.MachineFailures,
 		Failures:        t.Failures,
 		Avoid:           append([]string(nil), t.Avoid...),
+
+		Class:      t.Spec.Class,
+		DeadlineMs: t.Spec.DeadlineMs,
+	}
+}
+
+// WithPredictions fills in the predicted finish of every running task of
+// views (ledger.Ledger.PredictedFinishes).
+func WithPredictions(views []api.TaskView, finish map[string]int64) {
+	for i := range views {
+		views[i].PredictedFinishMs = finish[views[i].ID]
 	}
 }
 
