@@ -55,6 +55,13 @@ const (
 	CodeMethodInvalid = "method_not_allowed"
 )
 
+// CodeDeadlineUnmeetable (409): a soft-deadline task of the submission
+// cannot be finished by its deadline on any machine its organisation may
+// use (with the 10 % margin); the message gives the fastest predicted
+// finish. Nothing was queued. Submit it with a later deadline, or with
+// on_miss: nice to have it queued as a nice task instead.
+const CodeDeadlineUnmeetable = "deadline_unmeetable"
+
 // CodeNoQuorum (503): the peer has known no leader for its leader wait (5 s
 // with the lan preset): it reaches no majority of the voters, so the
 // federation takes no write through it until they are back. The write was
@@ -88,7 +95,7 @@ func StatusOf(code string) int {
 		return http.StatusForbidden
 	case CodeNotFound:
 		return http.StatusNotFound
-	case CodeConflict:
+	case CodeConflict, CodeDeadlineUnmeetable:
 		return http.StatusConflict
 	case CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
@@ -272,6 +279,14 @@ type TaskView struct {
 	MachineFailures int      `json:"machine_failures,omitempty"`
 	Failures        int      `json:"failures,omitempty"`
 	Avoid           []string `json:"avoid,omitempty"`
+	// Class is "nice", "soft-deadline" or "" (none); DeadlineMs a
+	// soft-deadline task's deadline (Unix ms). PredictedFinishMs is, for
+	// a task placed on a machine, the predicted end of its run: the start
+	// of the run (or its last checkpoint) plus its remaining work at the
+	// machine's speed, without the margin; 0 otherwise.
+	Class             string `json:"class,omitempty"`
+	DeadlineMs        int64  `json:"deadline_ms,omitempty"`
+	PredictedFinishMs int64  `json:"predicted_finish_ms,omitempty"`
 	// Gang is set on a part of a parallel job (docs/JOBS.md, "Parallel
 	// jobs").
 	Gang *GangView `json:"gang,omitempty"`
@@ -374,6 +389,14 @@ type SubmitTask struct {
 	// one organisation. Its parts get one task ID each, consecutive, in
 	// SubmitResponse.TaskIDs (docs/JOBS.md, "Parallel jobs").
 	Nodes int `json:"nodes,omitempty"`
+	// Class ("nice", "soft-deadline" or "" for none), the deadline of a
+	// soft-deadline task, absolute (DeadlineMs, Unix ms) or after the
+	// submission (DeadlineInMs, counted by the peer that takes it), and
+	// OnMiss ("refuse", the default, or "nice"): docs/JOBS.md, "Deadlines".
+	Class        string `json:"class,omitempty"`
+	DeadlineMs   int64  `json:"deadline_ms,omitempty"`
+	DeadlineInMs int64  `json:"deadline_in_ms,omitempty"`
+	OnMiss       string `json:"on_miss,omitempty"`
 }
 
 // MaxNodes bounds SubmitTask.Nodes (the ledger's ledger.MaxGangSize).
@@ -408,6 +431,11 @@ type SubmitResponse struct {
 	// queued the tasks; TaskIDs are that copy's and nothing was queued now.
 	// The server then answers 200 instead of 201.
 	Replayed bool `json:"replayed,omitempty"`
+	// AcceptedAsNice lists the soft-deadline tasks (with on_miss: nice)
+	// that no machine could finish in time, queued as nice tasks instead;
+	// Note says why.
+	AcceptedAsNice []string `json:"accepted_as_nice,omitempty"`
+	Note           string   `json:"note,omitempty"`
 }
 
 // LimitRequest is PUT /v1/limit: exactly one of Percent (of the

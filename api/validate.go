@@ -124,6 +124,9 @@ func ValidateSubmit(req SubmitRequest, lim SubmitLimits) error {
 		if t.WallLimitMs <= 0 {
 			return Errorf(CodeBadRequest, "tasks[%d]: wall_limit_ms %d: want > 0", i, t.WallLimitMs)
 		}
+		if err := validateDeadline(i, t); err != nil {
+			return err
+		}
 		for j, in := range t.Inputs {
 			if int64(len(in.Data)) > lim.MaxInputFileBytes {
 				return Errorf(CodeBadRequest, "tasks[%d]: inputs[%d] %q: %d bytes, more than %d", i, j, in.Name, len(in.Data), lim.MaxInputFileBytes)
@@ -188,4 +191,24 @@ func ValidTaskID(id string) bool {
 		}
 	}
 	return true
+}
+
+// validateDeadline checks a task's class, deadline and on_miss together.
+func validateDeadline(i int, t SubmitTask) error {
+	switch t.Class {
+	case "", "nice":
+		if t.DeadlineMs != 0 || t.DeadlineInMs != 0 || t.OnMiss != "" {
+			return Errorf(CodeBadRequest, "tasks[%d]: deadline and on_miss need class soft-deadline", i)
+		}
+	case "soft-deadline":
+		if (t.DeadlineMs > 0) == (t.DeadlineInMs > 0) || t.DeadlineMs < 0 || t.DeadlineInMs < 0 {
+			return Errorf(CodeBadRequest, "tasks[%d]: a soft-deadline task needs exactly one of deadline_ms and deadline_in_ms, > 0", i)
+		}
+		if t.OnMiss != "" && t.OnMiss != "refuse" && t.OnMiss != "nice" {
+			return Errorf(CodeBadRequest, "tasks[%d]: on_miss %q: want refuse or nice", i, t.OnMiss)
+		}
+	default:
+		return Errorf(CodeBadRequest, "tasks[%d]: class %q: want nice or soft-deadline", i, t.Class)
+	}
+	return nil
 }

@@ -105,3 +105,43 @@ func TestValidRequestID(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateSubmitDeadlines: a task's class, deadline and on_miss are
+// checked together.
+func TestValidateSubmitDeadlines(t *testing.T) {
+	task := func(class string, at, in int64, onMiss string) api.SubmitRequest {
+		return api.SubmitRequest{Tasks: []api.SubmitTask{{Argv: []string{"x"}, SizeMFlop: 1, WallLimitMs: 1000,
+			Class: class, DeadlineMs: at, DeadlineInMs: in, OnMiss: onMiss}}}
+	}
+	for _, tc := range []struct {
+		req api.SubmitRequest
+		err string
+	}{
+		{task("", 0, 0, ""), ""},
+		{task("nice", 0, 0, ""), ""},
+		{task("soft-deadline", 5, 0, ""), ""},
+		{task("soft-deadline", 0, 5, "nice"), ""},
+		{task("soft-deadline", 0, 5, "refuse"), ""},
+		{task("urgent", 0, 0, ""), `class "urgent"`},
+		{task("soft-deadline", 0, 0, ""), "exactly one of deadline_ms and deadline_in_ms"},
+		{task("soft-deadline", 5, 5, ""), "exactly one of deadline_ms and deadline_in_ms"},
+		{task("soft-deadline", -5, 0, ""), "exactly one of deadline_ms and deadline_in_ms"},
+		{task("soft-deadline", 5, 0, "wait"), `on_miss "wait"`},
+		{task("nice", 5, 0, ""), "need class soft-deadline"},
+		{task("", 0, 0, "nice"), "need class soft-deadline"},
+	} {
+		err := api.ValidateSubmit(tc.req, api.SubmitLimits{})
+		if tc.err == "" {
+			if err != nil {
+				t.Errorf("%+v: %v", tc.req.Tasks[0], err)
+			}
+			continue
+		}
+		if api.CodeOf(err) != api.CodeBadRequest || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%+v: %v, want bad_request %q", tc.req.Tasks[0], err, tc.err)
+		}
+	}
+	if api.StatusOf(api.CodeDeadlineUnmeetable) != 409 {
+		t.Errorf("deadline_unmeetable is HTTP %d, want 409", api.StatusOf(api.CodeDeadlineUnmeetable))
+	}
+}

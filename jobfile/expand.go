@@ -314,7 +314,8 @@ func (d *decoder) expandTask(p *plan, v *vars, in *inputReader) (Task, int64, bo
 
 	t := Task{SizeMFlop: p.sizeMFlop, WallClockLimit: p.wall, Checkpointable: p.ckpt,
 		CPUs: p.cpus, MemoryBytes: p.memory, GPUs: p.gpus, Requirements: p.reqs,
-		MaxAttempts: p.maxAttempts, Retries: p.retries, Nodes: p.nodes}
+		MaxAttempts: p.maxAttempts, Retries: p.retries,
+		Class: p.class, Deadline: p.deadline, OnMiss: p.onMiss, Nodes: p.nodes}
 	if p.name == nil {
 		t.Name = "task-" + strconv.Itoa(v.index)
 	} else {

@@ -90,6 +90,13 @@ type Task struct {
 	// of its own machine, all started together on machines of one
 	// organisation (docs/JOBS.md, "Parallel jobs").
 	Nodes int
+	// Class is "nice", "soft-deadline" or "" (not given: no class, placed
+	// by the federation's policy alone). A soft-deadline task has a
+	// Deadline; OnMiss ("refuse", "nice" or "": refuse) says what happens
+	// when no machine can meet it at submission (docs/JOBS.md, "Deadlines").
+	Class    string
+	Deadline Deadline
+	OnMiss   string
 }
 
 // Input is one file shipped with a task.

@@ -32,7 +32,7 @@ const (
 )
 
 var (
-	taskKeys     = []string{"name", "argv", "env", "size", "runtime", "reference_gflops", "wall_clock_limit", "inputs", "outputs", "checkpointable", "cpus", "memory", "gpus", "requirements", "max_attempts", "retries", "nodes"}
+	taskKeys     = []string{"name", "argv", "env", "size", "runtime", "reference_gflops", "wall_clock_limit", "inputs", "outputs", "checkpointable", "cpus", "memory", "gpus", "requirements", "max_attempts", "retries", "nodes", "class", "deadline", "on_miss"}
 	defaultsKeys = taskKeys[1:]
 	templateKeys = append(slices.Clone(taskKeys), "count", "params")
 	topKeys      = []string{"version", "name", "defaults", "tasks", "template"}
@@ -152,6 +152,7 @@ type fields struct {
 	outputs *tmplList
 	ckpt    *bool
 	req     *request
+	dl      *deadlineFields
 }
 
 type tmplList struct {
@@ -242,6 +243,8 @@ func (d *decoder) taskFields(n *yaml.Node, p string, m map[string]yamlfile.Entry
 			}
 		case "cpus", "memory", "gpus", "requirements", "max_attempts", "retries", "nodes":
 			d.requestField(f, e.Key, e.V, kp)
+		case "class", "deadline", "on_miss":
+			d.deadlineField(f, e.Key, e.V, kp)
 		}
 		if d.Count() > before {
 			f.invalid[e.Key] = true
@@ -444,6 +447,10 @@ type plan struct {
 	maxAttempts, retries int
 	// nodes: 0 when not given.
 	nodes int
+	// class, deadline and onMiss: zero when not given (deadline.go).
+	class    string
+	deadline Deadline
+	onMiss   string
 }
 
 // plan merges a task's fields with the defaults: a task's value replaces
@@ -567,6 +574,9 @@ func (d *decoder) plan(t, defs *fields, template bool) (*plan, bool) {
 	p.cpus, p.memory, p.gpus, p.reqs = mergeRequest(t.req, defs.req)
 	p.maxAttempts, p.retries = mergeRetry(t.req, defs.req)
 	p.nodes = mergeNodes(t.req, defs.req)
+	if !d.mergeDeadline(p, t, defs) {
+		ok = false
+	}
 	return p, ok
 }
 

@@ -26,10 +26,12 @@ const CodeVersionUnsupported = "version_unsupported"
 //     scheduling pass, which appends them itself (Replica.AppendAsLeader)
 //     without admission: a proposed one is refused, from any peer, this
 //     one included.
+//
 //   - The ledger lets any registered peer declare a machine lost; only the
 //     leader (which watches heartbeats) may do so for another
 //     organisation's machine, so a forwarded declaration about another
 //     organisation's machine is refused.
+//
 //   - A command of a version above 1 (a kind or field added since,
 //     ledger/version.go) is refused while some member of the Raft
 //     configuration, voter or not, does not announce that it applies it
@@ -38,8 +40,11 @@ const CodeVersionUnsupported = "version_unsupported"
 //     its retention duty's forget_tasks, of version 2) pass the same rule
 //     before AppendAsLeader (appendOwn, ownversion.go).
 //
-// Refusals are *p2p.Error with consensus.CodeForbidden or
-// CodeVersionUnsupported.
+//   - A submission with a soft-deadline task that no machine can finish
+//     in time is refused (CodeDeadlineUnmeetable, deadline.go).
+//
+// Refusals are *p2p.Error with consensus.CodeForbidden,
+// CodeVersionUnsupported or CodeDeadlineUnmeetable.
 func (l *Leader) Admit(proposer peer.ID, c ledger.Command, state *ledger.Ledger) error {
 	if c.LeaderOnly() {
 		return p2p.Errorf(consensus.CodeForbidden, "%s commands are proposed only by the leader's scheduling loop", c.Kind())
@@ -50,7 +55,12 @@ func (l *Leader) Admit(proposer peer.ID, c ledger.Command, state *ledger.Ledger)
 		}
 	}
 	if c.V > ledger.CommandVersion {
-		return l.admitVersion(c)
+		if err := l.admitVersion(c); err != nil {
+			return err
+		}
+	}
+	if c.SubmitTasks != nil {
+		return l.admitDeadlines(c, state)
 	}
 	return nil
 }

@@ -660,6 +660,9 @@ func (s *Spec) validate() *Error {
 	if err := s.validateRetry(); err != nil {
 		return err
 	}
+	if err := s.validateDeadline(); err != nil {
+		return err
+	}
 	if s.Gang != nil {
 		if err := s.Gang.validate(); err != nil {
 			return err

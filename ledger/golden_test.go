@@ -331,6 +331,19 @@ func goldenCommands() []goldenCmd {
 			result: `{"index":0,"kind":"retention_vote","err":{"code":"bad_state","msg":"this federation registered no rules: its retention cannot be voted"}}`,
 			hash:   "d2e510987a1bb58e5d4d9ae6c705ea6a27fdb4ee916616b1b49a2922c2a384a9",
 			cmd:    with(func(c *Command) { c.V = 3; c.RetentionVote = &RetentionVote{AfterMs: 3_600_000} })},
+		{name: "submit_tasks with class and deadline", kind: KindSubmitTasks,
+			// Added with the fields (issue 20, deadlines): version 3, which
+			// starts stability tracking too (hence the hash).
+			json:   `{"v":3,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"submit_tasks":{"tasks":[{"size_mflop":1000,"spec":{"argv":["/bin/sh"],"class":"soft-deadline","deadline_ms":7200000}},{"size_mflop":500,"spec":{"argv":["/bin/sh"],"class":"nice"}}]}}`,
+			result: `{"index":0,"kind":"submit_tasks","task_ids":["uni-a-4","uni-a-5"]}`,
+			hash:   "523fadc7d6242508af057c1baa85c0f2cd9cfde324248eb1ab3625069dc8da08",
+			cmd: with(func(c *Command) {
+				c.V = 3
+				c.SubmitTasks = &SubmitTasks{Tasks: []TaskSpec{
+					{SizeMFlop: 1000, Spec: Spec{Argv: []string{"/bin/sh"}, Class: ClassSoftDeadline, DeadlineMs: 7_200_000}},
+					{SizeMFlop: 500, Spec: Spec{Argv: []string{"/bin/sh"}, Class: ClassNice}},
+				}}
+			})},
 	}
 }
 

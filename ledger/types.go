@@ -225,6 +225,12 @@ type Spec struct {
 	// Gang makes the task one part of a parallel job whose parts start
 	// and stop together (gang.go). Omitted when unset.
 	Gang *Gang `json:"gang,omitempty" since:"3"`
+	// Class and DeadlineMs (deadline.go; seed 004, issue 20): the task's
+	// class, "" (none: placed by the policy alone, as every task before
+	// version 3), ClassNice or ClassSoftDeadline, and a soft-deadline
+	// task's absolute deadline in ms on the submitting peer's clock.
+	Class      string `json:"class,omitempty" since:"3"`
+	DeadlineMs int64  `json:"deadline_ms,omitempty" since:"3"`
 }
 
 // Segment is one run of a task on one machine.

@@ -52,6 +52,7 @@ func (l *Ledger) policyView(nowMs int64, checkpointBlockSeconds float64, kept *p
 	s := &policy.State{
 		Orgs:                   make([]policy.Org, len(l.order)),
 		CheckpointBlockSeconds: checkpointBlockSeconds,
+		NowMs:                  max(nowMs, 0),
 	}
 	orgIdx := make(map[string]int, len(l.order))
 	for i, n := range l.order {
@@ -70,7 +71,11 @@ func (l *Ledger) policyView(nowMs int64, checkpointBlockSeconds float64, kept *p
 		}
 		machIdx[id] = len(s.Machines)
 		vm.Machines = append(vm.Machines, id)
-		s.Machines = append(s.Machines, m.policyMachine(orgIdx[m.Org]))
+		pm := m.policyMachine(orgIdx[m.Org])
+		// The deadline mapping's stability: the replicated fold (0 while
+		// the federation tracks none: every machine equally stable).
+		pm.MTBFMs = l.stabilityOf(m, max(nowMs, 0)).MTBFMs
+		s.Machines = append(s.Machines, pm)
 	}
 	if kept != nil {
 		s.Queue = kept

@@ -99,18 +99,21 @@ func (n *Node) Tasks(ctx context.Context, q api.TaskQuery) ([]api.TaskView, erro
 	var (
 		ts      []ledger.Task
 		reasons map[string]ledger.PendingReason
+		finish  map[string]int64
 	)
 	n.cons.View(func(l *ledger.Ledger) {
 		ts = l.Tasks(apiconv.TaskFilter(q))
 		if slices.ContainsFunc(ts, func(t ledger.Task) bool { return t.State == ledger.TaskQueued }) {
 			reasons = l.Pending()
 		}
+		if q.Limit > 0 && len(ts) > q.Limit {
+			ts = ts[:q.Limit]
+		}
+		finish = l.PredictedFinishes(ts)
 	})
-	if q.Limit > 0 && len(ts) > q.Limit {
-		ts = ts[:q.Limit]
-	}
 	views := apiconv.Tasks(ts)
 	apiconv.WithPending(views, reasons)
+	apiconv.WithPredictions(views, finish)
 	return views, nil
 }
 
@@ -123,10 +126,14 @@ func (n *Node) Task(ctx context.Context, id string) (api.TaskDetail, error) {
 		t       ledger.Task
 		ok      bool
 		reasons map[string]ledger.PendingReason
+		finish  map[string]int64
 	)
 	n.cons.View(func(l *ledger.Ledger) {
 		if t, ok = l.Task(id); ok && t.State == ledger.TaskQueued {
 			reasons = l.Pending()
+		}
+		if ok {
+			finish = l.PredictedFinishes([]ledger.Task{t})
 		}
 	})
 	if !ok {
@@ -135,6 +142,7 @@ func (n *Node) Task(ctx context.Context, id string) (api.TaskDetail, error) {
 	d := apiconv.TaskDetail(&t)
 	one := []api.TaskView{d.TaskView}
 	apiconv.WithPending(one, reasons)
+	apiconv.WithPredictions(one, finish)
 	d.TaskView = one[0]
 	if t.Org == n.org {
 		d.OutputFiles = n.files.ListOutputs(t.ID)
@@ -165,7 +173,10 @@ func (n *Node) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitRes
 	if key == "" {
 		key = "peer:" + api.NewRequestID()
 	}
-	cmd := ledger.Command{Org: n.org, Peer: n.self.String(), AtMs: n.now().UnixMilli(), SubmitTasks: apiconv.SubmitTasks(req, key)}
+	nowMs := n.now().UnixMilli()
+	apiconv.ResolveDeadlines(&req, nowMs)
+	cmd := ledger.Command{Org: n.org, Peer: n.self.String(), AtMs: nowMs, SubmitTasks: apiconv.SubmitTasks(req, key)}
+	nice := n.fallBackToNice(cmd, req) // deadline.go
 	encoded, err := n.encode(cmd)
 	if err != nil {
 		return api.SubmitResponse{}, apiconv.Error(err)
@@ -183,6 +194,9 @@ func (n *Node) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitRes
 		}
 	}
 	res, err := n.proposeSubmit(ctx, encoded, key)
+	if p2p.Code(err) == leader.CodeDeadlineUnmeetable {
+		res, err = n.retryAsNice(ctx, cmd, req, key, err, nice)
+	}
 	if err != nil {
 		if p2p.Code(err) == consensus.CodeNoQuorum {
 			return api.SubmitResponse{}, api.Errorf(api.CodeNoQuorum, "%s; nothing is queued until a majority of the voters is back: resend with request ID %s then (safe even if an earlier attempt commits after all)", p2pMessage(err), key)
@@ -192,7 +206,7 @@ func (n *Node) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitRes
 		}
 		return api.SubmitResponse{}, apiError(err)
 	}
-	return api.SubmitResponse{TaskIDs: res.TaskIDs, RequestID: key, Replayed: res.Replayed}, nil
+	return nice.response(api.SubmitResponse{TaskIDs: res.TaskIDs, RequestID: key, Replayed: res.Replayed}), nil
 }
 
 // checkSubmitSize holds a submission to this peer's bounds: each task's
@@ -443,6 +457,8 @@ func apiError(err error) error {
 			return api.Errorf(api.CodeNotFound, "%v", err)
 		case consensus.CodeLastMember, leader.CodeVersionUnsupported:
 			return api.Errorf(api.CodeConflict, "%v", err)
+		case leader.CodeDeadlineUnmeetable:
+			return api.Errorf(api.CodeDeadlineUnmeetable, "%s", p2pMessage(err))
 		case consensus.CodeHalted:
 			return api.Errorf(api.CodeUnavailable, "%v", err)
 		case p2p.CodeTooLarge:

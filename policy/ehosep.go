@@ -304,6 +304,7 @@ func (w *ehosepPass) serveOne() bool {
 func (w *ehosepPass) allocate(i, m int) {
 	w.detach(i)
 	t := w.queue[i].pop()
+	m = deadlinePlace(w.s, &t, m, w.candidate(i)) // deadline_place.go
 	w.free.set(w.watt.pos[m], -1)
 	w.place(t, m)
 	w.attach(i)

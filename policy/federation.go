@@ -56,6 +56,9 @@ func validateMachines(nOrgs int, machines []Machine) error {
 		if err := m.Capacity.validate("machine " + m.ID); err != nil {
 			return fmt.Errorf("policy state: %w", err)
 		}
+		if m.MTBFMs < 0 {
+			return fmt.Errorf("policy state: machine %q: MTBF %d ms < 0", m.ID, m.MTBFMs)
+		}
 		if _, dup := mids[m.ID]; dup {
 			return fmt.Errorf("policy state: machines[%d]: duplicate id %q", i, m.ID)
 		}

@@ -44,6 +44,9 @@ type Machine struct {
 	Attrs map[string]string
 	// Policy is what its owner lets run on it; nil refuses nothing.
 	Policy *OwnerPolicy
+	// MTBFMs is the machine's stability (MTBF, see MTBF): larger is more
+	// stable. Only the placement of a task with a Class reads it.
+	MTBFMs int64
 }
 
 // Task is a unit of independent work waiting for a machine.
@@ -71,6 +74,12 @@ type Task struct {
 	// lost under it): it is not placed there again while another machine
 	// matches it (Eligible).
 	Avoid []string
+	// Class (0: none) and DeadlineMs (a SoftDeadline task's deadline, on
+	// State.NowMs's clock): a task with a class is placed by the deadline
+	// mapping among the machines EHOSEP lets its organisation use
+	// (deadline_place.go); a task without one exactly as before.
+	Class      TaskClass
+	DeadlineMs int64
 }
 
 // Running is a task currently executing on a machine.
@@ -118,6 +127,10 @@ type State struct {
 	// assignment (EHOSEP.java and HOSEP.java, resultadoAtualizar); the
 	// simulator's iSPD engine (lab/sim/ispd.go) passes those machines here.
 	Held []bool
+	// NowMs is the time of the state, read only to place tasks with a
+	// Class (a soft-deadline task's predicted finish is NowMs plus its
+	// run time).
+	NowMs int64
 }
 
 // held says machine m is held (see State.Held).

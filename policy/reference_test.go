@@ -93,6 +93,9 @@ func referenceEHOSEP(s *State, bestFit bool) ([]Decision, error) {
 					}
 				}
 				if best >= 0 {
+					best = refDeadlinePlace(s, t, best, func(m int) bool {
+						return refMay(s, t, m) && fitsIn(t.Request.Request(), free[m], s.Machines[m].Capacity.Capacity()) && pi[i]+draw(t, m) <= lim
+					})
 					place(q, best) // algorithm 4
 					out = append(out, Decision{Kind: Allocate, Task: t.ID, Org: i, Machine: best})
 					served = true
@@ -187,4 +190,55 @@ func refMay(s *State, t Task, m int) bool {
 		}
 	}
 	return true
+}
+
+// refDeadlinePlace is docs/POLICY.md §9's placement of a task with a class,
+// by sorting: the candidates (machines EHOSEP lets t's organisation use
+// now) most stable first (MTBF descending, then ID); a nice task takes the
+// last, a soft-deadline task the first on which now + the predicted run
+// time with the margin is at most its deadline, else the candidate with
+// the earliest such finish (most stable first among equals). The run time
+// is at the task's share of the machine's speed. A task
+// without a class keeps EHOSEP's machine, def.
+func refDeadlinePlace(s *State, t Task, def int, candidate func(m int) bool) int {
+	if t.Class == 0 {
+		return def
+	}
+	var cs []int
+	for m := range s.Machines {
+		if candidate(m) {
+			cs = append(cs, m)
+		}
+	}
+	if len(cs) == 0 {
+		return def
+	}
+	stable := func(a, b int) bool {
+		ma, mb := s.Machines[a], s.Machines[b]
+		if ma.MTBFMs != mb.MTBFMs {
+			return ma.MTBFMs > mb.MTBFMs
+		}
+		return ma.ID < mb.ID
+	}
+	sort.Slice(cs, func(a, b int) bool { return stable(cs[a], cs[b]) })
+	if t.Class == Nice {
+		return cs[len(cs)-1]
+	}
+	size := max(t.SizeMFlop, 1)
+	finish := func(m int) int64 {
+		sh := ShareOf(s.Machines[m].Capacity, t.Request)
+		speed := max(s.Machines[m].MFLOPS*sh.Num/sh.Den, 1)
+		if s.Machines[m].MFLOPS*sh.Num%sh.Den != 0 {
+			speed = s.Machines[m].MFLOPS*sh.Num/sh.Den + 1 // Share.Of rounds up
+		}
+		run := (size*1000 + speed - 1) / speed
+		return s.NowMs + (run*110+99)/100
+	}
+	for _, m := range cs {
+		if finish(m) <= t.DeadlineMs {
+			return m
+		}
+	}
+	sort.SliceStable(cs, func(a, b int) bool { return finish(cs[a]) < finish(cs[b]) })
+	return cs[0]
 }

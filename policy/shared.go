@@ -201,6 +201,7 @@ func (p *sharedPass) serveOne() bool {
 				continue
 			}
 			if m := p.bestFree(t, bound); m >= 0 {
+				m = deadlinePlace(s, &t, m, p.freeFor(t, bound)) // deadline_place.go
 				p.place(i, k, m)
 				p.out = append(p.out, Decision{Kind: Allocate, Task: t.ID, Org: i, Machine: m})
 				return true
@@ -248,10 +249,7 @@ func (p *sharedPass) serveOne() bool {
 // machines may run scans those instead.
 func (p *sharedPass) bestFree(t Task, bound int64) int {
 	req := t.Request.Request()
-	elig := p.eligible(t)
-	ok := func(m int) bool {
-		return elig[m] && ShareOf(p.s.Machines[m].Capacity, t.Request).Of(p.s.Machines[m].BusyMilliW) <= bound
-	}
+	ok := p.fitsBound(t, bound)
 	if few, isFew := p.fewMachines(t); isFew {
 		for _, m := range few {
 			if fitsIn(req, p.free[m], p.capa[m]) && ok(m) {
@@ -267,6 +265,20 @@ func (p *sharedPass) bestFree(t Task, bound int64) int {
 		}
 		from = at
 	}
+}
+
+// fitsBound says t matches machine m and its share of m's draw fits bound.
+func (p *sharedPass) fitsBound(t Task, bound int64) func(m int) bool {
+	elig := p.eligible(t)
+	return func(m int) bool {
+		return elig[m] && ShareOf(p.s.Machines[m].Capacity, t.Request).Of(p.s.Machines[m].BusyMilliW) <= bound
+	}
+}
+
+// freeFor says machine m has room for t now and fitsBound.
+func (p *sharedPass) freeFor(t Task, bound int64) func(m int) bool {
+	req, ok := t.Request.Request(), p.fitsBound(t, bound)
+	return func(m int) bool { return fitsIn(req, p.free[m], p.capa[m]) && ok(m) }
 }
 
 // fewMachines lists, in energy order, the machines t may run on when they

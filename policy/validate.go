@@ -38,6 +38,9 @@ func Validate(s *State) error {
 			return fmt.Errorf("policy state: org %q: limit %d mW < 0", o.Name, o.LimitMilliW)
 		}
 	}
+	if s.NowMs < 0 || s.NowMs > maxDeadlineMs {
+		return fmt.Errorf("policy state: now %d ms outside [0, 2^60]", s.NowMs)
+	}
 	if len(s.Held) != 0 && len(s.Held) != len(s.Machines) {
 		return fmt.Errorf("policy state: %d held flags for %d machines", len(s.Held), len(s.Machines))
 	}
@@ -115,6 +118,11 @@ func checkTaskShape(t *Task) error {
 	// reproduction campaign (issue 19).
 	if t.Request != (Resources{}) {
 		if err := t.Request.validate("task " + t.ID); err != nil {
+			return err
+		}
+	}
+	if t.Class != 0 {
+		if err := checkTaskClass(t); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -206,6 +207,7 @@ func (b *Backend) Tasks(_ context.Context, q api.TaskQuery) ([]api.TaskView, err
 	}
 	views := apiconv.Tasks(ts)
 	apiconv.WithPending(views, b.l.Pending())
+	apiconv.WithPredictions(views, b.l.PredictedFinishes(ts))
 	return views, nil
 }
 
@@ -220,6 +222,7 @@ func (b *Backend) Task(_ context.Context, id string) (api.TaskDetail, error) {
 	d := apiconv.TaskDetail(&t)
 	one := []api.TaskView{d.TaskView}
 	apiconv.WithPending(one, b.l.Pending())
+	apiconv.WithPredictions(one, b.l.PredictedFinishes([]ledger.Task{t}))
 	d.TaskView = one[0]
 	return d, nil
 }
@@ -236,6 +239,11 @@ func (b *Backend) Submit(_ context.Context, req api.SubmitRequest) (api.SubmitRe
 	defer b.mu.Unlock()
 	if err := b.writable(); err != nil {
 		return api.SubmitResponse{}, err
+	}
+	// The clock ticks at every reading: read it only for a relative
+	// deadline, so that seeded states stay the same.
+	if slices.ContainsFunc(req.Tasks, func(t api.SubmitTask) bool { return t.DeadlineInMs > 0 }) {
+		apiconv.ResolveDeadlines(&req, b.now())
 	}
 	var batches [][]byte
 	for batch, start := 0, 0; start < len(req.Tasks); batch, start = batch+1, start+ledger.MaxTasksPerCommand {

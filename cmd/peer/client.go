@@ -180,6 +180,8 @@ func (c *conn) fail(what string, err error) error {
 		return &exitError{code: 1, err: fmt.Errorf("the peer's API at %s refused the token from %s: is it the token of this peer's data directory?", c.BaseURL(), c.tokenFrom)}
 	case api.CodeNoQuorum:
 		return &exitError{code: 1, err: fmt.Errorf("%s: no quorum: %s", what, e.Message)}
+	case api.CodeDeadlineUnmeetable:
+		return &exitError{code: 1, err: fmt.Errorf("%s: refused, nothing queued: %s: %s (give a later deadline, or on_miss: nice to queue it as a nice task instead)", what, e.Code, e.Message)}
 	case api.CodeBadRequest, api.CodeTooLarge:
 		return &exitError{code: 2, err: fmt.Errorf("%s: %s: %s", what, e.Code, e.Message)}
 	}

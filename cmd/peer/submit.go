@@ -28,6 +28,10 @@ type submitOutput struct {
 	DryRun   bool         `json:"dry_run,omitempty"`
 	// States are the tasks' end states, with --wait.
 	States map[string]string `json:"states,omitempty"`
+	// AcceptedAsNice are the soft-deadline tasks (on_miss: nice) that no
+	// machine could finish in time, queued as nice; Note says why.
+	AcceptedAsNice []string `json:"accepted_as_nice,omitempty"`
+	Note           string   `json:"note,omitempty"`
 }
 
 type submitLine struct {
@@ -116,7 +120,7 @@ tell, 2 for a usage error).`,
 					requestID = api.NewRequestID()
 				}
 				out.RequestID = requestID
-				ids, replayed, err := submitBatches(cmd, c, req, requestID)
+				ids, replayed, err := submitBatches(cmd, c, req, requestID, &out)
 				out.TaskIDs = ids
 				out.Replayed = replayed
 				for i, id := range ids {
@@ -176,6 +180,9 @@ func printSubmitted(w io.Writer, out submitOutput) error {
 	} else {
 		fmt.Fprintf(w, "submitted job %s: %d tasks\n", out.Job, len(out.Tasks))
 	}
+	if len(out.AcceptedAsNice) > 0 {
+		fmt.Fprintf(w, "%d soft-deadline tasks queued as nice (on_miss: nice): %s\n%s\n", len(out.AcceptedAsNice), strings.Join(out.AcceptedAsNice, " "), out.Note)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME")
 	for _, t := range out.Tasks {
@@ -194,7 +201,9 @@ const submitBatch = api.MaxTasksPerSubmit
 // failure. A job file holds at most 100,000 tasks, so a large job is not
 // atomic: the caller reports what went in, and a resend with the same
 // request ID completes it without queuing the batches already in.
-func submitBatches(cmd *cobra.Command, c *conn, req api.SubmitRequest, requestID string) ([]string, bool, error) {
+//
+// The soft-deadline tasks the peer queued as nice are added to out.
+func submitBatches(cmd *cobra.Command, c *conn, req api.SubmitRequest, requestID string, out *submitOutput) ([]string, bool, error) {
 	ids := make([]string, 0, len(req.Tasks))
 	replayed := true
 	for batch, start := 0, 0; start < len(req.Tasks); batch, start = batch+1, start+submitBatch {
@@ -208,6 +217,10 @@ func submitBatches(cmd *cobra.Command, c *conn, req api.SubmitRequest, requestID
 		}
 		ids = append(ids, resp.TaskIDs...)
 		replayed = replayed && resp.Replayed
+		out.AcceptedAsNice = append(out.AcceptedAsNice, resp.AcceptedAsNice...)
+		if resp.Note != "" && out.Note == "" {
+			out.Note = resp.Note
+		}
 	}
 	return ids, replayed, nil
 }

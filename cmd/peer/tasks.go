@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -109,10 +110,19 @@ func printTasks(w io.Writer, ts []api.TaskView) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tJOB\tORG\tSTATE\tMACHINE\tATTEMPTS\tEXIT\tGFLOP\tSUBMITTED\tWAITING")
+	classes, now := hasClasses(ts), time.Now()
+	head := "ID\tNAME\tJOB\tORG\tSTATE\tMACHINE\tATTEMPTS\tEXIT\tGFLOP\tSUBMITTED\tWAITING"
+	if classes {
+		head += "\tCLASS\tDEADLINE\tPREDICTED FINISH"
+	}
+	fmt.Fprintln(tw, head)
 	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", t.ID, orDash(t.Name), orDash(t.Job), t.Org, t.State,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s", t.ID, orDash(t.Name), orDash(t.Job), t.Org, t.State,
 			orDash(t.Machine), t.Attempts, exitStr(t), num(t.SizeGFlop), when(t.SubmittedMs), orDash(t.Pending))
+		if classes {
+			fmt.Fprintf(tw, "\t%s\t%s\t%s", orDash(t.Class), timeLeft(t, now), when(t.PredictedFinishMs))
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }
@@ -179,6 +189,7 @@ func printTask(w io.Writer, t api.TaskDetail) error {
 	if g := t.Gang; g != nil {
 		line("gang", fmt.Sprintf("%s, rank %d of %d", g.ID, g.Rank, g.Size))
 	}
+	classLines(t.TaskView, time.Now(), line)
 	line("attempts", strconv.Itoa(t.Attempts))
 	if t.MaxAttempts > 0 {
 		line("machine failures", fmt.Sprintf("%d (fails at %d)", t.MachineFailures, t.MaxAttempts))

@@ -31,6 +31,12 @@ func SubmitRequestFromJob(job *jobfile.Job) api.SubmitRequest {
 			MaxAttempts:    t.MaxAttempts,
 			Retries:        t.Retries,
 			Nodes:          t.Nodes,
+			Class:          t.Class,
+			DeadlineInMs:   t.Deadline.In.Milliseconds(),
+			OnMiss:         t.OnMiss,
+		}
+		if !t.Deadline.At.IsZero() {
+			st.DeadlineMs = max(t.Deadline.At.UnixMilli(), 1)
 		}
 		for _, r := range t.Requirements {
 			st.Requirements = append(st.Requirements, api.Requirement{Attribute: r.Attribute, Operator: r.Operator, Value: r.Value})
@@ -81,6 +87,7 @@ func SubmitTasks(req api.SubmitRequest, requestID string) *ledger.SubmitTasks {
 		if s.MaxAttempts == 0 {
 			s.MaxAttempts = ledger.DefaultMaxAttempts
 		}
+		s.Class, s.DeadlineMs = t.Class, t.DeadlineMs
 		for _, r := range t.Requirements {
 			s.Requirements = append(s.Requirements, ledger.Requirement{Attribute: r.Attribute, Operator: r.Operator, Value: r.Value})
 		}
@@ -159,4 +166,27 @@ func LimitMilliW(req api.LimitRequest, powerQuotaMilliW int64) int64 {
 		return int64(math.Round(*req.Watts * 1000))
 	}
 	return 0
+}
+
+// ResolveDeadlines turns every deadline given after the submission
+// (DeadlineInMs) into an absolute one at nowMs, the submitting peer's
+// clock, the one the ledger's deadlines are on.
+func ResolveDeadlines(req *api.SubmitRequest, nowMs int64) {
+	for i := range req.Tasks {
+		if t := &req.Tasks[i]; t.DeadlineInMs > 0 {
+			t.DeadlineMs, t.DeadlineInMs = nowMs+t.DeadlineInMs, 0
+		}
+	}
+}
+
+// AcceptAsNice makes task i of b (from req) a nice task when it is a
+// soft-deadline task whose submitter asked for that fallback (on_miss:
+// nice), and reports whether it did.
+func AcceptAsNice(b *ledger.SubmitTasks, req api.SubmitRequest, i int) bool {
+	s := &b.Tasks[i].Spec
+	if s.Class != ledger.ClassSoftDeadline || req.Tasks[i].OnMiss != "nice" {
+		return false
+	}
+	s.Class, s.DeadlineMs = ledger.ClassNice, 0
+	return true
 }

@@ -40,6 +40,7 @@ func TestExampleJobsValidate(t *testing.T) {
 		if err := api.ValidateSubmit(req, api.SubmitLimits{}); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
+		apiconv.ResolveDeadlines(&req, 1_700_000_000_000) // as the peer does
 		if _, err := encodeSubmit(submitCommand(req)); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
@@ -185,4 +186,52 @@ func encodeSubmit(c ledger.Command) ([]byte, error) {
 		return nil, apiconv.Error(err)
 	}
 	return data, nil
+}
+
+// TestSubmitDeadlines: a job file's class, deadline (after submission or
+// absolute) and on_miss reach the ledger's spec, the relative deadline
+// counted from the submitting peer's clock; the fallback makes a
+// soft-deadline task nice only when it asked for it.
+func TestSubmitDeadlines(t *testing.T) {
+	src := `defaults: {wall_clock_limit: 1m, size: 1, argv: [x]}
+tasks:
+  - {class: soft-deadline, deadline: 6h}
+  - {class: soft-deadline, deadline: "2026-11-26T18:00:00Z", on_miss: nice}
+  - {class: nice}
+  - {}
+`
+	job, err := jobfile.Parse("d.yaml", []byte(src), jobfile.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := apiconv.SubmitRequestFromJob(job)
+	if err := api.ValidateSubmit(req, api.SubmitLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	const now = 1_700_000_000_000
+	apiconv.ResolveDeadlines(&req, now)
+	body := apiconv.SubmitTasks(req, "")
+	want := []struct {
+		class string
+		dl    int64
+	}{
+		{ledger.ClassSoftDeadline, now + 6*3_600_000},
+		{ledger.ClassSoftDeadline, 1_795_716_000_000},
+		{ledger.ClassNice, 0},
+		{"", 0},
+	}
+	for i, w := range want {
+		if s := body.Tasks[i].Spec; s.Class != w.class || s.DeadlineMs != w.dl {
+			t.Errorf("task %d: class %q deadline %d, want %+v", i, s.Class, s.DeadlineMs, w)
+		}
+	}
+	if _, err := encodeSubmit(submitCommand(req)); err != nil {
+		t.Fatal(err)
+	}
+	if apiconv.AcceptAsNice(body, req, 0) || apiconv.AcceptAsNice(body, req, 2) {
+		t.Error("the fallback changed a task that did not ask for it")
+	}
+	if !apiconv.AcceptAsNice(body, req, 1) || body.Tasks[1].Spec.Class != ledger.ClassNice || body.Tasks[1].Spec.DeadlineMs != 0 {
+		t.Errorf("fallback: %+v", body.Tasks[1].Spec)
+	}
 }

@@ -167,6 +167,17 @@ func Task(t *ledger.Task) api.TaskView {
 		Failures:        t.Failures,
 		Avoid:           append([]string(nil), t.Avoid...),
 		Gang:            gangView(t.Spec.Gang),
+
+		Class:      t.Spec.Class,
+		DeadlineMs: t.Spec.DeadlineMs,
+	}
+}
+
+// WithPredictions fills in the predicted finish of every running task of
+// views (ledger.Ledger.PredictedFinishes).
+func WithPredictions(views []api.TaskView, finish map[string]int64) {
+	for i := range views {
+		views[i].PredictedFinishMs = finish[views[i].ID]
 	}
 }
 

@@ -681,7 +681,7 @@
       tr.dataset.task = t.id;
       tr.classList.toggle("selected", t.id === selected);
       // A queued task says why it waits (the leader's pending reason).
-      const state = t.state === "queued" && t.pending ? "queued (waiting: " + (t.pending_detail || t.pending) + ")" : t.state + reasonText(t.reason);
+      const state = t.state === "queued" && t.pending ? "queued (waiting: " + (t.pending_detail || t.pending) + ")" : t.state + reasonText(t.reason) + deadlineText(t);
       const ended = t.state === "done" || t.state === "failed" || t.state === "cancelled";
       cells(tr, [t.id, t.org, t.name || "", state, t.machine || "", t.attempts, ended ? t.exit_code : "", num(t.size_gflop), time(t.submitted_ms)]);
     });
@@ -696,6 +696,24 @@
     if (m.gpus) parts.push(m.gpus + " gpus");
     const text = parts.length ? parts.join(", ") : "one slot";
     return m.labels && m.labels.length ? text + "; " + m.labels.join(" ") : text;
+  }
+
+  // deadlineText is a task's class and deadline (docs/JOBS.md,
+  // "Deadlines"): " · soft-deadline, 2h 5m left, finish ~14:05", "" for a
+  // task without a class.
+  function deadlineText(t) {
+    if (!t.class) return "";
+    let s = " · " + t.class;
+    if (t.deadline_ms) {
+      if (t.ended_ms) s += t.ended_ms <= t.deadline_ms ? ", deadline met" : ", deadline missed";
+      else {
+        const left = Math.round((t.deadline_ms - Date.now()) / 60000);
+        const h = Math.floor(Math.abs(left) / 60), m = Math.abs(left) % 60;
+        s += ", " + (h ? h + "h " : "") + m + "m " + (left >= 0 ? "left" : "late");
+      }
+    }
+    if (t.predicted_finish_ms) s += ", finish ~" + time(t.predicted_finish_ms);
+    return s;
   }
 
   // reasonText shows why a task ended, unless it simply succeeded.
@@ -728,6 +746,8 @@
     setText("#detail-title", d.id + (d.name ? " — " + d.name : ""));
     const fields = [
       ["state", d.state + reasonText(d.reason)],
+      ["class", d.class ? d.class + deadlineText(d).replace(" · " + d.class, "") : "–"],
+      ["deadline", d.deadline_ms ? new Date(d.deadline_ms).toLocaleString() : "–"],
       ["organisation", d.org],
       ["machine", d.machine || "–"],
       ["attempts", d.attempts],

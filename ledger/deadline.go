@@ -1,0 +1,163 @@
+package ledger
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/coopgrid/coopgrid/policy"
+)
+
+// Task classes and deadlines (seed 004; docs/POLICY.md §9, docs/JOBS.md
+// "Deadlines"). A task without a class (every task of a version-2 log) is
+// placed by the federation's policy alone, exactly as before, so that old
+// logs replay to the same placements; a task of either class is placed by
+// the deadline mapping among the machines the policy lets its
+// organisation use.
+const (
+	ClassNice         = "nice"
+	ClassSoftDeadline = "soft-deadline"
+)
+
+func (s *Spec) validateDeadline() *Error {
+	switch s.Class {
+	case "", ClassNice:
+		if s.DeadlineMs != 0 {
+			return errf(CodeMalformed, "deadline_ms %d: only a %s task has a deadline", s.DeadlineMs, ClassSoftDeadline)
+		}
+	case ClassSoftDeadline:
+		if s.DeadlineMs <= 0 || s.DeadlineMs > MaxTimeMs {
+			return errf(CodeMalformed, "deadline_ms %d: a %s task needs a deadline in [1, %d]", s.DeadlineMs, ClassSoftDeadline, int64(MaxTimeMs))
+		}
+	default:
+		return errf(CodeMalformed, "class %q: want %q, %q or none", s.Class, ClassNice, ClassSoftDeadline)
+	}
+	return nil
+}
+
+// PolicyClass is the policy's class of a ledger class (0: none).
+func PolicyClass(class string) policy.TaskClass {
+	switch class {
+	case ClassNice:
+		return policy.Nice
+	case ClassSoftDeadline:
+		return policy.SoftDeadline
+	}
+	return 0
+}
+
+// DeadlineRefusal says why a soft-deadline task of a submission cannot be
+// admitted: no machine its organisation may use can finish it by its
+// deadline with the margin, now or after the task it runs.
+type DeadlineRefusal struct {
+	// Index is the task's place in the submission.
+	Index      int
+	SizeMFlop  int64
+	DeadlineMs int64
+	// FastestMs is the earliest predicted finish (with the margin) over
+	// the machines it may use; 0 when it may use none.
+	FastestMs int64
+}
+
+func (r *DeadlineRefusal) Error() string {
+	dl := time.UnixMilli(r.DeadlineMs).UTC().Format(time.RFC3339)
+	if r.FastestMs == 0 {
+		return fmt.Sprintf("tasks[%d]: no machine its organisation may use now (requirements, owner policies, power limit) can run %d MFlop by %s", r.Index, r.SizeMFlop, dl)
+	}
+	return fmt.Sprintf("tasks[%d]: no machine can finish %d MFlop by %s with the %d %% margin; fastest predicted finish %s",
+		r.Index, r.SizeMFlop, dl, policy.DeadlineMarginPercent, time.UnixMilli(r.FastestMs).UTC().Format(time.RFC3339))
+}
+
+// CheckDeadlines is admission for the soft-deadline tasks of a submission
+// by org at nowMs (docs/POLICY.md §9): for each, policy.MapDeadline over
+// the committed machines that are up and not drained, restricted to those
+// policy.DeadlineMay lets org use. A machine that runs tasks counts as
+// running a soft task with the longest of their remaining work, so that
+// "reserve behind it" asks whether this task finishes in time after the
+// machine frees; no running task is preempted for a deadline (the pass
+// does not do it), and tasks queued ahead are not counted. Each task is
+// judged alone. The first task refused is returned; nil when every soft
+// task can be placed in time.
+func (l *Ledger) CheckDeadlines(org string, nowMs int64, tasks []TaskSpec) *DeadlineRefusal {
+	first := slices.IndexFunc(tasks, func(ts TaskSpec) bool { return ts.Spec.Class == ClassSoftDeadline })
+	if first < 0 || l.orgs[org] == nil {
+		return nil
+	}
+	nowMs = max(nowMs, 0)
+	st, _ := l.policyView(nowMs, 0, policy.NewQueue(len(l.order), false))
+	orgIdx := slices.Index(l.order, org)
+	for i := first; i < len(tasks); i++ {
+		ts := &tasks[i]
+		if ts.Spec.Class != ClassSoftDeadline {
+			continue
+		}
+		pt := policyTask(&Task{ID: fmt.Sprintf("submit-%d", i), Org: org, RemainingMFlop: ts.SizeMFlop, Spec: ts.Spec}, map[string]int{org: orgIdx})
+		if r := deadlineRefusal(st, pt, nowMs); r != nil {
+			r.Index = i
+			return r
+		}
+	}
+	return nil
+}
+
+// deadlineRefusal maps one soft task on st; nil when it is not refused.
+func deadlineRefusal(st *policy.State, pt policy.Task, nowMs int64) *DeadlineRefusal {
+	size := min(max(pt.SizeMFlop, 1), policy.MaxDeadlineMFlop)
+	ms := make([]policy.DeadlineMachine, len(st.Machines))
+	for j := range st.Machines {
+		mc := &st.Machines[j]
+		ms[j] = policy.DeadlineMachine{ID: mc.ID, MFLOPS: policy.TaskMFLOPS(mc, &pt), MTBFMs: mc.MTBFMs}
+	}
+	for _, r := range st.Running {
+		m := &ms[r.Machine]
+		m.Running, m.RunningID, m.Protected = policy.SoftDeadline, r.Task.ID, true
+		m.RemainingMFlop = min(max(m.RemainingMFlop, r.Task.SizeMFlop), policy.MaxDeadlineMFlop-size)
+	}
+	may := policy.DeadlineMay(st, pt)
+	in := policy.DeadlineInput{NowMs: nowMs, Machines: ms, May: may,
+		Task: policy.DeadlineTask{ID: pt.ID, Class: policy.SoftDeadline, SizeMFlop: size, DeadlineMs: pt.DeadlineMs}}
+	mp, err := policy.MapDeadline(in)
+	if err == nil && mp.Outcome != policy.MapRefused {
+		return nil
+	}
+	r := &DeadlineRefusal{SizeMFlop: pt.SizeMFlop, DeadlineMs: pt.DeadlineMs}
+	for j, m := range ms {
+		if may[j] {
+			f := nowMs + policy.WithMargin(policy.PredictRunMs(m.RemainingMFlop+size, m.MFLOPS))
+			if r.FastestMs == 0 || f < r.FastestMs {
+				r.FastestMs = f
+			}
+		}
+	}
+	return r
+}
+
+// PredictedFinishes is, for each running task of ts, the predicted end of
+// its run (policy.PredictRunMs, without the margin): from the start of
+// the run, or from the task's checkpoint when one was recorded during the
+// run, its remaining work at its share of the machine's speed
+// (EffectiveMFLOPS). Tasks not running are left out.
+func (l *Ledger) PredictedFinishes(ts []Task) map[string]int64 {
+	var out map[string]int64
+	for i := range ts {
+		t := &ts[i]
+		if t.State != TaskRunning {
+			continue
+		}
+		m := l.machines[t.Machine]
+		k := t.openSegment(t.Machine, OutcomeRunning)
+		if m == nil || k < 0 {
+			continue
+		}
+		from := t.Segments[k].StartMs
+		if ck := t.Checkpoint; ck != nil && ck.AtMs > from {
+			from = ck.AtMs
+		}
+		speed := max(m.share(t).Of(m.EffectiveMFLOPS()), 1)
+		if out == nil {
+			out = make(map[string]int64)
+		}
+		out[t.ID] = from + policy.PredictRunMs(min(t.RemainingMFlop, policy.MaxDeadlineMFlop), speed)
+	}
+	return out
+}
