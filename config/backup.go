@@ -52,14 +52,9 @@ var backupSkipped = map[string]bool{TasksDir: true}
 // and returns its manifest. It holds raft.db's lock (shared) throughout,
 // so a peer started meanwhile waits for it.
 func SaveBackup(dir string, w io.Writer, now time.Time) (BackupManifest, error) {
-	m := BackupManifest{V: backupVersion, CreatedMs: now.UnixMilli()}
-	cfg, err := Load(filepath.Join(dir, ConfigFile))
+	m, err := backupManifest(dir, now)
 	if err != nil {
-		return m, fmt.Errorf("backup of %s: %w", dir, err)
-	}
-	m.Org = cfg.Org
-	if m.Peer, err = identityPeer(dir); err != nil {
-		return m, fmt.Errorf("backup of %s: %w", dir, err)
+		return m, err
 	}
 	// A peer that never ran has no Raft store yet, and nothing to lock.
 	if dbPath := filepath.Join(dir, RaftDir, "raft.db"); fileExists(dbPath) {
@@ -73,14 +68,9 @@ func SaveBackup(dir string, w io.Writer, now time.Time) (BackupManifest, error) 
 		defer db.Close()
 	}
 
-	gz := gzip.NewWriter(w)
-	tw := tar.NewWriter(gz)
-	mb, _ := json.Marshal(m)
-	if err := tw.WriteHeader(&tar.Header{Name: BackupManifestName, Mode: 0o600, Size: int64(len(mb)), ModTime: now, Typeflag: tar.TypeReg}); err != nil {
-		return m, fmt.Errorf("backup: %w", err)
-	}
-	if _, err := tw.Write(mb); err != nil {
-		return m, fmt.Errorf("backup: %w", err)
+	bw, err := newBackupWriter(w, m, now)
+	if err != nil {
+		return m, err
 	}
 	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -93,18 +83,58 @@ func SaveBackup(dir string, w io.Writer, now time.Time) (BackupManifest, error) 
 		if backupSkipped[rel] {
 			return fs.SkipDir
 		}
-		return addToBackup(tw, path, filepath.ToSlash(rel), d)
+		return addToBackup(bw.tw, path, filepath.ToSlash(rel), d)
 	})
 	if err != nil {
 		return m, fmt.Errorf("backup of %s: %w", dir, err)
 	}
-	if err := tw.Close(); err != nil {
-		return m, fmt.Errorf("backup: %w", err)
+	return m, bw.close()
+}
+
+// backupManifest is the manifest of a backup of dir taken at now: the
+// organisation and peer the data directory belongs to.
+func backupManifest(dir string, now time.Time) (BackupManifest, error) {
+	m := BackupManifest{V: backupVersion, CreatedMs: now.UnixMilli()}
+	cfg, err := Load(filepath.Join(dir, ConfigFile))
+	if err != nil {
+		return m, fmt.Errorf("backup of %s: %w", dir, err)
 	}
-	if err := gz.Close(); err != nil {
-		return m, fmt.Errorf("backup: %w", err)
+	m.Org = cfg.Org
+	if m.Peer, err = identityPeer(dir); err != nil {
+		return m, fmt.Errorf("backup of %s: %w", dir, err)
 	}
 	return m, nil
+}
+
+// backupWriter is a backup archive being written: gzip over tar, its
+// manifest first (both backups, offline and online, share the format).
+type backupWriter struct {
+	gz *gzip.Writer
+	tw *tar.Writer
+}
+
+func newBackupWriter(w io.Writer, m BackupManifest, now time.Time) (*backupWriter, error) {
+	gz := gzip.NewWriter(w)
+	tw := tar.NewWriter(gz)
+	mb, _ := json.Marshal(m)
+	if err := tw.WriteHeader(&tar.Header{Name: BackupManifestName, Mode: 0o600, Size: int64(len(mb)), ModTime: now, Typeflag: tar.TypeReg}); err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	if _, err := tw.Write(mb); err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	return &backupWriter{gz: gz, tw: tw}, nil
+}
+
+// close ends the archive.
+func (b *backupWriter) close() error {
+	if err := b.tw.Close(); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	if err := b.gz.Close(); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	return nil
 }
 
 // addToBackup writes one directory or regular file; anything else (a link,

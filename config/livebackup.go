@@ -36,24 +36,15 @@ var liveSkipped = map[string]bool{TasksDir: true, RaftDir: true, "history.db": t
 // file that disappears during the copy (a blob or an output removed) is
 // left out.
 func SaveLiveBackup(dir, staged string, w io.Writer, now time.Time) (BackupManifest, error) {
-	m := BackupManifest{V: backupVersion, CreatedMs: now.UnixMilli()}
-	cfg, err := Load(filepath.Join(dir, ConfigFile))
+	m, err := backupManifest(dir, now)
 	if err != nil {
-		return m, fmt.Errorf("backup of %s: %w", dir, err)
+		return m, err
 	}
-	m.Org = cfg.Org
-	if m.Peer, err = identityPeer(dir); err != nil {
-		return m, fmt.Errorf("backup of %s: %w", dir, err)
+	bw, err := newBackupWriter(w, m, now)
+	if err != nil {
+		return m, err
 	}
-	gz := gzip.NewWriter(w)
-	tw := tar.NewWriter(gz)
-	mb, _ := json.Marshal(m)
-	if err := tw.WriteHeader(&tar.Header{Name: BackupManifestName, Mode: 0o600, Size: int64(len(mb)), ModTime: now, Typeflag: tar.TypeReg}); err != nil {
-		return m, fmt.Errorf("backup: %w", err)
-	}
-	if _, err := tw.Write(mb); err != nil {
-		return m, fmt.Errorf("backup: %w", err)
-	}
+	tw := bw.tw
 	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -93,13 +84,7 @@ func SaveLiveBackup(dir, staged string, w io.Writer, now time.Time) (BackupManif
 	if err != nil {
 		return m, fmt.Errorf("backup of %s: the staged stores: %w", dir, err)
 	}
-	if err := tw.Close(); err != nil {
-		return m, fmt.Errorf("backup: %w", err)
-	}
-	if err := gz.Close(); err != nil {
-		return m, fmt.Errorf("backup: %w", err)
-	}
-	return m, nil
+	return m, bw.close()
 }
 
 // ReadBackupManifest reads the manifest at the start of a backup.
