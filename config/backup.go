@@ -235,23 +235,9 @@ func RestoreBackup(r io.Reader, dir string) (BackupManifest, error) {
 
 // unpackBackup reads the manifest, then every entry, into dir.
 func unpackBackup(r io.Reader, dir string) (BackupManifest, error) {
-	var m BackupManifest
-	gz, err := gzip.NewReader(r)
+	m, tr, err := readManifest(r)
 	if err != nil {
-		return m, fmt.Errorf("not a backup (gzip): %w", err)
-	}
-	tr := tar.NewReader(gz)
-	h, err := tr.Next()
-	if err != nil || h.Name != BackupManifestName || h.Size > 1<<16 {
-		return m, fmt.Errorf("not a backup: the first entry is not %s", BackupManifestName)
-	}
-	dec := json.NewDecoder(tr)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return m, fmt.Errorf("%s: %w", BackupManifestName, err)
-	}
-	if m.V != backupVersion {
-		return m, fmt.Errorf("%s: backup version %d, this peer reads version %d", BackupManifestName, m.V, backupVersion)
+		return m, err
 	}
 	for {
 		h, err := tr.Next()
@@ -265,6 +251,31 @@ func unpackBackup(r io.Reader, dir string) (BackupManifest, error) {
 			return m, err
 		}
 	}
+}
+
+// readManifest opens a backup and reads its manifest, its first entry
+// (strictly: a field this peer does not know is an error, as is another
+// version), leaving the archive at the next entry.
+func readManifest(r io.Reader) (BackupManifest, *tar.Reader, error) {
+	var m BackupManifest
+	gz, err := gzip.NewReader(r)
+	if err != nil {
+		return m, nil, fmt.Errorf("not a backup (gzip): %w", err)
+	}
+	tr := tar.NewReader(gz)
+	h, err := tr.Next()
+	if err != nil || h.Name != BackupManifestName || h.Size > 1<<16 {
+		return m, nil, fmt.Errorf("not a backup: the first entry is not %s", BackupManifestName)
+	}
+	dec := json.NewDecoder(tr)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return m, nil, fmt.Errorf("%s: %w", BackupManifestName, err)
+	}
+	if m.V != backupVersion {
+		return m, nil, fmt.Errorf("%s: backup version %d, this peer reads version %d", BackupManifestName, m.V, backupVersion)
+	}
+	return m, tr, nil
 }
 
 func unpackEntry(tr *tar.Reader, h *tar.Header, dir string) error {

@@ -1,9 +1,6 @@
 package config
 
 import (
-	"archive/tar"
-	"compress/gzip"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -89,18 +86,6 @@ func SaveLiveBackup(dir, staged string, w io.Writer, now time.Time) (BackupManif
 
 // ReadBackupManifest reads the manifest at the start of a backup.
 func ReadBackupManifest(r io.Reader) (BackupManifest, error) {
-	var m BackupManifest
-	gz, err := gzip.NewReader(r)
-	if err != nil {
-		return m, fmt.Errorf("not a backup (gzip): %w", err)
-	}
-	tr := tar.NewReader(gz)
-	h, err := tr.Next()
-	if err != nil || h.Name != BackupManifestName || h.Size > 1<<16 {
-		return m, fmt.Errorf("not a backup: the first entry is not %s", BackupManifestName)
-	}
-	if err := json.NewDecoder(tr).Decode(&m); err != nil {
-		return m, fmt.Errorf("%s: %w", BackupManifestName, err)
-	}
-	return m, nil
+	m, _, err := readManifest(r)
+	return m, err
 }
