@@ -209,6 +209,8 @@ func checkRuns(details []api.TaskDetail, journals []peerJournal, skewed bool) ru
 					why = "unrecorded"
 				} else if o := d.Segments[a.seg].Outcome; o == "preempted" || o == "cancelled" {
 					why = o
+				} else if o == "lost" && !skewed && requeuedBeforeLoss(d.Segments, a.seg) {
+					why = "stopping, then lost"
 				}
 				if why == "" {
 					fail("task %s ran twice at once: run %d on %s [%d, %s] (ledger: %s) and run %d on %s from %d",
@@ -250,4 +252,23 @@ func describe(runs []*jrun) string {
 		fmt.Fprintf(&b, "#%d %s [%d, %s] %s", r.Run, r.machine, r.StartUs, endText(r), r.Reason)
 	}
 	return b.String()
+}
+
+// requeuedBeforeLoss says that segments[i], closed `lost`, was one the
+// ledger had already taken the task away from (preempting or cancelling)
+// when its machine was declared lost: a later segment of the task started
+// before the loss. The ledger closes every open segment of a lost machine
+// `lost`, a stopping one included, and a task is placed again only once
+// its running segment stopped being the running one (a preemption, a
+// cancel, or this very loss). Stamps are compared across peers, so only
+// where no clock was stepped (CI's chaos smoke found such a run: the
+// owner's own task preempted a guest task on a paused peer, which ran
+// elsewhere at once; the loss came three seconds later).
+func requeuedBeforeLoss(segments []api.SegmentView, i int) bool {
+	for _, s := range segments[i+1:] {
+		if s.StartMs < segments[i].EndMs {
+			return true
+		}
+	}
+	return false
 }
