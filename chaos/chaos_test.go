@@ -319,8 +319,9 @@ func (c *cluster) check(h *history) {
 	t.Helper()
 	ctx := context.Background()
 
-	// 1. Every task ends. Cancelling a task that runs waits for its owner's
-	// report, and a lost machine's task runs again: give them time.
+	// 1. Every task ends, and every run stopped for it has reported.
+	// Cancelling a task that runs waits for its owner's report, and a
+	// lost machine's task runs again: give them time.
 	var final []api.TaskView
 	c.eventually(3*time.Minute, "every task in a final state", func(ctx context.Context) (bool, string) {
 		ts, err := c.peers[0].client.Tasks(ctx, api.TaskQuery{})
@@ -334,7 +335,27 @@ func (c *cluster) check(h *history) {
 				live = append(live, tk.ID+":"+tk.State+"@"+tk.Machine)
 			}
 		}
-		return len(live) == 0, fmt.Sprintf("%d live: %v", len(live), live)
+		if len(live) > 0 {
+			return false, fmt.Sprintf("%d live: %v", len(live), live)
+		}
+		// A task is cancelled (or ends) before the run being stopped
+		// for it has reported: its segment stays open (cancelling,
+		// preempting) until then. Wait for those reports too, or
+		// checkSegments reads a run still winding down (a smoke run once
+		// did, 30 ms before the report).
+		var stopping []string
+		for _, tk := range ts {
+			d, err := c.peers[0].client.Task(ctx, tk.ID)
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, s := range d.Segments {
+				if s.EndMs == 0 {
+					stopping = append(stopping, tk.ID+"@"+s.Machine+":"+s.Outcome)
+				}
+			}
+		}
+		return len(stopping) == 0, fmt.Sprintf("%d runs still stopping: %v", len(stopping), stopping)
 	})
 
 	// 2. None vanished, none appeared from nowhere, every end explained.
