@@ -565,7 +565,10 @@ func script(spec *executor.TaskSpec, b executor.BatchRun) []byte {
 	for _, kv := range b.Env {
 		sb.WriteString(" " + shellQuote(kv))
 	}
-	sb.WriteString(" \"COOPGRID_SLURM_JOB_ID=$SLURM_JOB_ID\" " + shellQuote(b.Exe))
+	// What Slurm allocated, in its own words: the job's ID and its node
+	// (one: --nodes=1), which a gang part finds at its rank in the
+	// hostfile (docs/SLURM.md, "Parallel jobs").
+	sb.WriteString(" \"COOPGRID_SLURM_JOB_ID=$SLURM_JOB_ID\" \"COOPGRID_SLURM_NODELIST=$SLURM_JOB_NODELIST\" " + shellQuote(b.Exe))
 	for _, a := range spec.Argv[1:] {
 		sb.WriteString(" " + shellQuote(a))
 	}
