@@ -173,6 +173,7 @@ func (e *Executor) track(ctx context.Context, m executor.MachineConfig, r *run, 
 func (e *Executor) follow(ctx context.Context, r *run, job string) (st jobState, signalled, detached bool) {
 	var kill <-chan time.Time
 	var killTimer *time.Timer
+	killed := false // on a lapsed lease
 	defer func() {
 		if killTimer != nil {
 			killTimer.Stop()
@@ -188,10 +189,19 @@ func (e *Executor) follow(ctx context.Context, r *run, job string) (st jobState,
 		}
 		r.mu.Lock()
 		st = r.state
-		stopping, grace := r.stopReason != "", r.stopGrace
+		stopping, grace, lapsed := r.stopReason != "", r.stopGrace, r.leaseLapsed
 		r.mu.Unlock()
 		if terminal(st.state) && st.state != "" {
 			return st, signalled, false
+		}
+		if lapsed && !killed {
+			// The lease is over: no grace, as the supervisor's kill.
+			killed, signalled, kill = true, true, nil
+			if st.state != "PENDING" {
+				e.cancel(ctx, job, "KILL")
+			}
+			e.cancel(ctx, job, "")
+			continue
 		}
 		if !signalled {
 			select {
@@ -252,6 +262,7 @@ func (e *Executor) cancel(ctx context.Context, job, signal string) {
 func (e *Executor) classify(ctx context.Context, r *run, job string, st jobState, signalled bool, m executor.MachineConfig, spec *executor.TaskSpec, res *executor.Result) string {
 	r.mu.Lock()
 	stopReason, stopDetail := r.stopReason, r.stopDetail
+	res.LeaseLapsed = r.leaseLapsed && signalled
 	r.mu.Unlock()
 	info := jobInfo{state: st.state, exitCode: -1}
 	if st.state != stateGone {

@@ -89,6 +89,10 @@ type Executor struct {
 	stop     chan struct{}
 	pollDone chan struct{}
 	once     sync.Once
+
+	// leaseOnce starts watchLease (SetLease), which closes leaseDone.
+	leaseOnce sync.Once
+	leaseDone chan struct{}
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -287,6 +291,10 @@ func (e *Executor) Close(ctx context.Context) error {
 			e.wg.Wait()
 			close(e.stop)
 			<-e.pollDone
+			e.leaseOnce.Do(func() {}) // no lease watcher from now on
+			if e.leaseDone != nil {
+				<-e.leaseDone
+			}
 			if jerr := e.journal.close(); jerr != nil {
 				e.log.Warn("job journal: close", "err", jerr)
 			}
@@ -461,6 +469,9 @@ type run struct {
 	detached   bool // left running by a detached Close: no Result
 	// adopted: a previous daemon's job (Adopt); its times are the job's.
 	adopted bool
+	// leaseLapsed: the peer lost contact with its federation for a lease
+	// (lease.go); the job is killed at once.
+	leaseLapsed bool
 }
 
 func (r *run) isDetached() bool {

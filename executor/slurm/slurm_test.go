@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -503,6 +504,53 @@ func TestSlurmExecutor(t *testing.T) {
 					t.Logf("scontrol show job -o: %s", out)
 				}
 			}
+		}
+	})
+
+	t.Run("a lapsed lease kills the job", func(t *testing.T) {
+		data6 := filepath.Join(c.Dir, "peer6")
+		if err := os.MkdirAll(data6, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		e6 := newExec(t, c, data6)
+		defer closeExec(t, e6)
+		// The peer's contact with its federation, renewed until it is
+		// cut off.
+		var last atomic.Int64
+		last.Store(time.Now().UnixNano())
+		cutOff := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case <-cutOff:
+					return
+				case <-time.After(100 * time.Millisecond):
+					last.Store(time.Now().UnixNano())
+				}
+			}
+		}()
+		e6.SetLease(time.Second, func() time.Time { return time.Unix(0, last.Load()) })
+		gate := make(chan bool, 1)
+		gate <- true
+		// It ignores SIGTERM: only the lease's SIGKILL (or Slurm's after
+		// KillWait) ends it.
+		if err := e6.Start(context.Background(), c.Node, executor.TaskSpec{ID: "t-lease", Argv: []string{"sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"}, Gate: gate}); err != nil {
+			t.Fatal(err)
+		}
+		job := jobOf(t, c, "t-lease", "RUNNING")
+		time.Sleep(3 * time.Second) // three leases, in contact
+		if st := squeueState(c, job); st != "RUNNING" || !slices.Equal(e6.Running(), []string{"t-lease"}) {
+			t.Fatalf("job %s %s, running %v while the peer is in contact: want it running", job, st, e6.Running())
+		}
+		close(cutOff)
+		cut := time.Now()
+		r := result(t, e6, "t-lease")
+		t.Logf("ended %v after the cut (lease 1 s)", time.Since(cut).Round(100*time.Millisecond))
+		if r.Reason != executor.ReasonStopped || !r.LeaseLapsed || r.MachineFailed || !strings.Contains(r.Detail, "lease lapsed") {
+			t.Fatalf("result %+v: want stopped, a lapsed lease, not a machine failure", r)
+		}
+		if st := squeueState(c, job); st == "RUNNING" || st == "PENDING" {
+			t.Errorf("job %s still %s after its lease lapsed", job, st)
 		}
 	})
 
