@@ -9,14 +9,18 @@
 // CPUs, memory, GPUs and wall-clock limit, the configured partition,
 // account and QoS, as the policy's run_as user) and its ID journaled; the
 // job is released (`scontrol release`) only once the run's gate opens, so
-// nothing of the task runs before the ledger has recorded its start. The
+// nothing of the task runs before the ledger has recorded its start, and
+// not at all when the gate opens after the run's StartBy (start_late:
+// the held job is cancelled). The peer's COOPGRID_* variables (a gang
+// part's rank, hosts and hostfile) are in the job's environment. The
 // executor follows its jobs with one squeue per poll interval, stops a job
 // with `scancel --full --signal=TERM` then, after the grace, `scancel`,
 // reads the end from `scontrol show job` (state, exit code), the energy
 // from `sacct` (ConsumedEnergy) when the cluster accounts for it, and has
 // the outputs copied as the run's user. A job that Slurm ends by itself
 // (node failure, preemption, a cancellation by the cluster's own people)
-// is a machine failure (Result.MachineFailed), not the task's.
+// is a machine failure (Result.MachineFailed), not the task's. A peer cut
+// off from its federation for a lease kills its jobs (lease.go).
 package slurm
 
 import (
