@@ -53,6 +53,10 @@ func (e *Executor) watchLease(lease time.Duration, contact func() time.Time) {
 
 // lapse kills every run's job: the runs' lease has lapsed.
 func (e *Executor) lapse(why string) {
+	if e.detached.Load() {
+		// Closing as a dead peer: its jobs run on, to be adopted.
+		return
+	}
 	e.mu.Lock()
 	runs := make([]*run, 0, len(e.runs))
 	for _, r := range e.runs {

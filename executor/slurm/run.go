@@ -194,21 +194,22 @@ func (e *Executor) follow(ctx context.Context, r *run, job string) (st jobState,
 		if terminal(st.state) && st.state != "" {
 			return st, signalled, false
 		}
-		if lapsed && !killed {
-			// The lease is over: no grace, as the supervisor's kill.
-			killed, signalled, kill = true, true, nil
-			if st.state != "PENDING" {
-				e.cancel(ctx, job, "KILL")
-			}
-			e.cancel(ctx, job, "")
-			continue
-		}
 		if !signalled {
 			select {
 			case <-e.detach:
 				return st, false, true
 			default:
 			}
+		}
+		if lapsed && !killed {
+			// The lease is over: no grace, as the supervisor's kill (a
+			// detached executor, as a dead peer, kills nothing: above).
+			killed, signalled, kill = true, true, nil
+			if st.state != "PENDING" {
+				e.cancel(ctx, job, "KILL")
+			}
+			e.cancel(ctx, job, "")
+			continue
 		}
 		if stopping && !signalled {
 			signalled = true

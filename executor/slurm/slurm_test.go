@@ -554,6 +554,39 @@ func TestSlurmExecutor(t *testing.T) {
 		}
 	})
 
+	t.Run("a dead peer's lease kills nothing", func(t *testing.T) {
+		// A peer that dies (Detach, as node's crash) leaves its jobs to
+		// the next daemon: its lapsing contact must not kill them.
+		data7 := filepath.Join(c.Dir, "peer7")
+		if err := os.MkdirAll(data7, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		e7 := newExec(t, c, data7)
+		var dead atomic.Bool
+		e7.SetLease(time.Second, func() time.Time {
+			if dead.Load() {
+				return time.Now().Add(-time.Hour)
+			}
+			return time.Now()
+		})
+		gate := make(chan bool, 1)
+		gate <- true
+		if err := e7.Start(context.Background(), c.Node, executor.TaskSpec{ID: "t-dead", Argv: []string{"sleep", "300"}, Gate: gate}); err != nil {
+			t.Fatal(err)
+		}
+		job := jobOf(t, c, "t-dead", "RUNNING")
+		e7.Detach()
+		dead.Store(true)
+		time.Sleep(2 * time.Second) // two leases without contact
+		closeExec(t, e7)
+		if st := squeueState(c, job); st != "RUNNING" {
+			t.Errorf("job %s %q after its peer died: want it running on, for the next daemon", job, st)
+		}
+		if out, err := c.Run("scancel", job); err != nil {
+			t.Errorf("scancel: %v %s", err, out)
+		}
+	})
+
 	t.Run("close stops the running jobs", func(t *testing.T) {
 		data3 := filepath.Join(c.Dir, "peer3")
 		if err := os.MkdirAll(data3, 0o755); err != nil {
