@@ -222,64 +222,6 @@ func TestSlurmExecutor(t *testing.T) {
 		}
 	})
 
-	t.Run("gang parts see their rank, size, hosts and hostfile", func(t *testing.T) {
-		// Two parts of one gang, as the runner starts them (runner.GangEnv:
-		// the hostfile an input, its path relative to the work directory),
-		// both on the test cluster's one node. Each writes what it sees.
-		hostfile := c.Node + " slots=1\n" + c.Node + " slots=1\n"
-		see := `{ echo "$COOPGRID_GANG_RANK/$COOPGRID_GANG_SIZE $COOPGRID_HOSTS $COOPGRID_SLURM_NODELIST"; echo "$COOPGRID_HOSTFILE"; cat "$COOPGRID_HOSTFILE"; } > seen.txt`
-		for rank := range 2 {
-			id := "t-gang-" + string(rune('0'+rank))
-			gate := make(chan bool, 1)
-			gate <- true
-			spec := executor.TaskSpec{ID: id, Argv: []string{"sh", "-c", see}, Gate: gate, OutputPatterns: []string{"seen.txt"},
-				Inputs: map[string][]byte{"hostfile": []byte(hostfile)},
-				PeerEnv: map[string]string{"COOPGRID_HOSTS": c.Node + "," + c.Node, "COOPGRID_GANG_RANK": string(rune('0' + rank)),
-					"COOPGRID_GANG_SIZE": "2", "COOPGRID_HOSTFILE": "./hostfile"},
-				StartBy: func() time.Time { return time.Now().Add(time.Minute) }}
-			if err := e.Start(context.Background(), c.Node, spec); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got := map[string]executor.Result{}
-		for range 2 {
-			select {
-			case r := <-e.Results():
-				got[r.ID] = r
-			case <-time.After(90 * time.Second):
-				t.Fatalf("gang results: %v after 90 s", got)
-			}
-		}
-		for rank := range 2 {
-			id := "t-gang-" + string(rune('0'+rank))
-			r := got[id]
-			if !r.OK() {
-				t.Fatalf("%s: result %+v: want ok", id, r)
-			}
-			b, err := os.ReadFile(r.Outputs["seen.txt"])
-			if err != nil {
-				t.Fatal(err)
-			}
-			lines := strings.SplitN(string(b), "\n", 3)
-			if len(lines) != 3 {
-				t.Fatalf("%s saw %q", id, b)
-			}
-			if want := string(rune('0'+rank)) + "/2 " + c.Node + "," + c.Node + " " + c.Node; lines[0] != want {
-				t.Errorf("%s saw %q: want rank/size hosts and Slurm's node %q", id, lines[0], want)
-			}
-			if want := filepath.Join(r.WorkDir, "hostfile"); lines[1] != want {
-				t.Errorf("%s: COOPGRID_HOSTFILE %q, want %q (absolute, in its work directory on the shared file system)", id, lines[1], want)
-			}
-			if lines[2] != hostfile {
-				t.Errorf("%s: hostfile %q, want %q", id, lines[2], hostfile)
-			}
-			// The host at its rank is the node Slurm allocated to it.
-			if host, _, _ := strings.Cut(strings.Split(lines[2], "\n")[rank], " "); host != c.Node {
-				t.Errorf("%s: hostfile line %d names %q, Slurm allocated %q", id, rank, host, c.Node)
-			}
-		}
-	})
-
 	t.Run("exit status", func(t *testing.T) {
 		if err := e.Start(context.Background(), c.Node, executor.TaskSpec{ID: "t-exit", Argv: []string{"sh", "-c", "exit 3"}}); err != nil {
 			t.Fatal(err)
