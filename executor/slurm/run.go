@@ -50,7 +50,7 @@ func (e *Executor) execute(m executor.MachineConfig, r *run, spec *executor.Task
 		code := res.ExitCode
 		rec := rec
 		rec.Event, rec.Job, rec.AtUs, rec.Reason, rec.ExitCode, rec.State, rec.NotRun, rec.Energy = EventEnd, r.jobID(), res.End.UnixMicro(), res.Reason, &code, state, notRun, energy
-		if res.MachineFailed {
+		if res.MachineFailed || res.LeaseLapsed {
 			rec.Detail = clip(res.Detail, 300)
 		}
 		if err := e.journal.append(rec); err != nil {
@@ -93,6 +93,18 @@ func (e *Executor) execute(m executor.MachineConfig, r *run, spec *executor.Task
 		end(st.state, true, "")
 		return res
 	}
+	if late := startLate(spec, time.Now()); late != "" {
+		// The gate opened after the start's deadline: this peer was held
+		// up (paused?) after confirming the start, and the leader may
+		// have placed the task elsewhere since. The job is still held:
+		// nothing of the task ran.
+		e.cancel(ctx, job, "")
+		st := e.awaitEnd(r, 30*time.Second)
+		res.LeaseLapsed = true
+		res = fail(executor.ReasonStopped, late)
+		end(st.state, true, "")
+		return res
+	}
 	if _, err := e.cli.run(ctx, nil, nil, "scontrol", "release", job); err != nil {
 		e.cancel(ctx, job, "")
 		st := e.awaitEnd(r, 30*time.Second)
@@ -107,6 +119,22 @@ func (e *Executor) execute(m executor.MachineConfig, r *run, spec *executor.Task
 		end(st.state, false, energySrc)
 	}
 	return res
+}
+
+// startLate says why a run whose gate opened at now must not start (its
+// TaskSpec.StartBy has passed), or "" when it may: the process
+// executor's start_late (its supervisor's check), made by this executor
+// before it releases the job (docs/SLURM.md, "The start's deadline").
+func startLate(spec *executor.TaskSpec, now time.Time) string {
+	if spec.StartBy == nil {
+		return ""
+	}
+	by := spec.StartBy()
+	if by.IsZero() || !now.After(by) {
+		return ""
+	}
+	return fmt.Sprintf("start_late: the gate opened %v after the start's deadline: the peer was held up (paused?) after confirming the start, and its view of the ledger may be stale; the job was cancelled held, nothing of the task ran",
+		now.Sub(by).Round(time.Millisecond))
 }
 
 // track follows a released job to its end and fills res from it: reason,
@@ -145,6 +173,7 @@ func (e *Executor) track(ctx context.Context, m executor.MachineConfig, r *run, 
 func (e *Executor) follow(ctx context.Context, r *run, job string) (st jobState, signalled, detached bool) {
 	var kill <-chan time.Time
 	var killTimer *time.Timer
+	killed := false // on a lapsed lease
 	defer func() {
 		if killTimer != nil {
 			killTimer.Stop()
@@ -160,7 +189,7 @@ func (e *Executor) follow(ctx context.Context, r *run, job string) (st jobState,
 		}
 		r.mu.Lock()
 		st = r.state
-		stopping, grace := r.stopReason != "", r.stopGrace
+		stopping, grace, lapsed := r.stopReason != "", r.stopGrace, r.leaseLapsed
 		r.mu.Unlock()
 		if terminal(st.state) && st.state != "" {
 			return st, signalled, false
@@ -171,6 +200,16 @@ func (e *Executor) follow(ctx context.Context, r *run, job string) (st jobState,
 				return st, false, true
 			default:
 			}
+		}
+		if lapsed && !killed {
+			// The lease is over: no grace, as the supervisor's kill (a
+			// detached executor, as a dead peer, kills nothing: above).
+			killed, signalled, kill = true, true, nil
+			if st.state != "PENDING" {
+				e.cancel(ctx, job, "KILL")
+			}
+			e.cancel(ctx, job, "")
+			continue
 		}
 		if stopping && !signalled {
 			signalled = true
@@ -224,6 +263,7 @@ func (e *Executor) cancel(ctx context.Context, job, signal string) {
 func (e *Executor) classify(ctx context.Context, r *run, job string, st jobState, signalled bool, m executor.MachineConfig, spec *executor.TaskSpec, res *executor.Result) string {
 	r.mu.Lock()
 	stopReason, stopDetail := r.stopReason, r.stopDetail
+	res.LeaseLapsed = r.leaseLapsed && signalled
 	r.mu.Unlock()
 	info := jobInfo{state: st.state, exitCode: -1}
 	if st.state != stateGone {

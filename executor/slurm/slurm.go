@@ -9,14 +9,18 @@
 // CPUs, memory, GPUs and wall-clock limit, the configured partition,
 // account and QoS, as the policy's run_as user) and its ID journaled; the
 // job is released (`scontrol release`) only once the run's gate opens, so
-// nothing of the task runs before the ledger has recorded its start. The
+// nothing of the task runs before the ledger has recorded its start, and
+// not at all when the gate opens after the run's StartBy (start_late:
+// the held job is cancelled). The peer's COOPGRID_* variables (a gang
+// part's rank, hosts and hostfile) are in the job's environment. The
 // executor follows its jobs with one squeue per poll interval, stops a job
 // with `scancel --full --signal=TERM` then, after the grace, `scancel`,
 // reads the end from `scontrol show job` (state, exit code), the energy
 // from `sacct` (ConsumedEnergy) when the cluster accounts for it, and has
 // the outputs copied as the run's user. A job that Slurm ends by itself
 // (node failure, preemption, a cancellation by the cluster's own people)
-// is a machine failure (Result.MachineFailed), not the task's.
+// is a machine failure (Result.MachineFailed), not the task's. A peer cut
+// off from its federation for a lease kills its jobs (lease.go).
 package slurm
 
 import (
@@ -89,6 +93,10 @@ type Executor struct {
 	stop     chan struct{}
 	pollDone chan struct{}
 	once     sync.Once
+
+	// leaseOnce starts watchLease (SetLease), which closes leaseDone.
+	leaseOnce sync.Once
+	leaseDone chan struct{}
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -287,6 +295,10 @@ func (e *Executor) Close(ctx context.Context) error {
 			e.wg.Wait()
 			close(e.stop)
 			<-e.pollDone
+			e.leaseOnce.Do(func() {}) // no lease watcher from now on
+			if e.leaseDone != nil {
+				<-e.leaseDone
+			}
 			if jerr := e.journal.close(); jerr != nil {
 				e.log.Warn("job journal: close", "err", jerr)
 			}
@@ -461,6 +473,9 @@ type run struct {
 	detached   bool // left running by a detached Close: no Result
 	// adopted: a previous daemon's job (Adopt); its times are the job's.
 	adopted bool
+	// leaseLapsed: the peer lost contact with its federation for a lease
+	// (lease.go); the job is killed at once.
+	leaseLapsed bool
 }
 
 func (r *run) isDetached() bool {
@@ -565,7 +580,10 @@ func script(spec *executor.TaskSpec, b executor.BatchRun) []byte {
 	for _, kv := range b.Env {
 		sb.WriteString(" " + shellQuote(kv))
 	}
-	sb.WriteString(" \"COOPGRID_SLURM_JOB_ID=$SLURM_JOB_ID\" " + shellQuote(b.Exe))
+	// What Slurm allocated, in its own words: the job's ID and its node
+	// (one: --nodes=1), which a gang part finds at its rank in the
+	// hostfile (docs/SLURM.md, "Parallel jobs").
+	sb.WriteString(" \"COOPGRID_SLURM_JOB_ID=$SLURM_JOB_ID\" \"COOPGRID_SLURM_NODELIST=$SLURM_JOB_NODELIST\" " + shellQuote(b.Exe))
 	for _, a := range spec.Argv[1:] {
 		sb.WriteString(" " + shellQuote(a))
 	}

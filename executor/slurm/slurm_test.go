@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,6 +189,36 @@ func TestSlurmExecutor(t *testing.T) {
 		}
 		if _, err := os.Stat(marker); err == nil {
 			t.Error("the task ran although its gate said false")
+		}
+	})
+
+	t.Run("a gate opened after the start's deadline runs nothing", func(t *testing.T) {
+		gate := make(chan bool, 1)
+		marker := filepath.Join(data, "ran-late")
+		by := time.Now().Add(-time.Second) // the peer was held up past it
+		spec := executor.TaskSpec{ID: "t-late-gate", Argv: []string{"sh", "-c", "touch " + marker}, Gate: gate,
+			StartBy: func() time.Time { return by }}
+		if err := e.Start(context.Background(), c.Node, spec); err != nil {
+			t.Fatal(err)
+		}
+		job := jobOf(t, c, "t-late-gate", "PENDING")
+		gate <- true
+		r := result(t, e, "t-late-gate")
+		if r.Reason != executor.ReasonStopped || !r.LeaseLapsed || r.MachineFailed || !strings.Contains(r.Detail, "start_late") {
+			t.Fatalf("result %+v: want stopped, a lapsed lease (start_late), not a machine failure", r)
+		}
+		if st := endedState(c, job); st != "CANCELLED" {
+			t.Errorf("job %s ended %q: want cancelled held", job, st)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Error("the task ran although its gate opened after its start's deadline")
+		}
+		recs, err := ReadJobJournal(filepath.Join(data, JobJournalFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := slices.IndexFunc(recs, func(r JobRecord) bool { return r.Event == EventEnd && r.Task == "t-late-gate" }); i < 0 || !recs[i].NotRun || recs[i].Job != job {
+			t.Errorf("journal %+v: want an end record of job %s, not run", recs, job)
 		}
 	})
 
@@ -418,6 +449,86 @@ func TestSlurmExecutor(t *testing.T) {
 		}
 	})
 
+	t.Run("a lapsed lease kills the job", func(t *testing.T) {
+		data6 := filepath.Join(c.Dir, "peer6")
+		if err := os.MkdirAll(data6, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		e6 := newExec(t, c, data6)
+		defer closeExec(t, e6)
+		// The peer's contact with its federation, renewed until it is
+		// cut off.
+		var last atomic.Int64
+		last.Store(time.Now().UnixNano())
+		cutOff := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case <-cutOff:
+					return
+				case <-time.After(100 * time.Millisecond):
+					last.Store(time.Now().UnixNano())
+				}
+			}
+		}()
+		e6.SetLease(time.Second, func() time.Time { return time.Unix(0, last.Load()) })
+		gate := make(chan bool, 1)
+		gate <- true
+		// It ignores SIGTERM: only the lease's SIGKILL (or Slurm's after
+		// KillWait) ends it.
+		if err := e6.Start(context.Background(), c.Node, executor.TaskSpec{ID: "t-lease", Argv: []string{"sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"}, Gate: gate}); err != nil {
+			t.Fatal(err)
+		}
+		job := jobOf(t, c, "t-lease", "RUNNING")
+		time.Sleep(3 * time.Second) // three leases, in contact
+		if st := squeueState(c, job); st != "RUNNING" || !slices.Equal(e6.Running(), []string{"t-lease"}) {
+			t.Fatalf("job %s %s, running %v while the peer is in contact: want it running", job, st, e6.Running())
+		}
+		close(cutOff)
+		cut := time.Now()
+		r := result(t, e6, "t-lease")
+		t.Logf("ended %v after the cut (lease 1 s)", time.Since(cut).Round(100*time.Millisecond))
+		if r.Reason != executor.ReasonStopped || !r.LeaseLapsed || r.MachineFailed || !strings.Contains(r.Detail, "lease lapsed") {
+			t.Fatalf("result %+v: want stopped, a lapsed lease, not a machine failure", r)
+		}
+		if st := squeueState(c, job); st == "RUNNING" || st == "PENDING" {
+			t.Errorf("job %s still %s after its lease lapsed", job, st)
+		}
+	})
+
+	t.Run("a dead peer's lease kills nothing", func(t *testing.T) {
+		// A peer that dies (Detach, as node's crash) leaves its jobs to
+		// the next daemon: its lapsing contact must not kill them.
+		data7 := filepath.Join(c.Dir, "peer7")
+		if err := os.MkdirAll(data7, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		e7 := newExec(t, c, data7)
+		var dead atomic.Bool
+		e7.SetLease(time.Second, func() time.Time {
+			if dead.Load() {
+				return time.Now().Add(-time.Hour)
+			}
+			return time.Now()
+		})
+		gate := make(chan bool, 1)
+		gate <- true
+		if err := e7.Start(context.Background(), c.Node, executor.TaskSpec{ID: "t-dead", Argv: []string{"sleep", "300"}, Gate: gate}); err != nil {
+			t.Fatal(err)
+		}
+		job := jobOf(t, c, "t-dead", "RUNNING")
+		e7.Detach()
+		dead.Store(true)
+		time.Sleep(2 * time.Second) // two leases without contact
+		closeExec(t, e7)
+		if st := squeueState(c, job); st != "RUNNING" {
+			t.Errorf("job %s %q after its peer died: want it running on, for the next daemon", job, st)
+		}
+		if out, err := c.Run("scancel", job); err != nil {
+			t.Errorf("scancel: %v %s", err, out)
+		}
+	})
+
 	t.Run("close stops the running jobs", func(t *testing.T) {
 		data3 := filepath.Join(c.Dir, "peer3")
 		if err := os.MkdirAll(data3, 0o755); err != nil {
@@ -486,6 +597,19 @@ func endedJobOf(t *testing.T, c *slurmtest.Cluster, task, state string) string {
 	}
 	t.Fatalf("no job of %s in state %s", task, state)
 	return ""
+}
+
+// endedState is the job's state in squeue -t all ("" when unknown).
+func endedState(c *slurmtest.Cluster, job string) string {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, _ := c.Run("squeue", "-h", "-t", "all", "-j", job, "-o", "%T")
+		st := strings.TrimSpace(out)
+		if st != "PENDING" && st != "RUNNING" && st != "COMPLETING" || time.Now().After(deadline) {
+			return st
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // squeueState is the job's state in squeue ("" when gone).

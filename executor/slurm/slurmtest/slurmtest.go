@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,13 +33,18 @@ type Options struct {
 	MemoryMiB int    // default 4096
 	Features  string // e.g. "ssd,coopgridtest"
 	Partition string // default "grid"
+	// Nodes is the number of nodes (default 1), each a slurmd of its own
+	// on this host: one is named after the host, several <host>-n1,
+	// <host>-n2... (Cluster.Nodes).
+	Nodes int
 }
 
 // Cluster is a running private Slurm.
 type Cluster struct {
 	Dir       string
 	Conf      string
-	Node      string
+	Node      string // the first node
+	Nodes     []string
 	Partition string
 	procs     []*proc
 	t         testing.TB
@@ -147,7 +153,7 @@ func start(t testing.TB, o Options) (*Cluster, error) {
 		return nil, err
 	}
 	host, _, _ = strings.Cut(host, ".")
-	c.Node = host
+	c.Nodes = []string{host}
 	ctld, err := freePort(0)
 	if err != nil {
 		return nil, err
@@ -160,6 +166,28 @@ func start(t testing.TB, o Options) (*Cluster, error) {
 	if o.Features != "" {
 		feat = " Feature=" + o.Features
 	}
+	// One node: named after the host, as bench/e2e/slurm.sh. Several:
+	// each a slurmd of its own on this host, with its own port, spool,
+	// pid and log files (%n).
+	nodeLines := fmt.Sprintf("NodeName=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=%d%s State=UNKNOWN", host, o.CPUs, o.MemoryMiB, feat)
+	perNode := ""
+	if o.Nodes > 1 {
+		c.Nodes, nodeLines, perNode = nil, "", "-%n"
+		used := []int{ctld, slurmd}
+		for i := 1; i <= o.Nodes; i++ {
+			port, err := freePort(used...)
+			if err != nil {
+				return nil, err
+			}
+			used = append(used, port)
+			name := fmt.Sprintf("%s-n%d", host, i)
+			c.Nodes = append(c.Nodes, name)
+			nodeLines += fmt.Sprintf("NodeName=%s NodeHostname=%s NodeAddr=127.0.0.1 Port=%d CPUs=%d RealMemory=%d%s State=UNKNOWN\n",
+				name, host, port, o.CPUs, o.MemoryMiB, feat)
+		}
+		nodeLines = strings.TrimSuffix(nodeLines, "\n")
+	}
+	c.Node = c.Nodes[0]
 	conf := fmt.Sprintf(`ClusterName=coopgridtest
 SlurmctldHost=%[1]s(127.0.0.1)
 SlurmctldPort=%[2]d
@@ -170,11 +198,11 @@ AuthType=auth/munge
 AuthInfo=socket=%[4]s
 CredType=cred/munge
 StateSaveLocation=%[5]s/state
-SlurmdSpoolDir=%[5]s/spool
+SlurmdSpoolDir=%[5]s/spool%[10]s
 SlurmctldPidFile=%[5]s/slurmctld.pid
-SlurmdPidFile=%[5]s/slurmd.pid
+SlurmdPidFile=%[5]s/slurmd%[10]s.pid
 SlurmctldLogFile=%[5]s/log/slurmctld.log
-SlurmdLogFile=%[5]s/log/slurmd.log
+SlurmdLogFile=%[5]s/log/slurmd%[10]s.log
 SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
@@ -188,9 +216,9 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=256
 SlurmdParameters=config_overrides
-NodeName=%[1]s NodeAddr=127.0.0.1 CPUs=%[6]d RealMemory=%[7]d%[8]s State=UNKNOWN
-PartitionName=%[9]s Nodes=%[1]s Default=YES MaxTime=INFINITE State=UP
-`, host, ctld, slurmd, sock, dir, o.CPUs, o.MemoryMiB, feat, o.Partition)
+%[6]s
+PartitionName=%[9]s Nodes=%[7]s Default=YES MaxTime=INFINITE State=UP
+`, host, ctld, slurmd, sock, dir, nodeLines, strings.Join(c.Nodes, ","), "", o.Partition, perNode)
 	if err := os.WriteFile(c.Conf, []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
@@ -198,8 +226,19 @@ PartitionName=%[9]s Nodes=%[1]s Default=YES MaxTime=INFINITE State=UP
 	if err := c.spawn("slurmctld", "slurmctld", "-D", "-c", "-f", c.Conf); err != nil {
 		return nil, err
 	}
-	if err := c.spawn("slurmd", "slurmd", "-D", "-f", c.Conf, "-N", host); err != nil {
-		return nil, err
+	for _, n := range c.Nodes {
+		if o.Nodes > 1 {
+			if err := os.MkdirAll(filepath.Join(dir, "spool-"+n), 0o700); err != nil {
+				return nil, err
+			}
+		}
+		name := "slurmd"
+		if o.Nodes > 1 {
+			name = "slurmd-" + n
+		}
+		if err := c.spawn(name, "slurmd", "-D", "-f", c.Conf, "-N", n); err != nil {
+			return nil, err
+		}
 	}
 	var state string
 	if err := waitFor(60*time.Second, func() bool {
@@ -209,14 +248,14 @@ PartitionName=%[9]s Nodes=%[1]s Default=YES MaxTime=INFINITE State=UP
 			}
 		}
 		out, _ := exec.Command("sinfo", "-h", "-N", "-o", "%t").Output()
-		state = strings.TrimSpace(string(out))
-		return state == "idle"
-	}); err != nil || state != "idle" {
+		state = strings.Join(strings.Fields(string(out)), " ")
+		return state == strings.TrimSpace(strings.Repeat("idle ", len(c.Nodes)))
+	}); err != nil || state != strings.TrimSpace(strings.Repeat("idle ", len(c.Nodes))) {
 		return nil, fmt.Errorf("node not idle (state %q): %s %s", state, c.tail("slurmctld"), c.tail("slurmd"))
 	}
 	ok = true
 	t.Cleanup(c.stop)
-	t.Logf("private Slurm up in %s (node %s, %d CPUs, %d MiB)", dir, host, o.CPUs, o.MemoryMiB)
+	t.Logf("private Slurm up in %s (nodes %s, %d CPUs, %d MiB each)", dir, strings.Join(c.Nodes, ","), o.CPUs, o.MemoryMiB)
 	return c, nil
 }
 
@@ -358,10 +397,10 @@ func waitFor(d time.Duration, cond func() bool) error {
 
 // freePort picks a TCP port nothing listens on, below the ephemeral range,
 // other than not.
-func freePort(not int) (int, error) {
+func freePort(not ...int) (int, error) {
 	for i := 0; i < 200; i++ {
 		p := 15000 + rand.IntN(15000)
-		if p == not {
+		if slices.Contains(not, p) {
 			continue
 		}
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
