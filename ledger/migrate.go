@@ -88,10 +88,9 @@ func (b *MigrateTask) check(l *Ledger, c *Command) (change, *Error) {
 		return nil, errf(CodeBadState, "done_mflop %d is above task %s's size %d", b.DoneMFlop, t.ID, t.SizeMFlop)
 	}
 	now := max(c.AtMs, 0)
-	missAt := now + policy.WithMargin(max(b.PredictedFinishMs-now, 0))
-	if missAt <= t.Spec.DeadlineMs {
+	if !MissesDeadline(now, b.PredictedFinishMs, t.Spec.DeadlineMs) {
 		return nil, errf(CodeBadState, "task %s is predicted to finish at %s, %s with the %d %% margin: that meets its deadline %s",
-			t.ID, fmtMs(b.PredictedFinishMs), fmtMs(missAt), policy.DeadlineMarginPercent, fmtMs(t.Spec.DeadlineMs))
+			t.ID, fmtMs(b.PredictedFinishMs), fmtMs(withMarginFrom(now, b.PredictedFinishMs)), policy.DeadlineMarginPercent, fmtMs(t.Spec.DeadlineMs))
 	}
 	rest := l.restAfterMove(t, b.DoneMFlop)
 	target, fastest := l.migrationTarget(t, m.ID, rest, now)
@@ -112,6 +111,20 @@ func (b *MigrateTask) check(l *Ledger, c *Command) (change, *Error) {
 		res.moved(t, TaskRunning, m.ID, "migrated")
 		res.Changes = append(res.Changes, Change{Machine: m.ID, MachineOrg: m.Org, Action: ActionStop, Task: t.ID, Reason: "migrated"})
 	}, nil
+}
+
+// MissesDeadline says whether a run predicted at nowMs to end at
+// finishMs misses deadlineMs with the seed's margin: the time left, plus
+// policy.DeadlineMarginPercent of it, ends after the deadline. The
+// executing peer asks it before sending MigrateTask, and the ledger
+// refuses a MigrateTask for which it is false.
+func MissesDeadline(nowMs, finishMs, deadlineMs int64) bool {
+	return withMarginFrom(nowMs, finishMs) > deadlineMs
+}
+
+func withMarginFrom(nowMs, finishMs int64) int64 {
+	left := min(max(finishMs-nowMs, 0), MaxTimeMs)
+	return nowMs + policy.WithMargin(left)
 }
 
 // restAfterMove is the work t has left once moved: a checkpointable task
