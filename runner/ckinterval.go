@@ -39,7 +39,7 @@ const (
 
 // youngDaly is sqrt(2 · cost · mtbf), clamped to [lo, hi].
 func youngDaly(cost, mtbf, lo, hi time.Duration) time.Duration {
-	t := time.Duration(math.Sqrt(2 * cost.Seconds() * mtbf.Seconds()) * float64(time.Second))
+	t := time.Duration(math.Sqrt(2*cost.Seconds()*mtbf.Seconds()) * float64(time.Second))
 	return min(max(t, lo), hi)
 }
 

@@ -125,7 +125,7 @@ func TestYoungDaly(t *testing.T) {
 		{500 * time.Millisecond, 100 * time.Second, 10 * time.Second},       // sqrt(2·0.5·100) = sqrt(100)
 		{8 * time.Second, 30 * time.Minute, 169705627484 * time.Nanosecond}, // sqrt(2·8·1800) = sqrt(28800) = 169.7056…
 		{time.Second, 18 * time.Second, lo},                                 // sqrt(36) = 6 s, below the floor
-		{time.Minute, 10_000 * time.Hour, 65726706900619 * time.Nanosecond}, // sqrt(2·60·3.6e7) = sqrt(4.32e9) = 65726.7076… s
+		{time.Minute, 10_000 * time.Hour, 65726706900619 * time.Nanosecond}, // sqrt(2·60·3.6e7) = sqrt(4.32e9) = 65726.7069… s
 		{time.Minute, 100_000 * time.Hour, hi},                              // sqrt(4.32e10) ≈ 207846 s, above the 24 h cap
 	} {
 		got := youngDaly(tc.cost, tc.mtbf, lo, hi)
