@@ -39,7 +39,7 @@ type ProgressConfig struct {
 	MinWindow time.Duration
 	// Recheck is how long after a report the ledger kept running (no
 	// machine could meet the deadline) the run may be reported again
-	// (default 5 minutes): machines free up.
+	// (default 30 intervals, 5 minutes by default): machines free up.
 	Recheck time.Duration
 }
 
@@ -51,7 +51,7 @@ func (c *ProgressConfig) defaults() {
 		c.MinWindow = 3 * c.Interval
 	}
 	if c.Recheck <= 0 {
-		c.Recheck = 5 * time.Minute
+		c.Recheck = 30 * c.Interval
 	}
 }
 
