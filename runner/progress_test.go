@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -132,5 +133,46 @@ func TestYoungDaly(t *testing.T) {
 		if d := got - tc.want; d < -time.Microsecond || d > time.Microsecond {
 			t.Errorf("youngDaly(%v, %v) = %v, want %v", tc.cost, tc.mtbf, got, tc.want)
 		}
+	}
+}
+
+// TestProgressHelpers runs examples/jobs/progress.sh and progress.py as a
+// task would and reads what they write with the peer's reader.
+func TestProgressHelpers(t *testing.T) {
+	examples, err := filepath.Abs("../examples/jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, prog string
+		args       []string
+		want       int64
+	}{
+		{"shell, done/total", "/bin/sh", []string{"-c", `. "$EX/progress.sh"; coopgrid_progress 1 4; coopgrid_progress 3 4`}, 750_000},
+		{"shell, fraction", "/bin/sh", []string{"-c", `. "$EX/progress.sh"; coopgrid_progress 0.25`}, 250_000},
+		{"python, done/total", "python3", []string{"-c", `import sys; sys.path.insert(0, __import__("os").environ["EX"]); import progress; progress.report(2, 8); progress.report(6, 8)`}, 750_000},
+		{"python, fraction", "python3", []string{filepath.Join(examples, "progress.py"), "0.5"}, 500_000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := exec.LookPath(tc.prog); err != nil {
+				t.Skipf("no %s", tc.prog)
+			}
+			file := filepath.Join(t.TempDir(), ".coopgrid-progress")
+			cmd := exec.Command(tc.prog, tc.args...)
+			cmd.Env = append(os.Environ(), "COOPGRID_PROGRESS="+file, "EX="+examples)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			v, bad, err := readProgress(file)
+			if err != nil || bad != 0 || v != tc.want {
+				t.Fatalf("read %d (%d bad), %v; want %d", v, bad, err, tc.want)
+			}
+		})
+	}
+	// Outside coopgrid the helpers do nothing and do not fail.
+	cmd := exec.Command("/bin/sh", "-c", `unset COOPGRID_PROGRESS; . "$EX/progress.sh"; coopgrid_progress 1 2`)
+	cmd.Env = append(os.Environ(), "EX="+examples)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("without COOPGRID_PROGRESS: %v: %s", err, out)
 	}
 }
