@@ -261,8 +261,10 @@ func (b *bridge) watchProgress(ctx context.Context, r *run, src progressPather) 
 		res, err := b.proposeRetry(ctx, func(c *ledger.Command) { m := *mt; c.MigrateTask = &m })
 		switch {
 		case err != nil && ledger.CodeOf(err) == ledger.CodeBadState:
-			b.log.Info("migration refused: the run is no longer the ledger's", "task", r.task.ID, "err", err)
-			return
+			// The run is no longer the ledger's (it ends here soon), or the
+			// ledger's clock at the commit saw the prediction in time: look
+			// again after Recheck.
+			b.log.Info("migration refused", "task", r.task.ID, "err", err)
 		case err != nil:
 			b.log.Warn("migration not recorded", "task", r.task.ID, "err", err)
 		case len(res.Changes) > 0:
