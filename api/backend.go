@@ -287,6 +287,12 @@ type TaskView struct {
 	Class             string `json:"class,omitempty"`
 	DeadlineMs        int64  `json:"deadline_ms,omitempty"`
 	PredictedFinishMs int64  `json:"predicted_finish_ms,omitempty"`
+	// Migrations counts the runs moved off a machine where they would
+	// have missed the deadline; DeadlineNote says what the last such
+	// report decided: moved, or kept running because no machine could
+	// meet the deadline (docs/JOBS.md, "Progress reports").
+	Migrations   int    `json:"migrations,omitempty"`
+	DeadlineNote string `json:"deadline_note,omitempty"`
 	// Gang is set on a part of a parallel job (docs/JOBS.md, "Parallel
 	// jobs").
 	Gang *GangView `json:"gang,omitempty"`

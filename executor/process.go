@@ -948,6 +948,7 @@ func (e *ProcessExecutor) environment(spec *TaskSpec, m MachineConfig, d taskDir
 		"COOPGRID_MACHINE":  m.Name,
 		"COOPGRID_ATTEMPT":  strconv.Itoa(d.attempt),
 		"COOPGRID_WORK_DIR": d.work,
+		"COOPGRID_PROGRESS": filepath.Join(d.work, ProgressFile),
 	}
 	if d.checkpoint != "" {
 		env["CHECKPOINT_DIR"] = d.checkpoint

@@ -45,6 +45,9 @@ var kindTraits = map[Kind]struct{ report, wakes, leaderOnly bool }{
 	KindReclaimMachine: {wakes: true},
 	// A new retention rule changes which tasks the leader forgets.
 	KindRetentionVote: {wakes: true},
+	// A migrated task is queued again, to be placed where it meets its
+	// deadline.
+	KindMigrateTask: {wakes: true},
 }
 
 // TestEveryKindHasABody: every pointer field of Command is a body in the

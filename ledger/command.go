@@ -130,6 +130,9 @@ type Command struct {
 	// RetentionVote is an organisation's vote for the federation's
 	// retention rule (retentionvote.go). Omitted when unset.
 	RetentionVote *RetentionVote `json:"retention_vote,omitempty" since:"3"`
+	// MigrateTask is the executing peer moving a run that will miss its
+	// task's deadline (migrate.go). Omitted when unset.
+	MigrateTask *MigrateTask `json:"migrate_task,omitempty" since:"3"`
 	// Sig is Peer's Ed25519 signature over SignaturePrefix and the
 	// command's encoding without Sig (sign.go; EncodeSigned). It covers
 	// the whole command, every item of a reports batch included. Last and

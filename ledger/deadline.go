@@ -102,6 +102,20 @@ func (l *Ledger) CheckDeadlines(org string, nowMs int64, tasks []TaskSpec) *Dead
 
 // deadlineRefusal maps one soft task on st; nil when it is not refused.
 func deadlineRefusal(st *policy.State, pt policy.Task, nowMs int64) *DeadlineRefusal {
+	mp, fastest := mapSoft(st, pt, nowMs, -1)
+	if mp.Outcome != policy.MapRefused {
+		return nil
+	}
+	return &DeadlineRefusal{SizeMFlop: pt.SizeMFlop, DeadlineMs: pt.DeadlineMs, FastestMs: fastest}
+}
+
+// mapSoft maps soft task pt on st as admission does (policy.MapDeadline
+// among the machines policy.DeadlineMay lets it use, every running
+// machine counted as running a protected soft task with the longest of
+// its remaining work), leaving out machine index skip (-1: none). When
+// refused, fastestMs is the earliest predicted finish (with the margin)
+// over the machines it may use, 0 when none.
+func mapSoft(st *policy.State, pt policy.Task, nowMs int64, skip int) (mp policy.Mapping, fastestMs int64) {
 	size := min(max(pt.SizeMFlop, 1), policy.MaxDeadlineMFlop)
 	ms := make([]policy.DeadlineMachine, len(st.Machines))
 	for j := range st.Machines {
@@ -114,22 +128,24 @@ func deadlineRefusal(st *policy.State, pt policy.Task, nowMs int64) *DeadlineRef
 		m.RemainingMFlop = min(max(m.RemainingMFlop, r.Task.SizeMFlop), policy.MaxDeadlineMFlop-size)
 	}
 	may := policy.DeadlineMay(st, pt)
+	if skip >= 0 && skip < len(may) {
+		may[skip] = false
+	}
 	in := policy.DeadlineInput{NowMs: nowMs, Machines: ms, May: may,
 		Task: policy.DeadlineTask{ID: pt.ID, Class: policy.SoftDeadline, SizeMFlop: size, DeadlineMs: pt.DeadlineMs}}
 	mp, err := policy.MapDeadline(in)
 	if err == nil && mp.Outcome != policy.MapRefused {
-		return nil
+		return mp, 0
 	}
-	r := &DeadlineRefusal{SizeMFlop: pt.SizeMFlop, DeadlineMs: pt.DeadlineMs}
 	for j, m := range ms {
 		if may[j] {
 			f := nowMs + policy.WithMargin(policy.PredictRunMs(m.RemainingMFlop+size, m.MFLOPS))
-			if r.FastestMs == 0 || f < r.FastestMs {
-				r.FastestMs = f
+			if fastestMs == 0 || f < fastestMs {
+				fastestMs = f
 			}
 		}
 	}
-	return r
+	return policy.Mapping{Outcome: policy.MapRefused, Machine: -1}, fastestMs
 }
 
 // PredictedFinishes is, for each running task of ts, the predicted end of

@@ -344,6 +344,16 @@ func goldenCommands() []goldenCmd {
 					{SizeMFlop: 500, Spec: Spec{Argv: []string{"/bin/sh"}, Class: ClassNice}},
 				}}
 			})},
+		{name: "migrate_task", kind: KindMigrateTask,
+			// Added with the kind (issue 20 item 4): the fixture's uni-a-1 is
+			// assigned, not running, so it is refused and nothing changes.
+			json:   `{"v":3,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"migrate_task":{"task":"uni-a-1","machine":"uni-a/m1","attempt":1,"done_mflop":400,"predicted_finish_ms":9000000}}`,
+			result: `{"index":0,"kind":"migrate_task","err":{"code":"bad_state","msg":"task uni-a-1 is assigned on \"uni-a/m1\", not running on uni-a/m1"}}`,
+			hash:   "d2e510987a1bb58e5d4d9ae6c705ea6a27fdb4ee916616b1b49a2922c2a384a9",
+			cmd: with(func(c *Command) {
+				c.V = 3
+				c.MigrateTask = &MigrateTask{Task: "uni-a-1", Machine: "uni-a/m1", Attempt: 1, DoneMFlop: 400, PredictedFinishMs: 9_000_000}
+			})},
 	}
 }
 

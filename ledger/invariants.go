@@ -186,6 +186,9 @@ func (l *Ledger) CheckInvariants() error {
 		if t.RemainingMFlop != want {
 			fail("task %s (%s): remaining %d MFlop, want %d", id, t.State, t.RemainingMFlop, want)
 		}
+		if t.Migrations < 0 || len(t.DeadlineNote) > MaxReasonBytes {
+			fail("task %s: %d migrations, a deadline note of %d bytes (at most %d)", id, t.Migrations, len(t.DeadlineNote), MaxReasonBytes)
+		}
 		if t.MachineFailures < 0 || t.Failures < 0 || len(t.Avoid) > MaxAvoid {
 			fail("task %s: %d machine failures, %d failures, %d machines avoided (at most %d)", id, t.MachineFailures, t.Failures, len(t.Avoid), MaxAvoid)
 		}

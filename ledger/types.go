@@ -298,6 +298,13 @@ type Task struct {
 	MachineFailures int      `json:"machine_failures,omitempty"`
 	Failures        int      `json:"failures,omitempty"`
 	Avoid           []string `json:"avoid,omitempty"`
+	// Migrations counts the runs moved off their machines because they
+	// would miss the task's deadline there (MigrateTask, migrate.go), and
+	// DeadlineNote says what the last such report decided: moved, or
+	// kept running since no machine could meet the deadline. Omitted
+	// while zero or empty, so that older states encode and hash as before.
+	Migrations   int    `json:"migrations,omitempty"`
+	DeadlineNote string `json:"deadline_note,omitempty"`
 }
 
 func (t *Task) clone() Task {

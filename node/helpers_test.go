@@ -129,6 +129,7 @@ func (tn *tnode) startWith(tweak func(*consensus.Config), bootstrap ...string) {
 		Invitation:        tn.invitationFor(bootstrap),
 		Logger:            testLogger(tn.org),
 		ReconcileInterval: 200 * time.Millisecond,
+		ProgressInterval:  200 * time.Millisecond,
 		Consensus: func(c *consensus.Config) {
 			c.NoSync = true
 			c.CheckInvariants = true

@@ -46,6 +46,9 @@ type Options struct {
 	// ReconcileInterval paces the executor bridge's reconciliation against
 	// the ledger (default 2s); committed changes wake it earlier.
 	ReconcileInterval time.Duration
+	// ProgressInterval paces the reading of soft-deadline tasks' progress
+	// reports (default 10s; runner.ProgressConfig).
+	ProgressInterval time.Duration
 	// Consensus, when set, edits the consensus configuration after the
 	// config file's settings (for tests and tools).
 	Consensus func(*consensus.Config)

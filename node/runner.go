@@ -46,6 +46,7 @@ func (n *Node) newRunner() (*runner.Runner, error) {
 			Interval:        ck.Interval,
 		},
 		ReconcileInterval: n.opts.ReconcileInterval,
+		Progress:          runner.ProgressConfig{Interval: n.opts.ProgressInterval},
 		Now:               n.now,
 		Logger:            n.log,
 		Observer:          n.metrics,

@@ -91,7 +91,5 @@ func (b *bridge) adopt(ctx context.Context, a adopter, t ledger.Task, mname stri
 		return
 	}
 	b.log.Info("task adopted: its run outlived the previous daemon", "task", t.ID, "machine", t.Machine, "attempt", r.attempt)
-	if t.Spec.Checkpointable && b.cfg.Checkpoint.Interval > 0 {
-		b.wg.Go(func() { b.periodicCheckpoints(ctx, r, ckDir) })
-	}
+	b.watchRun(ctx, r, ckDir)
 }

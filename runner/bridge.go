@@ -504,14 +504,27 @@ func (b *bridge) start(ctx context.Context, r *run) {
 			b.cfg.Observer.RunStarted(b.cfg.Now().Sub(time.UnixMilli(t.SubmittedMs)))
 		}
 		b.log.Info("task started", "task", t.ID, "machine", r.machine, "from_mflop", r.doneMFlop, "restored", restored)
-		if t.Spec.Checkpointable && b.cfg.Checkpoint.Interval > 0 && !needStop {
-			b.wg.Go(func() { b.periodicCheckpoints(ctx, r, ckDir) })
+		if !needStop {
+			b.watchRun(ctx, r, ckDir)
 		}
 	}
 	if needStop {
 		b.stopExec(ctx, r)
 	}
 	b.poke()
+}
+
+// watchRun starts what follows a run while it lasts: its periodic
+// checkpoints (a checkpointable task) and its progress (a soft-deadline
+// task on an executor that tells where the task reports it).
+func (b *bridge) watchRun(ctx context.Context, r *run, ckDir string) {
+	t := r.task
+	if t.Spec.Checkpointable {
+		b.wg.Go(func() { b.periodicCheckpoints(ctx, r, ckDir) })
+	}
+	if src, ok := b.exec.(progressPather); ok && t.Spec.Class == ledger.ClassSoftDeadline && t.Spec.DeadlineMs > 0 {
+		b.wg.Go(func() { b.watchProgress(ctx, r, src) })
+	}
 }
 
 // runsHere reads consistently whether task runs on machine.
@@ -806,22 +819,28 @@ func (b *bridge) discardDir(res executor.Result) {
 }
 
 // periodicCheckpoints checkpoints a running checkpointable task every
-// checkpoint.interval while its run lasts: it packs $CHECKPOINT_DIR as it
+// checkpoint.interval, or without one every Young/Daly interval of its
+// machine (nextCheckpoint, ckinterval.go), while its run lasts: it packs $CHECKPOINT_DIR as it
 // is (the task writes each file atomically, docs/CHECKPOINTS.md), and
 // records it with the ledger's checkpoint command only when the progress
 // file reports more work than the last recorded checkpoint: without one,
 // a checkpoint taken mid-run would claim progress nobody can vouch for.
 func (b *bridge) periodicCheckpoints(ctx context.Context, r *run, dir string) {
-	t := time.NewTicker(b.cfg.Checkpoint.Interval)
-	defer t.Stop()
 	last := r.doneMFlop
 	for {
+		wait, take := b.nextCheckpoint(r)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-r.ended:
+			t.Stop()
 			return
 		case <-t.C:
+		}
+		if !take {
+			continue
 		}
 		progress, err := checkpoint.ReadProgress(dir, r.task.ID, r.task.SizeMFlop)
 		if err != nil || progress <= last {

@@ -63,6 +63,9 @@ type checkpoints struct {
 	// them is committed. GC keeps them until the time given.
 	pending map[string]time.Time
 	wake    chan struct{}
+	// cost is the last measured time of taking a checkpoint (pack and
+	// replicate): the C of the Young/Daly interval (ckinterval.go).
+	cost checkpointCost
 }
 
 // newCheckpoints opens the store and serves the replication protocol on
@@ -237,6 +240,8 @@ func (c *checkpoints) take(ctx context.Context, t ledger.Task, dir string, start
 		}
 		progress = startDone
 	}
+	began := time.Now()
+	defer func() { c.cost.measured(time.Since(began)) }()
 	a, err := c.pack(ctx, t.ID, dir)
 	if err != nil {
 		c.log.Warn("checkpoint not taken: the task resumes from its previous checkpoint", "task", t.ID, "dir", dir, "err", err)

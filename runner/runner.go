@@ -73,7 +73,9 @@ type CheckpointConfig struct {
 	// needs (it also runs at start and after this peer's tasks end).
 	GCInterval time.Duration
 	// Interval, when positive, also checkpoints running checkpointable
-	// tasks every Interval; 0 checkpoints only at a preemption.
+	// tasks every Interval; 0 checkpoints them every Young/Daly interval
+	// of their machine once the ledger records an interruption of it
+	// (ckinterval.go), and otherwise only at a preemption.
 	Interval time.Duration
 }
 
@@ -126,6 +128,9 @@ type Config struct {
 
 	// Lease is the lease this peer holds on its runs.
 	Lease LeaseConfig
+
+	// Progress paces the monitoring of soft-deadline runs (progress.go).
+	Progress ProgressConfig
 
 	// ReconcileInterval paces the bridge's reconciliation against the
 	// ledger (default 2s); committed changes wake it earlier.
@@ -186,6 +191,7 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg.Progress.defaults()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

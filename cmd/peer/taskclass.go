@@ -61,4 +61,10 @@ func classLines(t api.TaskView, now time.Time, line func(k, v string)) {
 		}
 		line("predicted finish", s)
 	}
+	if t.Migrations != 0 {
+		line("migrations", fmt.Sprint(t.Migrations))
+	}
+	if t.DeadlineNote != "" {
+		line("deadline note", t.DeadlineNote)
+	}
 }

@@ -168,8 +168,10 @@ func Task(t *ledger.Task) api.TaskView {
 		Avoid:           append([]string(nil), t.Avoid...),
 		Gang:            gangView(t.Spec.Gang),
 
-		Class:      t.Spec.Class,
-		DeadlineMs: t.Spec.DeadlineMs,
+		Class:        t.Spec.Class,
+		DeadlineMs:   t.Spec.DeadlineMs,
+		Migrations:   t.Migrations,
+		DeadlineNote: t.DeadlineNote,
 	}
 }
 
