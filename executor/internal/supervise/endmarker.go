@@ -78,6 +78,13 @@ func (m *endMarker) mark(atUs int64, sync bool) {
 	}
 }
 
+// close releases the marker's lock: the run is over.
+func (m *endMarker) close() {
+	if m != nil {
+		m.f.Close()
+	}
+}
+
 // ReadEndMarker is the time a marker holds, if it holds a whole one.
 func ReadEndMarker(path string) (int64, bool) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
@@ -99,8 +106,8 @@ func readMarker(f *os.File) (int64, bool) {
 	return v, err == nil && v > 0
 }
 
-// OpenRun is a run a dead peer left open: its marker and its
-// supervisor's process group (the supervisor's pid).
+// OpenRun is a run a dead peer left open: its marker and its process
+// group (its task's pid, which the journal holds).
 type OpenRun struct {
 	Marker string
 	PGID   int
@@ -144,6 +151,11 @@ func AwaitEndMarkers(runs []OpenRun, wait time.Duration) []int64 {
 			if errors.Is(err, unix.EWOULDBLOCK) || errors.Is(err, unix.EINTR) {
 				if time.Now().After(deadline) && !killed[i] && runs[i].PGID > 0 {
 					killed[i] = true
+					// The supervisor holds the lock; the run's group is
+					// the task's. Both go.
+					if sup := supervisorOf(runs[i].PGID); sup > 0 {
+						_ = unix.Kill(sup, unix.SIGKILL)
+					}
 					_ = unix.Kill(-runs[i].PGID, unix.SIGKILL)
 				}
 				continue
@@ -170,4 +182,21 @@ func AwaitEndMarkers(runs []OpenRun, wait time.Duration) []int64 {
 		}
 	}
 	return out
+}
+
+// supervisorOf is the supervisor whose task leads process group pgid: the
+// leader's parent, if that is a run supervisor; 0 otherwise.
+func supervisorOf(pgid int) int {
+	st, err := ReadProcStat(pgid)
+	if err != nil || st.PPid <= 1 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(st.PPid) + "/cmdline")
+	if err != nil {
+		return 0
+	}
+	if a0, _, _ := strings.Cut(string(b), "\x00"); filepath.Base(a0) != SupervisorArg0 {
+		return 0
+	}
+	return st.PPid
 }
