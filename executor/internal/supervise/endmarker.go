@@ -15,17 +15,18 @@ import (
 
 // The end marker is how a run's end reaches the journal when the peer
 // died before journaling it (kill -9, crash): the supervisor creates it
-// before it reads its config, holds an exclusive flock on it for as long
-// as it lives, and writes into it when the run was over — every process
-// of it gone — before it reports anything to the peer. The peer's next
+// when the peer opens the run, before it starts the task, holds an
+// exclusive flock on it until the run is over, and writes into it when
+// the run was over — every process of it gone — before it reports the
+// end to the peer. The peer's next
 // boot waits for the lock of every run the journal left open (so that a
 // supervisor still killing its run is not overtaken) and journals the
 // run as ended at the marker's time. A marker with no time (its
 // supervisor was killed before it could write) leaves the boot's time,
 // an upper bound.
 //
-// The lock, not the supervisor's pid, says whether the supervisor lives:
-// it goes with the process, and a pid can be reused.
+// The lock, not a pid, says whether the supervisor still holds the run:
+// it goes with the run (or the process), and a pid can be reused.
 
 // EndMarkerFile is where the supervisor of attempt's run writes its marker.
 func EndMarkerFile(tasksDir, task string, attempt int) string {

@@ -397,6 +397,9 @@ func endGroup(cgroups []string, pgid int) {
 	})
 }
 
+// reapInterval paces the reaper's passes.
+const reapInterval = 100 * time.Millisecond
+
 // reapOrphans reaps, as they die, the processes the supervisor adopted
 // from its tasks' trees (it is a child subreaper), so that a long run
 // whose processes daemonize does not fill the process table with zombies.
@@ -429,6 +432,14 @@ func (s *server) reapOrphans() (stop func()) {
 				}
 			}
 			s.startMu.Unlock()
+			// Every task's exit is a SIGCHLD too: one pass per interval
+			// for all of them, not a pass per task (an orphan stays a
+			// zombie that long at most).
+			select {
+			case <-time.After(reapInterval):
+			case <-done:
+				return
+			}
 		}
 	}()
 	return func() { signal.Stop(sig); close(done) }
