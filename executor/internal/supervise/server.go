@@ -343,6 +343,8 @@ func (s *server) watchLease(lease time.Duration, opened int64) leaseWatch {
 	var t *time.Timer
 	var mu sync.Mutex
 	stopped := false
+	mu.Lock() // t is set before the first firing reads it
+	defer mu.Unlock()
 	t = time.AfterFunc(due(), func() {
 		mu.Lock()
 		defer mu.Unlock()
