@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coopgrid/coopgrid/executor/internal/supervise"
 	"golang.org/x/sys/unix"
 )
 
@@ -156,7 +157,13 @@ func TestBootWaitsForASupervisorStillAlive(t *testing.T) {
 	if len(rs) != 1 || !rs[0].Open() || rs[0].PID <= 0 {
 		t.Fatalf("journal before the kill: %+v", rs)
 	}
-	supervisor := rs[0].PID
+	// The journal holds the run's process group, its task's pid; the
+	// task's parent is the executor's supervisor.
+	st, err := supervise.ReadProcStat(rs[0].PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	supervisor := st.PPid
 	// Not SIGSTOP: a stopped process in a group its parent's death
 	// orphans gets SIGHUP and SIGCONT from the kernel. A ptrace stop of
 	// every thread holds it without that.

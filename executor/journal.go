@@ -70,8 +70,9 @@ type JournalRecord struct {
 	Task    string `json:"task,omitempty"`
 	Machine string `json:"machine,omitempty"`
 	Attempt int    `json:"attempt,omitempty"`
-	// PID is the run's process group leader (start), or the daemon's
-	// process (boot).
+	// PID is the run's process group leader (start): its task, held
+	// before its first instruction when the record is written (before
+	// issue 22, the run's own supervisor); or the daemon's process (boot).
 	PID int `json:"pid,omitempty"`
 	// AtUs is when the event happened: for start, just before the spawn;
 	// for end, once the group was found empty; for abandoned, the boot
@@ -244,8 +245,8 @@ func openRunJournal(path string, opt JournalOptions, tasksDir string) (*runJourn
 }
 
 // MarkerWait bounds how long a boot waits for the supervisors of the runs
-// a dead daemon left open to end them (they do at once when the daemon
-// dies; a stopped one is then killed with its run). Each also needs its
+// a dead daemon left open to end them (it does at once when the daemon
+// dies; a stopped one is then killed with the run). Each also needs its
 // SIGKILL to take effect, for as long again at most.
 const MarkerWait = 10 * time.Second
 

@@ -1,12 +1,11 @@
 package executor
 
 import (
-	"encoding/json"
-	"github.com/coopgrid/coopgrid/executor/internal/supervise"
-	"io"
+	"fmt"
 	"os"
-	"syscall"
 	"time"
+
+	"github.com/coopgrid/coopgrid/executor/internal/supervise"
 )
 
 // SetLease sets the lease of the runs started from now on, and how the
@@ -22,37 +21,38 @@ func (e *ProcessExecutor) SetLease(lease time.Duration, contact func() time.Time
 	}
 }
 
-// renewLease keeps a run's lease alive: a byte on the supervisor's lease
-// pipe every Lease/4 while the peer is in contact with its federation
-// (Contact no older than Lease). A peer that is stopped (SIGSTOP, a hung
-// machine) or cut off writes nothing, and the supervisor kills the run when
-// Lease has passed since the last byte: at most 2 × Lease after the last
-// contact, at most Lease after the peer stopped. The returned function
-// stops the renewals; the pipe itself is closed by the caller (its EOF
-// also kills the run, which is what a dead peer must cause).
-func (e *ProcessExecutor) renewLease(w *os.File) (stop func()) {
-	lease := time.Duration(e.lease.Load())
-	if lease <= 0 {
-		return func() {}
-	}
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(lease / 4)
-		defer t.Stop()
-		for {
-			if e.inContact(lease) {
-				if _, err := w.Write([]byte{1}); err != nil {
-					return
-				}
-			}
-			select {
-			case <-done:
-				return
-			case <-t.C:
+// renewLeases keeps the runs' leases alive, until stop is closed: a
+// renewal to the supervisor every Lease/4 while the peer is in contact
+// with its federation (Contact no older than Lease). One renewal covers
+// every run. A peer that is stopped (SIGSTOP, a hung machine) or cut off
+// renews nothing, and the supervisor kills each run when its lease has
+// passed since the last renewal: at most 2 × Lease after the last
+// contact, at most Lease after the peer stopped. A dead peer's socket
+// closes, which kills every run at once.
+func (e *ProcessExecutor) renewLeases(stop <-chan struct{}) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		lease := time.Duration(e.lease.Load())
+		if lease <= 0 {
+			t.Reset(250 * time.Millisecond) // SetLease may set one later
+			continue
+		}
+		if e.inContact(lease) {
+			e.supMu.Lock()
+			sup := e.sup
+			e.supMu.Unlock()
+			if sup != nil {
+				_ = sup.Renew() // a dead supervisor is replaced at the next start
 			}
 		}
-	}()
-	return func() { close(done) }
+		t.Reset(lease / 4)
+	}
 }
 
 // inContact reports whether the peer confirmed contact with its federation
@@ -65,29 +65,40 @@ func (e *ProcessExecutor) inContact(d time.Duration) bool {
 	return time.Since((*c)()) < d
 }
 
-// taskStatus is how the task ended: from the supervisor's report when it
-// wrote one, otherwise (the supervisor was killed with its group: a stop,
-// a timeout) from the supervisor's own wait status. cpu is the task's CPU
-// time, children included.
-func taskStatus(sup *os.ProcessState, report *os.File) (syscall.WaitStatus, time.Duration, supervise.Status) {
-	var st supervise.Status
-	// The supervisor is gone, so the pipe's only writer is; a deadline
-	// guards against a task that somehow kept a copy.
-	_ = report.SetReadDeadline(time.Now().Add(time.Second))
-	b, _ := io.ReadAll(io.LimitReader(report, 1<<20))
-	if len(b) > 0 && json.Unmarshal(firstLine(b), &st) == nil && st.Exited {
-		cpu := time.Duration(st.UserUs+st.SysUs) * time.Microsecond
-		return syscall.WaitStatus(st.WaitStatus), cpu, st
-	}
-	ws, _ := sup.Sys().(syscall.WaitStatus)
-	return ws, sup.UserTime() + sup.SystemTime(), st
-}
-
-func firstLine(b []byte) []byte {
-	for i, c := range b {
-		if c == '\n' {
-			return b[:i]
+// supervisor is the executor's run supervisor, started on first use and
+// again after one died (its runs died with it, and ended as such).
+func (e *ProcessExecutor) supervisor() (*supervise.Client, error) {
+	e.supMu.Lock()
+	defer e.supMu.Unlock()
+	if e.sup != nil {
+		select {
+		case <-e.sup.Dead():
+			e.log.Warn("executor: the run supervisor died; starting a new one", "pid", e.sup.Pid())
+			e.sup = nil
+		default:
+			return e.sup, nil
 		}
 	}
-	return b
+	if e.supClosed {
+		return nil, fmt.Errorf("executor closed")
+	}
+	sup, err := supervise.StartClient(e.cfg.SupervisorPath, os.Stderr)
+	if err != nil {
+		return nil, err
+	}
+	// The first renewal goes out at once: a run opened now is covered from
+	// its opening anyway.
+	e.sup = sup
+	return sup, nil
+}
+
+// closeSupervisor ends the supervisor once no run is left.
+func (e *ProcessExecutor) closeSupervisor() {
+	e.supMu.Lock()
+	sup := e.sup
+	e.sup, e.supClosed = nil, true
+	e.supMu.Unlock()
+	if sup != nil {
+		sup.Close()
+	}
 }

@@ -2,13 +2,11 @@ package executor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/coopgrid/coopgrid/executor/internal/supervise"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -42,9 +40,9 @@ type ProcessConfig struct {
 	EnergySampleInterval time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
-	// SupervisorPath is the binary re-executed as each run's supervisor
-	// (internal/supervise); default /proc/self/exe, the running
-	// binary even if it was replaced on disk since.
+	// SupervisorPath is the binary re-executed, once, as the executor's
+	// run supervisor (internal/supervise); default /proc/self/exe, the
+	// running binary even if it was replaced on disk since.
 	SupervisorPath string
 	// Lease, when positive, is how long a run may go without the peer
 	// renewing it before its supervisor kills it (docs/EXECUTOR.md, "The
@@ -104,6 +102,12 @@ type ProcessExecutor struct {
 	lease   atomic.Int64 // nanoseconds
 	contact atomic.Pointer[func() time.Time]
 
+	// sup is the run supervisor, started on first use (supervisor); none
+	// starts once supClosed.
+	supMu     sync.Mutex
+	sup       *supervise.Client
+	supClosed bool
+
 	seq         atomic.Uint64
 	stopSampler chan struct{}
 	closeOnce   sync.Once
@@ -128,7 +132,8 @@ type procRun struct {
 	stopped chan struct{}
 
 	mu         sync.Mutex
-	pgid       int // 0 until the process started
+	pgid       int            // 0 until the process started
+	sr         *supervise.Run // with pgid: the run in the supervisor, which signals its group
 	groupDone  bool
 	stopReason string
 	stopDetail string
@@ -207,6 +212,7 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 			return nil, fmt.Errorf("process executor: %w", err)
 		}
 	}
+	go e.renewLeases(e.stopSampler)
 	if !cfg.DisableRAPL {
 		m, err := newRAPLMeter(cfg.RAPLRoot)
 		if err != nil {
@@ -340,6 +346,7 @@ func (e *ProcessExecutor) Close(ctx context.Context) error {
 		go func() {
 			e.reg.runs.Wait()
 			close(e.stopSampler)
+			e.closeSupervisor()
 			if e.journal != nil {
 				if jerr := e.journal.close(); jerr != nil {
 					e.log.Warn("run journal: close", "err", jerr)
@@ -410,7 +417,7 @@ func (r *procRun) signalLocked(grace time.Duration) {
 		return
 	}
 	r.signalled = true
-	_ = unix.Kill(-r.pgid, unix.SIGTERM)
+	r.signalGroup(unix.SIGTERM)
 	if r.cg != nil {
 		// Processes that left the group (setsid) get it too.
 		r.cg.signal(unix.SIGTERM)
@@ -427,9 +434,19 @@ func (r *procRun) killLocked() {
 		return
 	}
 	r.signalled = true
-	_ = unix.Kill(-r.pgid, unix.SIGKILL)
+	r.signalGroup(unix.SIGKILL)
 	if r.cg != nil {
 		r.cg.signal(unix.SIGKILL)
+	}
+}
+
+// signalGroup signals the run's process group through its supervisor,
+// which sends nothing once the task is reaped (the group ID may be
+// recycled then). A supervisor gone took the task with it; its group
+// gets the signal directly.
+func (r *procRun) signalGroup(sig unix.Signal) {
+	if err := r.sr.Signal(sig); err != nil {
+		_ = unix.Kill(-r.pgid, sig)
 	}
 }
 
@@ -512,27 +529,10 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	}
 	defer stderr.abandon()
 
-	// The supervisor (internal/supervise) holds the run: the config it reads
-	// to EOF on fd 3 is the gate, written only once the start is
-	// journaled; the lease pipe's EOF tells it the peer is gone.
-	cfgR, cfgW, err := os.Pipe()
-	if err != nil {
-		return fail(failf(ReasonStartFailed, "supervisor pipe: %v", err))
-	}
-	defer cfgR.Close()
-	defer cfgW.Close()
-	leaseR, leaseW, err := os.Pipe()
-	if err != nil {
-		return fail(failf(ReasonStartFailed, "lease pipe: %v", err))
-	}
-	defer leaseR.Close()
-	defer leaseW.Close()
-	statusR, statusW, err := os.Pipe()
-	if err != nil {
-		return fail(failf(ReasonStartFailed, "status pipe: %v", err))
-	}
-	defer statusR.Close()
-	defer statusW.Close()
+	// The supervisor (internal/supervise, one per executor) holds the run:
+	// it starts the task and holds it before its first instruction until
+	// the gate opens, which happens only once the start is journaled; it
+	// kills the run when the lease lapses or this peer dies.
 	sc := &supervise.Config{Argv: spec.Argv, Env: env, Dir: dirs.work, Allow: pol.Allow, AllowAny: pol.AllowAny,
 		Path: pol.path(), Rlimits: pol.rlimits(e.cgroups == nil), LeaseMs: time.Duration(e.lease.Load()).Milliseconds()}
 	if runAs {
@@ -569,24 +569,6 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 			}
 		}
 	}
-	cmd := &exec.Cmd{
-		Path: e.cfg.SupervisorPath,
-		// The end marker, where the supervisor records when the run was
-		// over for a next boot to read, should this peer die first.
-		Args:       []string{supervise.SupervisorArg0, supervise.EndMarkerFile(e.cfg.TasksDir, spec.ID, dirs.attempt)},
-		Env:        []string{supervise.Env + "=supervisor"},
-		Dir:        "/",
-		Stdout:     stdout.w,
-		Stderr:     stderr.w,
-		ExtraFiles: []*os.File{cfgR, leaseR, statusW},
-		SysProcAttr: &syscall.SysProcAttr{
-			// Its own process group, so that stop and cleanup reach every
-			// process the task forks. No death signal: when the peer dies
-			// the supervisor sees the lease pipe close and kills the run
-			// itself.
-			Setpgid: true,
-		},
-	}
 
 	run.mu.Lock()
 	if run.stopReason != "" {
@@ -596,22 +578,40 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	}
 	run.mu.Unlock()
 
+	sup, err := e.supervisor()
+	if err != nil {
+		return fail(failf(ReasonStartFailed, "%v", err))
+	}
 	key := spec.ID + "#" + strconv.FormatUint(e.seq.Add(1), 10)
 	if e.meter != nil {
 		e.meter.begin(key)
 	}
-	res.Start = time.Now()
-	if err := cmd.Start(); err != nil {
+	meterEnd := func() (uint64, bool) {
 		if e.meter != nil {
-			e.meter.end(key)
+			return e.meter.end(key)
 		}
-		return fail(failf(ReasonStartFailed, "start the supervisor %s: %v", e.cfg.SupervisorPath, err))
+		return 0, false
 	}
-	cfgR.Close()
-	leaseR.Close()
-	statusW.Close()
-	pid := cmd.Process.Pid
+	res.Start = time.Now()
+	// The end marker is where the supervisor records when the run was
+	// over, for a next boot to read should this peer die first.
+	sr, err := sup.Open(supervise.EndMarkerFile(e.cfg.TasksDir, spec.ID, dirs.attempt), sc, stdout.w, stderr.w)
+	if err != nil {
+		meterEnd()
+		return fail(failf(ReasonStartFailed, "%v", err))
+	}
+	pid, refused, err := sr.Held()
+	if err != nil || refused != nil {
+		// Nothing of the task ran: refused before its first instruction
+		// (not allowed, limits that cannot be set), or no supervisor.
+		meterEnd()
+		if err != nil {
+			return fail(failf(ReasonStartFailed, "%v", err))
+		}
+		return fail(failf(refused.InitReason, "%s", refused.InitErr))
+	}
 	spawned = true
+	// The task is held stopped; its process group is its pid.
 	killRun := func() {
 		_ = unix.Kill(-pid, unix.SIGKILL)
 		if run.cg != nil {
@@ -620,12 +620,11 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	}
 	// abort ends a run whose gate never opened: nothing of the task ran.
 	abort := func() {
+		_ = sr.Abort()
+		_, _ = sr.Wait()
 		killRun()
-		_ = cmd.Wait()
 		killGroup(pid, 5*time.Second)
-		if e.meter != nil {
-			e.meter.end(key)
-		}
+		meterEnd()
 		res.End = time.Now()
 	}
 	notRun := false // the gate stayed closed (journaled with the end)
@@ -668,23 +667,21 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	if spec.Gate != nil {
 		res.Start = time.Now() // the task's own start; the journal has the spawn's
 	}
+	var startByUs int64
 	if spec.StartBy != nil {
 		if by := spec.StartBy(); !by.IsZero() {
-			sc.StartByUs = by.UnixMicro()
+			startByUs = by.UnixMicro()
 		}
 	}
 	// Open the gate.
-	if err := json.NewEncoder(cfgW).Encode(sc); err != nil {
+	if err := sr.Release(startByUs); err != nil {
 		e.log.Warn("task gate", "task", spec.ID, "err", err)
 	}
-	cfgW.Close()
-	stopRenew := e.renewLease(leaseW)
-	defer stopRenew()
 	stopDiskWatch := e.watchDisk(run, dirs, pol.MaxDiskBytes)
 	defer stopDiskWatch()
 
 	run.mu.Lock()
-	run.pgid = pid
+	run.pgid, run.sr = pid, sr
 	if run.stopReason != "" {
 		// Stopped while starting.
 		run.signalLocked(run.stopGrace)
@@ -698,13 +695,9 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 		})
 	}
 
-	waitErr := cmd.Wait()
+	st, supErr := sr.Wait()
 	res.End = time.Now()
-	var microJ uint64
-	raplOK := false
-	if e.meter != nil {
-		microJ, raplOK = e.meter.end(key)
-	}
+	microJ, raplOK := meterEnd()
 	if wallTimer != nil {
 		wallTimer.Stop()
 	}
@@ -716,6 +709,12 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	}
 	stopReason, stopDetail, signalled := run.stopReason, run.stopDetail, run.signalled
 	run.mu.Unlock()
+	if supErr != nil {
+		// The supervisor died: the task died with it (its death signal);
+		// what it left dies now. The run ended because of this host, not
+		// because of the task.
+		killRun()
+	}
 	// The leader is gone; whatever it left in its group goes too.
 	if survivors = killGroup(pid, 5*time.Second); survivors {
 		e.log.Warn("task: processes of the group survive SIGKILL", "task", spec.ID, "pgid", pid)
@@ -737,17 +736,26 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 		res.EnergyMilliJ, res.EnergySource = milliJ(m.BusyMilliW(), res.End.Sub(res.Start)), EnergyDeclared
 	}
 
-	state := cmd.ProcessState
-	if state == nil {
-		return fail(failf(ReasonStartFailed, "wait: %v", waitErr))
+	if supErr != nil {
+		e.log.Error("task: its run supervisor died; the run was killed with it", "task", spec.ID, "err", supErr)
+		res.Reason, res.Detail, res.MachineFailed = ReasonStopped, supErr.Error()+": the task was killed with it", true
+		res.DoneMFlop = estimateDone(spec, m.MFLOPS(), res.End.Sub(res.Start))
+		return res
 	}
-	ws, cpu, st := taskStatus(state, statusR)
+	ws := syscall.WaitStatus(st.WaitStatus)
+	cpu := time.Duration(st.UserUs+st.SysUs) * time.Microsecond
 	if st.InitReason != "" {
 		// The supervisor refused to let the task run: nothing of it ran.
 		notRun = true
 		res.Reason, res.Detail = st.InitReason, st.InitErr
-		if st.InitReason == supervise.InitStartLate {
+		switch {
+		case st.InitReason == supervise.InitStartLate:
 			res.Reason, res.LeaseLapsed = ReasonStopped, true
+		case st.LeaseLapsed != "":
+			// Killed at the gate: the peer stopped renewing the lease.
+			res.Reason, res.Detail, res.LeaseLapsed = ReasonStopped, "lease lapsed at the gate: "+st.LeaseLapsed, true
+		case st.InitReason == supervise.InitNotRun:
+			res.Reason = ReasonStopped
 		}
 		res.DoneMFlop = priorDone(spec)
 		return res

@@ -17,18 +17,19 @@ import (
 )
 
 // A run without a cgroup: the supervisor adopts what the task orphans
-// (it is a child subreaper, so that it can skip the scan of /proc when
-// nothing is left) and must reap them as they die. A task that keeps
+// (it is a child subreaper, so that it can find what is left of a run
+// among its own children rather than by a scan of /proc) and must reap
+// them as they die. A task that keeps
 // daemonizing short-lived processes leaves no zombie behind its
 // supervisor.
 func TestSupervisorReapsAdoptedOrphans(t *testing.T) {
 	e := newProcCfg(t, ProcessConfig{TasksDir: filepath.Join(t.TempDir(), "tasks"), Policy: allowShell(), DisableRAPL: true, DisableCgroups: true})
 	dir := t.TempDir()
 	// Twenty double forks: each `( sleep 0.01 & )` orphans a sleep that
-	// then dies; then the task says its process group (its supervisor's
-	// pid) and waits for the test.
+	// then dies; then the task says its parent (the executor's
+	// supervisor, which adopts the orphans) and waits for the test.
 	script := `i=0; while [ $i -lt 20 ]; do ( sleep 0.01 & ); i=$((i+1)); done; sleep 0.5; ` +
-		`read -r _ _ _ _ pgid _ < /proc/$$/stat; echo $pgid > ` + filepath.Join(dir, "sup") + `; ` +
+		`read -r _ _ _ ppid _ < /proc/$$/stat; echo $ppid > ` + filepath.Join(dir, "sup") + `; ` +
 		`while [ ! -e ` + filepath.Join(dir, "go") + ` ]; do sleep 0.01; done`
 	if err := e.Start(context.Background(), "m1", sh("orphans", script)); err != nil {
 		t.Fatal(err)

@@ -15,17 +15,18 @@ import (
 
 // The end marker is how a run's end reaches the journal when the peer
 // died before journaling it (kill -9, crash): the supervisor creates it
-// before it reads its config, holds an exclusive flock on it for as long
-// as it lives, and writes into it when the run was over — every process
-// of it gone — before it reports anything to the peer. The peer's next
+// when the peer opens the run, before it starts the task, holds an
+// exclusive flock on it until the run is over, and writes into it when
+// the run was over — every process of it gone — before it reports the
+// end to the peer. The peer's next
 // boot waits for the lock of every run the journal left open (so that a
 // supervisor still killing its run is not overtaken) and journals the
 // run as ended at the marker's time. A marker with no time (its
 // supervisor was killed before it could write) leaves the boot's time,
 // an upper bound.
 //
-// The lock, not the supervisor's pid, says whether the supervisor lives:
-// it goes with the process, and a pid can be reused.
+// The lock, not a pid, says whether the supervisor still holds the run:
+// it goes with the run (or the process), and a pid can be reused.
 
 // EndMarkerFile is where the supervisor of attempt's run writes its marker.
 func EndMarkerFile(tasksDir, task string, attempt int) string {
@@ -78,6 +79,13 @@ func (m *endMarker) mark(atUs int64, sync bool) {
 	}
 }
 
+// close releases the marker's lock: the run is over.
+func (m *endMarker) close() {
+	if m != nil {
+		m.f.Close()
+	}
+}
+
 // ReadEndMarker is the time a marker holds, if it holds a whole one.
 func ReadEndMarker(path string) (int64, bool) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
@@ -99,8 +107,8 @@ func readMarker(f *os.File) (int64, bool) {
 	return v, err == nil && v > 0
 }
 
-// OpenRun is a run a dead peer left open: its marker and its
-// supervisor's process group (the supervisor's pid).
+// OpenRun is a run a dead peer left open: its marker and its process
+// group (its task's pid, which the journal holds).
 type OpenRun struct {
 	Marker string
 	PGID   int
@@ -144,6 +152,11 @@ func AwaitEndMarkers(runs []OpenRun, wait time.Duration) []int64 {
 			if errors.Is(err, unix.EWOULDBLOCK) || errors.Is(err, unix.EINTR) {
 				if time.Now().After(deadline) && !killed[i] && runs[i].PGID > 0 {
 					killed[i] = true
+					// The supervisor holds the lock; the run's group is
+					// the task's. Both go.
+					if sup := supervisorOf(runs[i].PGID); sup > 0 {
+						_ = unix.Kill(sup, unix.SIGKILL)
+					}
 					_ = unix.Kill(-runs[i].PGID, unix.SIGKILL)
 				}
 				continue
@@ -170,4 +183,21 @@ func AwaitEndMarkers(runs []OpenRun, wait time.Duration) []int64 {
 		}
 	}
 	return out
+}
+
+// supervisorOf is the supervisor whose task leads process group pgid: the
+// leader's parent, if that is a run supervisor; 0 otherwise.
+func supervisorOf(pgid int) int {
+	st, err := ReadProcStat(pgid)
+	if err != nil || st.PPid <= 1 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(st.PPid) + "/cmdline")
+	if err != nil {
+		return 0
+	}
+	if a0, _, _ := strings.Cut(string(b), "\x00"); filepath.Base(a0) != SupervisorArg0 {
+		return 0
+	}
+	return st.PPid
 }

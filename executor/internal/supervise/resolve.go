@@ -17,6 +17,9 @@ const (
 	// InitStartLate: the gate opened after Config.StartByUs; the executor
 	// reports it as a lapsed lease, not as the task's failure.
 	InitStartLate = "start_late"
+	// InitNotRun: the task was killed at the gate, before its first
+	// instruction (the peer turned the run away, or lost its lease).
+	InitNotRun = "not_run"
 )
 
 // LookPath finds an executable regular file named name in the PATH list,

@@ -1,34 +1,35 @@
-// Package supervise is the part of a run that is not the peer: the run's
-// supervisor, the running binary re-executed (docs/EXECUTOR.md, "The
-// supervisor").
+// Package supervise is the part of a run that is not the peer: the run
+// supervisor, the running binary re-executed once per executor
+// (docs/EXECUTOR.md, "The supervisor").
 //
 // The same binary, re-executed as coopgrid-copier, is a run's output
 // copier (copier.go).
 //
 // It is a package of its own, with the standard library, x/sys and
 // internal/safeopen (itself the standard library and x/sys) as its only
-// dependencies, so that its init function — the dispatch — runs
-// before most packages of the rest of the binary are initialized: every
-// supervisor pays less start-up for them.
+// dependencies, so that its init function — the dispatch — runs before
+// most packages of the rest of the binary are initialized.
 //
-// A run is two processes besides the peer:
+// The peer starts one supervisor (Client), which outlives its runs:
 //
-//	peer ──exec──► coopgrid-supervisor ──fork, setuid, execve──► task
-//	               (peer's user, stays)       (run user; held at its first
-//	                                           instruction until confined)
+//	peer ──exec, once──► coopgrid-supervisor ──per run: fork, setuid, execve──► task
+//	     ◄──socket────►  (peer's user)            (run user; held at its first
+//	                     one locked thread a run    instruction until the gate)
 //
 // The supervisor is the running binary itself (/proc/self/exe), selected
 // by argv[0] together with Env. The dispatch is in this package's init
 // function, so that every binary linking the executor — the peer, and
 // every package's test binary — serves it: a binary that forgot the
-// dispatch would run itself (its tests, its CLI) as the task's supervisor.
+// dispatch would run itself (its tests, its CLI) as the supervisor.
 //
-// The supervisor starts the task traced, so that the kernel stops it right
-// after its execve, before its first instruction; it checks the executable
-// that was exec'd, sets the limits and joins the cgroup while the task is
-// stopped, then lets it go (startTask). It then waits for the task,
-// reports its wait status on fd 5, and enforces the run's lease (fd 4),
-// because a stopped or dead peer cannot.
+// For each run the peer opens, the supervisor starts the task traced on a
+// fresh OS thread, so that the kernel stops it right after its execve,
+// before its first instruction; it checks the executable that was exec'd,
+// sets the limits and joins the cgroup while the task is stopped, and
+// holds it so until the peer opens the run's gate. It then lets it go,
+// waits for it, ends what it left, marks the end, and reports its wait
+// status; it enforces every run's lease, because a stopped or dead peer
+// cannot (server.go).
 package supervise
 
 import (
@@ -38,9 +39,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,17 +51,13 @@ import (
 const (
 	Env            = "COOPGRID_EXEC_HELPER"
 	SupervisorArg0 = "coopgrid-supervisor"
-	// exitHelperFailed: the supervisor could not do its job; nothing of
-	// the task ran (125, as the old shell gate).
+	// exitHelperFailed: a helper could not do its job (125, as the old
+	// shell gate).
 	exitHelperFailed = 125
 )
 
-// File descriptors of the supervisor.
-const (
-	fdConfig = 3 // the JSON config, read to EOF (the gate)
-	fdLease  = 4 // supervisor: one byte per renewal; EOF when the peer dies
-	fdStatus = 5 // supervisor: its report, written once
-)
+// fdConfig is the copier's config descriptor, read to EOF.
+const fdConfig = 3
 
 func init() {
 	mode := os.Getenv(Env)
@@ -75,30 +70,25 @@ func init() {
 	}
 }
 
-// Config is what the peer tells a run's supervisor.
+// Config is what the peer tells the supervisor of a run.
 type Config struct {
 	Argv []string `json:"argv"`
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir"`
-	// Policy is the part of the owner's policy the task init checks the
-	// executable against.
+	// Policy is the part of the owner's policy the executable is checked
+	// against.
 	Allow    []string `json:"allow,omitempty"`
 	AllowAny bool     `json:"allow_any,omitempty"`
 	Path     string   `json:"path"`
 	Rlimits  []Rlimit `json:"rlimits,omitempty"`
 	// RunAs: the task's Credentials; nil keeps the supervisor's.
 	RunAs *Credential `json:"run_as,omitempty"`
-	// Cgroups are cgroup.procs files the task init is written into before
-	// it runs anything (one per v1 controller, one for v2).
+	// Cgroups are cgroup.procs files the task is written into before it
+	// runs anything (one per v1 controller, one for v2).
 	Cgroups []string `json:"cgroups,omitempty"`
-	// LeaseMs, when positive, kills the run when no renewal byte arrived on
-	// fdLease for that long.
+	// LeaseMs, when positive, kills the run when no renewal came from the
+	// peer for that long.
 	LeaseMs int64 `json:"lease_ms,omitempty"`
-	// StartByUs, when positive, is the latest wall time (unix µs) at
-	// which the task may start: a gate opened later (the peer was paused
-	// between confirming the start and opening it) runs nothing, with
-	// InitReason InitStartLate.
-	StartByUs int64 `json:"start_by_us,omitempty"`
 	// Landlock, when set, hides the peer's data directory from the task.
 	Landlock *Landlock `json:"landlock,omitempty"`
 }
@@ -108,7 +98,7 @@ type Credential struct {
 	GID uint32 `json:"gid"`
 }
 
-// Status is the supervisor's report on fdStatus.
+// Status is the supervisor's report of a run's end.
 type Status struct {
 	// WaitStatus is the task's raw wait status; valid when Exited.
 	Exited     bool   `json:"exited"`
@@ -130,7 +120,7 @@ type Status struct {
 	GoneAtUs int64 `json:"gone_at_us,omitempty"`
 }
 
-// readConfig reads a JSON config from fd to EOF: the EOF is the gate.
+// readConfig reads a JSON config from fd to EOF.
 func readConfig(fd int, v any) error {
 	f := os.NewFile(uintptr(fd), "config")
 	defer f.Close()
@@ -139,7 +129,7 @@ func readConfig(fd int, v any) error {
 		return err
 	}
 	if len(b) == 0 {
-		return errors.New("no config: the peer went away before releasing the run")
+		return errors.New("no config: the peer went away before sending it")
 	}
 	return json.Unmarshal(b, v)
 }
@@ -147,221 +137,6 @@ func readConfig(fd int, v any) error {
 func helperFail(who string, err error) int {
 	fmt.Fprintf(os.Stderr, "%s: %v\n", who, err)
 	return exitHelperFailed
-}
-
-// superviseMain runs in the supervisor process.
-func superviseMain() int {
-	// The inherited descriptors must not leak into the task.
-	for _, fd := range []int{fdConfig, fdLease, fdStatus} {
-		unix.CloseOnExec(fd)
-	}
-	// SIGTERM and friends reach the task through the process group; the
-	// supervisor must outlive them to report. Notify (not Ignore), so the
-	// task does not inherit an ignored disposition.
-	signal.Notify(make(chan os.Signal, 1), unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT)
-	// The marker comes first, named on the command line rather than in
-	// the config, so that a run whose peer died before opening the gate
-	// has its end recorded too (nothing of the task ran).
-	var marker *endMarker
-	if len(os.Args) > 1 {
-		marker = openEndMarker(os.Args[1])
-	}
-	var cfg Config
-	if err := readConfig(fdConfig, &cfg); err != nil {
-		marker.mark(time.Now().UnixMicro(), false)
-		return helperFail(SupervisorArg0, err)
-	}
-	status := os.NewFile(fdStatus, "status")
-	st, err := supervise(&cfg, marker)
-	// Every way out that did not mark (the task never ran) marks now.
-	marker.mark(time.Now().UnixMicro(), false)
-	if err != nil {
-		return helperFail(SupervisorArg0, err)
-	}
-	_ = json.NewEncoder(status).Encode(st)
-	return 0
-}
-
-// supervise starts the task, and waits for it while watching the lease.
-// A refused task (not allowed, limits that cannot be set) is a Status with
-// InitReason, not an error: nothing of it ran.
-//
-// The end marker gets the time the run was over, every process of it
-// gone, before the peer can learn of the end: a peer killed in between
-// finds it at its next boot.
-func supervise(cfg *Config, marker *endMarker) (Status, error) {
-	var st Status
-	// The task's death signal and this thread's no_new_privs are tied to
-	// the thread that forks it, and only that thread may detach it: the
-	// supervisor stays on it.
-	runtime.LockOSThread()
-	if now := time.Now().UnixMicro(); cfg.StartByUs > 0 && now > cfg.StartByUs {
-		st.Exited, st.InitReason = true, InitStartLate
-		st.InitErr = fmt.Sprintf("the gate opened %v after the start's deadline: the peer was held up (paused?) after confirming the start, and its view of the ledger may be stale",
-			time.Duration(now-cfg.StartByUs)*time.Microsecond)
-		return st, nil
-	}
-	// Without a cgroup the run is the supervisor's process group, which
-	// only a scan of /proc can list. As a child subreaper, the supervisor
-	// adopts whatever the task leaves orphaned: once the task is reaped,
-	// no child left means nothing of its tree is left, and the scan is
-	// skipped (endRest). The adopted are reaped as they die (reapOrphans).
-	subreaper := len(cfg.Cgroups) == 0 && unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == nil
-	cmd, reason, detail := startTask(cfg)
-	if reason != "" {
-		st.Exited, st.InitReason, st.InitErr = true, reason, detail
-		return st, nil
-	}
-	if subreaper {
-		stopReaping := reapOrphans(cmd.Process.Pid)
-		defer stopReaping()
-	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	lapsed := watchLease(os.NewFile(fdLease, "lease"), time.Duration(cfg.LeaseMs)*time.Millisecond)
-	select {
-	case <-waited:
-		// The peer may be paused, cut off or dead and see this end only
-		// later, or never: end what the task left in its cgroup (or, without
-		// one, its process group) now, as the peer would when it looks, and
-		// stamp when the run was gone, so that the peer's journal records
-		// when the run ended, not when it noticed.
-		endRest(cfg.Cgroups, subreaper)
-		gone := time.Now().UnixMicro()
-		if len(cfg.Cgroups) > 0 {
-			st.GoneAtUs = gone
-		}
-		marker.mark(gone, false)
-	case why := <-lapsed:
-		// The peer is stopped, cut off or dead: it cannot stop the run
-		// itself. Kill it whole, stamp when it is gone, record that, report,
-		// then take the group, supervisor included (the peer's cgroup kill
-		// catches what left it).
-		st.LeaseLapsed = why
-		_ = cmd.Process.Kill() // not by pid: it may be reaped already
-		endRest(cfg.Cgroups, subreaper)
-		<-waited
-		st.KilledAtUs = time.Now().UnixMicro()
-		marker.mark(st.KilledAtUs, true)
-		writeStatusNow(st)
-		_ = unix.Kill(-unix.Getpgrp(), unix.SIGKILL)
-	}
-	ps := cmd.ProcessState
-	st.Exited = true
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
-		st.WaitStatus = uint32(ws)
-	}
-	st.UserUs = ps.UserTime().Microseconds()
-	st.SysUs = ps.SystemTime().Microseconds()
-	return st, nil
-}
-
-// writeStatusNow writes a report before the supervisor kills its own group.
-func writeStatusNow(st Status) {
-	_ = json.NewEncoder(os.NewFile(fdStatus, "status")).Encode(st)
-}
-
-// watchLease reports why the run must end: the peer closed the lease pipe
-// (it died), or, with a positive lease, no renewal came for that long.
-// Every byte read is a renewal.
-func watchLease(f *os.File, lease time.Duration) <-chan string {
-	out := make(chan string, 1)
-	renew := make(chan struct{}, 1)
-	go func() {
-		buf := make([]byte, 64)
-		for {
-			if _, err := f.Read(buf); err != nil {
-				out <- "the peer closed the lease (it exited or died)"
-				return
-			}
-			select {
-			case renew <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	if lease <= 0 {
-		return out
-	}
-	go func() {
-		t := time.NewTimer(lease)
-		for {
-			select {
-			case <-renew:
-				t.Reset(lease)
-			case <-t.C:
-				select {
-				case out <- fmt.Sprintf("the peer did not renew the run's lease for %v", lease):
-				default:
-				}
-				return
-			}
-		}
-	}()
-	return out
-}
-
-// endRest kills what is left of the run once its leader is gone (reaped)
-// or killed: every process of its cgroup, or, without one, of the
-// supervisor's process group but the supervisor (a setsid child is out
-// of reach then, as it is of the peer's own kill). A subreaper supervisor
-// with no child left knows nothing of the task's tree is left and skips
-// the scan of /proc, the largest cost of a short run without a cgroup.
-// (A process of another run of the same peer that moved itself into this
-// group is then left to the peer's own kill of the group.)
-func endRest(cgroups []string, subreaper bool) {
-	if len(cgroups) > 0 {
-		killCgroupProcs(cgroups, 5*time.Second)
-		return
-	}
-	if subreaper && !hasChildren() {
-		return
-	}
-	self, pgid := os.Getpid(), unix.Getpgrp()
-	KillUntilEmpty(5*time.Second, func() int {
-		n := 0
-		for _, pid := range GroupMembers(pgid) {
-			if pid != self {
-				_ = unix.Kill(pid, unix.SIGKILL)
-				n++
-			}
-		}
-		return n
-	})
-}
-
-// hasChildren reports whether this process has a child, live or not
-// reaped yet: waitid answers ECHILD only when it has none.
-func hasChildren() bool {
-	var si unix.Siginfo
-	err := unix.Waitid(unix.P_ALL, 0, &si, unix.WEXITED|unix.WSTOPPED|unix.WCONTINUED|unix.WNOHANG|unix.WNOWAIT, nil)
-	return !errors.Is(err, unix.ECHILD)
-}
-
-// reapOrphans reaps, as they die, the processes a subreaper supervisor
-// adopted from the task's tree, so that a long run whose processes
-// daemonize does not fill the process table with zombies. The task itself
-// (pid task) is left to its own Wait.
-func reapOrphans(task int) (stop func()) {
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, unix.SIGCHLD)
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-sig:
-			case <-done:
-				return
-			}
-			for _, pid := range children() {
-				if pid != task {
-					var ws unix.WaitStatus
-					_, _ = unix.Wait4(pid, &ws, unix.WNOHANG|unix.WALL, nil)
-				}
-			}
-		}
-	}()
-	return func() { signal.Stop(sig); close(done) }
 }
 
 // children lists this process's children (of every thread).
@@ -496,8 +271,11 @@ func KillUntilEmpty(wait time.Duration, round func() int) (survivors bool) {
 //   - the resource limits are set on it with prlimit, and it joins the
 //     run's cgroup, while it is stopped.
 //
-// Then it is detached and runs. No shell, no second helper process.
-func startTask(cfg *Config) (cmd *exec.Cmd, reason, detail string) {
+// It stays held (traced and stopped) until the caller, on this thread,
+// detaches it once the run's gate opens. No shell, no helper process per
+// run. The caller's goroutine must be locked to a thread that ends with
+// the run: no_new_privs and the Landlock domain are set on it.
+func startTask(cfg *Config, stdout, stderr *os.File) (cmd *exec.Cmd, reason, detail string) {
 	if len(cfg.Argv) == 0 {
 		return nil, ReasonStartFailed, "empty argv"
 	}
@@ -520,10 +298,12 @@ func startTask(cfg *Config) (cmd *exec.Cmd, reason, detail string) {
 		Args:   cfg.Argv,
 		Env:    StripLoaderEnv(cfg.Env),
 		Dir:    cfg.Dir,
-		Stdout: os.Stdout,
-		Stderr: os.Stderr,
-		// The task dies with its supervisor.
-		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Ptrace: true},
+		Stdout: stdout,
+		Stderr: stderr,
+		// The task dies with its supervisor (with this thread, which
+		// lives as long as the run), and is a process group of its own:
+		// the peer stops the run by signalling it.
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Ptrace: true, Setpgid: true},
 	}
 	if cfg.RunAs != nil {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: cfg.RunAs.UID, Gid: cfg.RunAs.GID, Groups: []uint32{}}
@@ -539,16 +319,10 @@ func startTask(cfg *Config) (cmd *exec.Cmd, reason, detail string) {
 		return nil, ReasonStartFailed, fmt.Sprintf("start %s: not stopped after its execve (%v, status %#x)", exe, err, uint32(ws))
 	}
 	if reason, detail := confine(cfg, pid, exe); reason != "" {
-		_ = unix.Kill(pid, unix.SIGKILL)
-		_ = unix.PtraceDetach(pid)
-		_ = cmd.Wait()
+		killHeld(cmd)
 		return nil, reason, detail
 	}
-	if err := unix.PtraceDetach(pid); err != nil {
-		_ = unix.Kill(pid, unix.SIGKILL)
-		_ = cmd.Wait()
-		return nil, ReasonStartFailed, fmt.Sprintf("release %s: %v", exe, err)
-	}
+	// Held: the caller detaches it (PTRACE_DETACH) once the gate opens.
 	return cmd, "", ""
 }
 
