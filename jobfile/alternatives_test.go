@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/ledger"
+	"github.com/coopgrid/coopgrid/policy"
 )
 
 // TestParseAlternatives: a key an alternative leaves out takes the task's
@@ -102,5 +106,25 @@ func TestParseBadAlternatives(t *testing.T) {
 				t.Fatal("a job came back with the error")
 			}
 		})
+	}
+}
+
+// TestAlternativeLimitsMatch: this package's bounds are the API's, the
+// ledger's and the policy's.
+func TestAlternativeLimitsMatch(t *testing.T) {
+	for _, b := range []struct{ ours, theirs int }{
+		{MaxAlternatives, api.MaxAlternatives}, {MaxAlternatives, ledger.MaxAlternatives},
+		{MaxAlternatives, policy.MaxSAAlternatives}, {MaxMoldableTasks, api.MaxMoldablePerSubmit},
+	} {
+		if b.ours != b.theirs {
+			t.Errorf("bound %d, elsewhere %d", b.ours, b.theirs)
+		}
+	}
+}
+
+func TestExampleMoldable(t *testing.T) {
+	job := loadExample(t, "moldable.yaml")
+	if tk := job.Tasks[0]; len(tk.Alternatives) != 2 || tk.Nodes != 2 || tk.WallClockLimit != time.Hour {
+		t.Fatalf("task %+v", tk)
 	}
 }
