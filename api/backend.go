@@ -326,6 +326,8 @@ type TaskDetail struct {
 	// OutputFiles are the outputs returned to this peer's data directory
 	// (absolute paths), when this peer submitted the task.
 	OutputFiles []string `json:"output_files,omitempty"`
+	// Moldable is a moldable task's alternatives and the one SA_s chose.
+	Moldable *MoldableView `json:"moldable,omitempty"`
 }
 
 // SegmentView is one run of a task.
@@ -403,6 +405,11 @@ type SubmitTask struct {
 	DeadlineMs   int64  `json:"deadline_ms,omitempty"`
 	DeadlineInMs int64  `json:"deadline_in_ms,omitempty"`
 	OnMiss       string `json:"on_miss,omitempty"`
+	// Alternatives (2 to MaxAlternatives, or none) make the task
+	// moldable: the peer chooses one with SA_s and queues the task with
+	// its Nodes, CPUs and WallLimitMs instead of the task's own
+	// (SubmitResponse.Moldable; docs/JOBS.md, "Moldable jobs").
+	Alternatives []SubmitAlternative `json:"alternatives,omitempty"`
 }
 
 // MaxNodes bounds SubmitTask.Nodes (the ledger's ledger.MaxGangSize).
@@ -442,6 +449,10 @@ type SubmitResponse struct {
 	// Note says why.
 	AcceptedAsNice []string `json:"accepted_as_nice,omitempty"`
 	Note           string   `json:"note,omitempty"`
+	// Moldable lists SA_s's choice for each task with alternatives (not
+	// on a replay: the tasks run the first submission's choice, which
+	// GET /v1/tasks/{id} shows).
+	Moldable []MoldableChoice `json:"moldable,omitempty"`
 }
 
 // LimitRequest is PUT /v1/limit: exactly one of Percent (of the

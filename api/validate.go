@@ -102,6 +102,7 @@ func ValidateSubmit(req SubmitRequest, lim SubmitLimits) error {
 		return Errorf(CodeBadRequest, "%d tasks, more than %d", len(req.Tasks), lim.MaxTasks)
 	}
 	names := make(map[string]int, len(req.Tasks))
+	moldable := 0
 	for i, t := range req.Tasks {
 		if t.Name != "" {
 			if !nameRE.MatchString(t.Name) {
@@ -125,6 +126,9 @@ func ValidateSubmit(req SubmitRequest, lim SubmitLimits) error {
 			return Errorf(CodeBadRequest, "tasks[%d]: wall_limit_ms %d: want > 0", i, t.WallLimitMs)
 		}
 		if err := validateDeadline(i, t); err != nil {
+			return err
+		}
+		if err := validateAlternatives(i, t, &moldable); err != nil {
 			return err
 		}
 		for j, in := range t.Inputs {

@@ -118,6 +118,7 @@ func (d *decoder) job(root *yaml.Node, filename string) *Job {
 		return nil
 	}
 	job.Tasks = d.expand(root, plans, sw, count)
+	d.checkMoldableCount(plans, job.Tasks)
 	if d.Count() > 0 {
 		return nil
 	}
@@ -315,7 +316,8 @@ func (d *decoder) expandTask(p *plan, v *vars, in *inputReader) (Task, int64, bo
 	t := Task{SizeMFlop: p.sizeMFlop, WallClockLimit: p.wall, Checkpointable: p.ckpt,
 		CPUs: p.cpus, MemoryBytes: p.memory, GPUs: p.gpus, Requirements: p.reqs,
 		MaxAttempts: p.maxAttempts, Retries: p.retries,
-		Class: p.class, Deadline: p.deadline, OnMiss: p.onMiss, Nodes: p.nodes}
+		Class: p.class, Deadline: p.deadline, OnMiss: p.onMiss, Nodes: p.nodes,
+		Alternatives: slices.Clone(p.alts)}
 	if p.name == nil {
 		t.Name = "task-" + strconv.Itoa(v.index)
 	} else {

@@ -97,6 +97,10 @@ type Task struct {
 	Class    string
 	Deadline Deadline
 	OnMiss   string
+	// Alternatives are a moldable task's requests (2 to MaxAlternatives,
+	// nil when none), of which the submitting peer runs one; Nodes, CPUs
+	// and WallClockLimit are the first's (docs/JOBS.md, "Moldable jobs").
+	Alternatives []Alternative
 }
 
 // Input is one file shipped with a task.

@@ -252,9 +252,9 @@ func TestParseInvalid(t *testing.T) {
 		{"unknown top-level key", "", "tasks:\n  - " + ok + "\ntask: 1\n", Options{},
 			"j.yaml:5:1: task: unknown key (want one of: version, name, defaults, tasks, template)"},
 		{"unknown task key", "", "tasks:\n  - " + ok + "\n    walltime: 1h\n", Options{},
-			"j.yaml:5:5: tasks[0].walltime: unknown key (want one of: name, argv, env, size, runtime, reference_gflops, wall_clock_limit, inputs, outputs, checkpointable, cpus, memory, gpus, requirements, max_attempts, retries, nodes, class, deadline, on_miss)"},
+			"j.yaml:5:5: tasks[0].walltime: unknown key (want one of: name, argv, env, size, runtime, reference_gflops, wall_clock_limit, inputs, outputs, checkpointable, cpus, memory, gpus, requirements, max_attempts, retries, nodes, class, deadline, on_miss, alternatives)"},
 		{"name in defaults", "", "defaults: {name: x}\ntasks:\n  - " + ok + "\n", Options{},
-			"j.yaml:1:12: defaults.name: unknown key (want one of: argv, env, size, runtime, reference_gflops, wall_clock_limit, inputs, outputs, checkpointable, cpus, memory, gpus, requirements, max_attempts, retries, nodes, class, deadline, on_miss)"},
+			"j.yaml:1:12: defaults.name: unknown key (want one of: argv, env, size, runtime, reference_gflops, wall_clock_limit, inputs, outputs, checkpointable, cpus, memory, gpus, requirements, max_attempts, retries, nodes, class, deadline, on_miss, alternatives)"},
 		{"duplicate key", "", "tasks:\n  - " + ok + "\n    size: 2\n", Options{}, "j.yaml:5:5: tasks[0].size: duplicate key (first at line 3)"},
 		{"version", "", "version: 2\ntasks:\n  - " + ok + "\n", Options{}, "j.yaml:1:10: version: unsupported version 2: this peer reads job files of version 1"},
 		{"job name", "", "name: a/b\ntasks:\n  - " + ok + "\n", Options{}, `j.yaml:1:7: name: job name "a/b": want 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit`},
@@ -397,7 +397,7 @@ func TestParseInvalid(t *testing.T) {
 		{"count fraction", "", "template:\n  count: 1.5\n  " + strings.ReplaceAll(ok, "\n    ", "\n  ") + "\n", Options{},
 			"j.yaml:2:10: template.count: must be a whole number, got 1.5"},
 		{"count in a task", "", "tasks:\n  - " + ok + "\n    count: 2\n", Options{},
-			"j.yaml:5:5: tasks[0].count: unknown key (want one of: name, argv, env, size, runtime, reference_gflops, wall_clock_limit, inputs, outputs, checkpointable, cpus, memory, gpus, requirements, max_attempts, retries, nodes, class, deadline, on_miss)"},
+			"j.yaml:5:5: tasks[0].count: unknown key (want one of: name, argv, env, size, runtime, reference_gflops, wall_clock_limit, inputs, outputs, checkpointable, cpus, memory, gpus, requirements, max_attempts, retries, nodes, class, deadline, on_miss, alternatives)"},
 		{"params empty list", "", "template:\n  params: {a: []}\n  " + strings.ReplaceAll(ok, "\n    ", "\n  ") + "\n", Options{},
 			"j.yaml:2:15: template.params.a: must list at least one value"},
 		{"params not lists", "", "template:\n  params: {a: 1}\n  " + strings.ReplaceAll(ok, "\n    ", "\n  ") + "\n", Options{},
@@ -454,7 +454,7 @@ func TestParseInvalid(t *testing.T) {
 		{"several errors", "", "tasks:\n  - argv: []\n    size: -1\n    wall_clock_limit: 1m\n    bogus: 1\n", Options{},
 			"j.yaml:2:11: tasks[0].argv: must not be empty: give the command and its arguments, e.g. [/bin/sh, run.sh]\n" +
 				"j.yaml:3:11: tasks[0].size: must be > 0, got -1\n" +
-				"j.yaml:5:5: tasks[0].bogus: unknown key (want one of: name, argv, env, size, runtime, reference_gflops, wall_clock_limit, inputs, outputs, checkpointable, cpus, memory, gpus, requirements, max_attempts, retries, nodes, class, deadline, on_miss)"},
+				"j.yaml:5:5: tasks[0].bogus: unknown key (want one of: name, argv, env, size, runtime, reference_gflops, wall_clock_limit, inputs, outputs, checkpointable, cpus, memory, gpus, requirements, max_attempts, retries, nodes, class, deadline, on_miss, alternatives)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -32,7 +32,7 @@ const (
 )
 
 var (
-	taskKeys     = []string{"name", "argv", "env", "size", "runtime", "reference_gflops", "wall_clock_limit", "inputs", "outputs", "checkpointable", "cpus", "memory", "gpus", "requirements", "max_attempts", "retries", "nodes", "class", "deadline", "on_miss"}
+	taskKeys     = []string{"name", "argv", "env", "size", "runtime", "reference_gflops", "wall_clock_limit", "inputs", "outputs", "checkpointable", "cpus", "memory", "gpus", "requirements", "max_attempts", "retries", "nodes", "class", "deadline", "on_miss", "alternatives"}
 	defaultsKeys = taskKeys[1:]
 	templateKeys = append(slices.Clone(taskKeys), "count", "params")
 	topKeys      = []string{"version", "name", "defaults", "tasks", "template"}
@@ -153,6 +153,7 @@ type fields struct {
 	ckpt    *bool
 	req     *request
 	dl      *deadlineFields
+	alts    *altList // alternatives.go
 }
 
 type tmplList struct {
@@ -245,6 +246,8 @@ func (d *decoder) taskFields(n *yaml.Node, p string, m map[string]yamlfile.Entry
 			d.requestField(f, e.Key, e.V, kp)
 		case "class", "deadline", "on_miss":
 			d.deadlineField(f, e.Key, e.V, kp)
+		case "alternatives":
+			f.alts = d.alternatives(e.V, kp)
 		}
 		if d.Count() > before {
 			f.invalid[e.Key] = true
@@ -451,6 +454,11 @@ type plan struct {
 	class    string
 	deadline Deadline
 	onMiss   string
+	// alts: the resolved alternatives (alternatives.go), nil when none;
+	// altsNode and altsPath locate them for errors.
+	alts     []Alternative
+	altsNode *yaml.Node
+	altsPath string
 }
 
 // plan merges a task's fields with the defaults: a task's value replaces
@@ -535,7 +543,14 @@ func (d *decoder) plan(t, defs *fields, template bool) (*plan, bool) {
 	case defs.wall != nil && !t.invalid["wall_clock_limit"]:
 		p.wall = defs.wall.d
 	default:
-		missing("wall_clock_limit", `wall_clock_limit (the longest one run may take, e.g. "2h")`)
+		// A moldable task may give a limit per alternative instead.
+		if l, inv := altsOf(t, defs); l == nil {
+			if inv {
+				ok = false
+			} else {
+				missing("wall_clock_limit", `wall_clock_limit (the longest one run may take, e.g. "2h")`)
+			}
+		}
 	}
 
 	switch {
@@ -575,6 +590,9 @@ func (d *decoder) plan(t, defs *fields, template bool) (*plan, bool) {
 	p.maxAttempts, p.retries = mergeRetry(t.req, defs.req)
 	p.nodes = mergeNodes(t.req, defs.req)
 	if !d.mergeDeadline(p, t, defs) {
+		ok = false
+	}
+	if ok && !d.mergeAlternatives(p, t, defs) {
 		ok = false
 	}
 	return p, ok

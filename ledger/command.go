@@ -671,6 +671,11 @@ func (s *Spec) validate() *Error {
 			return err
 		}
 	}
+	if s.Moldable != nil {
+		if err := s.Moldable.validate(s); err != nil {
+			return err
+		}
+	}
 	if len(s.Name) > MaxTaskNameBytes || !printable(s.Name) {
 		return errf(CodeMalformed, "name: want at most %d bytes of valid UTF-8 without control characters", MaxTaskNameBytes)
 	}

@@ -354,6 +354,21 @@ func goldenCommands() []goldenCmd {
 				c.V = 3
 				c.MigrateTask = &MigrateTask{Task: "uni-a-1", Machine: "uni-a/m1", Attempt: 1, DoneMFlop: 400, PredictedFinishMs: 9_000_000}
 			})},
+		{name: "submit_tasks moldable", kind: KindSubmitTasks,
+			// Added with SA_s live (issue 21, version 3): a moldable task
+			// runs the alternative its submitter chose (one machine for an
+			// hour) and records both.
+			json:   `{"v":3,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"submit_tasks":{"tasks":[{"size_mflop":1000,"spec":{"argv":["./solver"],"wall_limit_ms":3600000,"cpus":1,"moldable":{"alternatives":[{"nodes":2,"cpus":1,"wall_limit_ms":2400000,"predicted_start_ms":5000000,"predicted_end_ms":7400000},{"nodes":1,"cpus":1,"wall_limit_ms":3600000,"predicted_start_ms":1234,"predicted_end_ms":3601234}],"chosen":1}}}]}}`,
+			result: `{"index":0,"kind":"submit_tasks","task_ids":["uni-a-4"]}`,
+			hash:   "1e1bdfd5f85258bf36127ae079c496f45bd261808782c46dc2bf3282c1f647a4",
+			cmd: with(func(c *Command) {
+				c.V = 3
+				c.SubmitTasks = &SubmitTasks{Tasks: []TaskSpec{{SizeMFlop: 1000, Spec: Spec{Argv: []string{"./solver"}, WallLimitMs: 3_600_000,
+					TaskRequest: TaskRequest{CPUs: 1},
+					Moldable: &Moldable{Chosen: 1, Alternatives: []Alternative{
+						{Nodes: 2, CPUs: 1, WallLimitMs: 2_400_000, PredictedStartMs: 5_000_000, PredictedEndMs: 7_400_000},
+						{Nodes: 1, CPUs: 1, WallLimitMs: 3_600_000, PredictedStartMs: 1234, PredictedEndMs: 3_601_234}}}}}}}
+			})},
 	}
 }
 
@@ -441,6 +456,11 @@ func goldenRejectInputs() []string {
 		e3(`,"retention_vote":{"after_ms":-1}`),
 		e3(`,"retention_vote":{"keep":-5}`),
 		e2(`,"retention_vote":{"after_ms":1}`),
+		// Added with SA_s live (issue 21, version 3).
+		e3(`,"submit_tasks":{"tasks":[{"size_mflop":1,"spec":{"wall_limit_ms":1,"moldable":{"alternatives":[{"nodes":1,"wall_limit_ms":1}]}}}]}`),
+		e3(`,"submit_tasks":{"tasks":[{"size_mflop":1,"spec":{"wall_limit_ms":1,"moldable":{"alternatives":[{"nodes":1,"wall_limit_ms":1},{"nodes":1,"wall_limit_ms":0}]}}}]}`),
+		e3(`,"submit_tasks":{"tasks":[{"size_mflop":1,"spec":{"wall_limit_ms":1,"moldable":{"alternatives":[{"nodes":1,"wall_limit_ms":1},{"nodes":2,"wall_limit_ms":1}],"chosen":1}}}]}`),
+		e2(`,"submit_tasks":{"tasks":[{"size_mflop":1,"spec":{"wall_limit_ms":1,"moldable":{"alternatives":[{"nodes":1,"wall_limit_ms":1},{"nodes":2,"wall_limit_ms":1}]}}}]}`),
 	}
 }
 
@@ -525,6 +545,10 @@ var goldenRejections = []struct{ code, msg string }{
 	{"malformed", "retention_vote: after_ms -1 or keep 0 out of range [0, 3153600000000], [0, 10000000]"},
 	{"malformed", "retention_vote: after_ms 0 or keep -5 out of range [0, 3153600000000], [0, 10000000]"},
 	{"bad_version", "command version 2 carries retention_vote, of version 3"},
+	{"malformed", "tasks[0]: moldable: 1 alternatives: want 2 to 16"},
+	{"malformed", "tasks[0]: moldable: alternatives[1]: wall_limit_ms 0: want > 0"},
+	{"malformed", "tasks[0]: moldable: the task runs 1 nodes of 1 cpus for 1 ms, its chosen alternative 1 is 2 of 1 for 1 ms"},
+	{"bad_version", "command version 2 carries submit_tasks.tasks[0].spec.moldable, of version 3"},
 }
 
 // goldenItemsResult is what applying goldenItemsBatch to assignedFixture

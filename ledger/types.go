@@ -231,6 +231,9 @@ type Spec struct {
 	// task's absolute deadline in ms on the submitting peer's clock.
 	Class      string `json:"class,omitempty" since:"3"`
 	DeadlineMs int64  `json:"deadline_ms,omitempty" since:"3"`
+	// Moldable: a moldable task's alternatives and the one chosen
+	// (moldable.go). Omitted when unset.
+	Moldable *Moldable `json:"moldable,omitempty" since:"3"`
 }
 
 // Segment is one run of a task on one machine.
@@ -350,6 +353,7 @@ func (s Spec) clone() Spec {
 		g := *s.Gang
 		c.Gang = &g
 	}
+	c.Moldable = s.Moldable.Clone()
 	return c
 }
 

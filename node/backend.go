@@ -175,7 +175,12 @@ func (n *Node) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitRes
 	}
 	nowMs := n.now().UnixMilli()
 	apiconv.ResolveDeadlines(&req, nowMs)
+	moldable, err := n.chooseRequests(&req, nowMs) // sa.go
+	if err != nil {
+		return api.SubmitResponse{}, err
+	}
 	cmd := ledger.Command{Org: n.org, Peer: n.self.String(), AtMs: nowMs, SubmitTasks: apiconv.SubmitTasks(req, key)}
+	apiconv.WithMoldable(cmd.SubmitTasks, req, moldable)
 	nice := n.fallBackToNice(cmd, req) // deadline.go
 	encoded, err := n.encode(cmd)
 	if err != nil {
@@ -206,7 +211,11 @@ func (n *Node) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitRes
 		}
 		return api.SubmitResponse{}, apiError(err)
 	}
-	return nice.response(api.SubmitResponse{TaskIDs: res.TaskIDs, RequestID: key, Replayed: res.Replayed}), nil
+	resp := nice.response(api.SubmitResponse{TaskIDs: res.TaskIDs, RequestID: key, Replayed: res.Replayed})
+	if !res.Replayed {
+		resp.Moldable = moldable
+	}
+	return resp, nil
 }
 
 // checkSubmitSize holds a submission to this peer's bounds: each task's

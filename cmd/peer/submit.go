@@ -32,6 +32,9 @@ type submitOutput struct {
 	// machine could finish in time, queued as nice; Note says why.
 	AcceptedAsNice []string `json:"accepted_as_nice,omitempty"`
 	Note           string   `json:"note,omitempty"`
+	// Moldable: SA_s's choice for each task with alternatives (Task
+	// indexes the job's tasks).
+	Moldable []api.MoldableChoice `json:"moldable,omitempty"`
 }
 
 type submitLine struct {
@@ -123,7 +126,12 @@ tell, 2 for a usage error).`,
 				ids, replayed, err := submitBatches(cmd, c, req, requestID, &out)
 				out.TaskIDs = ids
 				out.Replayed = replayed
-				for i, id := range ids {
+				// A moldable task's parts are its chosen alternative's.
+				out.Tasks = out.Tasks[:0]
+				for _, t := range req.Tasks {
+					out.Tasks = append(out.Tasks, submitLines(t)...)
+				}
+				for i, id := range ids[:min(len(ids), len(out.Tasks))] {
 					out.Tasks[i].ID = id
 				}
 				if err != nil {
@@ -132,7 +140,7 @@ tell, 2 for a usage error).`,
 					}
 					// Some batches are in: say exactly which, on stdout
 					// as usual, before the error.
-					out.Tasks = out.Tasks[:len(ids)]
+					out.Tasks = out.Tasks[:min(len(ids), len(out.Tasks))]
 					if f.json {
 						_ = printJSON(cmd.OutOrStdout(), out)
 					} else {
@@ -188,7 +196,10 @@ func printSubmitted(w io.Writer, out submitOutput) error {
 	for _, t := range out.Tasks {
 		fmt.Fprintf(tw, "%s\t%s\n", t.ID, t.Name)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return printChoices(w, out)
 }
 
 // submitBatch is the most tasks sent in one request: a peer queues at most
@@ -212,7 +223,13 @@ func submitBatches(cmd *cobra.Command, c *conn, req api.SubmitRequest, requestID
 		if err != nil {
 			return ids, false, err
 		}
-		if want := taskCount(req.Tasks[start:end]); len(resp.TaskIDs) != want {
+		applyChoices(req.Tasks[start:end], resp.Moldable)
+		for _, m := range resp.Moldable {
+			m.Task += start
+			out.Moldable = append(out.Moldable, m)
+		}
+		// A replay does not say which alternatives the tasks run.
+		if want := taskCount(req.Tasks[start:end]); len(resp.TaskIDs) != want && (len(resp.Moldable) > 0 || !hasAlternatives(req.Tasks[start:end])) {
 			return ids, false, fmt.Errorf("the peer returned %d task IDs for %d tasks", len(resp.TaskIDs), want)
 		}
 		ids = append(ids, resp.TaskIDs...)

@@ -189,6 +189,7 @@ func printTask(w io.Writer, t api.TaskDetail) error {
 	if g := t.Gang; g != nil {
 		line("gang", fmt.Sprintf("%s, rank %d of %d", g.ID, g.Rank, g.Size))
 	}
+	alternativeLines(t.Moldable, line) // moldable.go
 	classLines(t.TaskView, time.Now(), line)
 	line("attempts", strconv.Itoa(t.Attempts))
 	if t.MaxAttempts > 0 {

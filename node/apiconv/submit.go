@@ -48,6 +48,9 @@ func SubmitRequestFromJob(job *jobfile.Job) api.SubmitRequest {
 		for _, in := range t.Inputs {
 			st.Inputs = append(st.Inputs, api.InputFile{Name: in.Name, Data: in.Data})
 		}
+		for _, a := range t.Alternatives {
+			st.Alternatives = append(st.Alternatives, api.SubmitAlternative{Nodes: a.Nodes, CPUs: a.CPUs, WallLimitMs: max(a.WallClockLimit.Milliseconds(), 1)})
+		}
 		req.Tasks[i] = st
 	}
 	return req

@@ -222,6 +222,7 @@ func TaskDetail(t *ledger.Task) api.TaskDetail {
 		Checkpointable: t.Spec.Checkpointable,
 		MaxAttempts:    t.Spec.MaxAttemptsOrDefault(),
 		Retries:        t.Spec.Retries,
+		Moldable:       MoldableView(t.Spec.Moldable),
 	}
 	if len(t.Spec.Env) > 0 {
 		d.Env = make(map[string]string, len(t.Spec.Env))
