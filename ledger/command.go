@@ -130,6 +130,9 @@ type Command struct {
 	// RetentionVote is an organisation's vote for the federation's
 	// retention rule (retentionvote.go). Omitted when unset.
 	RetentionVote *RetentionVote `json:"retention_vote,omitempty" since:"3"`
+	// MachineLoad is an owner's peer recording its machine's local load
+	// (load.go). Omitted when unset.
+	MachineLoad *MachineLoad `json:"machine_load,omitempty" since:"3"`
 	// Sig is Peer's Ed25519 signature over SignaturePrefix and the
 	// command's encoding without Sig (sign.go; EncodeSigned). It covers
 	// the whole command, every item of a reports batch included. Last and

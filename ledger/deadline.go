@@ -108,7 +108,8 @@ func (l *Ledger) CheckDeadlines(org string, nowMs int64, tasks []TaskSpec) *Dead
 // its run (policy.PredictRunMs, without the margin): from the start of
 // the run, or from the task's checkpoint when one was recorded during the
 // run, its remaining work at its share of the machine's speed
-// (EffectiveMFLOPS). Tasks not running are left out.
+// (EffectiveMFLOPS, with the owner's recorded load taken off:
+// policy.AvailableMFLOPS). Tasks not running are left out.
 func (l *Ledger) PredictedFinishes(ts []Task) map[string]int64 {
 	var out map[string]int64
 	for i := range ts {
@@ -125,7 +126,7 @@ func (l *Ledger) PredictedFinishes(ts []Task) map[string]int64 {
 		if ck := t.Checkpoint; ck != nil && ck.AtMs > from {
 			from = ck.AtMs
 		}
-		speed := max(m.share(t).Of(m.EffectiveMFLOPS()), 1)
+		speed := max(m.share(t).Of(policy.AvailableMFLOPS(m.EffectiveMFLOPS(), m.OwnerLoadPermille)), 1)
 		if out == nil {
 			out = make(map[string]int64)
 		}

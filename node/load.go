@@ -29,6 +29,12 @@ import (
 // turn. The monitor releases only what it reclaimed (kept in
 // DATA/load-reclaimed.json across restarts): a machine its owner reclaimed
 // by hand stays reclaimed until released by hand.
+//
+// The same monitor records, for every opportunistic machine of this peer,
+// the owner's load in the ledger (machine_load) whenever it moved by
+// loadReportStep or more since the last record: the deadline predictor
+// takes it off the machine's speed on every peer alike (docs/POLICY.md §9,
+// "Local load in the predictor").
 
 // LoadSource is where the load monitor reads the owner's load.
 type LoadSource interface {
@@ -143,19 +149,30 @@ func (h *loadHold) step(now time.Time, load float64, reclaimed, ours bool) loadA
 	return loadKeep
 }
 
+// loadReportStep is the smallest change of the owner's load (per mille)
+// the monitor records: the dead band that keeps a fluctuating load from
+// writing an entry at every reading.
+const loadReportStep = 100
+
 // loadReclaimedFile lists the machines the load monitor reclaimed and has
 // not released yet, across restarts.
 const loadReclaimedFile = "load-reclaimed.json"
 
-// watchLoad starts the load monitor when a machine asks for it.
+// watchLoad starts the load monitor when this peer has an opportunistic
+// machine.
 func (n *Node) watchLoad() {
 	holds := map[string]*loadHold{}
+	var watched []string
 	for name, m := range n.machines {
-		if m.Opportunistic && m.ReclaimLoad > 0 {
+		if !m.Opportunistic {
+			continue
+		}
+		watched = append(watched, name)
+		if m.ReclaimLoad > 0 {
 			holds[name] = newLoadHold(m)
 		}
 	}
-	if len(holds) == 0 {
+	if len(watched) == 0 {
 		return
 	}
 	src := n.opts.LoadSource
@@ -169,13 +186,13 @@ func (n *Node) watchLoad() {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		n.monitorLoad(src, every, holds)
+		n.monitorLoad(src, every, watched, holds)
 	}()
 }
 
 // monitorLoad reads the owner's load every interval and reclaims or
 // releases the watched machines.
-func (n *Node) monitorLoad(src LoadSource, every time.Duration, holds map[string]*loadHold) {
+func (n *Node) monitorLoad(src LoadSource, every time.Duration, watched []string, holds map[string]*loadHold) {
 	path := filepath.Join(n.dir, loadReclaimedFile)
 	ours := map[string]bool{}
 	if b, err := os.ReadFile(path); err == nil {
@@ -198,7 +215,7 @@ func (n *Node) monitorLoad(src LoadSource, every time.Duration, holds map[string
 			return
 		case <-tick.C:
 		}
-		reclaimed, grid := n.localMachines(holds)
+		local, grid := n.localMachines(watched)
 		load, err := src.OwnerLoad(n.ctx, grid)
 		if err != nil {
 			if time.Since(lastErr) > time.Minute {
@@ -208,11 +225,18 @@ func (n *Node) monitorLoad(src LoadSource, every time.Duration, holds map[string
 			continue
 		}
 		now := n.now()
+		permille := int64(min(load, 1)*1000 + 0.5)
+		for _, name := range watched {
+			if m, ok := local[name]; ok && abs(permille-m.OwnerLoadPermille) >= loadReportStep {
+				n.recordLoad(name, permille)
+			}
+		}
 		for name, h := range holds {
-			r, known := reclaimed[name]
+			m, known := local[name]
 			if !known {
 				continue
 			}
+			r := m.Reclaimed
 			if !r && ours[name] {
 				delete(ours, name) // released by hand
 				save()
@@ -233,11 +257,11 @@ func (n *Node) monitorLoad(src LoadSource, every time.Duration, holds map[string
 	}
 }
 
-// localMachines reads, for the watched machines this peer has registered,
-// whether each is reclaimed, and how many CPUs the grid's tasks placed on
+// localMachines reads the watched machines this peer has registered, as
+// the ledger holds them, and how many CPUs the grid's tasks placed on
 // this peer's machines hold (all of them run on this host).
-func (n *Node) localMachines(holds map[string]*loadHold) (map[string]bool, float64) {
-	reclaimed := map[string]bool{}
+func (n *Node) localMachines(watched []string) (map[string]ledger.Machine, float64) {
+	local := map[string]ledger.Machine{}
 	var grid float64
 	n.cons.View(func(l *ledger.Ledger) {
 		for name := range n.machines {
@@ -245,17 +269,36 @@ func (n *Node) localMachines(holds map[string]*loadHold) (map[string]bool, float
 			if !ok {
 				continue
 			}
-			if holds[name] != nil {
-				reclaimed[name] = m.Reclaimed
-			}
 			for _, id := range m.Tasks() {
 				if t, ok := l.Task(id); ok {
 					grid += float64(max(t.Spec.CPUs, 1))
 				}
 			}
 		}
+		for _, name := range watched {
+			if m, ok := l.Machine(n.org + "/" + name); ok {
+				local[name] = m
+			}
+		}
 	})
-	return reclaimed, grid
+	return local, grid
+}
+
+func abs(x int64) int64 { return max(x, -x) }
+
+// recordLoad proposes machine_load for machine name.
+func (n *Node) recordLoad(name string, permille int64) {
+	if n.crashed.Load() || n.closing.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+	defer cancel()
+	id := n.org + "/" + name
+	if _, err := n.propose(ctx, func(c *ledger.Command) {
+		c.MachineLoad = &ledger.MachineLoad{Machine: id, LoadPermille: permille}
+	}); err != nil {
+		n.log.Debug("load monitor: record the owner's load", "machine", id, "load_permille", permille, "err", err)
+	}
 }
 
 // setReclaimed reclaims or releases machine name through the reclaim

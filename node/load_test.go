@@ -131,7 +131,9 @@ func (f *fakeLoad) maxGrid() float64 {
 // CPU there; the owner's load goes to 0.9 and the peer reclaims y1 by
 // itself: the task is checkpointed and resumes on o-far's z1. At 0.4
 // (under the threshold, over half of it) y1 stays reclaimed; at 0.1 it is
-// released. A reclaim by hand is not released by the monitor, however idle.
+// released. Each move of the load by 0.1 or more is recorded in the ledger
+// (machine_load), on every peer; a smaller one appends nothing. A reclaim
+// by hand is not released by the monitor, however idle.
 func TestReclaimOnLoad(t *testing.T) {
 	load := &fakeLoad{}
 	own := newTNode(t, "o-own", "", simMachine("y1", 100, 100)+"    opportunistic: true\n    reclaim_load: 0.5\n    reclaim_after: 1s\n    release_after: 1s\n",
@@ -171,14 +173,28 @@ func TestReclaimOnLoad(t *testing.T) {
 	if m := far.machine(y1); !m.Reclaimed || m.Reclaims != 1 {
 		t.Fatalf("o-far's ledger: y1 %+v", m)
 	}
+	// The load is recorded in the ledger for the predictor, on every peer.
+	waitFor(t, 10*time.Second, "o-far's ledger records y1's load", func() bool { return far.machine(y1).OwnerLoadPermille == 900 })
 
 	load.set(0.4) // under the threshold, over half of it: hysteresis
 	time.Sleep(2 * time.Second)
 	if !own.machine(y1).Reclaimed {
 		t.Fatal("released at a load over half the threshold")
 	}
+	if got := own.machine(y1).OwnerLoadPermille; got != 400 {
+		t.Fatalf("recorded load %d, want 400", got)
+	}
 	load.set(0.1)
 	waitFor(t, 15*time.Second, "y1 released when idle", func() bool { return !own.machine(y1).Reclaimed })
+	if got := far.machine(y1).OwnerLoadPermille; got != 100 {
+		t.Fatalf("o-far's recorded load %d after the release, want 100", got)
+	}
+	load.set(0.15) // within the dead band: no new record
+	at := own.machine(y1).OwnerLoadAtMs
+	time.Sleep(time.Second)
+	if m := own.machine(y1); m.OwnerLoadPermille != 100 || m.OwnerLoadAtMs != at {
+		t.Fatalf("a change of 0.05 was recorded: %d at %d (was at %d)", m.OwnerLoadPermille, m.OwnerLoadAtMs, at)
+	}
 
 	// By hand: reclaimed, and the monitor leaves it so.
 	if _, err := own.n.ReclaimMachine(ctx, api.ReclaimRequest{Machine: "y1", Reclaimed: true}); err != nil {

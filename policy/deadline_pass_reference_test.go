@@ -41,7 +41,7 @@ func refClassedEHOSEP(s *State, bestFit bool) ([]Decision, map[int]string, error
 	}
 	finish := func(t Task, m int, ahead int64) int64 {
 		size := min(max(t.SizeMFlop, 1), MaxDeadlineMFlop)
-		speed := max(s.Machines[m].MFLOPS, 1)
+		speed := refAvailable(s.Machines[m])
 		work := min(size+ahead, MaxDeadlineMFlop)
 		run := (work*1000 + speed - 1) / speed
 		return s.NowMs + (run*110+99)/100

@@ -154,6 +154,9 @@ func withAllClasses(r *rand.Rand, s *State) {
 	s.NowMs = int64(r.IntN(1000)) * 1000
 	for j := range s.Machines {
 		s.Machines[j].MTBFMs = int64(r.IntN(4)) * 60_000
+		if r.IntN(3) == 0 { // the owner's local load (predictor only)
+			s.Machines[j].OwnerLoadPermille = int64(r.IntN(1001))
+		}
 	}
 	class := func(t *Task) {
 		t.Class, t.DeadlineMs = 0, 0
