@@ -1,5 +1,7 @@
 package policy
 
+import "slices"
+
 // The rest of figures 4.1 and 4.2 in the indexed one-slot pass
 // (docs/POLICY.md §9, "Preemption and reservations in the pass"). EHOSEP
 // still decides which organisation is served and its task (algorithm 3's
@@ -61,6 +63,9 @@ func (w *ehosepPass) allocateClassed(i int, t Task, def int) {
 // organisation in algorithm 3's order that may be served and whose first
 // waiting task has a class and a branch that takes it; false when none.
 func (w *ehosepPass) serveClassedHeads() bool {
+	if !w.anyClassed() {
+		return false
+	}
 	for c := w.order.first(1); c >= 0; c = w.order.after(c, 1) {
 		i := int(c)
 		t := w.queue[i].peek()
@@ -213,6 +218,9 @@ func (w *ehosepPass) reserve(t Task, m int) {
 
 // deadlineState is what this file adds to a pass, made on first use.
 type deadlineState struct {
+	// classed says some task of the pass, waiting or running, has a
+	// class; known once asked (anyClassed).
+	classed, known bool
 	// reserved names, per machine, the task holding its slot ("": none).
 	reserved []string
 	// unlisted says the machine left algorithm 5's victims for the rest
@@ -222,10 +230,32 @@ type deadlineState struct {
 
 func (w *ehosepPass) state() *deadlineState {
 	if w.dl == nil {
+		w.dl = &deadlineState{}
+	}
+	if w.dl.reserved == nil {
 		n := len(w.s.Machines)
-		w.dl = &deadlineState{reserved: make([]string, n), unlisted: make([]bool, n)}
+		w.dl.reserved, w.dl.unlisted = make([]string, n), make([]bool, n)
 	}
 	return w.dl
+}
+
+// anyClassed says some waiting or running task has a class: otherwise no
+// head can take a deadline branch, and a pass over a large federation
+// does not look at every organisation's head at its end. It costs the
+// kept queue's counter, or one scan of the listed tasks per pass.
+func (w *ehosepPass) anyClassed() bool {
+	if w.dl == nil {
+		w.dl = &deadlineState{}
+	}
+	d := w.dl
+	if !d.known {
+		d.known = true
+		s := w.s
+		d.classed = s.Queue != nil && s.Queue.classed > 0 ||
+			slices.ContainsFunc(s.Queued, func(t Task) bool { return t.Class != 0 }) ||
+			slices.ContainsFunc(s.Running, func(r Running) bool { return r.Task.Class != 0 })
+	}
+	return d.classed
 }
 
 // unlist takes busy machine m out of its organisation's victims for the
@@ -237,12 +267,14 @@ func (w *ehosepPass) unlist(m int) {
 	}
 }
 
-func (w *ehosepPass) reservedAt(m int) bool { return w.dl != nil && w.dl.reserved[m] != "" }
+func (w *ehosepPass) reservedAt(m int) bool {
+	return w.dl != nil && w.dl.reserved != nil && w.dl.reserved[m] != ""
+}
 
 // reservations are the pass's reservations (machine index -> task ID).
 func (w *ehosepPass) reservations() map[int]string {
 	out := map[int]string{}
-	if w.dl != nil {
+	if w.dl != nil && w.dl.reserved != nil {
 		for m, id := range w.dl.reserved {
 			if id != "" {
 				out[m] = id
