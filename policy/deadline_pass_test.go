@@ -211,6 +211,18 @@ func TestDeadlinePassAgreesWithReference(t *testing.T) {
 			if yes, err := Decides(EHOSEP{BestFit: bestFit}, s); err != nil || yes != (len(got) > 0) {
 				t.Fatalf("case %d: Decides %v (%v), pass decided %d", iter, yes, err, len(got))
 			}
+			// The same waiting tasks in a kept Queue (the ledger's pass).
+			q := NewQueue(len(s.Orgs), bestFit)
+			for _, task := range s.Queued {
+				if err := q.Add(task); err != nil {
+					t.Fatal(err)
+				}
+			}
+			kept := *s
+			kept.Queued, kept.Queue = nil, q
+			if sch, err := (EHOSEP{BestFit: bestFit}).Schedule(&kept); err != nil || !reflect.DeepEqual(sch, got) {
+				t.Fatalf("case %d: with a Queue %q (%v) != pass %q", iter, summary(s, sch), err, summary(s, got))
+			}
 			reserves += len(res)
 			for _, d := range got {
 				if d.Kind == Preempt && classOfRunning(s, d.Victim) == Nice {
