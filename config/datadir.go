@@ -364,6 +364,17 @@ func encodeMachinesFile(mf *executor.MachinesFile) ([]byte, error) {
 		if m.Opportunistic {
 			b.WriteString("    opportunistic: true\n")
 		}
+		if m.ReclaimLoad > 0 {
+			fmt.Fprintf(&b, "    reclaim_load: %s\n", strconv.FormatFloat(m.ReclaimLoad, 'g', -1, 64))
+		}
+		for _, kv := range []struct {
+			k string
+			v time.Duration
+		}{{"reclaim_after", m.ReclaimAfter}, {"release_after", m.ReleaseAfter}} {
+			if kv.v != 0 {
+				fmt.Fprintf(&b, "    %s: %s\n", kv.k, kv.v)
+			}
+		}
 	}
 	p := mf.Policy
 	if !reflect.DeepEqual(p, executor.Policy{}) {

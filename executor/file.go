@@ -27,6 +27,9 @@ import (
 //	    gpus: 1            # optional
 //	    labels: [matlab, cuda=12.2]   # optional
 //	    opportunistic: true  # optional: its owner may reclaim it (peer machines reclaim)
+//	    reclaim_load: 0.5    # optional (opportunistic only): reclaim it by itself above this owner load
+//	    reclaim_after: 1m    # optional: how long the load must stay above (default 1m)
+//	    release_after: 5m    # optional: how long below half of it before release (default 5m)
 //	    host: node1.example.org       # optional: the name MPI reaches it by (default: name)
 //	policy:                # optional: without it nothing may run
 //	  allow: [/usr/bin/python3, sh]
@@ -206,6 +209,7 @@ func (p fileParser) machines(n *yaml.Node, field string) ([]MachineConfig, error
 		f := fmt.Sprintf("%s[%d]", field, i)
 		var m MachineConfig
 		var sawName, sawBusy bool
+		var loadKeys []*yaml.Node // reclaim_* keys, checked against opportunistic
 		err := p.Mapping(mn, f, func(key string, k, v *yaml.Node, field string) error {
 			var err error
 			switch key {
@@ -264,6 +268,22 @@ func (p fileParser) machines(n *yaml.Node, field string) ([]MachineConfig, error
 				m.Labels, err = p.labels(v, field)
 			case "opportunistic":
 				m.Opportunistic, err = p.Boolean(v, field)
+			case "reclaim_load":
+				loadKeys = append(loadKeys, k)
+				if m.ReclaimLoad, err = p.Number(v, field); err == nil && !(m.ReclaimLoad > 0 && m.ReclaimLoad <= maxReclaimLoad) {
+					err = p.Errf(v, field, "%g: want an owner load above 0 and at most %g (CPUs busy per CPU of the host)", m.ReclaimLoad, float64(maxReclaimLoad))
+				}
+			case "reclaim_after", "release_after":
+				loadKeys = append(loadKeys, k)
+				var d time.Duration
+				if d, err = p.Duration(v, field); err == nil && (d < time.Second || d > maxLoadHold) {
+					err = p.Errf(v, field, "%s: want between 1s and %s", d, maxLoadHold)
+				}
+				if key == "reclaim_after" {
+					m.ReclaimAfter = d
+				} else {
+					m.ReleaseAfter = d
+				}
 			case "host":
 				if m.Host, err = p.Str(v, field); err != nil {
 					return err
@@ -272,7 +292,7 @@ func (p fileParser) machines(n *yaml.Node, field string) ([]MachineConfig, error
 					return p.Errf(v, field, "%q: want a host name of 1-%d characters of [A-Za-z0-9._:-]", m.Host, maxHostLen)
 				}
 			default:
-				return p.Errf(k, field, "unknown key (want name, gflops, busy_watts, idle_watts, cpus, memory, gpus, labels, opportunistic, host)")
+				return p.Errf(k, field, "unknown key (want name, gflops, busy_watts, idle_watts, cpus, memory, gpus, labels, opportunistic, reclaim_load, reclaim_after, release_after, host)")
 			}
 			return err
 		})
@@ -284,6 +304,14 @@ func (p fileParser) machines(n *yaml.Node, field string) ([]MachineConfig, error
 		}
 		if !sawBusy {
 			return nil, p.Errf(mn, f+".busy_watts", "missing")
+		}
+		for _, k := range loadKeys {
+			switch {
+			case !m.Opportunistic:
+				return nil, p.Errf(k, f+"."+k.Value, "only an opportunistic machine is reclaimed on load: add opportunistic: true")
+			case m.ReclaimLoad == 0:
+				return nil, p.Errf(k, f+"."+k.Value, "needs reclaim_load, the owner load to reclaim the machine at")
+			}
 		}
 		if m.IdleWatts > m.BusyWatts {
 			return nil, p.Errf(mn, f+".idle_watts", "%g is more than busy_watts %g", m.IdleWatts, m.BusyWatts)

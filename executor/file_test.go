@@ -107,6 +107,12 @@ func TestParseMachinesFileErrors(t *testing.T) {
 		{"bad label", "machines:\n  - name: a\n    busy_watts: 1\n    labels: [ok, \"two words\"]\n", `m.yaml:4: machines[0].labels[1]: "two words": want name or name=value`},
 		{"duplicate label", "machines:\n  - name: a\n    busy_watts: 1\n    labels: [cuda=11, cuda=12]\n", `m.yaml:4: machines[0].labels[1]: label "cuda" declared twice`},
 		{"opportunistic not a bool", "machines:\n  - name: a\n    busy_watts: 1\n    opportunistic: sometimes\n", `m.yaml:4: machines[0].opportunistic: want true or false`},
+		{"reclaim_load without opportunistic", "machines:\n  - name: a\n    busy_watts: 1\n    reclaim_load: 0.5\n", `m.yaml:4: machines[0].reclaim_load: only an opportunistic machine is reclaimed on load`},
+		{"reclaim_load zero", "machines:\n  - name: a\n    busy_watts: 1\n    opportunistic: true\n    reclaim_load: 0\n", `m.yaml:5: machines[0].reclaim_load: 0: want an owner load above 0`},
+		{"reclaim_load huge", "machines:\n  - name: a\n    busy_watts: 1\n    opportunistic: true\n    reclaim_load: 100\n", `m.yaml:5: machines[0].reclaim_load: 100: want an owner load above 0 and at most 64`},
+		{"reclaim_after without reclaim_load", "machines:\n  - name: a\n    busy_watts: 1\n    opportunistic: true\n    reclaim_after: 2m\n", `m.yaml:5: machines[0].reclaim_after: needs reclaim_load`},
+		{"release_after too short", "machines:\n  - name: a\n    busy_watts: 1\n    opportunistic: true\n    reclaim_load: 0.5\n    release_after: 10ms\n", `m.yaml:6: machines[0].release_after: 10ms: want between 1s and 24h0m0s`},
+		{"reclaim_after not a duration", "machines:\n  - name: a\n    busy_watts: 1\n    opportunistic: true\n    reclaim_load: 0.5\n    reclaim_after: soon\n", `m.yaml:6: machines[0].reclaim_after: want a duration`},
 		{"bad org", "machines:\n  - {name: a, busy_watts: 1}\npolicy:\n  orgs: [uni-b, \"a/b\"]\n", `m.yaml:4: policy.orgs[1]: "a/b": want an organisation name`},
 		{"host with a space", "machines:\n  - name: a\n    busy_watts: 1\n    host: \"node 1\"\n", `m.yaml:4: machines[0].host: "node 1": want a host name`},
 		{"host a list", "machines:\n  - name: a\n    busy_watts: 1\n    host: [a, b]\n", `m.yaml:4: machines[0].host: want a value, got a list`},
@@ -136,6 +142,8 @@ machines:
     gpus: 2
     labels: [matlab, cuda=12.2]
     opportunistic: true
+    reclaim_load: 0.75
+    release_after: 10m
     host: big.example.org
   - name: small
     busy_watts: 30
@@ -151,6 +159,9 @@ policy:
 	big, small := f.Machines[0], f.Machines[1]
 	if big.CPUs != 8 || big.MemoryBytes != 16<<30 || big.GPUs != 2 || !big.Opportunistic || small.Opportunistic || !reflect.DeepEqual(big.Labels, []string{"matlab", "cuda=12.2"}) {
 		t.Errorf("big = %+v", big)
+	}
+	if big.ReclaimLoad != 0.75 || big.ReclaimAfter != 0 || big.ReleaseAfter != 10*time.Minute || small.ReclaimLoad != 0 {
+		t.Errorf("reclaim keys of big = %v %v %v, small %v", big.ReclaimLoad, big.ReclaimAfter, big.ReleaseAfter, small.ReclaimLoad)
 	}
 	if big.HostName() != "big.example.org" || small.HostName() != "small" {
 		t.Errorf("hosts %q, %q: want the declared one, else the name", big.HostName(), small.HostName())

@@ -31,11 +31,25 @@ type MachineConfig struct {
 	// its owner may reclaim it (peer machines reclaim) and release it
 	// (docs/OPERATIONS.md, "Opportunistic machines").
 	Opportunistic bool
+	// ReclaimLoad (0: none) makes the owner's peer reclaim the
+	// opportunistic machine by itself while its owner's load (CPUs busy
+	// with work other than the grid's, per CPU of the host) stays above it
+	// for ReclaimAfter, and release it once the load stays under half of
+	// it for ReleaseAfter (node/load.go; 0: the defaults, 1m and 5m).
+	ReclaimLoad                float64
+	ReclaimAfter, ReleaseAfter time.Duration
 	// Host is the name a parallel job's launcher (mpirun) reaches the
 	// machine by: the host listed for its part in COOPGRID_HOSTS and the
 	// hostfile (docs/JOBS.md, "Parallel jobs"). Empty: Name.
 	Host string
 }
+
+// Bounds of the reclaim keys: an owner load per CPU (a run queue 64 times
+// the host's CPUs is not a threshold anyone means) and the hold times.
+const (
+	maxReclaimLoad = 64
+	maxLoadHold    = 24 * time.Hour
+)
 
 // maxHostLen bounds Host: a DNS name's length.
 const maxHostLen = 253

@@ -12,8 +12,10 @@ import (
 // 004's refusal, docs/POLICY.md §9). Not appended: nothing is queued.
 const CodeDeadlineUnmeetable = "deadline_unmeetable"
 
-// admitDeadlines is admission of a submission's soft-deadline tasks
-// (ledger.CheckDeadlines) on the committed state at the leader's clock. A
+// admitDeadlines is admission of a submission's soft-deadline tasks,
+// judged together (ledger.CheckDeadlines: earliest deadline first, each
+// behind the work the others packed before it left; docs/POLICY.md §9,
+// "Admission"), on the committed state at the leader's clock. A
 // resend of a submission the ledger remembers (same request ID) is not
 // judged again: it was admitted, and the ledger answers it with the
 // original task IDs however late it comes.

@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,7 +18,8 @@ import (
 // changes nothing (state and log); one that a machine can finish is
 // queued; a resend of an admitted keyed submission is answered from the
 // ledger even once its deadline can no longer be met, while a new one
-// with that deadline is refused.
+// with that deadline is refused; a submission of tasks each admissible
+// alone but not together is refused as a set.
 func TestAdmitDeadlines(t *testing.T) {
 	var skewMs atomic.Int64 // the leader's clock runs this far ahead
 	c := newCluster(t, 3, 2, func(_ *consensus.Config, l *Config) {
@@ -61,6 +63,18 @@ func TestAdmitDeadlines(t *testing.T) {
 		t.Fatalf("meetable submission: %+v, %v", res, err)
 	}
 	c.converge()
+	// Judged together: seven such tasks, each of which alone one machine
+	// finishes in time, cannot all finish within 2 h on the cluster's six
+	// machines (two back to back take 2 h 12 min): refused as a set.
+	batch := soft("", time.Now().Add(2*time.Hour))
+	one := batch.SubmitTasks.Tasks[1]
+	for range 6 {
+		batch.SubmitTasks.Tasks = append(batch.SubmitTasks.Tasks, one)
+	}
+	refused(t, f, command(f, batch))
+	if _, err := f.node.Propose(ctx, command(f, batch)); err == nil || !strings.Contains(err.Error(), "with earlier deadlines") {
+		t.Fatalf("batch refusal %v: want it to name the tasks packed before", err)
+	}
 	// An hour later by the leader's clock, 2 h after the submission is too
 	// late for a new task, but the admitted one is remembered.
 	skewMs.Store(time.Hour.Milliseconds())

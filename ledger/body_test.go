@@ -48,6 +48,8 @@ var kindTraits = map[Kind]struct{ report, wakes, leaderOnly bool }{
 	// A migrated task is queued again, to be placed where it meets its
 	// deadline.
 	KindMigrateTask: {wakes: true},
+	// A load changes predictions, not what may be placed.
+	KindMachineLoad: {},
 }
 
 // TestEveryKindHasABody: every pointer field of Command is a body in the
@@ -184,6 +186,9 @@ func wakesSchedulerBefore(res *Result) bool {
 		return false
 	case KindForgetTasks:
 		// Added with the kind: only terminal tasks leave.
+		return false
+	case KindMachineLoad:
+		// Added with the kind: a load changes predictions only.
 		return false
 	case KindReports:
 		for _, it := range res.Reports {

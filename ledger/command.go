@@ -133,6 +133,9 @@ type Command struct {
 	// MigrateTask is the executing peer moving a run that will miss its
 	// task's deadline (migrate.go). Omitted when unset.
 	MigrateTask *MigrateTask `json:"migrate_task,omitempty" since:"3"`
+	// MachineLoad is an owner's peer recording its machine's local load
+	// (load.go). Omitted when unset.
+	MachineLoad *MachineLoad `json:"machine_load,omitempty" since:"3"`
 	// Sig is Peer's Ed25519 signature over SignaturePrefix and the
 	// command's encoding without Sig (sign.go; EncodeSigned). It covers
 	// the whole command, every item of a reports batch included. Last and

@@ -48,12 +48,15 @@ func PolicyClass(class string) policy.TaskClass {
 
 // DeadlineRefusal says why a soft-deadline task of a submission cannot be
 // admitted: no machine its organisation may use can finish it by its
-// deadline with the margin, now or after the task it runs.
+// deadline with the margin, now or after the work ahead of it there (the
+// task it runs, and the submission's tasks with earlier deadlines packed
+// before it).
 type DeadlineRefusal struct {
-	// Index is the task's place in the submission.
-	Index      int
-	SizeMFlop  int64
-	DeadlineMs int64
+	// Index is the task's place in the submission; Ahead counts the
+	// submission's soft tasks packed before it (earlier deadlines).
+	Index, Ahead int
+	SizeMFlop    int64
+	DeadlineMs   int64
 	// FastestMs is the earliest predicted finish (with the margin) over
 	// the machines it may use; 0 when it may use none.
 	FastestMs int64
@@ -61,23 +64,25 @@ type DeadlineRefusal struct {
 
 func (r *DeadlineRefusal) Error() string {
 	dl := time.UnixMilli(r.DeadlineMs).UTC().Format(time.RFC3339)
-	if r.FastestMs == 0 {
-		return fmt.Sprintf("tasks[%d]: no machine its organisation may use now (requirements, owner policies, power limit) can run %d MFlop by %s", r.Index, r.SizeMFlop, dl)
+	with := ""
+	if r.Ahead > 0 {
+		with = fmt.Sprintf(" after the %d task(s) of this submission with earlier deadlines", r.Ahead)
 	}
-	return fmt.Sprintf("tasks[%d]: no machine can finish %d MFlop by %s with the %d %% margin; fastest predicted finish %s",
-		r.Index, r.SizeMFlop, dl, policy.DeadlineMarginPercent, time.UnixMilli(r.FastestMs).UTC().Format(time.RFC3339))
+	if r.FastestMs == 0 {
+		return fmt.Sprintf("tasks[%d]: no machine its organisation may use now (requirements, owner policies, power limit) can run %d MFlop by %s%s", r.Index, r.SizeMFlop, dl, with)
+	}
+	return fmt.Sprintf("tasks[%d]: no machine can finish %d MFlop by %s with the %d %% margin%s; fastest predicted finish %s",
+		r.Index, r.SizeMFlop, dl, policy.DeadlineMarginPercent, with, time.UnixMilli(r.FastestMs).UTC().Format(time.RFC3339))
 }
 
 // CheckDeadlines is admission for the soft-deadline tasks of a submission
-// by org at nowMs (docs/POLICY.md §9): for each, policy.MapDeadline over
-// the committed machines that are up and not drained, restricted to those
-// policy.DeadlineMay lets org use. A machine that runs tasks counts as
-// running a soft task with the longest of their remaining work, so that
-// "reserve behind it" asks whether this task finishes in time after the
-// machine frees; no running task is preempted for a deadline (the pass
-// does not do it), and tasks queued ahead are not counted. Each task is
-// judged alone. The first task refused is returned; nil when every soft
-// task can be placed in time.
+// by org at nowMs (docs/POLICY.md §9, "Admission"): policy.AdmitDeadlines
+// over the committed machines that are up and not drained, the tasks
+// judged together, earliest deadline first, each behind the work the
+// others packed before it left, with the preemption of a nice task where
+// the pass would do it. Tasks queued ahead are not counted. The first
+// task refused is returned; nil when every soft task can be placed in
+// time.
 func (l *Ledger) CheckDeadlines(org string, nowMs int64, tasks []TaskSpec) *DeadlineRefusal {
 	first := slices.IndexFunc(tasks, func(ts TaskSpec) bool { return ts.Spec.Class == ClassSoftDeadline })
 	if first < 0 || l.orgs[org] == nil {
@@ -85,28 +90,18 @@ func (l *Ledger) CheckDeadlines(org string, nowMs int64, tasks []TaskSpec) *Dead
 	}
 	nowMs = max(nowMs, 0)
 	st, _ := l.policyView(nowMs, 0, policy.NewQueue(len(l.order), false))
-	orgIdx := slices.Index(l.order, org)
-	for i := first; i < len(tasks); i++ {
+	orgIdx := map[string]int{org: slices.Index(l.order, org)}
+	pts := make([]policy.Task, len(tasks))
+	for i := range tasks {
 		ts := &tasks[i]
-		if ts.Spec.Class != ClassSoftDeadline {
-			continue
-		}
-		pt := policyTask(&Task{ID: fmt.Sprintf("submit-%d", i), Org: org, RemainingMFlop: ts.SizeMFlop, Spec: ts.Spec}, map[string]int{org: orgIdx})
-		if r := deadlineRefusal(st, pt, nowMs); r != nil {
-			r.Index = i
-			return r
-		}
+		pts[i] = policyTask(&Task{ID: fmt.Sprintf("submit-%d", i), Org: org, RemainingMFlop: ts.SizeMFlop, Spec: ts.Spec}, orgIdx)
 	}
-	return nil
-}
-
-// deadlineRefusal maps one soft task on st; nil when it is not refused.
-func deadlineRefusal(st *policy.State, pt policy.Task, nowMs int64) *DeadlineRefusal {
-	mp, fastest := mapSoft(st, pt, nowMs, -1)
-	if mp.Outcome != policy.MapRefused {
+	r := policy.AdmitDeadlines(st, pts)
+	if r == nil {
 		return nil
 	}
-	return &DeadlineRefusal{SizeMFlop: pt.SizeMFlop, DeadlineMs: pt.DeadlineMs, FastestMs: fastest}
+	return &DeadlineRefusal{Index: r.Task, Ahead: r.Ahead, SizeMFlop: tasks[r.Task].SizeMFlop,
+		DeadlineMs: tasks[r.Task].Spec.DeadlineMs, FastestMs: r.FastestMs}
 }
 
 // mapSoft maps soft task pt on st as admission does (policy.MapDeadline
@@ -152,7 +147,8 @@ func mapSoft(st *policy.State, pt policy.Task, nowMs int64, skip int) (mp policy
 // its run (policy.PredictRunMs, without the margin): from the start of
 // the run, or from the task's checkpoint when one was recorded during the
 // run, its remaining work at its share of the machine's speed
-// (EffectiveMFLOPS). Tasks not running are left out.
+// (EffectiveMFLOPS, with the owner's recorded load taken off:
+// policy.AvailableMFLOPS). Tasks not running are left out.
 func (l *Ledger) PredictedFinishes(ts []Task) map[string]int64 {
 	var out map[string]int64
 	for i := range ts {
@@ -169,7 +165,7 @@ func (l *Ledger) PredictedFinishes(ts []Task) map[string]int64 {
 		if ck := t.Checkpoint; ck != nil && ck.AtMs > from {
 			from = ck.AtMs
 		}
-		speed := max(m.share(t).Of(m.EffectiveMFLOPS()), 1)
+		speed := max(m.share(t).Of(policy.AvailableMFLOPS(m.EffectiveMFLOPS(), m.OwnerLoadPermille)), 1)
 		if out == nil {
 			out = make(map[string]int64)
 		}

@@ -331,6 +331,19 @@ func goldenCommands() []goldenCmd {
 			result: `{"index":0,"kind":"retention_vote","err":{"code":"bad_state","msg":"this federation registered no rules: its retention cannot be voted"}}`,
 			hash:   "d2e510987a1bb58e5d4d9ae6c705ea6a27fdb4ee916616b1b49a2922c2a384a9",
 			cmd:    with(func(c *Command) { c.V = 3; c.RetentionVote = &RetentionVote{AfterMs: 3_600_000} })},
+		{name: "machine_load", kind: KindMachineLoad,
+			// Added with the kind (issue 20, version 3): the owner's peer
+			// records a load of 0.25 on its machine; the first version-3
+			// command, it starts stability tracking too (hence the hash).
+			json:   `{"v":3,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"machine_load":{"machine":"uni-a/m1","load_permille":250}}`,
+			result: `{"index":0,"kind":"machine_load"}`,
+			hash:   "1b8250a2cb7f6d58e06161c1b6620eb0908eea335093f963e55eeb88c8ca0d5e",
+			cmd:    with(func(c *Command) { c.V = 3; c.MachineLoad = &MachineLoad{Machine: "uni-a/m1", LoadPermille: 250} })},
+		{name: "machine_load of another's machine", kind: KindMachineLoad,
+			json:   `{"v":3,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"machine_load":{"machine":"uni-b/x1","load_permille":1000}}`,
+			result: `{"index":0,"kind":"machine_load","err":{"code":"not_owner","msg":"machine \"uni-b/x1\" belongs to \"uni-b\", not \"uni-a\""}}`,
+			hash:   "d2e510987a1bb58e5d4d9ae6c705ea6a27fdb4ee916616b1b49a2922c2a384a9",
+			cmd:    with(func(c *Command) { c.V = 3; c.MachineLoad = &MachineLoad{Machine: "uni-b/x1", LoadPermille: 1000} })},
 		{name: "submit_tasks with class and deadline", kind: KindSubmitTasks,
 			// Added with the fields (issue 20, deadlines): version 3, which
 			// starts stability tracking too (hence the hash).

@@ -151,7 +151,7 @@ func (q Requirement) policy() policy.Requirement {
 
 // policyMachine is m as the policy sees it (without its owner index).
 func (m *Machine) policyMachine(owner int) policy.Machine {
-	pm := policy.Machine{ID: m.ID, Owner: owner, MFLOPS: m.EffectiveMFLOPS(), BusyMilliW: m.BusyMilliW,
+	pm := policy.Machine{ID: m.ID, Owner: owner, MFLOPS: m.EffectiveMFLOPS(), BusyMilliW: m.BusyMilliW, OwnerLoadPermille: m.OwnerLoadPermille,
 		Capacity: policy.Resources{CPUs: m.CPUs, MemoryBytes: m.MemoryBytes, GPUs: m.GPUs}}
 	if m.OS != "" || m.Arch != "" || len(m.Labels) > 0 {
 		pm.Attrs = make(map[string]string, 2+len(m.Labels))

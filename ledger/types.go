@@ -175,6 +175,13 @@ type Machine struct {
 	// Omitted while false, so that older states encode and hash as before.
 	Opportunistic bool `json:"opportunistic,omitempty" since:"3"`
 	Reclaimed     bool `json:"reclaimed,omitempty" since:"3"`
+	// OwnerLoadPermille is the last load its owner's peer recorded
+	// (MachineLoad, load.go), at OwnerLoadAtMs: the share of the machine
+	// its own users take, which the deadline predictor takes off its
+	// speed. Omitted while zero, so that older states encode and hash as
+	// before.
+	OwnerLoadPermille int64 `json:"owner_load_permille,omitempty" since:"3"`
+	OwnerLoadAtMs     int64 `json:"owner_load_at_ms,omitempty" since:"3"`
 	// The machine's availability history folded (stability.go), kept once
 	// the federation tracks stability: SinceMs is when it entered its
 	// current availability (up, or down: lost or reclaimed), UpMs and

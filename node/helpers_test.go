@@ -43,6 +43,8 @@ type tnode struct {
 	dir    string
 	peerID string
 	n      *Node
+	// opts, when set, edits the Options of every start (load_test.go).
+	opts func(*Options)
 }
 
 // running maps the peer ID of every started tnode to it, so that a joiner
@@ -123,7 +125,7 @@ func (tn *tnode) startWith(tweak func(*consensus.Config), bootstrap ...string) {
 	tn.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := Start(ctx, Options{
+	opts := Options{
 		DataDir:           tn.dir,
 		Bootstrap:         bootstrap,
 		Invitation:        tn.invitationFor(bootstrap),
@@ -139,7 +141,11 @@ func (tn *tnode) startWith(tweak func(*consensus.Config), bootstrap ...string) {
 			}
 		},
 		Leader: func(c *leader.Config) { c.ScheduleDebounce = 5 * time.Millisecond },
-	})
+	}
+	if tn.opts != nil {
+		tn.opts(&opts)
+	}
+	n, err := Start(ctx, opts)
 	if err != nil {
 		tn.tb.Fatalf("start %s: %v", tn.org, err)
 	}

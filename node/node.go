@@ -70,6 +70,11 @@ type Options struct {
 	// every peer it connects to, beside the command version its ledger
 	// applies (leader.UserAgent; `peer run` passes its version).
 	BuildVersion string
+	// LoadSource is where the load monitor reads the owner's load on this
+	// host, for machines with reclaim_load (load.go); nil: ProcLoad.
+	// LoadInterval paces it (default 10s).
+	LoadSource   LoadSource
+	LoadInterval time.Duration
 }
 
 // Node is a running peer: the libp2p host, the Raft member holding the

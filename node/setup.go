@@ -133,6 +133,7 @@ func (n *Node) setup() {
 	}
 	n.runner.Start()
 	n.followAvailability()
+	n.watchLoad() // load.go
 	close(n.ready)
 	n.gossip.PublishNow()
 	n.log.Info("ready", "machines", len(n.machines))

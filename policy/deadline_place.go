@@ -87,8 +87,18 @@ func (w *ehosepPass) candidate(i int) func(m int) bool {
 	}
 }
 
-// TaskMFLOPS is the speed task t runs at on machine m: its share of the
-// machine's (the whole machine on a one-slot machine), at least 1.
+// TaskMFLOPS is the speed the deadline predictor assumes for task t on
+// machine m: its share of the machine's available speed (the whole
+// machine on a one-slot machine), at least 1.
 func TaskMFLOPS(m *Machine, t *Task) int64 {
-	return max(ShareOf(m.Capacity, t.Request).Of(m.MFLOPS), 1)
+	return max(ShareOf(m.Capacity, t.Request).Of(AvailableMFLOPS(m.MFLOPS, m.OwnerLoadPermille)), 1)
+}
+
+// AvailableMFLOPS is the speed left to the grid on a machine of mflops
+// whose own users take loadPermille of it (clamped to 0-1000): seed 004's
+// prediction from the machine's capacity with its local load taken off
+// (§4.1.1, L911-930), rounded down, at least 1.
+func AvailableMFLOPS(mflops, loadPermille int64) int64 {
+	free := 1000 - min(max(loadPermille, 0), 1000)
+	return max(mflops/1000*free+mflops%1000*free/1000, 1)
 }

@@ -47,6 +47,19 @@ func TestPredictor(t *testing.T) {
 // TestMapDeadlineBranches works one case per branch of figures 4.1 and 4.2
 // by hand. All machines are 1000 MFLOPS unless said: the task needs 1 h,
 // 3 960 000 ms with the margin; now is 0.
+// TestAvailableMFLOPS: the speed left to the grid, rounded down, at least
+// 1, with the load clamped to 0-1000 and no overflow on large speeds.
+func TestAvailableMFLOPS(t *testing.T) {
+	for _, c := range []struct{ mflops, load, want int64 }{
+		{10_000, 0, 10_000}, {10_000, 250, 7500}, {10_000, 1000, 1}, {10_000, 2000, 1}, {10_000, -5, 10_000},
+		{1999, 500, 999}, {3, 334, 1}, {1 << 60, 500, 1 << 59},
+	} {
+		if got := AvailableMFLOPS(c.mflops, c.load); got != c.want {
+			t.Errorf("AvailableMFLOPS(%d, %d) = %d, want %d", c.mflops, c.load, got, c.want)
+		}
+	}
+}
+
 func TestMapDeadlineBranches(t *testing.T) {
 	cases := []struct {
 		name     string

@@ -82,6 +82,7 @@ type ehosepPass struct {
 
 	decisions   []Decision
 	maxServices int
+	dl          *deadlineState // reservations and taken machines (deadline_pass.go)
 }
 
 // passQueue is one organisation's waiting tasks during a pass: a heap of
@@ -292,7 +293,7 @@ func (w *ehosepPass) serveOne() bool {
 		}
 	}
 	if a < 0 {
-		return false
+		return w.serveClassedHeads() // deadline_pass.go
 	}
 	i := int(a)
 	w.allocate(i, int(w.free.prefix(w.watt.upTo(w.limit[i]-w.pi[i])))) // algorithm 4
@@ -304,7 +305,11 @@ func (w *ehosepPass) serveOne() bool {
 func (w *ehosepPass) allocate(i, m int) {
 	w.detach(i)
 	t := w.queue[i].pop()
-	m = deadlinePlace(w.s, &t, m, w.candidate(i)) // deadline_place.go
+	if t.Class != 0 {
+		w.allocateClassed(i, t, m) // deadline_pass.go
+		w.attach(i)
+		return
+	}
 	w.free.set(w.watt.pos[m], -1)
 	w.place(t, m)
 	w.attach(i)
@@ -402,8 +407,9 @@ func remainingAfter(size int64, kept float64) int64 {
 
 // Decides reports whether p's pass on s decides anything, the question a
 // leader asks before it appends a scheduling trigger. EHOSEP answers it
-// with the first service of its pass (the pass decides something exactly
-// when its first service does); other policies run their whole pass.
+// with the first services of its pass, up to the first that decides (a
+// service that only reserves a slot for a task with a class decides
+// nothing: deadline_pass.go); other policies run their whole pass.
 func Decides(p Policy, s *State) (bool, error) {
 	e, ok := p.(EHOSEP)
 	if !ok {
@@ -416,5 +422,5 @@ func Decides(p Policy, s *State) (bool, error) {
 	if !s.OneSlot() {
 		return newSharedPass(withQueued(s), e.BestFit).serveOne(), nil
 	}
-	return newEhosepPass(s, e.BestFit).serveOne(), nil
+	return newEhosepPass(s, e.BestFit).decidesAny(), nil
 }

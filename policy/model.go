@@ -47,6 +47,11 @@ type Machine struct {
 	// MTBFMs is the machine's stability (MTBF, see MTBF): larger is more
 	// stable. Only the placement of a task with a Class reads it.
 	MTBFMs int64
+	// OwnerLoadPermille is the share of the machine its own users take
+	// (0-1000; the ledger's recorded local load): the deadline predictor
+	// assumes MFLOPS × (1000 − it) / 1000 (AvailableMFLOPS). EHOSEP's
+	// quotas and energy order keep MFLOPS.
+	OwnerLoadPermille int64
 }
 
 // Task is a unit of independent work waiting for a machine.

@@ -24,6 +24,9 @@ type Queue struct {
 	// shaped counts the tasks that are not the papers' (unitTask): while
 	// it is 0 and the machines are one-slot, EHOSEP runs indexed.
 	shaped int
+	// classed counts the tasks with a class: while it is 0 a pass skips
+	// the deadline branches' look at the heads (deadline_pass.go).
+	classed int
 }
 
 // queueDegree is the B-tree's degree: nodes of up to 63 pointers.
@@ -88,6 +91,9 @@ func (q *Queue) Add(t Task) error {
 	if !unitTask(p) {
 		q.shaped++
 	}
+	if p.Class != 0 {
+		q.classed++
+	}
 	return nil
 }
 
@@ -101,6 +107,9 @@ func (q *Queue) Remove(id string) bool {
 	q.orgs[p.Org].Delete(p)
 	if !unitTask(p) {
 		q.shaped--
+	}
+	if p.Class != 0 {
+		q.classed--
 	}
 	return true
 }

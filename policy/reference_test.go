@@ -227,9 +227,10 @@ func refDeadlinePlace(s *State, t Task, def int, candidate func(m int) bool) int
 	size := max(t.SizeMFlop, 1)
 	finish := func(m int) int64 {
 		sh := ShareOf(s.Machines[m].Capacity, t.Request)
-		speed := max(s.Machines[m].MFLOPS*sh.Num/sh.Den, 1)
-		if s.Machines[m].MFLOPS*sh.Num%sh.Den != 0 {
-			speed = s.Machines[m].MFLOPS*sh.Num/sh.Den + 1 // Share.Of rounds up
+		avail := refAvailable(s.Machines[m])
+		speed := max(avail*sh.Num/sh.Den, 1)
+		if avail*sh.Num%sh.Den != 0 {
+			speed = avail*sh.Num/sh.Den + 1 // Share.Of rounds up
 		}
 		run := (size*1000 + speed - 1) / speed
 		return s.NowMs + (run*110+99)/100
@@ -241,4 +242,12 @@ func refDeadlinePlace(s *State, t Task, def int, candidate func(m int) bool) int
 	}
 	sort.SliceStable(cs, func(a, b int) bool { return finish(cs[a]) < finish(cs[b]) })
 	return cs[0]
+}
+
+// refAvailable is the speed the deadline predictor assumes for machine m:
+// its MFLOPS with its owner's load share taken off, rounded down, at
+// least 1 (small test values: no overflow).
+func refAvailable(m Machine) int64 {
+	load := min(max(m.OwnerLoadPermille, 0), 1000)
+	return max(m.MFLOPS*(1000-load)/1000, 1)
 }
