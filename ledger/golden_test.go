@@ -344,6 +344,13 @@ func goldenCommands() []goldenCmd {
 					{SizeMFlop: 500, Spec: Spec{Argv: []string{"/bin/sh"}, Class: ClassNice}},
 				}}
 			})},
+		{name: "job_policy ehosep-easy", kind: KindJobPolicy,
+			// Added with ehosep-easy as a votable name (issue 21): a name
+			// of version 3, so the vote is a version-3 command.
+			json:   `{"v":3,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"job_policy":{"policy":"ehosep-easy"}}`,
+			result: `{"index":0,"kind":"job_policy","notes":["vote recorded: 1 of 2 organisations want job policy ehosep-easy; more than half must"]}`,
+			hash:   "40a990ec06a320afcfa0e6e9b3043a4f080179f2474f94223d217192fefb281c",
+			cmd:    with(func(c *Command) { c.V = 3; c.JobPolicy = &JobPolicyVote{Policy: "ehosep-easy"} })},
 	}
 }
 
@@ -431,6 +438,8 @@ func goldenRejectInputs() []string {
 		e3(`,"retention_vote":{"after_ms":-1}`),
 		e3(`,"retention_vote":{"keep":-5}`),
 		e2(`,"retention_vote":{"after_ms":1}`),
+		// Added with ehosep-easy, a job policy name of version 3.
+		e2(`,"job_policy":{"policy":"ehosep-easy"}`),
 	}
 }
 
@@ -515,6 +524,7 @@ var goldenRejections = []struct{ code, msg string }{
 	{"malformed", "retention_vote: after_ms -1 or keep 0 out of range [0, 3153600000000], [0, 10000000]"},
 	{"malformed", "retention_vote: after_ms 0 or keep -5 out of range [0, 3153600000000], [0, 10000000]"},
 	{"bad_version", "command version 2 carries retention_vote, of version 3"},
+	{"bad_version", "command version 2 carries job_policy.policy, of version 3"},
 }
 
 // goldenItemsResult is what applying goldenItemsBatch to assignedFixture

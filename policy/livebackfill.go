@@ -86,9 +86,14 @@ type LivePlan struct {
 // Unbounded is the end of a task without a wall-clock limit.
 const Unbounded = int64(math.MaxInt64)
 
-// LiveModes are the modes a federation may vote for (WithJobPolicy);
-// LiveBackfill also knows EHOSEPEasy.
+// LiveModes are the backfilling modes of the seed (fcfs, easy,
+// conservative); LiveBackfill also knows EHOSEPEasy. A federation may
+// vote for any of the four (JobModes, WithJobPolicy).
 func LiveModes() []string { return []string{"fcfs", "easy", "conservative"} }
+
+// JobModes are the job policies that run LiveBackfill: LiveModes and
+// EHOSEPEasy.
+func JobModes() []string { return append(LiveModes(), EHOSEPEasy) }
 
 // WithJobPolicy returns the policy a pass runs under the federation's job
 // policy job (ledger.JobPolicy): base itself for "ehosep" (or ""), which
@@ -98,8 +103,8 @@ func WithJobPolicy(base Policy, job string) (Policy, error) {
 	if job == "" || job == "ehosep" {
 		return base, nil
 	}
-	if !slices.Contains(LiveModes(), job) {
-		return nil, fmt.Errorf("job policy %q: want ehosep or one of %v", job, LiveModes())
+	if !slices.Contains(JobModes(), job) {
+		return nil, fmt.Errorf("job policy %q: want ehosep or one of %v", job, JobModes())
 	}
 	return LiveBackfill{Mode: job}, nil
 }
@@ -284,8 +289,8 @@ func newLivePass(s *State) *livePass {
 // EASY's reservation (docs/POLICY.md §8): the next task is the first, in
 // EHOSEP's task order (smallest first), of the organisation with the
 // smallest DP (ties as EHOSEP's), recomputed after every start; the first
-// that cannot start is the head, reserved as under easy. Planned only: it
-// is no job policy a federation may vote yet.
+// that cannot start is the head, reserved as under easy. A federation may
+// vote it (ledger/jobpolicy.go, command version 3).
 const EHOSEPEasy = "ehosep-easy"
 
 // liveOrder hands out the waiting tasks in the mode's order: submission
@@ -553,9 +558,10 @@ const PendingJobPolicy = "job_policy"
 // the federation's job policy job: under ehosep they are EHOSEP's; under
 // fcfs, easy and conservative a task a machine has room for waits its
 // turn (PendingJobPolicy) rather than for the next pass, and no task
-// waits for a preemption (fair_share becomes no_free_resources).
+// waits for a preemption (fair_share becomes no_free_resources); so under
+// ehosep-easy.
 func PendingUnder(job string, rs map[string]PendingReason) map[string]PendingReason {
-	if !slices.Contains(LiveModes(), job) {
+	if !slices.Contains(JobModes(), job) {
 		return rs
 	}
 	for id, r := range rs {
