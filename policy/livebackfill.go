@@ -96,12 +96,14 @@ func LiveModes() []string { return []string{"fcfs", "easy", "conservative"} }
 func JobModes() []string { return append(LiveModes(), EHOSEPEasy) }
 
 // WithJobPolicy returns the policy a pass runs under the federation's job
-// policy job (ledger.JobPolicy): base itself for "ehosep" (or ""), which
-// is the pass the federation's settings name (EHOSEP unless they name
-// another), the live backfilling of that mode otherwise.
+// policy job (ledger.JobPolicy): base with GangFirst's gang step for
+// "ehosep" (or ""), base being the pass the federation's settings name
+// (EHOSEP unless they name another); the live backfilling of that mode
+// otherwise, which plans gangs itself. Without gangs, the first is base
+// exactly.
 func WithJobPolicy(base Policy, job string) (Policy, error) {
 	if job == "" || job == "ehosep" {
-		return base, nil
+		return GangFirst{Base: base}, nil
 	}
 	if !slices.Contains(JobModes(), job) {
 		return nil, fmt.Errorf("job policy %q: want ehosep or one of %v", job, JobModes())

@@ -109,6 +109,10 @@ type State struct {
 	// EHOSEP reads only the heads it serves; the other policies and
 	// Pending list its tasks.
 	Queue *Queue
+	// Gangs are the waiting gangs (GangJob), whose parts are in no queue.
+	// Only GangFirst and LiveBackfill read them (WithJobPolicy gives one
+	// of those); the other policies leave them waiting.
+	Gangs []GangJob
 	// Running are the running tasks; a machine appears several times when
 	// it runs several tasks, whose requests then fit its capacity together.
 	Running []Running
