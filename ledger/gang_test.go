@@ -2,8 +2,11 @@ package ledger
 
 import (
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/coopgrid/coopgrid/policy"
 )
 
 // cpuMachine is a 4-CPU machine.
@@ -245,26 +248,40 @@ func TestGangEndedPartFailsARequeuedGang(t *testing.T) {
 	}
 }
 
-// TestGangPass: the scheduling pass places a gang whole when one
-// organisation has a free machine for each part, before the policy's
-// decisions, and holds those machines from the policy; otherwise the gang
-// waits and the policy places the plain tasks.
+// TestGangPass: the view carries the waiting gang (State.Gangs, its parts
+// in no queue) and the pass of the job policy ehosep (policy.GangFirst)
+// places it whole, first, when one organisation has a free machine for
+// each part; otherwise the gang is the head and holds its organisation's
+// machines, and the policy places the plain tasks elsewhere.
 func TestGangPass(t *testing.T) {
 	f := gangFed(t)
-	// uni-b's plain task takes x1; uni-a-3 takes m1: only m2 and m3 free.
+	// uni-b's plain task waits; uni-a-3 takes m1: only m2 and m3 free.
 	bt := gangSpec(2, 0)
 	bt.Spec.Gang = nil
 	f.must(submitSpecs("uni-b", 2100, bt))
 	f.must(decide("uni-a", 2200, alloc("uni-a-3", "uni-a/m1")))
 	f.must(lost("uni-a", "uni-a/m3", 2300))
 	st, vm := f.l.PolicyView(2400, 0)
-	if len(vm.Gangs) != 0 {
-		t.Fatalf("gang placed with one free machine of uni-a: %+v", vm.Gangs)
+	if len(st.Gangs) != 1 || st.Gangs[0].ID != "uni-a-1" || len(st.Gangs[0].Parts) != 2 {
+		t.Fatalf("the view's gangs %+v", st.Gangs)
 	}
 	if len(st.Queued) != 1 || st.Queued[0].ID != "uni-b-1" {
-		t.Fatalf("the policy sees %+v, want uni-b-1 only (gang parts wait in the gang step)", st.Queued)
+		t.Fatalf("the policy queue %+v, want uni-b-1 only (gang parts are in State.Gangs)", st.Queued)
 	}
-	if r := f.l.Pending()["uni-a-2"]; r.Code != "gang" || !strings.Contains(r.Detail, "2 machines") {
+	pol, err := policy.WithJobPolicy(policy.EHOSEP{}, DefaultJobPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := pol.Schedule(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dd, err := vm.Decisions(ds)
+	// m1 and m2 are held for the head gang: uni-b-1 goes to x1.
+	if err != nil || len(dd) != 1 || dd[0] != alloc("uni-b-1", "uni-b/x1") {
+		t.Fatalf("pass with the gang waiting: %+v, %v", dd, err)
+	}
+	if r := f.l.Pending()["uni-a-2"]; r.Code != "gang" || !strings.Contains(r.Detail, "head gang: machines uni-a/m1, uni-a/m2 are held") {
 		t.Fatalf("waiting part's reason %+v", r)
 	}
 	hb := act("uni-a", 2500)
@@ -274,29 +291,20 @@ func TestGangPass(t *testing.T) {
 	if r := f.l.Pending()["uni-a-1"]; r.Code != "next_pass" {
 		t.Fatalf("placeable part's reason %+v", r)
 	}
-	want := []Decision{alloc("uni-a-1", "uni-a/m2"), alloc("uni-a-2", "uni-a/m3")}
-	if len(vm.Gangs) != 2 || vm.Gangs[0] != want[0] || vm.Gangs[1] != want[1] {
-		t.Fatalf("gang decisions %+v, want %+v", vm.Gangs, want)
+	if ds, err = pol.Schedule(st); err != nil {
+		t.Fatal(err)
 	}
-	for j, id := range vm.Machines {
-		if held := len(st.Held) > 0 && st.Held[j]; held != (id == "uni-a/m2" || id == "uni-a/m3") {
-			t.Fatalf("machine %s held %v", id, held)
-		}
+	dd, _ = vm.Decisions(ds)
+	want := []Decision{alloc("uni-a-1", "uni-a/m2"), alloc("uni-a-2", "uni-a/m3"), alloc("uni-b-1", "uni-b/x1")}
+	if !slices.Equal(dd, want) {
+		t.Fatalf("decisions %+v, want %+v", dd, want)
 	}
-	// The parts placed take their room and power in the view.
-	onMachine := map[string]string{}
-	for _, r := range st.Running {
-		onMachine[r.Task.ID] = vm.Machines[r.Machine]
-	}
-	if onMachine["uni-a-1"] != "uni-a/m2" || onMachine["uni-a-2"] != "uni-a/m3" {
-		t.Fatalf("the view runs %v", onMachine)
-	}
-	cmd, err := vm.DecisionsCommand("uni-a", peerOf("uni-a"), 2600, nil)
+	cmd, err := vm.DecisionsCommand("uni-a", peerOf("uni-a"), 2600, ds)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := f.must(cmd)
-	if r.AcceptedDecisions() != 2 {
+	if r.AcceptedDecisions() != 3 {
 		t.Fatalf("pass refused: %+v", r.Decisions)
 	}
 }

@@ -323,3 +323,26 @@ func (g *gangStep) reserve(gang *GangJob, elig []bool) []int {
 	slices.Sort(ms)
 	return ms
 }
+
+// Truncate returns the first n decisions of ds (a pass on s), fewer when
+// the n-th would split a gang of s: a gang's parts are placed in one
+// command or not at all.
+func Truncate(s *State, ds []Decision, n int) []Decision {
+	if len(ds) <= n {
+		return ds
+	}
+	if len(s.Gangs) == 0 {
+		return ds[:n]
+	}
+	gangOf := map[string]string{}
+	for _, g := range s.Gangs {
+		for _, p := range g.Parts {
+			gangOf[p.ID] = g.ID
+		}
+	}
+	// Cut before the gang the n-th decision's successor continues.
+	for n > 0 && gangOf[ds[n].Task] != "" && gangOf[ds[n].Task] == gangOf[ds[n-1].Task] {
+		n--
+	}
+	return ds[:n]
+}
