@@ -60,23 +60,29 @@ func gangEligible(s *State, g *GangJob) []bool {
 }
 
 // gangOwner picks the machines of a gang of k parts: machines in index
-// order, each owner's usable ones (usable) counted in turn; the first
-// owner to reach k whose k machines pass power takes them. An owner whose
-// k machines fail power is passed over. It returns nil when none does.
-func gangOwner(s *State, k int, usable func(m int) bool, power func(ms []int) bool) []int {
+// order, each owner's usable ones (usable) counted in turn; at each
+// machine, its owner's k usable machines so far of least draw (draw, ties
+// by index) are tried, and the first set that passes power takes the
+// gang. So the gang's last machine is as early in index order as it can
+// be, and among one owner's machines up to there the cheapest in power
+// serve. It returns the machines in index order, nil when none passes.
+func gangOwner(s *State, k int, usable func(m int) bool, draw func(m int) int64, power func(ms []int) bool) []int {
 	byOwner := map[int][]int{}
-	dead := map[int]bool{}
 	for m := range s.Machines {
-		o := s.Machines[m].Owner
-		if dead[o] || !usable(m) {
+		if !usable(m) {
 			continue
 		}
+		o := s.Machines[m].Owner
 		byOwner[o] = append(byOwner[o], m)
-		if len(byOwner[o]) == k {
-			if power(byOwner[o]) {
-				return byOwner[o]
-			}
-			dead[o] = true
+		if len(byOwner[o]) < k {
+			continue
+		}
+		ms := slices.Clone(byOwner[o])
+		slices.SortStableFunc(ms, func(x, y int) int { return cmp.Compare(draw(x), draw(y)) })
+		ms = ms[:k]
+		slices.Sort(ms)
+		if power(ms) {
+			return ms
 		}
 	}
 	return nil
@@ -92,8 +98,8 @@ func gangOwner(s *State, k int, usable func(m int) bool, power func(ms []int) bo
 //     ID).
 //   - A gang starts now when an owner has k usable machines with room for
 //     a part each, and the gang's whole draw keeps its organisation within
-//     its limit (gangOwner: machines in index order, the first owner to
-//     reach k). Usable: eligible for every part, not held, and not of an
+//     its limit (gangOwner: machines in index order, the first place where
+//     an owner's k least-draw machines so far pass power). Usable: eligible for every part, not held, and not of an
 //     owner in deficit (DP < 0) with single tasks waiting, unless the gang
 //     is the owner's own: the owner's claim comes first (EHOSEP would
 //     preempt the gang's part at once, stopping it whole).
@@ -257,7 +263,7 @@ func (g *gangStep) startNow(gang *GangJob, elig []bool) []int {
 	req := t.Request.Request()
 	return gangOwner(g.s, len(gang.Parts), func(m int) bool {
 		return g.usable(elig, t.Org, m) && fitsIn(req, g.free[m], g.s.Machines[m].Capacity.Capacity())
-	}, func(ms []int) bool {
+	}, func(m int) int64 { return g.draw(t, m) }, func(ms []int) bool {
 		pi := g.pi[t.Org]
 		for _, m := range ms {
 			pi += g.draw(t, m)

@@ -82,37 +82,41 @@ func referenceGangStep(s *State) (starts []Decision, head string, reserved []int
 			o := s.Machines[m].Owner
 			return !held[m] && (o == t.Org || !(dp(o) < 0 && waiting[o]))
 		}
-		// Now: every owner's first k usable machines with room, owners by
-		// the index of their k-th; the first within the power limit.
-		var owners [][]int
+		// Now: for each owner, the first machine index p at which its k
+		// least-draw usable machines with room up to p pass power; the
+		// owner with the least p.
+		bestP, var_ := len(s.Machines), []int(nil)
 		for o := range s.Orgs {
-			var ms []int
-			for m, mc := range s.Machines {
-				if mc.Owner == o && usable(m) && Fits(t.Request.Request(), free[m], mc.Capacity.Capacity()) && len(ms) < k {
-					ms = append(ms, m)
+			for p := range s.Machines {
+				var ms []int
+				for m := 0; m <= p; m++ {
+					if s.Machines[m].Owner == o && usable(m) && Fits(t.Request.Request(), free[m], s.Machines[m].Capacity.Capacity()) {
+						ms = append(ms, m)
+					}
+				}
+				if len(ms) < k {
+					continue
+				}
+				sort.SliceStable(ms, func(i, j int) bool { return draw(t, ms[i]) < draw(t, ms[j]) })
+				ms = ms[:k]
+				sort.Ints(ms)
+				d := pi[t.Org]
+				for _, m := range ms {
+					d += draw(t, m)
+				}
+				if d <= s.Orgs[t.Org].LimitMilliW {
+					if p < bestP {
+						bestP, var_ = p, ms
+					}
+					break
 				}
 			}
-			if len(ms) == k {
-				owners = append(owners, ms)
-			}
 		}
-		sort.Slice(owners, func(i, j int) bool { return owners[i][k-1] < owners[j][k-1] })
-		started := false
-		for _, ms := range owners {
-			p := pi[t.Org]
-			for _, m := range ms {
-				p += draw(t, m)
-			}
-			if p > s.Orgs[t.Org].LimitMilliW {
-				continue
-			}
-			for r, m := range ms {
-				running = append(running, Running{Task: g.Parts[r], Machine: m})
-				held[m] = true
-				starts = append(starts, Decision{Kind: Allocate, Task: g.Parts[r].ID, Org: t.Org, Machine: m})
-			}
-			started = true
-			break
+		started := var_ != nil
+		for r, m := range var_ {
+			running = append(running, Running{Task: g.Parts[r], Machine: m})
+			held[m] = true
+			starts = append(starts, Decision{Kind: Allocate, Task: g.Parts[r].ID, Org: t.Org, Machine: m})
 		}
 		if started || reserved != nil {
 			continue
