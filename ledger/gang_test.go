@@ -468,3 +468,47 @@ func checkGangVerdicts(t *testing.T, l *Ledger, res Result) int {
 	}
 	return placed
 }
+
+// TestGangReservedUnderEasy: under the job policy easy, on a federation
+// whose peers compute the passes, a waiting gang is the head (LiveBackfill
+// plans it as one item of two parts): a task submitted after it that
+// would hold a machine past the gang's reservation does not start (the
+// trigger decides nothing), the part's pending reason names the
+// reservation, and the gang starts whole when the running task ends.
+func TestGangReservedUnderEasy(t *testing.T) {
+	f := newFed(t)
+	f.must(registerRules("uni-a", 1_000_000, schedRules("ehosep", 0), cpuMachine("m1"), cpuMachine("m2")))
+	f.must(policyVote("uni-a", "easy"))
+	limited := func(ts TaskSpec, ms int64) TaskSpec {
+		ts.Spec.WallLimitMs = ms
+		return ts
+	}
+	plain := gangSpec(2, 0)
+	plain.Spec.Gang = nil
+	f.must(submitSpecs("uni-a", 1000, limited(plain, 60_000)))
+	if r := f.must(trigger("uni-a", 2000)); r.AcceptedDecisions() != 1 {
+		t.Fatalf("first trigger: %+v", r.Decisions)
+	}
+	long := taskOf(t, f.l, "uni-a-1")
+	f.must(started("uni-a", "uni-a-1", long.Machine, 2100))
+	f.must(submitSpecs("uni-a", 3000, limited(gangSpec(2, 0), 10_000), limited(gangSpec(2, 1), 10_000)))
+	f.must(submitSpecs("uni-a", 3100, limited(plain, 120_000)))
+	if r := f.apply(trigger("uni-a", 4000)); r.Err == nil || r.Err.Code != CodeNothingToSchedule {
+		t.Fatalf("trigger while the gang waits: %+v (%v); want nothing_to_schedule: uni-a-4 would delay the gang", r.Decisions, r.Err)
+	}
+	pending := f.l.Pending()
+	if r := pending["uni-a-2"]; r.Code != "gang" || !strings.Contains(r.Detail, "reserved on") || !strings.Contains(r.Detail, "job policy easy") {
+		t.Fatalf("the gang's part waits with %+v", r)
+	}
+	if r := pending["uni-a-4"]; r.Code != policy.PendingJobPolicy {
+		t.Fatalf("the task behind the gang waits with %+v", r)
+	}
+	f.must(ended("uni-a", "uni-a-1", long.Machine, 5000, 5, false))
+	r := f.must(trigger("uni-a", 6000))
+	if r.AcceptedDecisions() != 2 || taskOf(t, f.l, "uni-a-2").State != TaskAssigned || taskOf(t, f.l, "uni-a-3").State != TaskAssigned {
+		t.Fatalf("trigger once the machines are free: %+v", r.Decisions)
+	}
+	if taskOf(t, f.l, "uni-a-4").State != TaskQueued {
+		t.Fatal("uni-a-4 started beside the gang on two 4-CPU machines")
+	}
+}
