@@ -21,7 +21,9 @@ import (
 //     only when the same decisions place every part of its gang, each on
 //     its own machine, all machines of one organisation (whose one peer
 //     starts them); otherwise every part's decision gets CodeGangIncomplete
-//     and nothing changes (applyGang).
+//     and nothing changes (applyGang). A part is placed by an allocation,
+//     or by a preemption of a single task (never another gang's part: the
+//     owner's claim for its gang, policy.GangFirst).
 //   - Stopping is together: when a placed part leaves its machine
 //     (preempted, its machine lost, a failure sent back to the queue) the
 //     same apply takes every other placed part off its machine, as a
@@ -193,14 +195,23 @@ func (l *Ledger) checkGang(ds []Decision, idx []int, atMs int64) ([]func(*Result
 	if len(idx) != g.Size || len(parts) != g.Size {
 		return nil, errf(CodeGangIncomplete, "gang %s has %d parts; the decisions place %d", g.ID, g.Size, len(idx))
 	}
-	seenTask, seenMachine := map[string]bool{}, map[string]bool{}
+	seenTask, seenMachine, seenVictim := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	owner := ""
 	var extra int64 // the power the gang's earlier parts add to its organisation's PI
 	dos := make([]func(*Result), 0, len(idx))
 	for _, i := range idx {
 		d := ds[i]
-		if d.Kind != DecideAllocate {
-			return nil, errf(CodeGangIncomplete, "gang %s: part %s is placed by a %s: a gang takes free machines only", g.ID, d.Task, d.Kind)
+		if d.Kind == DecidePreempt {
+			// An owner's claim for its gang (policy.GangFirst): the victim
+			// must be no gang's part (stopping it would stop its own gang,
+			// changing machines the other decisions were checked on).
+			if v := l.tasks[d.Victim]; v != nil && v.Spec.Gang != nil {
+				return nil, errf(CodeGangIncomplete, "gang %s: part %s would preempt %s, a part of gang %s: a gang preempts only single tasks", g.ID, d.Task, v.ID, v.Spec.Gang.ID)
+			}
+			if seenVictim[d.Victim] {
+				return nil, errf(CodeGangIncomplete, "gang %s: victim %s twice in the decisions", g.ID, d.Victim)
+			}
+			seenVictim[d.Victim] = true
 		}
 		if seenTask[d.Task] || seenMachine[d.Machine] {
 			return nil, errf(CodeGangIncomplete, "gang %s: part %s or machine %q twice in the decisions", g.ID, d.Task, d.Machine)

@@ -135,7 +135,7 @@ func TestGangPlacementAllOrNothing(t *testing.T) {
 			[]Code{CodeGangIncomplete, CodeGangIncomplete}, map[string]string{}},
 		{"a part's machine taken first", 0, []Decision{alloc("uni-a-3", "uni-a/m2"), alloc("uni-a-1", "uni-a/m1"), alloc("uni-a-2", "uni-a/m2")},
 			[]Code{"", CodeGangIncomplete, CodeGangIncomplete}, map[string]string{"uni-a-3": "uni-a/m2"}},
-		{"by preemption", 0, []Decision{alloc("uni-a-1", "uni-a/m1"), preempt("uni-a-2", "uni-a/m2", "uni-a-3")},
+		{"by preempting a task not on the machine", 0, []Decision{alloc("uni-a-1", "uni-a/m1"), preempt("uni-a-2", "uni-a/m2", "uni-a-3")},
 			[]Code{CodeGangIncomplete, CodeGangIncomplete}, map[string]string{}},
 		{"power for one part only", 150_000, []Decision{alloc("uni-a-1", "uni-a/m1"), alloc("uni-a-2", "uni-a/m2")},
 			[]Code{CodeGangIncomplete, CodeGangIncomplete}, map[string]string{}},
@@ -510,5 +510,60 @@ func TestGangReservedUnderEasy(t *testing.T) {
 	}
 	if taskOf(t, f.l, "uni-a-4").State != TaskQueued {
 		t.Fatal("uni-a-4 started beside the gang on two 4-CPU machines")
+	}
+}
+
+// TestGangOwnerClaim: uni-a's gang waits while uni-b's tasks hold both of
+// uni-a's machines (uni-a in deficit, uni-b in excess): the pass preempts
+// them for the gang (policy.GangFirst, the owner's claim), the ledger
+// accepts a part placed by a preemption, the victims go back to the queue
+// and stop, and the gang is placed whole. A part that would preempt
+// another gang's part is refused, the whole gang with it.
+func TestGangOwnerClaim(t *testing.T) {
+	f := newFed(t)
+	f.must(register("uni-a", 1_000_000, cpuMachine("m1"), cpuMachine("m2")))
+	f.must(register("uni-b", 1_000_000, cpuMachine("x1")))
+	plain := gangSpec(2, 0)
+	plain.Spec.Gang = nil
+	f.must(submitSpecs("uni-b", 1000, plain, plain, plain))
+	f.must(decide("uni-a", 1100, alloc("uni-b-1", "uni-a/m1"), alloc("uni-b-2", "uni-a/m2"), alloc("uni-b-3", "uni-b/x1")))
+	for _, run := range [][3]string{{"uni-a", "uni-b-1", "uni-a/m1"}, {"uni-a", "uni-b-2", "uni-a/m2"}, {"uni-b", "uni-b-3", "uni-b/x1"}} {
+		f.must(started(run[0], run[1], run[2], 1200)) // the machine's owner reports
+	}
+	f.must(submitSpecs("uni-a", 2000, gangSpec(2, 0), gangSpec(2, 1)))
+	st, vm := f.l.PolicyView(3000, 0)
+	pol, _ := policy.WithJobPolicy(policy.EHOSEP{}, DefaultJobPolicy)
+	ds, err := pol.Schedule(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dd, _ := vm.Decisions(ds)
+	if len(dd) != 2 || dd[0].Kind != DecidePreempt || dd[0].Task != "uni-a-1" || dd[0].Victim != "uni-b-1" ||
+		dd[1].Kind != DecidePreempt || dd[1].Task != "uni-a-2" || dd[1].Victim != "uni-b-2" {
+		t.Fatalf("the pass decides %+v; want the gang preempting uni-b-1 and uni-b-2", dd)
+	}
+	cmd, err := vm.DecisionsCommand("uni-a", peerOf("uni-a"), 3000, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := f.must(cmd); r.AcceptedDecisions() != 2 {
+		t.Fatalf("refused: %+v", r.Decisions)
+	}
+	for id, want := range map[string]TaskState{"uni-a-1": TaskAssigned, "uni-a-2": TaskAssigned, "uni-b-1": TaskQueued, "uni-b-2": TaskQueued, "uni-b-3": TaskRunning} {
+		if got := taskOf(t, f.l, id).State; got != want {
+			t.Errorf("%s is %s, want %s", id, got, want)
+		}
+	}
+	// uni-b's gang-less x1 runs uni-b-3; a decision of another gang taking
+	// a placed part as victim is refused whole.
+	f.must(submitSpecs("uni-b", 4000, gangSpec(2, 0), gangSpec(2, 1)))
+	r := f.must(decide("uni-a", 4100, preempt("uni-b-4", "uni-a/m1", "uni-a-1"), preempt("uni-b-5", "uni-b/x1", "uni-b-3")))
+	for _, d := range r.Decisions {
+		if d.Err == nil || d.Err.Code != CodeGangIncomplete || !strings.Contains(d.Err.Msg, "a gang preempts only single tasks") {
+			t.Fatalf("a gang preempting another's part: %+v", r.Decisions)
+		}
+	}
+	if taskOf(t, f.l, "uni-a-1").State != TaskAssigned || taskOf(t, f.l, "uni-b-3").State != TaskRunning {
+		t.Fatal("a refused gang changed the state")
 	}
 }

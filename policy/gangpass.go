@@ -103,6 +103,10 @@ func gangOwner(s *State, k int, usable func(m int) bool, draw func(m int) int64,
 //     owner in deficit (DP < 0) with single tasks waiting, unless the gang
 //     is the owner's own: the owner's claim comes first (EHOSEP would
 //     preempt the gang's part at once, stopping it whole).
+//   - The owner's claim (preemptFor): a gang of an organisation in
+//     deficit that cannot start on free machines may start on its own
+//     machines by preempting guests of organisations in excess, as
+//     EHOSEP's algorithm 5 does for a task.
 //   - The first gang that cannot start is the head: it reserves k usable
 //     machines of one owner, those whose running tasks leave room for a
 //     part soonest (each task ending at its planned end, as LiveBackfill
@@ -159,6 +163,9 @@ type gangStep struct {
 	held    []bool
 	waiting []bool // an organisation has single tasks waiting
 	running []Running
+	// requeued are the tasks preempted for gangs, back in their queues
+	// with the work they keep.
+	requeued []Task
 }
 
 // PlanGangStep runs GangFirst's gang step on s.
@@ -199,6 +206,10 @@ func PlanGangStep(s *State) (GangStep, error) {
 			}
 			continue
 		}
+		if ds := g.preemptFor(&gang, elig); ds != nil {
+			out.Starts = append(out.Starts, ds...)
+			continue
+		}
 		if out.Reserved != nil {
 			continue
 		}
@@ -213,6 +224,9 @@ func PlanGangStep(s *State) (GangStep, error) {
 		}
 	}
 	rest := *s
+	if len(g.requeued) > 0 {
+		rest.Queued = append(slices.Clone(s.Queued), g.requeued...)
+	}
 	rest.Gangs = nil
 	rest.Running = g.running
 	rest.Held = g.held
@@ -351,4 +365,121 @@ func Truncate(s *State, ds []Decision, n int) []Decision {
 		n--
 	}
 	return ds[:n]
+}
+
+// preemptFor is the owner's claim for its own gang (EHOSEP's algorithm 5
+// for a gang): when gang's organisation o is in deficit (DP < 0) and k of
+// its own usable machines are each free for a part or run a guest task
+// whose stopping leaves room for one (a task of an organisation in excess,
+// DP > 0, that stays at or above its quota without it, PREPreempt ≥ 0,
+// and that is no gang's part), the gang starts there, preempting those
+// guests: free machines first, then the least waste, then index; the
+// victim on a machine is its least-waste such guest (then ID). The gang's
+// whole draw must keep o within its limit. It returns the decisions
+// (Allocate or Preempt, in rank order), nil when the claim cannot place
+// the gang.
+func (g *gangStep) preemptFor(gang *GangJob, elig []bool) []Decision {
+	t := *gang.first()
+	o, k := t.Org, len(gang.Parts)
+	if !(g.dp(o) < 0) {
+		return nil
+	}
+	req := t.Request.Request()
+	type cand struct {
+		m, v  int // v: index in g.running, -1 for a free machine
+		waste float64
+	}
+	var cs []cand
+	for m, mc := range g.s.Machines {
+		if mc.Owner != o || !g.usable(elig, o, m) {
+			continue
+		}
+		capa := mc.Capacity.Capacity()
+		if fitsIn(req, g.free[m], capa) {
+			cs = append(cs, cand{m, -1, 0})
+			continue
+		}
+		best := cand{m, -1, 0}
+		for v, r := range g.running {
+			z := r.Task.Org
+			if r.Machine != m || z == o || r.Task.Gang || !(g.dp(z) > 0) || !fitsIn(req, g.free[m].plus(r.Task.Request.Request()), capa) {
+				continue
+			}
+			d := ShareOf(mc.Capacity, r.Task.Request).Of(mc.MFLOPS)
+			if PREPreempt(g.alloc[z], g.tot.QuotaMFLOPS[z], d) < 0 {
+				continue
+			}
+			w := Waste(r, d, g.s.CheckpointBlockSeconds)
+			if best.v < 0 || w < best.waste || w == best.waste && r.Task.ID < g.running[best.v].Task.ID {
+				best = cand{m, v, w}
+			}
+		}
+		if best.v >= 0 {
+			cs = append(cs, best)
+		}
+	}
+	if len(cs) < k {
+		return nil
+	}
+	slices.SortStableFunc(cs, func(x, y cand) int {
+		if (x.v < 0) != (y.v < 0) {
+			if x.v < 0 {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(x.waste, y.waste), cmp.Compare(x.m, y.m))
+	})
+	cs = cs[:k]
+	slices.SortFunc(cs, func(x, y cand) int { return cmp.Compare(x.m, y.m) })
+	pi := g.pi[o]
+	for _, c := range cs {
+		pi += g.draw(t, c.m)
+	}
+	if pi > g.s.Orgs[o].LimitMilliW {
+		return nil
+	}
+	// Victims' organisations must stay at or above quota together.
+	lost := map[int]int64{}
+	for _, c := range cs {
+		if c.v >= 0 {
+			r := g.running[c.v]
+			lost[r.Task.Org] += ShareOf(g.s.Machines[c.m].Capacity, r.Task.Request).Of(g.s.Machines[c.m].MFLOPS)
+		}
+	}
+	for z, d := range lost {
+		if PREPreempt(g.alloc[z], g.tot.QuotaMFLOPS[z], d) < 0 {
+			return nil
+		}
+	}
+	var out []Decision
+	var gone []int
+	for r, c := range cs {
+		part := gang.Parts[r]
+		d := Decision{Kind: Allocate, Task: part.ID, Org: o, Machine: c.m}
+		if c.v >= 0 {
+			v := g.running[c.v]
+			mc := g.s.Machines[c.m]
+			sh := ShareOf(mc.Capacity, v.Task.Request)
+			kept := Executed(v, sh.Of(mc.MFLOPS)) - c.waste
+			d.Kind, d.Victim, d.VictimOrg, d.VictimWasteMFlop, d.VictimKeptMFlop = Preempt, v.Task.ID, v.Task.Org, c.waste, kept
+			g.alloc[v.Task.Org] -= sh.Of(mc.MFLOPS)
+			g.pi[v.Task.Org] -= sh.Of(mc.BusyMilliW)
+			g.free[c.m] = g.free[c.m].plus(v.Task.Request.Request())
+			back := v.Task
+			back.SizeMFlop = remainingAfter(v.Task.SizeMFlop, kept)
+			g.requeued = append(g.requeued, back)
+			g.waiting[v.Task.Org] = true
+			gone = append(gone, c.v)
+		}
+		out = append(out, d)
+	}
+	slices.Sort(gone)
+	for i := len(gone) - 1; i >= 0; i-- {
+		g.running = slices.Delete(g.running, gone[i], gone[i]+1)
+	}
+	for r, c := range cs {
+		g.place(gang.Parts[r], c.m)
+	}
+	return out
 }

@@ -166,7 +166,7 @@ func TestGangFirstHandWorked(t *testing.T) {
 			{Task: Task{ID: "x", Org: 0, SizeMFlop: 10, WallLimitMs: 5000}, Machine: 0, RunSeconds: 1},
 			{Task: Task{ID: "y", Org: 0, SizeMFlop: 10, WallLimitMs: 5000}, Machine: 1, RunSeconds: 3},
 			{Task: Task{ID: "z", Org: 0, SizeMFlop: 10}, Machine: 2},
-			{Task: Task{ID: "w", Org: 0, SizeMFlop: 10}, Machine: 3},
+			{Task: Task{ID: "w", Org: 1, SizeMFlop: 10}, Machine: 3}, // b's own: no claim
 		}
 		s.Queued = []Task{{ID: "b-9", Org: 1, SizeMFlop: 10, Seq: 5}}
 		st, err := PlanGangStep(s)
@@ -181,6 +181,37 @@ func TestGangFirstHandWorked(t *testing.T) {
 		ds, err := GangFirst{Base: EHOSEP{}}.Schedule(s)
 		if err != nil || len(ds) != 1 || ds[0].Task != "b-9" || ds[0].Machine != 4 {
 			t.Fatalf("decisions %+v, %v; want b-9 on b1 (a0, a1 held)", ds, err)
+		}
+	})
+	t.Run("the owner's claim preempts guests for its gang", func(t *testing.T) {
+		s := &State{
+			Orgs: []Org{{Name: "a", LimitMilliW: 1000}, {Name: "b", LimitMilliW: 1000}},
+			Machines: []Machine{
+				{ID: "a0", Owner: 0, MFLOPS: 100, BusyMilliW: 100},
+				{ID: "b0", Owner: 1, MFLOPS: 100, BusyMilliW: 100},
+				{ID: "b1", Owner: 1, MFLOPS: 100, BusyMilliW: 100},
+			},
+			// a runs on all three (DP 2 > 0), b on none (DP −1).
+			Running: []Running{
+				{Task: Task{ID: "x", Org: 0, SizeMFlop: 10_000, Seq: 1}, Machine: 0, RunSeconds: 5},
+				{Task: Task{ID: "y", Org: 0, SizeMFlop: 10_000, Seq: 2}, Machine: 1, RunSeconds: 5},
+				{Task: Task{ID: "z", Org: 0, SizeMFlop: 10_000, Seq: 3}, Machine: 2, RunSeconds: 9},
+			},
+			Gangs: []GangJob{{ID: "g-1", Parts: []Task{{ID: "g-1", Org: 1, SizeMFlop: 10, Seq: 4}, {ID: "g-2", Org: 1, SizeMFlop: 10, Seq: 4}}}},
+		}
+		st, err := PlanGangStep(s)
+		if err != nil || len(st.Starts) != 2 || st.Starts[0].Kind != Preempt || st.Starts[0].Victim != "y" || st.Starts[0].Machine != 1 ||
+			st.Starts[1].Kind != Preempt || st.Starts[1].Victim != "z" || st.Starts[1].Machine != 2 || st.Head != "" {
+			t.Fatalf("%+v, %v; want g-1 preempting y on b0 and g-2 preempting z on b1", st.Starts, err)
+		}
+		if len(st.Rest.Queued) != 2 || st.Rest.Queued[0].ID != "y" || st.Rest.Queued[0].SizeMFlop != 10_000 {
+			t.Fatalf("the victims back in the queue (no checkpointing: they keep nothing): %+v", st.Rest.Queued)
+		}
+		// A guest that is a gang's part is never a victim: no claim, the
+		// gang is the head instead.
+		s.Running[2].Task.Gang = true
+		if st, err = PlanGangStep(s); err != nil || len(st.Starts) != 0 || st.Head != "g-1" {
+			t.Fatalf("%+v, %v; want no preemption of a gang's part", st, err)
 		}
 	})
 	t.Run("bad input", func(t *testing.T) {

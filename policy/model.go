@@ -80,6 +80,10 @@ type Task struct {
 	// (deadline_place.go); a task without one exactly as before.
 	Class      TaskClass
 	DeadlineMs int64
+	// Gang says the task is a gang's part (running: its gang is placed
+	// whole). A gang's preemption (GangFirst) never takes one as victim:
+	// stopping it stops its whole gang.
+	Gang bool
 }
 
 // Running is a task currently executing on a machine.
