@@ -51,7 +51,7 @@ type JobPolicyVoter interface {
 // the ledger's to say (400 bad_request naming them).
 func ValidateJobPolicy(req JobPolicyRequest) error {
 	if req.Policy == "" || len(req.Policy) > 64 {
-		return Errorf(CodeBadRequest, "policy %q: want a job policy's name (ehosep, fcfs, easy, conservative)", req.Policy)
+		return Errorf(CodeBadRequest, "policy %q: want a job policy's name (ehosep, fcfs, easy, conservative, ehosep-easy)", req.Policy)
 	}
 	return nil
 }

@@ -215,7 +215,7 @@ func (l *Leader) plan(r StateViewer) (p planned, ok bool) {
 	if byPeers {
 		return l.planTrigger(org, nowMs, placeable, perr)
 	}
-	if len(st.Queued) == 0 && len(vm.Gangs) == 0 {
+	if len(st.Queued) == 0 && len(st.Gangs) == 0 {
 		return planned{}, false
 	}
 	// The view is a copy: the policy runs without holding the lock.
@@ -231,11 +231,9 @@ func (l *Leader) plan(r StateViewer) (p planned, ok bool) {
 		l.log.Error("leader: policy failed", "policy", l.policy.Name(), "job_policy", job, "err", err)
 		return planned{}, false
 	}
-	if len(ds) == 0 && len(vm.Gangs) == 0 { // the view's gangs go first (ledger/gang.go)
+	// At most a command's decisions, a gang's parts never split.
+	if ds = policy.Truncate(st, ds, ledger.MaxDecisionsPerCommand); len(ds) == 0 {
 		return planned{}, false
-	}
-	if len(ds) > ledger.MaxDecisionsPerCommand-len(vm.Gangs) {
-		ds = ds[:ledger.MaxDecisionsPerCommand-len(vm.Gangs)]
 	}
 	cmd, err := vm.DecisionsCommand(org, l.cfg.Self.String(), nowMs, ds)
 	if err != nil {
@@ -243,7 +241,7 @@ func (l *Leader) plan(r StateViewer) (p planned, ok bool) {
 		l.log.Error("leader: decisions do not fit the view", "err", err)
 		return planned{}, false
 	}
-	return l.encoded(ledger.KindDecisions, cmd, len(ds)+len(vm.Gangs))
+	return l.encoded(ledger.KindDecisions, cmd, len(ds))
 }
 
 // planTrigger proposes a trigger at nowMs if its pass decides anything.

@@ -21,7 +21,9 @@ import (
 //     only when the same decisions place every part of its gang, each on
 //     its own machine, all machines of one organisation (whose one peer
 //     starts them); otherwise every part's decision gets CodeGangIncomplete
-//     and nothing changes (applyGang).
+//     and nothing changes (applyGang). A part is placed by an allocation,
+//     or by a preemption of a single task (never another gang's part: the
+//     owner's claim for its gang, policy.GangFirst).
 //   - Stopping is together: when a placed part leaves its machine
 //     (preempted, its machine lost, a failure sent back to the queue) the
 //     same apply takes every other placed part off its machine, as a
@@ -193,14 +195,23 @@ func (l *Ledger) checkGang(ds []Decision, idx []int, atMs int64) ([]func(*Result
 	if len(idx) != g.Size || len(parts) != g.Size {
 		return nil, errf(CodeGangIncomplete, "gang %s has %d parts; the decisions place %d", g.ID, g.Size, len(idx))
 	}
-	seenTask, seenMachine := map[string]bool{}, map[string]bool{}
+	seenTask, seenMachine, seenVictim := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	owner := ""
 	var extra int64 // the power the gang's earlier parts add to its organisation's PI
 	dos := make([]func(*Result), 0, len(idx))
 	for _, i := range idx {
 		d := ds[i]
-		if d.Kind != DecideAllocate {
-			return nil, errf(CodeGangIncomplete, "gang %s: part %s is placed by a %s: a gang takes free machines only", g.ID, d.Task, d.Kind)
+		if d.Kind == DecidePreempt {
+			// An owner's claim for its gang (policy.GangFirst): the victim
+			// must be no gang's part (stopping it would stop its own gang,
+			// changing machines the other decisions were checked on).
+			if v := l.tasks[d.Victim]; v != nil && v.Spec.Gang != nil {
+				return nil, errf(CodeGangIncomplete, "gang %s: part %s would preempt %s, a part of gang %s: a gang preempts only single tasks", g.ID, d.Task, v.ID, v.Spec.Gang.ID)
+			}
+			if seenVictim[d.Victim] {
+				return nil, errf(CodeGangIncomplete, "gang %s: victim %s twice in the decisions", g.ID, d.Victim)
+			}
+			seenVictim[d.Victim] = true
 		}
 		if seenTask[d.Task] || seenMachine[d.Machine] {
 			return nil, errf(CodeGangIncomplete, "gang %s: part %s or machine %q twice in the decisions", g.ID, d.Task, d.Machine)
@@ -431,67 +442,22 @@ func (l *Ledger) checkGangIndex(fail func(string, ...any)) {
 	}
 }
 
-// placeGangs is the scheduling pass's gang step, run on the view before
-// the policy: every gang whose parts all wait is placed whole, in submit
-// order, when one organisation has a machine free for each part now
-// (policy.PlaceGang, over the view's machines in ID order, each part
-// fitting without preemption, matching the part's requirements, the
-// gang's power within its organisation's limit), or waits. The parts
-// placed appear in the view as running (just assigned) on their machines,
-// so that the policy counts their room and power, and those machines are
-// held (State.Held: the policy neither places on them nor preempts there,
-// where it honours Held); the decisions are vm.Gangs, which a pass
-// applies before the policy's.
-func (l *Ledger) placeGangs(s *policy.State, vm *ViewMap, orgIdx, machIdx map[string]int) {
-	if len(l.gangs) == 0 || len(vm.Machines) == 0 {
+// viewGangs adds to the policy view every gang whose parts all wait
+// (State.Gangs), in submit order: the policy places them (docs/POLICY.md
+// §8, "Gangs in the policy": policy.GangFirst under the job policy ehosep,
+// policy.LiveBackfill under the others), each part by an allocation of its
+// own, every part in the same pass or none; applyGang holds the ledger to
+// that.
+func (l *Ledger) viewGangs(s *policy.State, orgIdx map[string]int) {
+	if len(l.gangs) == 0 {
 		return
 	}
-	taken := map[string]bool{}
-	headroom := map[string]int64{} // power left under each organisation's limit
 	for _, gv := range l.queuedGangs() {
-		first := gv.parts[0]
-		if _, ok := headroom[gv.org]; !ok {
-			headroom[gv.org] = l.orgs[gv.org].LimitMilliW - l.pi[gv.org]
+		g := policy.GangJob{ID: gv.parts[0].Spec.Gang.ID, Parts: make([]policy.Task, len(gv.parts))}
+		for k, p := range gv.parts {
+			g.Parts[k] = policyTask(p, orgIdx)
 		}
-		req := first.request()
-		ms := make([]policy.GangMachine, 0, len(vm.Machines))
-		for _, id := range vm.Machines {
-			m := l.machines[id]
-			if taken[id] || l.mismatch(m, first) != "" {
-				continue
-			}
-			capa := m.capacity()
-			free := capa
-			for _, tid := range m.Tasks() {
-				r := l.tasks[tid].request()
-				free = policy.Resources{CPUs: free.CPUs - r.CPUs, MemoryBytes: free.MemoryBytes - r.MemoryBytes, GPUs: free.GPUs - r.GPUs}
-			}
-			ms = append(ms, policy.GangMachine{ID: id, Owner: orgIdx[m.Org], Free: free, Capacity: capa})
-		}
-		ids, ok, err := policy.PlaceGang(len(gv.parts), req, ms)
-		if err != nil || !ok {
-			continue
-		}
-		var power int64
-		for _, id := range ids {
-			power += l.machines[id].share(first).Of(l.machines[id].BusyMilliW)
-		}
-		if power > headroom[gv.org] {
-			continue
-		}
-		headroom[gv.org] -= power
-		for k, id := range ids {
-			taken[id] = true
-			vm.Gangs = append(vm.Gangs, Decision{Kind: DecideAllocate, Task: gv.parts[k].ID, Machine: id})
-			s.Running = append(s.Running, policy.Running{Task: policyTask(gv.parts[k], orgIdx), Machine: machIdx[id]})
-		}
-	}
-	if len(taken) == 0 {
-		return
-	}
-	s.Held = make([]bool, len(s.Machines))
-	for j, id := range vm.Machines {
-		s.Held[j] = taken[id]
+		s.Gangs = append(s.Gangs, g)
 	}
 }
 
@@ -518,24 +484,49 @@ func (l *Ledger) GangMachines(task string) (machines []string, ok bool) {
 	return machines, true
 }
 
-// gangPending adds to out the reason of every waiting gang part: the pass
-// on vm places its gang (next_pass) or the gang waits for machines.
-func (l *Ledger) gangPending(out map[string]PendingReason, vm *ViewMap) {
-	if len(l.gangs) == 0 {
+// gangPending adds to out the reason of every waiting gang part, from the
+// pass of the federation's job policy on s (the view, its gangs in
+// s.Gangs): its gang starts in the next pass (next_pass), or it waits
+// (gang), holding machines or a reservation when it is the head.
+func (l *Ledger) gangPending(out map[string]PendingReason, s *policy.State, vm *ViewMap) {
+	if len(s.Gangs) == 0 {
 		return
 	}
-	next := map[string]bool{}
-	for _, d := range vm.Gangs {
-		next[d.Task] = true
-	}
-	for _, gv := range l.queuedGangs() {
-		k := len(gv.parts)
-		for _, p := range gv.parts {
-			if next[p.ID] {
-				out[p.ID] = PendingReason{Code: policy.PendingNextPass, Detail: fmt.Sprintf("the next pass places the whole gang %s (%d parts)", p.Spec.Gang.ID, k)}
-				continue
+	next, held := map[string]bool{}, map[string]string{}
+	if job := l.JobPolicy().Policy; job == DefaultJobPolicy {
+		if st, err := policy.PlanGangStep(s); err == nil {
+			for _, d := range st.Starts {
+				next[d.Task] = true
 			}
-			out[p.ID] = PendingReason{Code: policy.PendingGang, Detail: fmt.Sprintf("part %d of gang %s: waits until one organisation has %d machines with room for a part each, within its power limit", p.Spec.Gang.Rank, p.Spec.Gang.ID, k)}
+			if st.Head != "" {
+				ms := make([]string, len(st.Reserved))
+				for i, m := range st.Reserved {
+					ms[i] = vm.Machines[m]
+				}
+				held[st.Head] = "the head gang: machines " + strings.Join(ms, ", ") + " are held for it (nothing else starts there) until it starts"
+			}
+		}
+	} else if pl, err := (policy.LiveBackfill{Mode: job}).Plan(s); err == nil {
+		for _, d := range pl.Starts {
+			next[d.Task] = true
+		}
+		for _, r := range pl.Reservations {
+			held[r.Task] = fmt.Sprintf("reserved on %s in %d ms (job policy %s): no task started after it delays it", vm.Machines[r.Machine], r.AtMs, job)
+		}
+	}
+	for _, g := range s.Gangs {
+		k := len(g.Parts)
+		for r, p := range g.Parts {
+			switch {
+			case next[p.ID]:
+				out[p.ID] = PendingReason{Code: policy.PendingNextPass, Detail: fmt.Sprintf("the next pass places the whole gang %s (%d parts)", g.ID, k)}
+			case held[g.ID] != "" && held[p.ID] == "":
+				out[p.ID] = PendingReason{Code: policy.PendingGang, Detail: fmt.Sprintf("part %d of gang %s, %s", r, g.ID, held[g.ID])}
+			case held[p.ID] != "":
+				out[p.ID] = PendingReason{Code: policy.PendingGang, Detail: fmt.Sprintf("part %d of gang %s, %s", r, g.ID, held[p.ID])}
+			default:
+				out[p.ID] = PendingReason{Code: policy.PendingGang, Detail: fmt.Sprintf("part %d of gang %s: waits until one organisation has %d machines with room for a part each, within its power limit", r, g.ID, k)}
+			}
 		}
 	}
 }

@@ -2,8 +2,11 @@ package ledger
 
 import (
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/coopgrid/coopgrid/policy"
 )
 
 // cpuMachine is a 4-CPU machine.
@@ -132,7 +135,7 @@ func TestGangPlacementAllOrNothing(t *testing.T) {
 			[]Code{CodeGangIncomplete, CodeGangIncomplete}, map[string]string{}},
 		{"a part's machine taken first", 0, []Decision{alloc("uni-a-3", "uni-a/m2"), alloc("uni-a-1", "uni-a/m1"), alloc("uni-a-2", "uni-a/m2")},
 			[]Code{"", CodeGangIncomplete, CodeGangIncomplete}, map[string]string{"uni-a-3": "uni-a/m2"}},
-		{"by preemption", 0, []Decision{alloc("uni-a-1", "uni-a/m1"), preempt("uni-a-2", "uni-a/m2", "uni-a-3")},
+		{"by preempting a task not on the machine", 0, []Decision{alloc("uni-a-1", "uni-a/m1"), preempt("uni-a-2", "uni-a/m2", "uni-a-3")},
 			[]Code{CodeGangIncomplete, CodeGangIncomplete}, map[string]string{}},
 		{"power for one part only", 150_000, []Decision{alloc("uni-a-1", "uni-a/m1"), alloc("uni-a-2", "uni-a/m2")},
 			[]Code{CodeGangIncomplete, CodeGangIncomplete}, map[string]string{}},
@@ -245,26 +248,40 @@ func TestGangEndedPartFailsARequeuedGang(t *testing.T) {
 	}
 }
 
-// TestGangPass: the scheduling pass places a gang whole when one
-// organisation has a free machine for each part, before the policy's
-// decisions, and holds those machines from the policy; otherwise the gang
-// waits and the policy places the plain tasks.
+// TestGangPass: the view carries the waiting gang (State.Gangs, its parts
+// in no queue) and the pass of the job policy ehosep (policy.GangFirst)
+// places it whole, first, when one organisation has a free machine for
+// each part; otherwise the gang is the head and holds its organisation's
+// machines, and the policy places the plain tasks elsewhere.
 func TestGangPass(t *testing.T) {
 	f := gangFed(t)
-	// uni-b's plain task takes x1; uni-a-3 takes m1: only m2 and m3 free.
+	// uni-b's plain task waits; uni-a-3 takes m1: only m2 and m3 free.
 	bt := gangSpec(2, 0)
 	bt.Spec.Gang = nil
 	f.must(submitSpecs("uni-b", 2100, bt))
 	f.must(decide("uni-a", 2200, alloc("uni-a-3", "uni-a/m1")))
 	f.must(lost("uni-a", "uni-a/m3", 2300))
 	st, vm := f.l.PolicyView(2400, 0)
-	if len(vm.Gangs) != 0 {
-		t.Fatalf("gang placed with one free machine of uni-a: %+v", vm.Gangs)
+	if len(st.Gangs) != 1 || st.Gangs[0].ID != "uni-a-1" || len(st.Gangs[0].Parts) != 2 {
+		t.Fatalf("the view's gangs %+v", st.Gangs)
 	}
 	if len(st.Queued) != 1 || st.Queued[0].ID != "uni-b-1" {
-		t.Fatalf("the policy sees %+v, want uni-b-1 only (gang parts wait in the gang step)", st.Queued)
+		t.Fatalf("the policy queue %+v, want uni-b-1 only (gang parts are in State.Gangs)", st.Queued)
 	}
-	if r := f.l.Pending()["uni-a-2"]; r.Code != "gang" || !strings.Contains(r.Detail, "2 machines") {
+	pol, err := policy.WithJobPolicy(policy.EHOSEP{}, DefaultJobPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := pol.Schedule(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dd, err := vm.Decisions(ds)
+	// m1 and m2 are held for the head gang: uni-b-1 goes to x1.
+	if err != nil || len(dd) != 1 || dd[0] != alloc("uni-b-1", "uni-b/x1") {
+		t.Fatalf("pass with the gang waiting: %+v, %v", dd, err)
+	}
+	if r := f.l.Pending()["uni-a-2"]; r.Code != "gang" || !strings.Contains(r.Detail, "head gang: machines uni-a/m1, uni-a/m2 are held") {
 		t.Fatalf("waiting part's reason %+v", r)
 	}
 	hb := act("uni-a", 2500)
@@ -274,29 +291,20 @@ func TestGangPass(t *testing.T) {
 	if r := f.l.Pending()["uni-a-1"]; r.Code != "next_pass" {
 		t.Fatalf("placeable part's reason %+v", r)
 	}
-	want := []Decision{alloc("uni-a-1", "uni-a/m2"), alloc("uni-a-2", "uni-a/m3")}
-	if len(vm.Gangs) != 2 || vm.Gangs[0] != want[0] || vm.Gangs[1] != want[1] {
-		t.Fatalf("gang decisions %+v, want %+v", vm.Gangs, want)
+	if ds, err = pol.Schedule(st); err != nil {
+		t.Fatal(err)
 	}
-	for j, id := range vm.Machines {
-		if held := len(st.Held) > 0 && st.Held[j]; held != (id == "uni-a/m2" || id == "uni-a/m3") {
-			t.Fatalf("machine %s held %v", id, held)
-		}
+	dd, _ = vm.Decisions(ds)
+	want := []Decision{alloc("uni-a-1", "uni-a/m2"), alloc("uni-a-2", "uni-a/m3"), alloc("uni-b-1", "uni-b/x1")}
+	if !slices.Equal(dd, want) {
+		t.Fatalf("decisions %+v, want %+v", dd, want)
 	}
-	// The parts placed take their room and power in the view.
-	onMachine := map[string]string{}
-	for _, r := range st.Running {
-		onMachine[r.Task.ID] = vm.Machines[r.Machine]
-	}
-	if onMachine["uni-a-1"] != "uni-a/m2" || onMachine["uni-a-2"] != "uni-a/m3" {
-		t.Fatalf("the view runs %v", onMachine)
-	}
-	cmd, err := vm.DecisionsCommand("uni-a", peerOf("uni-a"), 2600, nil)
+	cmd, err := vm.DecisionsCommand("uni-a", peerOf("uni-a"), 2600, ds)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := f.must(cmd)
-	if r.AcceptedDecisions() != 2 {
+	if r.AcceptedDecisions() != 3 {
 		t.Fatalf("pass refused: %+v", r.Decisions)
 	}
 }
@@ -459,4 +467,103 @@ func checkGangVerdicts(t *testing.T, l *Ledger, res Result) int {
 		}
 	}
 	return placed
+}
+
+// TestGangReservedUnderEasy: under the job policy easy, on a federation
+// whose peers compute the passes, a waiting gang is the head (LiveBackfill
+// plans it as one item of two parts): a task submitted after it that
+// would hold a machine past the gang's reservation does not start (the
+// trigger decides nothing), the part's pending reason names the
+// reservation, and the gang starts whole when the running task ends.
+func TestGangReservedUnderEasy(t *testing.T) {
+	f := newFed(t)
+	f.must(registerRules("uni-a", 1_000_000, schedRules("ehosep", 0), cpuMachine("m1"), cpuMachine("m2")))
+	f.must(policyVote("uni-a", "easy"))
+	limited := func(ts TaskSpec, ms int64) TaskSpec {
+		ts.Spec.WallLimitMs = ms
+		return ts
+	}
+	plain := gangSpec(2, 0)
+	plain.Spec.Gang = nil
+	f.must(submitSpecs("uni-a", 1000, limited(plain, 60_000)))
+	if r := f.must(trigger("uni-a", 2000)); r.AcceptedDecisions() != 1 {
+		t.Fatalf("first trigger: %+v", r.Decisions)
+	}
+	long := taskOf(t, f.l, "uni-a-1")
+	f.must(started("uni-a", "uni-a-1", long.Machine, 2100))
+	f.must(submitSpecs("uni-a", 3000, limited(gangSpec(2, 0), 10_000), limited(gangSpec(2, 1), 10_000)))
+	f.must(submitSpecs("uni-a", 3100, limited(plain, 120_000)))
+	if r := f.apply(trigger("uni-a", 4000)); r.Err == nil || r.Err.Code != CodeNothingToSchedule {
+		t.Fatalf("trigger while the gang waits: %+v (%v); want nothing_to_schedule: uni-a-4 would delay the gang", r.Decisions, r.Err)
+	}
+	pending := f.l.Pending()
+	if r := pending["uni-a-2"]; r.Code != "gang" || !strings.Contains(r.Detail, "reserved on") || !strings.Contains(r.Detail, "job policy easy") {
+		t.Fatalf("the gang's part waits with %+v", r)
+	}
+	if r := pending["uni-a-4"]; r.Code != policy.PendingJobPolicy {
+		t.Fatalf("the task behind the gang waits with %+v", r)
+	}
+	f.must(ended("uni-a", "uni-a-1", long.Machine, 5000, 5, false))
+	r := f.must(trigger("uni-a", 6000))
+	if r.AcceptedDecisions() != 2 || taskOf(t, f.l, "uni-a-2").State != TaskAssigned || taskOf(t, f.l, "uni-a-3").State != TaskAssigned {
+		t.Fatalf("trigger once the machines are free: %+v", r.Decisions)
+	}
+	if taskOf(t, f.l, "uni-a-4").State != TaskQueued {
+		t.Fatal("uni-a-4 started beside the gang on two 4-CPU machines")
+	}
+}
+
+// TestGangOwnerClaim: uni-a's gang waits while uni-b's tasks hold both of
+// uni-a's machines (uni-a in deficit, uni-b in excess): the pass preempts
+// them for the gang (policy.GangFirst, the owner's claim), the ledger
+// accepts a part placed by a preemption, the victims go back to the queue
+// and stop, and the gang is placed whole. A part that would preempt
+// another gang's part is refused, the whole gang with it.
+func TestGangOwnerClaim(t *testing.T) {
+	f := newFed(t)
+	f.must(register("uni-a", 1_000_000, cpuMachine("m1"), cpuMachine("m2")))
+	f.must(register("uni-b", 1_000_000, cpuMachine("x1")))
+	plain := gangSpec(2, 0)
+	plain.Spec.Gang = nil
+	f.must(submitSpecs("uni-b", 1000, plain, plain, plain))
+	f.must(decide("uni-a", 1100, alloc("uni-b-1", "uni-a/m1"), alloc("uni-b-2", "uni-a/m2"), alloc("uni-b-3", "uni-b/x1")))
+	for _, run := range [][3]string{{"uni-a", "uni-b-1", "uni-a/m1"}, {"uni-a", "uni-b-2", "uni-a/m2"}, {"uni-b", "uni-b-3", "uni-b/x1"}} {
+		f.must(started(run[0], run[1], run[2], 1200)) // the machine's owner reports
+	}
+	f.must(submitSpecs("uni-a", 2000, gangSpec(2, 0), gangSpec(2, 1)))
+	st, vm := f.l.PolicyView(3000, 0)
+	pol, _ := policy.WithJobPolicy(policy.EHOSEP{}, DefaultJobPolicy)
+	ds, err := pol.Schedule(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dd, _ := vm.Decisions(ds)
+	if len(dd) != 2 || dd[0].Kind != DecidePreempt || dd[0].Task != "uni-a-1" || dd[0].Victim != "uni-b-1" ||
+		dd[1].Kind != DecidePreempt || dd[1].Task != "uni-a-2" || dd[1].Victim != "uni-b-2" {
+		t.Fatalf("the pass decides %+v; want the gang preempting uni-b-1 and uni-b-2", dd)
+	}
+	cmd, err := vm.DecisionsCommand("uni-a", peerOf("uni-a"), 3000, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := f.must(cmd); r.AcceptedDecisions() != 2 {
+		t.Fatalf("refused: %+v", r.Decisions)
+	}
+	for id, want := range map[string]TaskState{"uni-a-1": TaskAssigned, "uni-a-2": TaskAssigned, "uni-b-1": TaskQueued, "uni-b-2": TaskQueued, "uni-b-3": TaskRunning} {
+		if got := taskOf(t, f.l, id).State; got != want {
+			t.Errorf("%s is %s, want %s", id, got, want)
+		}
+	}
+	// uni-b's gang-less x1 runs uni-b-3; a decision of another gang taking
+	// a placed part as victim is refused whole.
+	f.must(submitSpecs("uni-b", 4000, gangSpec(2, 0), gangSpec(2, 1)))
+	r := f.must(decide("uni-a", 4100, preempt("uni-b-4", "uni-a/m1", "uni-a-1"), preempt("uni-b-5", "uni-b/x1", "uni-b-3")))
+	for _, d := range r.Decisions {
+		if d.Err == nil || d.Err.Code != CodeGangIncomplete || !strings.Contains(d.Err.Msg, "a gang preempts only single tasks") {
+			t.Fatalf("a gang preempting another's part: %+v", r.Decisions)
+		}
+	}
+	if taskOf(t, f.l, "uni-a-1").State != TaskAssigned || taskOf(t, f.l, "uni-b-3").State != TaskRunning {
+		t.Fatal("a refused gang changed the state")
+	}
 }

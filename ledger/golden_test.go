@@ -382,6 +382,13 @@ func goldenCommands() []goldenCmd {
 						{Nodes: 2, CPUs: 1, WallLimitMs: 2_400_000, PredictedStartMs: 5_000_000, PredictedEndMs: 7_400_000},
 						{Nodes: 1, CPUs: 1, WallLimitMs: 3_600_000, PredictedStartMs: 1234, PredictedEndMs: 3_601_234}}}}}}}
 			})},
+		{name: "job_policy ehosep-easy", kind: KindJobPolicy,
+			// Added with ehosep-easy as a votable name (issue 21): a name
+			// of version 3, so the vote is a version-3 command.
+			json:   `{"v":3,"org":"uni-a","peer":"12D3KooWunixa","at_ms":1234,"job_policy":{"policy":"ehosep-easy"}}`,
+			result: `{"index":0,"kind":"job_policy","notes":["vote recorded: 1 of 2 organisations want job policy ehosep-easy; more than half must"]}`,
+			hash:   "40a990ec06a320afcfa0e6e9b3043a4f080179f2474f94223d217192fefb281c",
+			cmd:    with(func(c *Command) { c.V = 3; c.JobPolicy = &JobPolicyVote{Policy: "ehosep-easy"} })},
 	}
 }
 
@@ -474,6 +481,8 @@ func goldenRejectInputs() []string {
 		e3(`,"submit_tasks":{"tasks":[{"size_mflop":1,"spec":{"wall_limit_ms":1,"moldable":{"alternatives":[{"nodes":1,"wall_limit_ms":1},{"nodes":1,"wall_limit_ms":0}]}}}]}`),
 		e3(`,"submit_tasks":{"tasks":[{"size_mflop":1,"spec":{"wall_limit_ms":1,"moldable":{"alternatives":[{"nodes":1,"wall_limit_ms":1},{"nodes":2,"wall_limit_ms":1}],"chosen":1}}}]}`),
 		e2(`,"submit_tasks":{"tasks":[{"size_mflop":1,"spec":{"wall_limit_ms":1,"moldable":{"alternatives":[{"nodes":1,"wall_limit_ms":1},{"nodes":2,"wall_limit_ms":1}]}}}]}`),
+		// Added with ehosep-easy, a job policy name of version 3.
+		e2(`,"job_policy":{"policy":"ehosep-easy"}`),
 	}
 }
 
@@ -562,6 +571,7 @@ var goldenRejections = []struct{ code, msg string }{
 	{"malformed", "tasks[0]: moldable: alternatives[1]: wall_limit_ms 0: want > 0"},
 	{"malformed", "tasks[0]: moldable: the task runs 1 nodes of 1 cpus for 1 ms, its chosen alternative 1 is 2 of 1 for 1 ms"},
 	{"bad_version", "command version 2 carries submit_tasks.tasks[0].spec.moldable, of version 3"},
+	{"bad_version", "command version 2 carries job_policy.policy, of version 3"},
 }
 
 // goldenItemsResult is what applying goldenItemsBatch to assignedFixture

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"slices"
 	"testing"
+
+	"github.com/coopgrid/coopgrid/policy"
 )
 
 func policyVote(org, policy string) Command {
@@ -125,5 +127,53 @@ func TestJobPolicyInvariants(t *testing.T) {
 				t.Fatal("invariants hold")
 			}
 		})
+	}
+}
+
+// TestJobPolicyEHOSEPEasy: ehosep-easy (issue 21) is a name of command
+// version 3: a vote for it encodes as version 3 and is voted in like the
+// others; the same vote in a version-2 command is refused as a command
+// of the wrong version (an older peer would take it for malformed) and
+// changes nothing, at decode and at apply; names close to it are
+// malformed. Once in force, the pass runs it.
+func TestJobPolicyEHOSEPEasy(t *testing.T) {
+	f := newFed(t)
+	f.must(registerRules("uni-a", 300_000, schedRules("ehosep", 0), mspec("m1", 1000, 100_000)))
+	c := policyVote("uni-a", policy.EHOSEPEasy)
+	c.V = 0
+	data, err := EncodeCommand(c)
+	if err != nil || !bytes.Contains(data, []byte(`"v":3`)) {
+		t.Fatalf("the vote encodes as %s, %v; want version 3", data, err)
+	}
+	for _, bad := range []struct {
+		name string
+		data string
+		code Code
+		msg  string
+	}{
+		{"a version-2 vote for it", `{"v":2,"org":"uni-a","peer":"` + peerOf("uni-a") + `","at_ms":6000,"job_policy":{"policy":"ehosep-easy"}}`,
+			CodeBadVersion, "command version 2 carries job_policy.policy, of version 3"},
+		{"an underscore", `{"v":3,"org":"uni-a","peer":"` + peerOf("uni-a") + `","at_ms":6000,"job_policy":{"policy":"ehosep_easy"}}`,
+			CodeMalformed, `job policy "ehosep_easy": want one of ehosep, fcfs, easy, conservative`},
+		{"upper case", `{"v":3,"org":"uni-a","peer":"` + peerOf("uni-a") + `","at_ms":6000,"job_policy":{"policy":"EHOSEP-EASY"}}`,
+			CodeMalformed, `job policy "EHOSEP-EASY": want one of ehosep, fcfs, easy, conservative`},
+	} {
+		if _, err := DecodeCommand([]byte(bad.data)); err == nil || err.(*Error).Code != bad.code || err.(*Error).Msg != bad.msg {
+			t.Errorf("%s: decode gave %v, want %s: %s", bad.name, err, bad.code, bad.msg)
+		}
+		before := f.l.Hash()
+		if r := f.raw([]byte(bad.data)); r.Err == nil || r.Err.Code != bad.code || f.l.Hash() != before {
+			t.Errorf("%s: apply gave %v (state changed: %v)", bad.name, r.Err, f.l.Hash() != before)
+		}
+	}
+	if p := f.l.JobPolicy(); p.Policy != DefaultJobPolicy {
+		t.Fatalf("a refused vote changed the policy: %+v", p)
+	}
+	f.raw(data)
+	if p := f.l.JobPolicy(); p.Policy != policy.EHOSEPEasy {
+		t.Fatalf("policy %+v after the vote", p)
+	}
+	if p, perr := f.l.SchedulingPass(7000); perr != nil || p.policy.Name() != policy.EHOSEPEasy {
+		t.Fatalf("the pass: %v, %v; want ehosep-easy's", p, perr)
 	}
 }

@@ -12,7 +12,8 @@ type PendingReason = policy.PendingReason
 // log carries nothing for it (docs/POLICY.md, "Pending reasons").
 //
 // A gang's waiting part (gang.go) has the reason next_pass when the next
-// pass places its gang whole, else gang.
+// pass places its gang whole, else gang (saying when its gang is the head,
+// holding machines or a reservation).
 func (l *Ledger) Pending() map[string]PendingReason {
 	for _, t := range l.bySeq {
 		if t.State == TaskQueued {
@@ -21,7 +22,7 @@ func (l *Ledger) Pending() map[string]PendingReason {
 			if out == nil {
 				out = map[string]PendingReason{}
 			}
-			l.gangPending(out, vm)
+			l.gangPending(out, s, vm)
 			return out
 		}
 	}

@@ -177,7 +177,7 @@ func policyTask(t *Task, orgIdx map[string]int) policy.Task {
 	pt := policy.Task{ID: t.ID, Org: orgIdx[t.Org], SizeMFlop: t.RemainingMFlop, Seq: t.Seq,
 		Request:     policy.Resources{CPUs: t.Spec.CPUs, MemoryBytes: t.Spec.MemoryBytes, GPUs: t.Spec.GPUs},
 		WallLimitMs: t.Spec.WallLimitMs, Avoid: slices.Clone(t.Avoid),
-		Class: PolicyClass(t.Spec.Class), DeadlineMs: t.Spec.DeadlineMs}
+		Class: PolicyClass(t.Spec.Class), DeadlineMs: t.Spec.DeadlineMs, Gang: t.Spec.Gang != nil}
 	if len(t.Spec.Argv) > 0 {
 		pt.Executable = t.Spec.Argv[0]
 	}

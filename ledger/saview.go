@@ -3,20 +3,11 @@ package ledger
 import "github.com/coopgrid/coopgrid/policy"
 
 // SAView is what SA_s predicts on (policy.SAChooseLive; docs/POLICY.md,
-// "SA live"): PolicyView's state at nowMs, the waiting gangs (which the
-// view leaves out of its queue: the ledger places them whole before the
-// pass), each by its rank-0 part in submission order, and the
-// federation's job policy.
-func (l *Ledger) SAView(nowMs int64) (*policy.State, *ViewMap, []policy.SAGang, string) {
+// "SA live"): PolicyView's state at nowMs (its queue and waiting gangs are
+// what is ahead) and the federation's job policy.
+func (l *Ledger) SAView(nowMs int64) (*policy.State, *ViewMap, string) {
 	s, vm := l.PolicyView(nowMs, 0)
-	orgIdx := vm.orgIndex()
-	var gangs []policy.SAGang
-	for _, t := range l.bySeq {
-		if g := t.Spec.Gang; g != nil && g.Rank == 0 && t.State == TaskQueued {
-			gangs = append(gangs, policy.SAGang{Part: policyTask(t, orgIdx), Size: g.Size})
-		}
-	}
-	return s, vm, gangs, l.JobPolicy().Policy
+	return s, vm, l.JobPolicy().Policy
 }
 
 // SATask is the task ts of organisation org would be in the view vm, under

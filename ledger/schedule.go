@@ -201,19 +201,20 @@ func (l *Ledger) Placeable(nowMs int64) (queued int, placeable bool, err *Error)
 	return p.Queued(), placeable, err
 }
 
-// Queued is the number of queued tasks the pass sees.
+// Queued is the number of queued tasks the pass sees, gang parts
+// included.
 func (p *Pass) Queued() int {
 	n := len(p.state.Queued)
 	if p.state.Queue != nil {
 		n += p.state.Queue.Len()
 	}
+	for _, g := range p.state.Gangs {
+		n += len(g.Parts)
+	}
 	return n
 }
 
 func (p *Pass) decides() (yes bool, err *Error) {
-	if len(p.view.Gangs) > 0 {
-		return true, nil
-	}
 	if p.Queued() == 0 {
 		return false, nil
 	}
@@ -236,7 +237,7 @@ func (p *Pass) decides() (yes bool, err *Error) {
 // refuses alike.
 func (p *Pass) Decide() (ds []Decision, err *Error) {
 	if p.Queued() == 0 {
-		return p.view.Gangs, nil
+		return nil, nil
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -247,15 +248,10 @@ func (p *Pass) Decide() (ds []Decision, err *Error) {
 	if perr != nil {
 		return nil, errf(CodePolicyFailed, "policy %s: %v", p.settings.Policy, perr)
 	}
-	if len(pds) > MaxDecisionsPerCommand {
-		pds = pds[:MaxDecisionsPerCommand]
-	}
+	pds = policy.Truncate(p.state, pds, MaxDecisionsPerCommand)
 	out, verr := p.view.Decisions(pds)
 	if verr != nil {
 		return nil, errf(CodePolicyFailed, "policy %s: %v", p.settings.Policy, verr)
-	}
-	if len(p.view.Gangs) > 0 {
-		out = append(append([]Decision(nil), p.view.Gangs...), out...)
 	}
 	return out, nil
 }

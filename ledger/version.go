@@ -158,6 +158,17 @@ func sinceOf(owner reflect.Type, sf reflect.StructField) int {
 	return n
 }
 
+// valueVersioned is a body whose values, not only its fields, carry a
+// version: a value a later version added (a job policy's name, added to
+// the list a vote may name) makes the command of that version, so that no
+// peer of an older build takes it for malformed while newer ones apply
+// it. valueVersion returns the version its values require and the JSON
+// path (from the body) of the value that does (1 and "" when none). The
+// version of the value's field must be at least its own since tag.
+type valueVersioned interface {
+	valueVersion() (int, string)
+}
+
 // required walks v, skipping every part whose type reaches no tagged field.
 func (t *versionTable) required(v reflect.Value) (int, string) {
 	if t.reach[v.Type()] <= CommandVersion {
@@ -168,7 +179,13 @@ func (t *versionTable) required(v reflect.Value) (int, string) {
 		if v.IsNil() {
 			return CommandVersion, ""
 		}
-		return t.required(v.Elem())
+		n, path := t.required(v.Elem())
+		if vv, ok := v.Interface().(valueVersioned); ok {
+			if m, p := vv.valueVersion(); m > n {
+				n, path = m, p
+			}
+		}
+		return n, path
 	case reflect.Slice, reflect.Array:
 		best, path := CommandVersion, ""
 		for i := 0; i < v.Len(); i++ {

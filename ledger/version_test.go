@@ -181,8 +181,9 @@ func TestVersionTagMistakesPanic(t *testing.T) {
 func TestGoldenCommandVersions(t *testing.T) {
 	// The kinds added since version 1, with the version that added them.
 	since := map[Kind]int{KindForgetTasks: 2, KindJobPolicy: 2, KindReclaimMachine: 3, KindRetentionVote: 3, KindMigrateTask: 3, KindMachineLoad: 3}
-	// The pinned commands of an older kind setting a field added since.
-	byName := map[string]int{"add_machine opportunistic": 3, "submit_tasks gang": 3, "submit_tasks with class and deadline": 3, "submit_tasks moldable": 3}
+	// The pinned commands of an older kind setting a field (or a value:
+	// valueVersioned) added since.
+	byName := map[string]int{"add_machine opportunistic": 3, "submit_tasks gang": 3, "submit_tasks with class and deadline": 3, "submit_tasks moldable": 3, "job_policy ehosep-easy": 3}
 	for _, g := range goldenCommands() {
 		c := g.cmd
 		want := CommandVersion

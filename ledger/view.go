@@ -16,10 +16,6 @@ type ViewMap struct {
 	// policy.State.Machines[j].
 	Orgs     []string
 	Machines []string
-	// Gangs are the pass's gang decisions (gang.go, placeGangs), to apply
-	// before the policy's: DecisionsCommand and Pass.Decide put them
-	// first.
-	Gangs []Decision
 }
 
 // PolicyView builds the state a policy decides on, at time nowMs (the
@@ -33,9 +29,9 @@ type ViewMap struct {
 //   - Running: the assigned and running tasks, in machine order. RunSeconds
 //     is the time since the run's start (0 while only assigned);
 //     HasCheckpoint says a checkpoint was recorded during this run, and
-//     SinceCheckpointSeconds is the time since it. Then the parts of the
-//     gangs the pass places whole (ledger/gang.go, placeGangs): gang
-//     parts are never in Queued, and the machines they take are Held.
+//     SinceCheckpointSeconds is the time since it;
+//   - Gangs: the gangs whose parts all wait, in submit order (gang.go,
+//     viewGangs); gang parts are never in Queued.
 //
 // The view shares nothing with the ledger; it stays valid after the ledger
 // changes. An organisation without machines has quota 0, which the policy
@@ -101,7 +97,7 @@ func (l *Ledger) policyView(nowMs int64, checkpointBlockSeconds float64, kept *p
 			s.Running = append(s.Running, r)
 		}
 	}
-	l.placeGangs(s, vm, orgIdx, machIdx)
+	l.viewGangs(s, orgIdx)
 	return s, vm
 }
 
@@ -170,7 +166,6 @@ func (v *ViewMap) DecisionsCommand(org, peer string, atMs int64, ds []policy.Dec
 	if err != nil {
 		return Command{}, err
 	}
-	dd = append(append([]Decision(nil), v.Gangs...), dd...)
 	return Command{
 		V: CommandVersion, Org: org, Peer: peer, AtMs: atMs,
 		Decisions: &Decisions{ViewIndex: v.Index, Decisions: dd},

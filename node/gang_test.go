@@ -135,3 +135,75 @@ func readWhenThere(t *testing.T, path string) string {
 	})
 	return string(b)
 }
+
+// TestGangHeldAgainstAStreamOfSmallTasks is issue 21's starvation case on
+// real peers: g offers two 4-CPU machines, h none. h runs two 4-CPU tasks
+// there, ending 3 s apart, then submits a job of nodes: 2, cpus: 4 and,
+// right after it, four more 4-CPU tasks. When the first task ends, its
+// machine is held for the gang (the head: policy.GangFirst) instead of
+// going to the next small task; when the second ends the gang starts on
+// both, and the small tasks submitted before it start only after it.
+func TestGangHeldAgainstAStreamOfSmallTasks(t *testing.T) {
+	peers := federation(t, "process", []string{"g", "h"}, map[string]string{
+		"g": machinesFile("g", 2, 10, 100, "    cpus: 4\n", "  allow: [/bin/sh]\n"),
+	}, map[string]func(*config.Config){"h": func(c *config.Config) { c.Limit = "system" }})
+	g, h := peers[0], peers[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	submit := func(name, script string, nodes int) []string {
+		t.Helper()
+		st := api.SubmitTask{Name: name, Argv: []string{"/bin/sh", "-c", script}, SizeMFlop: 1000, WallLimitMs: 600_000, CPUs: 4, Nodes: nodes}
+		resp, err := h.n.Submit(ctx, api.SubmitRequest{Job: name, Tasks: []api.SubmitTask{st}})
+		if err != nil {
+			t.Fatalf("h submits %s: %v", name, err)
+		}
+		return resp.TaskIDs
+	}
+	running := func(id string) bool { return g.task(id).State == ledger.TaskRunning }
+	first := submit("first", "sleep 3", 0)[0]
+	waitFor(t, 60*time.Second, first+" running", func() bool { return running(first) })
+	second := submit("second", "sleep 9", 0)[0]
+	waitFor(t, 60*time.Second, second+" running", func() bool { return running(second) })
+	gang := submit("mpi", "sleep 2", 2)
+	var stream []string
+	for k := range 4 {
+		stream = append(stream, submit(fmt.Sprintf("small-%d", k), "sleep 2", 0)[0])
+	}
+	if s := g.task(first).State; s != ledger.TaskRunning {
+		// Under load a run may miss its start deadline and wait again:
+		// then it waits behind the gang too, and what follows still holds.
+		t.Logf("%s is %s when the stream was submitted", first, s)
+	}
+	waitFor(t, 60*time.Second, first+" done", func() bool { return g.task(first).State == ledger.TaskDone })
+	// While the second runs, the freed machine waits for the gang.
+	time.Sleep(2 * time.Second)
+	for _, id := range stream {
+		if s := g.task(id).State; s != ledger.TaskQueued {
+			t.Fatalf("%s is %s while the gang waits for its second machine: the freed machine went to a small task", id, s)
+		}
+	}
+	if d, err := g.n.Task(ctx, gang[0]); err != nil || d.Pending != "gang" || !strings.Contains(d.PendingDetail, "head gang") {
+		t.Fatalf("the waiting part's reason %q %q (%v)", d.Pending, d.PendingDetail, err)
+	}
+	waitFor(t, 90*time.Second, "the gang done", func() bool {
+		return g.task(gang[0]).State == ledger.TaskDone && g.task(gang[1]).State == ledger.TaskDone
+	})
+	sec := g.task(second)
+	gangStart := g.task(gang[0]).Segments[0].StartMs
+	if gangStart < sec.EndedMs {
+		t.Fatalf("the gang started at %d, before %s ended at %d", gangStart, second, sec.EndedMs)
+	}
+	waitFor(t, 90*time.Second, "the stream done", func() bool {
+		for _, id := range stream {
+			if g.task(id).State != ledger.TaskDone {
+				return false
+			}
+		}
+		return true
+	})
+	for _, id := range stream {
+		if st := g.task(id).Segments[0].StartMs; st < gangStart {
+			t.Fatalf("%s started at %d, before the gang (%d), though submitted after it", id, st, gangStart)
+		}
+	}
+}

@@ -24,7 +24,7 @@ func (n *Node) chooseRequests(req *api.SubmitRequest, nowMs int64) ([]api.Moldab
 	var out []api.MoldableChoice
 	var err error
 	n.cons.View(func(l *ledger.Ledger) {
-		s, vm, gangs, jobPolicy := l.SAView(nowMs)
+		s, vm, jobPolicy := l.SAView(nowMs)
 		for i := range req.Tasks {
 			t := &req.Tasks[i]
 			if len(t.Alternatives) == 0 {
@@ -40,7 +40,7 @@ func (n *Node) chooseRequests(req *api.SubmitRequest, nowMs int64) ([]api.Moldab
 			for k, a := range t.Alternatives {
 				alts[k] = policy.SARequest{Nodes: a.Nodes, CPUs: a.CPUs, WallLimitMs: a.WallLimitMs}
 			}
-			chosen, preds, e := policy.SAChooseLive(policy.SAInput{State: s, JobPolicy: jobPolicy, Gangs: gangs, Task: cand, Alternatives: alts})
+			chosen, preds, e := policy.SAChooseLive(policy.SAInput{State: s, JobPolicy: jobPolicy, Task: cand, Alternatives: alts})
 			if e != nil {
 				err = api.Errorf(api.CodeInternal, "tasks[%d]: choosing among its alternatives: %v", i, e)
 				return
@@ -52,9 +52,9 @@ func (n *Node) chooseRequests(req *api.SubmitRequest, nowMs int64) ([]api.Moldab
 				t.Nodes = 0
 			}
 			// The chosen request waits ahead of the next moldable task.
-			cand.Request.CPUs, cand.WallLimitMs, cand.Seq = c.CPUs, c.WallLimitMs, maxSeq(s, gangs)+1
+			cand.Request.CPUs, cand.WallLimitMs, cand.Seq = c.CPUs, c.WallLimitMs, policy.MaxSeq(s)+1
 			if c.Nodes >= 2 {
-				gangs = append(gangs, policy.SAGang{Part: cand, Size: c.Nodes})
+				s.Gangs = append(s.Gangs, policy.SAGangOf(cand, c.Nodes))
 			} else {
 				s.Queued = append(s.Queued, cand)
 			}
@@ -75,15 +75,4 @@ func moldableChoice(task int, alts []api.SubmitAlternative, chosen int, preds []
 		c.Alternatives = append(c.Alternatives, v)
 	}
 	return c
-}
-
-func maxSeq(s *policy.State, gangs []policy.SAGang) uint64 {
-	var m uint64
-	for _, t := range s.Queued {
-		m = max(m, t.Seq)
-	}
-	for _, g := range gangs {
-		m = max(m, g.Part.Seq)
-	}
-	return m
 }

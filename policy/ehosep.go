@@ -411,6 +411,13 @@ func remainingAfter(size int64, kept float64) int64 {
 // service that only reserves a slot for a task with a class decides
 // nothing: deadline_pass.go); other policies run their whole pass.
 func Decides(p Policy, s *State) (bool, error) {
+	if g, ok := p.(GangFirst); ok {
+		if len(s.Gangs) > 0 {
+			ds, err := g.Schedule(s)
+			return len(ds) > 0, err
+		}
+		p = g.Base
+	}
 	e, ok := p.(EHOSEP)
 	if !ok {
 		ds, err := p.Schedule(s)

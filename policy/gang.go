@@ -6,8 +6,12 @@ import "fmt"
 // job wider than one machine runs as a gang of parts, each asking for the
 // same resources of one machine; the parts start together on distinct
 // machines of one organisation (whose one peer starts them), or none
-// starts. PlaceGang is that rule, pure: which machines, if any, take a
-// gang now.
+// starts. PlaceGang is that rule on a list of free machines, pure: which
+// machines, if any, take a gang now. The scheduling pass no longer calls
+// it: gangs are placed inside the policy (gangpass.go: GangFirst and
+// LiveBackfill, with reservations and the gang's power counted whole), by
+// gangOwner, which takes an owner's least-draw machines where PlaceGang
+// takes its first ones.
 
 // MaxGangSize bounds the parts of one gang.
 const MaxGangSize = 1024

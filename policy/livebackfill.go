@@ -86,20 +86,27 @@ type LivePlan struct {
 // Unbounded is the end of a task without a wall-clock limit.
 const Unbounded = int64(math.MaxInt64)
 
-// LiveModes are the modes a federation may vote for (WithJobPolicy);
-// LiveBackfill also knows EHOSEPEasy.
+// LiveModes are the backfilling modes of the seed (fcfs, easy,
+// conservative); LiveBackfill also knows EHOSEPEasy. A federation may
+// vote for any of the four (JobModes, WithJobPolicy).
 func LiveModes() []string { return []string{"fcfs", "easy", "conservative"} }
 
+// JobModes are the job policies that run LiveBackfill: LiveModes and
+// EHOSEPEasy.
+func JobModes() []string { return append(LiveModes(), EHOSEPEasy) }
+
 // WithJobPolicy returns the policy a pass runs under the federation's job
-// policy job (ledger.JobPolicy): base itself for "ehosep" (or ""), which
-// is the pass the federation's settings name (EHOSEP unless they name
-// another), the live backfilling of that mode otherwise.
+// policy job (ledger.JobPolicy): base with GangFirst's gang step for
+// "ehosep" (or ""), base being the pass the federation's settings name
+// (EHOSEP unless they name another); the live backfilling of that mode
+// otherwise, which plans gangs itself. Without gangs, the first is base
+// exactly.
 func WithJobPolicy(base Policy, job string) (Policy, error) {
 	if job == "" || job == "ehosep" {
-		return base, nil
+		return GangFirst{Base: base}, nil
 	}
-	if !slices.Contains(LiveModes(), job) {
-		return nil, fmt.Errorf("job policy %q: want ehosep or one of %v", job, LiveModes())
+	if !slices.Contains(JobModes(), job) {
+		return nil, fmt.Errorf("job policy %q: want ehosep or one of %v", job, JobModes())
 	}
 	return LiveBackfill{Mode: job}, nil
 }
@@ -115,7 +122,7 @@ func (p LiveBackfill) Schedule(s *State) ([]Decision, error) {
 
 // Plan computes one pass.
 func (p LiveBackfill) Plan(s *State) (LivePlan, error) {
-	if !slices.Contains(LiveModes(), p.Mode) && p.Mode != EHOSEPEasy {
+	if !slices.Contains(JobModes(), p.Mode) {
 		return LivePlan{}, fmt.Errorf("live backfill: unknown mode %q", p.Mode)
 	}
 	s = withQueued(s)
@@ -125,27 +132,42 @@ func (p LiveBackfill) Plan(s *State) (LivePlan, error) {
 	b := newLivePass(s)
 	var out LivePlan
 	q := newLiveOrder(s, p.Mode)
+	// ehosep-easy's head is fixed first: the oldest item that cannot start
+	// now (stableHead); every item then only starts now, beside it.
+	var head *liveItem
+	if p.Mode == EHOSEPEasy {
+		head = b.stableHead(s, &out)
+	}
 	for {
-		t, more := q.next()
+		it, more := q.next()
 		if !more {
 			break
 		}
-		elig, ok := b.feasible(t)
+		if head != nil && it.id() == head.id() {
+			continue
+		}
+		if head != nil && head.unbounded && itemBefore(*head, it) {
+			continue // nothing starts past an unbounded head
+		}
+		elig, ok := b.feasible(it)
 		if !ok {
 			continue
 		}
-		// fcfs, and easy once its head is reserved, only ask whether a
-		// task starts now: its earliest instant otherwise does not matter.
-		backfill := (p.Mode == "easy" || p.Mode == EHOSEPEasy) && len(out.Reservations) > 0
+		// fcfs, and easy once its head is reserved, only ask whether an
+		// item starts now: its earliest instant otherwise does not matter.
+		backfill := p.Mode == EHOSEPEasy || p.Mode == "easy" && len(out.Reservations) > 0
 		bound := Unbounded
 		if p.Mode == "fcfs" || backfill {
 			bound = 1
 		}
-		m, at := b.earliest(t, elig, bound)
+		ms, at := b.earliestItem(it, elig, bound)
 		if at == 0 {
-			b.add(t, m, 0)
-			q.started(t, m)
-			out.Starts = append(out.Starts, Decision{Kind: Allocate, Task: t.ID, Org: t.Org, Machine: m})
+			b.addItem(it, ms, 0)
+			q.started(it, ms)
+			for r, m := range ms {
+				t := it.part(r)
+				out.Starts = append(out.Starts, Decision{Kind: Allocate, Task: t.ID, Org: t.Org, Machine: m})
+			}
 			continue
 		}
 		if backfill {
@@ -154,10 +176,199 @@ func (p LiveBackfill) Plan(s *State) (LivePlan, error) {
 		if p.Mode == "fcfs" || at == Unbounded {
 			break
 		}
-		b.add(t, m, at)
-		out.Reservations = append(out.Reservations, LiveReservation{Task: t.ID, Org: t.Org, Machine: m, AtMs: at})
+		b.reserve(it, ms, at, &out)
 	}
 	return out, nil
+}
+
+// reserve holds it on machines ms from at and records its reservations.
+func (b *livePass) reserve(it liveItem, ms []int, at int64, out *LivePlan) {
+	b.addItem(it, ms, at)
+	for r, m := range ms {
+		t := it.part(r)
+		out.Reservations = append(out.Reservations, LiveReservation{Task: t.ID, Org: t.Org, Machine: m, AtMs: at})
+	}
+}
+
+// stableHead is ehosep-easy's head: the oldest item, in submission order,
+// that could run (feasible) but cannot start now beside the running
+// tasks, reserved at its earliest instant (out.Reservations). An item
+// whose earliest instant is unbounded is the head too (unbounded set),
+// reserved nowhere: then only items before it in submission order start.
+// The head depends on the running tasks and the queue, not on the
+// organisations' order. It can move to an older item (one that could start
+// in the last pass but was not served), never to a younger one while it
+// waits; so once the oldest waiting item is the head it stays the head
+// until it starts, and its reservation only moves earlier (every task
+// running its limit): no item starves (docs/POLICY.md §8).
+func (b *livePass) stableHead(s *State, out *LivePlan) *liveItem {
+	for _, it := range newLiveOrder(s, "fcfs").fifo {
+		elig, ok := b.feasible(it)
+		if !ok {
+			continue
+		}
+		if _, at := b.earliestItem(it, elig, 1); at == 0 {
+			continue
+		}
+		ms, at := b.earliestItem(it, elig, Unbounded)
+		if at == Unbounded {
+			it.unbounded = true
+			return &it
+		}
+		b.reserve(it, ms, at, out)
+		return &it
+	}
+	return nil
+}
+
+// liveItem is what a pass orders: a task, or a gang (its parts, placed
+// together on machines of one owner, one part each).
+type liveItem struct {
+	t    Task     // the task, or the gang's first part
+	gang *GangJob // nil for a task
+	// unbounded marks ehosep-easy's head whose earliest start is unbounded.
+	unbounded bool
+}
+
+func (it liveItem) id() string {
+	if it.gang != nil {
+		return it.gang.ID
+	}
+	return it.t.ID
+}
+
+// parts is 1 for a task, k for a gang; part(r) its r-th.
+func (it liveItem) parts() int {
+	if it.gang != nil {
+		return len(it.gang.Parts)
+	}
+	return 1
+}
+
+func (it liveItem) part(r int) Task {
+	if it.gang != nil {
+		return it.gang.Parts[r]
+	}
+	return it.t
+}
+
+// itemBefore is submission order: Seq, then ID.
+func itemBefore(x, y liveItem) bool {
+	return x.t.Seq < y.t.Seq || x.t.Seq == y.t.Seq && x.t.ID < y.t.ID
+}
+
+// addItem places it's parts on ms (one each) from at.
+func (b *livePass) addItem(it liveItem, ms []int, at int64) {
+	for r, m := range ms {
+		b.add(it.part(r), m, at)
+	}
+}
+
+// earliestItem is earliest for a task (one machine), earliestGang for a
+// gang.
+func (b *livePass) earliestItem(it liveItem, elig []bool, bound int64) ([]int, int64) {
+	if it.gang != nil {
+		return b.earliestGang(it.gang, elig, bound)
+	}
+	m, at := b.earliest(it.t, elig, bound)
+	if m < 0 {
+		return nil, at
+	}
+	return []int{m}, at
+}
+
+// earliestGang is the first instant before bound at which an owner has k
+// eligible machines, each with room for a part for its whole length, and
+// the gang's organisation stays within its limit with every part drawing
+// (gangOwner's choice at that instant), and those machines; Unbounded and
+// nil when there is none. Room and power only come back when a span ends,
+// so the candidates are now and the ends of the eligible machines' and
+// the organisation's spans.
+func (b *livePass) earliestGang(g *GangJob, elig []bool, bound int64) ([]int, int64) {
+	t := g.Parts[0]
+	cands := []int64{0}
+	if bound > 1 {
+		ends := func(tl *timeline) {
+			for _, sp := range tl.ends {
+				cands = append(cands, sp.to)
+			}
+			for _, sp := range tl.later {
+				cands = append(cands, sp.to)
+			}
+		}
+		for m, ok := range elig {
+			if ok {
+				ends(&b.onMach[m])
+			}
+		}
+		ends(&b.ofOrg[t.Org])
+		slices.Sort(cands)
+		cands = slices.Compact(cands)
+	}
+	for _, c := range cands {
+		if c >= bound || c == Unbounded {
+			break
+		}
+		ms := gangOwner(b.s, len(g.Parts), func(m int) bool {
+			return elig[m] && !(c == 0 && b.s.held(m)) && b.roomFrom2(t, m, c)
+		}, func(m int) int64 { return b.draw(t, m) }, func(ms []int) bool { return b.gangPowerFrom(g, ms, c) })
+		if ms != nil {
+			return ms, c
+		}
+	}
+	return nil, Unbounded
+}
+
+// roomFrom2 says t's request fits on m over [c, c+length), power aside.
+func (b *livePass) roomFrom2(t Task, m int, c int64) bool {
+	end := endOf(c, b.limitOn(t, m))
+	capa, req := b.s.Machines[m].Capacity.Capacity(), t.Request.Request()
+	mach := &b.onMach[m]
+	fits := func(x int64) bool {
+		used, _ := mach.at(x)
+		return fitsIn(req, capa.minus(used), capa)
+	}
+	if !fits(c) {
+		return false
+	}
+	for _, sp := range mach.later {
+		if sp.from > c && sp.from < end && !fits(sp.from) {
+			return false
+		}
+	}
+	return true
+}
+
+// gangPowerFrom says the gang's organisation stays within its limit with
+// part r on ms[r] from c, each for its length: checked at c and wherever
+// one of the organisation's reservations starts inside the window.
+func (b *livePass) gangPowerFrom(g *GangJob, ms []int, c int64) bool {
+	org := &b.ofOrg[g.Parts[0].Org]
+	lim := b.s.Orgs[g.Parts[0].Org].LimitMilliW
+	last := c
+	ends := make([]int64, len(ms))
+	for r, m := range ms {
+		ends[r] = endOf(c, b.limitOn(g.Parts[r], m))
+		last = max(last, ends[r])
+	}
+	check := func(x int64) bool {
+		_, pi := org.at(x)
+		for r, m := range ms {
+			if x < ends[r] {
+				pi += b.draw(g.Parts[r], m)
+			}
+		}
+		return pi <= lim
+	}
+	if !check(c) {
+		return false
+	}
+	for _, sp := range org.later {
+		if sp.from > c && sp.from < last && !check(sp.from) {
+			return false
+		}
+	}
+	return true
 }
 
 // span is a task's hold on a machine's room and its organisation's power
@@ -284,40 +495,48 @@ func newLivePass(s *State) *livePass {
 // EASY's reservation (docs/POLICY.md §8): the next task is the first, in
 // EHOSEP's task order (smallest first), of the organisation with the
 // smallest DP (ties as EHOSEP's), recomputed after every start; the first
-// that cannot start is the head, reserved as under easy. Planned only: it
-// is no job policy a federation may vote yet.
+// that cannot start is the head, reserved as under easy. A federation may
+// vote it (ledger/jobpolicy.go, command version 3).
 const EHOSEPEasy = "ehosep-easy"
 
-// liveOrder hands out the waiting tasks in the mode's order: submission
-// order, or for EHOSEPEasy the organisations' queues by DP.
+// liveOrder hands out the waiting items (tasks and gangs) in the mode's
+// order: submission order, or for EHOSEPEasy the organisations' queues by
+// DP, each queue in EHOSEP's task order (a gang by its first part).
 type liveOrder struct {
 	s     *State
-	fifo  []Task
-	byOrg [][]Task
+	fifo  []liveItem
+	byOrg [][]liveItem
 	tot   Totals
 	alloc []int64
 }
 
 func newLiveOrder(s *State, mode string) *liveOrder {
 	o := &liveOrder{s: s}
+	items := make([]liveItem, 0, len(s.Queued)+len(s.Gangs))
+	for _, t := range s.Queued {
+		items = append(items, liveItem{t: t})
+	}
+	for i := range s.Gangs {
+		items = append(items, liveItem{t: s.Gangs[i].Parts[0], gang: &s.Gangs[i]})
+	}
 	if mode != EHOSEPEasy {
-		o.fifo = slices.Clone(s.Queued)
-		slices.SortFunc(o.fifo, func(x, y Task) int {
-			if c := cmp.Compare(x.Seq, y.Seq); c != 0 {
+		o.fifo = items
+		slices.SortFunc(o.fifo, func(x, y liveItem) int {
+			if c := cmp.Compare(x.t.Seq, y.t.Seq); c != 0 {
 				return c
 			}
-			return cmp.Compare(x.ID, y.ID)
+			return cmp.Compare(x.t.ID, y.t.ID)
 		})
 		return o
 	}
 	o.tot, o.alloc = ComputeTotals(s), ComputeUsage(s).AllocatedMFLOPS
-	o.byOrg = make([][]Task, len(s.Orgs))
-	for _, t := range s.Queued {
-		o.byOrg[t.Org] = append(o.byOrg[t.Org], t)
+	o.byOrg = make([][]liveItem, len(s.Orgs))
+	for _, it := range items {
+		o.byOrg[it.t.Org] = append(o.byOrg[it.t.Org], it)
 	}
 	for i := range o.byOrg {
-		slices.SortFunc(o.byOrg[i], func(x, y Task) int {
-			if taskBefore(&x, &y, false) {
+		slices.SortFunc(o.byOrg[i], func(x, y liveItem) int {
+			if taskBefore(&x.t, &y.t, false) {
 				return -1
 			}
 			return 1
@@ -326,14 +545,14 @@ func newLiveOrder(s *State, mode string) *liveOrder {
 	return o
 }
 
-func (o *liveOrder) next() (Task, bool) {
+func (o *liveOrder) next() (liveItem, bool) {
 	if o.byOrg == nil {
 		if len(o.fifo) == 0 {
-			return Task{}, false
+			return liveItem{}, false
 		}
-		t := o.fifo[0]
+		it := o.fifo[0]
 		o.fifo = o.fifo[1:]
-		return t, true
+		return it, true
 	}
 	best := -1
 	for i, q := range o.byOrg {
@@ -342,11 +561,11 @@ func (o *liveOrder) next() (Task, bool) {
 		}
 	}
 	if best < 0 {
-		return Task{}, false
+		return liveItem{}, false
 	}
-	t := o.byOrg[best][0]
+	it := o.byOrg[best][0]
 	o.byOrg[best] = o.byOrg[best][1:]
-	return t, true
+	return it, true
 }
 
 // before is EHOSEP's organisation order (orgBefore) on the pass's DP.
@@ -356,10 +575,13 @@ func (o *liveOrder) before(a, b int) bool {
 		o.s.Orgs[a].Name, o.s.Orgs[b].Name)
 }
 
-// started counts t, started on m, in its organisation's allocation.
-func (o *liveOrder) started(t Task, m int) {
-	if o.alloc != nil {
-		mc := o.s.Machines[m]
+// started counts it, started on ms, in its organisation's allocation.
+func (o *liveOrder) started(it liveItem, ms []int) {
+	if o.alloc == nil {
+		return
+	}
+	for r, m := range ms {
+		t, mc := it.part(r), o.s.Machines[m]
 		o.alloc[t.Org] += ShareOf(mc.Capacity, t.Request).Of(mc.MFLOPS)
 	}
 }
@@ -399,11 +621,25 @@ func endOf(at, limitMs int64) int64 {
 	return at + limitMs
 }
 
-// feasible lists t's eligible machines and says whether one of them could
-// ever run it within its organisation's limit.
-func (b *livePass) feasible(t Task) ([]bool, bool) {
-	elig := Eligible(b.s.Machines, t, b.s.Orgs)
+// feasible lists the machines the item's parts may use (Eligible; for a
+// gang, eligible for every part) and says whether they could ever run it
+// within its organisation's limit: a task, one machine drawing within it;
+// a gang, one owner with k of them whose k least draws sum within it.
+func (b *livePass) feasible(it liveItem) ([]bool, bool) {
+	t := it.t
 	lim := b.s.Orgs[t.Org].LimitMilliW
+	if it.gang != nil {
+		elig := gangEligible(b.s, it.gang)
+		return elig, gangOwner(b.s, len(it.gang.Parts), func(m int) bool { return elig[m] },
+			func(m int) int64 { return b.draw(t, m) }, func(ms []int) bool {
+				var d int64
+				for _, m := range ms {
+					d += b.draw(t, m)
+				}
+				return d <= lim
+			}) != nil
+	}
+	elig := Eligible(b.s.Machines, t, b.s.Orgs)
 	for m, ok := range elig {
 		if ok && b.draw(t, m) <= lim {
 			return elig, true
@@ -553,9 +789,10 @@ const PendingJobPolicy = "job_policy"
 // the federation's job policy job: under ehosep they are EHOSEP's; under
 // fcfs, easy and conservative a task a machine has room for waits its
 // turn (PendingJobPolicy) rather than for the next pass, and no task
-// waits for a preemption (fair_share becomes no_free_resources).
+// waits for a preemption (fair_share becomes no_free_resources); so under
+// ehosep-easy.
 func PendingUnder(job string, rs map[string]PendingReason) map[string]PendingReason {
-	if !slices.Contains(LiveModes(), job) {
+	if !slices.Contains(JobModes(), job) {
 		return rs
 	}
 	for id, r := range rs {

@@ -57,12 +57,9 @@ func referenceLiveBackfill(mode string, s *State) (LivePlan, error) {
 		}
 		hold(r.Task, r.Machine, 0, to)
 	}
-	// fits: at every instant x in [c, e) the machine's holds plus t fit
-	// its capacity and the organisation's holds plus t's draw fit its
-	// limit. Usage is constant between hold boundaries, so looking at c
-	// and at every boundary inside the window looks at every instant.
-	fits := func(t Task, m int, c int64) bool {
-		e := end(c, limit(t, m))
+	// boundaries are c and every hold boundary inside [c, e): usage is
+	// constant between them, so looking there looks at every instant.
+	boundaries := func(c, e int64) []int64 {
 		xs := []int64{c}
 		for _, h := range holds {
 			for _, x := range []int64{h.from, h.to} {
@@ -71,21 +68,46 @@ func referenceLiveBackfill(mode string, s *State) (LivePlan, error) {
 				}
 			}
 		}
+		return xs
+	}
+	// room: at every instant of [c, c+length) the machine's holds plus t
+	// fit its capacity.
+	room := func(t Task, m int, c int64) bool {
 		capa := s.Machines[m].Capacity.Capacity()
-		for _, x := range xs {
+		for _, x := range boundaries(c, end(c, limit(t, m))) {
 			var used Resources
-			pi := draw(t, m)
 			for _, h := range holds {
-				if h.from <= x && x < h.to {
-					if h.m == m {
-						used = used.plus(h.req)
-					}
-					if h.org == t.Org {
-						pi += h.draw
-					}
+				if h.m == m && h.from <= x && x < h.to {
+					used = used.plus(h.req)
 				}
 			}
-			if !Fits(t.Request.Request(), capa.minus(used), capa) || pi > s.Orgs[t.Org].LimitMilliW {
+			if !Fits(t.Request.Request(), capa.minus(used), capa) {
+				return false
+			}
+		}
+		return true
+	}
+	// power: with parts[r] on ms[r] from c, each for its length, the
+	// organisation's holds plus their draws stay within its limit.
+	power := func(parts []Task, ms []int, c int64) bool {
+		org := parts[0].Org
+		last := c
+		for r, m := range ms {
+			last = max(last, end(c, limit(parts[r], m)))
+		}
+		for _, x := range boundaries(c, last) {
+			var pi int64
+			for _, h := range holds {
+				if h.org == org && h.from <= x && x < h.to {
+					pi += h.draw
+				}
+			}
+			for r, m := range ms {
+				if x < end(c, limit(parts[r], m)) {
+					pi += draw(parts[r], m)
+				}
+			}
+			if pi > s.Orgs[org].LimitMilliW {
 				return false
 			}
 		}
@@ -96,38 +118,42 @@ func referenceLiveBackfill(mode string, s *State) (LivePlan, error) {
 		machines[i] = i
 	}
 	sort.SliceStable(machines, func(i, j int) bool { return energyBetter(s.Machines[machines[i]], s.Machines[machines[j]]) })
-	queue := slices.Clone(s.Queued)
-	sort.Slice(queue, func(i, j int) bool {
-		if queue[i].Seq != queue[j].Seq {
-			return queue[i].Seq < queue[j].Seq
-		}
-		return queue[i].ID < queue[j].ID
-	})
-	type placed struct {
-		t Task
-		m int
+	// The items: every task, and every gang standing as its first part.
+	type item struct {
+		parts []Task
+		id    string
 	}
-	var started []placed
-	// pick takes the next task: the first in submission order, or under
+	var queue []item
+	for _, t := range s.Queued {
+		queue = append(queue, item{[]Task{t}, t.ID})
+	}
+	for _, g := range s.Gangs {
+		queue = append(queue, item{g.Parts, g.ID})
+	}
+	sort.Slice(queue, func(i, j int) bool {
+		if queue[i].parts[0].Seq != queue[j].parts[0].Seq {
+			return queue[i].parts[0].Seq < queue[j].parts[0].Seq
+		}
+		return queue[i].parts[0].ID < queue[j].parts[0].ID
+	})
+	var started []Running
+	// pick takes the next item: the first in submission order, or under
 	// ehosep-easy the organisation with the least DP (allocation summed
-	// afresh over the running and started tasks) and its first task in
+	// afresh over the running and started tasks) and its first item in
 	// EHOSEP's order, found by a scan.
-	pick := func() (Task, bool) {
+	pick := func() (item, bool) {
 		if len(queue) == 0 {
-			return Task{}, false
+			return item{}, false
 		}
 		k := 0
 		if mode == EHOSEPEasy {
 			tot := ComputeTotals(s)
 			alloc := make([]int64, len(s.Orgs))
-			for _, r := range s.Running {
+			for _, r := range append(slices.Clone(s.Running), started...) {
 				alloc[r.Task.Org] += ShareOf(s.Machines[r.Machine].Capacity, r.Task.Request).Of(s.Machines[r.Machine].MFLOPS)
 			}
-			for _, p := range started {
-				alloc[p.t.Org] += ShareOf(s.Machines[p.m].Capacity, p.t.Request).Of(s.Machines[p.m].MFLOPS)
-			}
 			for i := range queue {
-				a, b := queue[i], queue[k]
+				a, b := queue[i].parts[0], queue[k].parts[0]
 				if a.Org != b.Org {
 					if orgBefore(DP(alloc[a.Org], tot.QuotaMFLOPS[a.Org]), DP(alloc[b.Org], tot.QuotaMFLOPS[b.Org]),
 						tot.QuotaMFLOPS[a.Org], tot.QuotaMFLOPS[b.Org], tot.PowerQuotaMilliW[a.Org], tot.PowerQuotaMilliW[b.Org],
@@ -139,24 +165,59 @@ func referenceLiveBackfill(mode string, s *State) (LivePlan, error) {
 				}
 			}
 		}
-		t := queue[k]
+		it := queue[k]
 		queue = slices.Delete(queue, k, k+1)
-		return t, true
+		return it, true
 	}
-	var out LivePlan
-	for {
-		t, ok := pick()
-		if !ok {
-			break
+	// elig: the machines every part may use.
+	eligOf := func(it item) []bool {
+		e := Eligible(s.Machines, it.parts[0], s.Orgs)
+		for _, p := range it.parts[1:] {
+			pe := Eligible(s.Machines, p, s.Orgs)
+			for m := range e {
+				e[m] = e[m] && pe[m]
+			}
 		}
-		elig := Eligible(s.Machines, t, s.Orgs)
-		ever := false
-		for m := range s.Machines {
-			ever = ever || elig[m] && draw(t, m) <= s.Orgs[t.Org].LimitMilliW
+		return e
+	}
+	// leastDraws is owner o's k machines of least draw (ties by index)
+	// among those of index ≤ upTo that ok accepts, in index order, or nil.
+	leastDraws := func(t Task, k, o, upTo int, ok func(m int) bool) []int {
+		var ms []int
+		for m := 0; m <= upTo; m++ {
+			if s.Machines[m].Owner == o && ok(m) {
+				ms = append(ms, m)
+			}
 		}
-		if !ever {
-			continue
+		if len(ms) < k {
+			return nil
 		}
+		sort.SliceStable(ms, func(i, j int) bool { return draw(t, ms[i]) < draw(t, ms[j]) })
+		ms = ms[:k]
+		sort.Ints(ms)
+		return ms
+	}
+	ever := func(it item, elig []bool) bool {
+		t := it.parts[0]
+		for o := range s.Orgs {
+			if ms := leastDraws(t, len(it.parts), o, len(s.Machines)-1, func(m int) bool { return elig[m] }); ms != nil {
+				var d int64
+				for _, m := range ms {
+					d += draw(t, m)
+				}
+				if d <= s.Orgs[t.Org].LimitMilliW {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	// earliest is the item's first instant (now or a hold's end) and
+	// machines: a task on the least-energy machine it fits on from the
+	// earliest instant; a gang at the first instant some owner's k
+	// least-draw machines up to some index fit and pass power, the owner
+	// with the least such index.
+	earliest := func(it item, elig []bool) ([]int, int64) {
 		instants := []int64{0}
 		for _, h := range holds {
 			if h.to != Unbounded {
@@ -164,33 +225,110 @@ func referenceLiveBackfill(mode string, s *State) (LivePlan, error) {
 			}
 		}
 		slices.Sort(instants)
-		bestM, bestAt := -1, Unbounded
-		for _, m := range machines {
-			if !elig[m] {
-				continue
-			}
-			for _, c := range instants {
-				if c == 0 && s.held(m) {
+		t := it.parts[0]
+		if len(it.parts) == 1 {
+			bestM, bestAt := -1, Unbounded
+			for _, m := range machines {
+				if !elig[m] {
 					continue
 				}
-				if c < bestAt && fits(t, m, c) {
-					bestM, bestAt = m, c
-					break
+				for _, c := range instants {
+					if c == 0 && s.held(m) {
+						continue
+					}
+					if c < bestAt && room(t, m, c) && power(it.parts, []int{m}, c) {
+						bestM, bestAt = m, c
+						break
+					}
 				}
 			}
+			if bestM < 0 {
+				return nil, Unbounded
+			}
+			return []int{bestM}, bestAt
 		}
-		switch {
-		case bestAt == 0:
-			hold(t, bestM, 0, end(0, limit(t, bestM)))
-			started = append(started, placed{t, bestM})
-			out.Starts = append(out.Starts, Decision{Kind: Allocate, Task: t.ID, Org: t.Org, Machine: bestM})
+		for _, c := range instants {
+			bestP, var_ := len(s.Machines), []int(nil)
+			for o := range s.Orgs {
+				for p := range s.Machines {
+					ms := leastDraws(t, len(it.parts), o, p, func(m int) bool {
+						return elig[m] && !(c == 0 && s.held(m)) && room(t, m, c)
+					})
+					if ms != nil && power(it.parts, ms, c) {
+						if p < bestP {
+							bestP, var_ = p, ms
+						}
+						break
+					}
+				}
+			}
+			if var_ != nil {
+				return var_, c
+			}
+		}
+		return nil, Unbounded
+	}
+	place := func(it item, ms []int, at int64) {
+		for r, m := range ms {
+			hold(it.parts[r], m, at, end(at, limit(it.parts[r], m)))
+		}
+	}
+	var out LivePlan
+	reserve := func(it item, ms []int, at int64) {
+		place(it, ms, at)
+		for r, m := range ms {
+			out.Reservations = append(out.Reservations, LiveReservation{Task: it.parts[r].ID, Org: it.parts[r].Org, Machine: m, AtMs: at})
+		}
+	}
+	// ehosep-easy's head: the oldest item that cannot start now beside the
+	// running tasks.
+	headID, headUnbounded, headSeq, headTask := "", false, uint64(0), ""
+	if mode == EHOSEPEasy {
+		for _, it := range queue {
+			elig := eligOf(it)
+			if !ever(it, elig) {
+				continue
+			}
+			ms, at := earliest(it, elig)
+			if at == 0 {
+				continue
+			}
+			headID, headSeq, headTask = it.id, it.parts[0].Seq, it.parts[0].ID
+			if at == Unbounded {
+				headUnbounded = true
+			} else {
+				reserve(it, ms, at)
+			}
+			break
+		}
+	}
+	for {
+		it, ok := pick()
+		if !ok {
+			break
+		}
+		t := it.parts[0]
+		if it.id == headID || headUnbounded && (t.Seq > headSeq || t.Seq == headSeq && t.ID > headTask) {
 			continue
-		case (mode == "easy" || mode == EHOSEPEasy) && len(out.Reservations) > 0:
+		}
+		elig := eligOf(it)
+		if !ever(it, elig) {
+			continue
+		}
+		ms, at := earliest(it, elig)
+		switch {
+		case at == 0:
+			place(it, ms, 0)
+			for r, m := range ms {
+				started = append(started, Running{Task: it.parts[r], Machine: m})
+				out.Starts = append(out.Starts, Decision{Kind: Allocate, Task: it.parts[r].ID, Org: t.Org, Machine: m})
+			}
+			continue
+		case mode == EHOSEPEasy || mode == "easy" && len(out.Reservations) > 0:
 			continue // behind the head: start now or wait
-		case mode == "fcfs" || bestAt == Unbounded:
+		case mode == "fcfs" || at == Unbounded:
 		default:
-			hold(t, bestM, bestAt, end(bestAt, limit(t, bestM)))
-			out.Reservations = append(out.Reservations, LiveReservation{Task: t.ID, Org: t.Org, Machine: bestM, AtMs: bestAt})
+			reserve(it, ms, at)
 			continue
 		}
 		break
@@ -261,7 +399,7 @@ func TestLiveBackfillAgreesWithReference(t *testing.T) {
 	reserved := 0
 	for i := range 3000 {
 		s := randomLiveState(r)
-		for _, mode := range append(LiveModes(), EHOSEPEasy) {
+		for _, mode := range JobModes() {
 			got, err := LiveBackfill{Mode: mode}.Plan(s)
 			if err != nil {
 				t.Fatalf("state %d %s: %v", i, mode, err)
@@ -286,5 +424,64 @@ func TestLiveBackfillAgreesWithReference(t *testing.T) {
 	}
 	if reserved < 500 {
 		t.Fatalf("only %d reservations over the random states: the test does not exercise them", reserved)
+	}
+}
+
+// TestLiveBackfillGangsAgreeWithReference: with waiting gangs, the fast plan and the reference's agree in every mode, start
+// for start and reservation for reservation; every plan applies (no
+// machine over-committed, PI ≤ Lim), each gang starts or is reserved
+// whole, on distinct machines of one owner, and shuffling the gangs
+// changes nothing.
+func TestLiveBackfillGangsAgreeWithReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 8))
+	started, reserved := 0, 0
+	for i := range 2000 {
+		s := randomGangState(r)
+		// Held machines are the iSPD engine's and GangFirst's (for its
+		// base), never LiveBackfill's input on a live federation.
+		s.Held = nil
+		for _, mode := range JobModes() {
+			got, err := LiveBackfill{Mode: mode}.Plan(s)
+			if err != nil {
+				t.Fatalf("state %d %s: %v", i, mode, err)
+			}
+			want, err := referenceLiveBackfill(mode, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("state %d %s:\n got %+v\nwant %+v\nstate %+v", i, mode, got, want, s)
+			}
+			if _, err := ApplyDecisions(gangsQueued(s), got.Starts); err != nil {
+				t.Fatalf("state %d %s: %v", i, mode, err)
+			}
+			checkGangsWhole(t, s, got.Starts)
+			var asDecisions []Decision
+			for _, rv := range got.Reservations {
+				asDecisions = append(asDecisions, Decision{Task: rv.Task, Machine: rv.Machine})
+			}
+			checkGangsWhole(t, s, asDecisions)
+			for _, g := range s.Gangs {
+				for _, d := range got.Starts {
+					if d.Task == g.Parts[0].ID {
+						started++
+					}
+				}
+				for _, rv := range got.Reservations {
+					if rv.Task == g.Parts[0].ID {
+						reserved++
+					}
+				}
+			}
+			sh := *s
+			sh.Gangs = slices.Clone(s.Gangs)
+			r.Shuffle(len(sh.Gangs), func(i, j int) { sh.Gangs[i], sh.Gangs[j] = sh.Gangs[j], sh.Gangs[i] })
+			if again, _ := (LiveBackfill{Mode: mode}).Plan(&sh); !reflect.DeepEqual(again, got) {
+				t.Fatalf("state %d %s: shuffled gangs planned %+v, want %+v", i, mode, again, got)
+			}
+		}
+	}
+	if started < 300 || reserved < 300 {
+		t.Fatalf("%d gangs started, %d reserved: the generator exercises too little", started, reserved)
 	}
 }

@@ -331,9 +331,11 @@ func TestPendingUnderJobPolicy(t *testing.T) {
 	if got := PendingUnder("ehosep", rs()); !reflect.DeepEqual(got, rs()) {
 		t.Fatalf("under ehosep: %+v", got)
 	}
-	got := PendingUnder("easy", rs())
-	if got["a"].Code != PendingJobPolicy || got["b"].Code != PendingNoResources || got["c"] != rs()["c"] {
-		t.Fatalf("under easy: %+v", got)
+	for _, job := range JobModes() {
+		got := PendingUnder(job, rs())
+		if got["a"].Code != PendingJobPolicy || got["b"].Code != PendingNoResources || got["c"] != rs()["c"] {
+			t.Fatalf("under %s: %+v", job, got)
+		}
 	}
 }
 
@@ -369,7 +371,16 @@ func TestEHOSEPEasyServesByDP(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(ee, want) {
 		t.Fatalf("ehosep-easy:\n got %+v, %v\nwant %+v", ee, err, want)
 	}
-	if _, err := WithJobPolicy(EHOSEP{}, EHOSEPEasy); err == nil {
-		t.Fatal("ehosep-easy is not a job policy a federation may vote yet")
+	pol, err := WithJobPolicy(EHOSEP{}, EHOSEPEasy)
+	if err != nil || pol.Name() != EHOSEPEasy {
+		t.Fatalf("ehosep-easy as a job policy: %v, %v", pol, err)
+	}
+	if ds, err := pol.Schedule(s); err != nil || !reflect.DeepEqual(ds, ee.Starts) {
+		t.Fatalf("the voted ehosep-easy decides %+v, %v; want its plan's starts %+v", ds, err, ee.Starts)
+	}
+	for _, bad := range []string{"ehosep_easy", "EHOSEP-EASY", "easy-ehosep", " ehosep-easy"} {
+		if _, err := WithJobPolicy(EHOSEP{}, bad); err == nil {
+			t.Errorf("job policy %q accepted", bad)
+		}
 	}
 }

@@ -85,6 +85,10 @@ type Task struct {
 	// (deadline_place.go); a task without one exactly as before.
 	Class      TaskClass
 	DeadlineMs int64
+	// Gang says the task is a gang's part (running: its gang is placed
+	// whole). A gang's preemption (GangFirst) never takes one as victim:
+	// stopping it stops its whole gang.
+	Gang bool
 }
 
 // Running is a task currently executing on a machine.
@@ -114,6 +118,10 @@ type State struct {
 	// EHOSEP reads only the heads it serves; the other policies and
 	// Pending list its tasks.
 	Queue *Queue
+	// Gangs are the waiting gangs (GangJob), whose parts are in no queue.
+	// Only GangFirst and LiveBackfill read them (WithJobPolicy gives one
+	// of those); the other policies leave them waiting.
+	Gangs []GangJob
 	// Running are the running tasks; a machine appears several times when
 	// it runs several tasks, whose requests then fit its capacity together.
 	Running []Running

@@ -12,7 +12,8 @@ import (
 // resources, each running task's waste) is recomputed from scratch by a
 // scan before every decision, the organisation list and each queue are
 // fully re-sorted, and whether a task may use a machine is asked of
-// Mismatch and the Avoid rule every time (refMay). It is slow and obviously correct; the indexed EHOSEP
+// Mismatch and the Avoid rule every time (refMay); a held machine
+// (State.Held) is neither free nor a victim. It is slow and obviously correct; the indexed EHOSEP
 // (one-slot states) and the shared-machine pass must agree with it decision
 // for decision.
 func referenceEHOSEP(s *State, bestFit bool) ([]Decision, error) {
@@ -85,7 +86,7 @@ func referenceEHOSEP(s *State, bestFit bool) ([]Decision, error) {
 				t := queued[q]
 				best := -1
 				for m, mc := range s.Machines {
-					if !refMay(s, t, m) || !fitsIn(t.Request.Request(), free[m], mc.Capacity.Capacity()) || pi[i]+draw(t, m) > lim {
+					if s.held(m) || !refMay(s, t, m) || !fitsIn(t.Request.Request(), free[m], mc.Capacity.Capacity()) || pi[i]+draw(t, m) > lim {
 						continue
 					}
 					if best < 0 || energyBetter(mc, s.Machines[best]) {
@@ -94,7 +95,7 @@ func referenceEHOSEP(s *State, bestFit bool) ([]Decision, error) {
 				}
 				if best >= 0 {
 					best = refDeadlinePlace(s, t, best, func(m int) bool {
-						return refMay(s, t, m) && fitsIn(t.Request.Request(), free[m], s.Machines[m].Capacity.Capacity()) && pi[i]+draw(t, m) <= lim
+						return !s.held(m) && refMay(s, t, m) && fitsIn(t.Request.Request(), free[m], s.Machines[m].Capacity.Capacity()) && pi[i]+draw(t, m) <= lim
 					})
 					place(q, best) // algorithm 4
 					out = append(out, Decision{Kind: Allocate, Task: t.ID, Org: i, Machine: best})
@@ -134,7 +135,7 @@ func referenceEHOSEP(s *State, bestFit bool) ([]Decision, error) {
 				var yD int64
 				for k, r := range running {
 					m, mc := r.Machine, s.Machines[r.Machine]
-					if r.Task.Org != z || !refMay(s, t, m) || pi[i]+draw(t, m) > lim ||
+					if r.Task.Org != z || s.held(m) || !refMay(s, t, m) || pi[i]+draw(t, m) > lim ||
 						!fitsIn(t.Request.Request(), free[m].plus(r.Task.Request.Request()), mc.Capacity.Capacity()) {
 						continue
 					}

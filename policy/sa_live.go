@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 )
@@ -24,16 +23,14 @@ import (
 //     whatever the job policy: under fcfs and easy the passes let fewer or
 //     more tasks pass a waiting one than conservative does.
 //   - Order: submission order (Seq) under fcfs, easy and conservative, the
-//     task last; under ehosep (or ""), the gangs ahead first (the ledger
-//     places gangs before the pass) and then EHOSEP's organisation order
-//     (EHOSEPEasy's), the task where that order puts it. EHOSEP preempts
-//     and never reserves, so there the prediction is a guess.
+//     task last; under ehosep (or ""), EHOSEP's organisation order
+//     (EHOSEPEasy's), waiting gangs (State.Gangs) and tasks alike, the task
+//     where that order puts it. EHOSEP preempts, and holds machines only
+//     for the head gang, so there the prediction is a guess.
 //   - A gang (Nodes ≥ 2) is planned as one reservation of Nodes machines of
-//     one organisation from one instant: the first Nodes machines of an
-//     owner, in energy order, that each fit a part, with the gang's power
-//     checked together. The ledger places a waiting gang only when its
-//     machines are free at once and holds no reservation for it, so a gang
-//     may start later than predicted.
+//     one organisation from one instant (livePass.earliestGang, as the
+//     backfilling modes reserve it), with the gang's power checked
+//     together.
 //   - A task ahead that waits forever (for room held by tasks without a
 //     limit) stops the plan, as it stops conservative's pass: nothing after
 //     it has a finite prediction.
@@ -47,22 +44,14 @@ type SARequest struct {
 	WallLimitMs int64
 }
 
-// SAGang is a gang waiting ahead: Size parts, each Part (the ledger leaves
-// waiting gangs out of State.Queued).
-type SAGang struct {
-	Part Task
-	Size int
-}
-
 // SAInput is what SA_s predicts on.
 type SAInput struct {
 	// State is the federation's view (ledger.PolicyView's): its Queued
-	// tasks and Gangs are the tasks ahead. Not modified.
+	// tasks and waiting Gangs are ahead. Not modified.
 	State *State
 	// JobPolicy is the federation's job policy ("", "ehosep", "fcfs",
 	// "easy" or "conservative"): it decides the order.
 	JobPolicy string
-	Gangs     []SAGang
 	// Task is the moldable task: its organisation, size, memory, GPUs,
 	// requirements and executable; its CPUs and wall-clock limit are each
 	// alternative's. Its ID must not be one of the view's.
@@ -108,11 +97,6 @@ func SAChooseLive(in SAInput) (int, []SAPrediction, error) {
 	if in.Task.Org < 0 || in.Task.Org >= len(s.Orgs) {
 		return 0, nil, fmt.Errorf("SA: task's organisation %d of %d", in.Task.Org, len(s.Orgs))
 	}
-	for i, g := range in.Gangs {
-		if g.Size < 2 || g.Size > MaxGangSize || g.Part.Org < 0 || g.Part.Org >= len(s.Orgs) {
-			return 0, nil, fmt.Errorf("SA: gang %d (%q): %d parts of organisation %d", i, g.Part.ID, g.Size, g.Part.Org)
-		}
-	}
 	preds := make([]SAPrediction, len(in.Alternatives))
 	for i := range preds {
 		preds[i] = SAPrediction{Unbounded, Unbounded}
@@ -131,215 +115,84 @@ func SAChooseLive(in SAInput) (int, []SAPrediction, error) {
 	return best, preds, nil
 }
 
-// saItem is one entry of the order: a task, or a gang's part and size.
-type saItem struct {
-	t    Task
-	size int // 0: one machine
-	cand bool
-}
-
-// planAhead reserves every task ahead of in.Task, in the order, and
-// returns the pass; false when one of them waits forever.
+// planAhead reserves every item ahead of in.Task in the policy's order,
+// each at its earliest instant beside those before it (conservative
+// backfilling), and returns the pass; false when one of them waits
+// forever.
 func planAhead(s *State, in SAInput) (*livePass, bool) {
 	cand := in.Task
 	cand.Request.CPUs, cand.WallLimitMs = in.Alternatives[0].CPUs, in.Alternatives[0].WallLimitMs
-	var maxSeq uint64
-	for _, t := range s.Queued {
-		maxSeq = max(maxSeq, t.Seq)
-	}
-	for _, g := range in.Gangs {
-		maxSeq = max(maxSeq, g.Part.Seq)
-	}
-	cand.Seq = maxSeq + 1
-	var items []saItem
-	for _, g := range in.Gangs {
-		items = append(items, saItem{t: g.Part, size: g.Size})
+	cand.Seq = MaxSeq(s) + 1
+	withCand := *s
+	withCand.Queued = append(slices.Clone(s.Queued), cand)
+	mode := "conservative"
+	if in.JobPolicy == "" || in.JobPolicy == "ehosep" {
+		mode = EHOSEPEasy
 	}
 	b := newLivePass(s)
-	if in.JobPolicy == "" || in.JobPolicy == "ehosep" {
-		slices.SortStableFunc(items, func(x, y saItem) int { return cmp.Or(cmp.Compare(x.t.Seq, y.t.Seq), cmp.Compare(x.t.ID, y.t.ID)) })
-		for _, it := range items {
-			if !b.reserve(it) {
-				return nil, false
-			}
+	q := newLiveOrder(&withCand, mode)
+	for {
+		it, more := q.next()
+		if !more || it.gang == nil && it.t.ID == cand.ID {
+			return b, true
 		}
-		withCand := *s
-		withCand.Queued = append(slices.Clone(s.Queued), cand)
-		q := newLiveOrder(&withCand, EHOSEPEasy)
-		for {
-			t, more := q.next()
-			if !more || t.ID == cand.ID {
-				return b, true
-			}
-			if !b.reserveStarted(t, q) {
-				return nil, false
-			}
+		elig, ok := b.feasible(it)
+		if !ok {
+			continue // never runs: passed over
 		}
-	}
-	for _, t := range s.Queued {
-		items = append(items, saItem{t: t})
-	}
-	slices.SortStableFunc(items, func(x, y saItem) int { return cmp.Or(cmp.Compare(x.t.Seq, y.t.Seq), cmp.Compare(x.t.ID, y.t.ID)) })
-	for _, it := range items {
-		if !b.reserve(it) {
+		ms, at := b.earliestItem(it, elig, Unbounded)
+		if at == Unbounded {
 			return nil, false
 		}
+		b.addItem(it, ms, at)
+		if at == 0 {
+			q.started(it, ms)
+		}
 	}
-	return b, true
 }
 
-// reserve places it at its earliest instant; false when it waits
-// forever (a task no machine could ever run is passed over).
-func (b *livePass) reserve(it saItem) bool {
-	if it.size >= 2 {
-		if !b.gangFeasible(it.t, it.size) {
-			return true
-		}
-		ms, at := b.earliestGang(it.t, it.size)
-		if at == Unbounded {
-			return false
-		}
-		for _, m := range ms {
-			b.add(it.t, m, at)
-		}
-		return true
+// MaxSeq is the highest submission sequence among s's waiting tasks and
+// gangs' parts (0 when none): a task submitted now comes after it.
+func MaxSeq(s *State) uint64 {
+	var m uint64
+	for _, t := range s.Queued {
+		m = max(m, t.Seq)
 	}
-	return b.reserveStarted(it.t, nil)
+	for _, g := range s.Gangs {
+		for _, p := range g.Parts {
+			m = max(m, p.Seq)
+		}
+	}
+	return m
 }
 
-// reserveStarted reserves one task, telling q (if any) when it starts now.
-func (b *livePass) reserveStarted(t Task, q *liveOrder) bool {
-	elig, ok := b.feasible(t)
-	if !ok {
-		return true
+// SAGangOf is t as a gang of nodes parts, one per machine, each part's ID
+// t's with its rank: how a chosen gang alternative waits in a view.
+func SAGangOf(t Task, nodes int) GangJob {
+	g := GangJob{ID: t.ID, Parts: make([]Task, nodes)}
+	for r := range g.Parts {
+		g.Parts[r] = t
+		g.Parts[r].ID = fmt.Sprintf("%s#%d", t.ID, r)
 	}
-	m, at := b.earliest(t, elig, Unbounded)
-	if at == Unbounded {
-		return false
-	}
-	b.add(t, m, at)
-	if at == 0 && q != nil {
-		q.started(t, m)
-	}
-	return true
+	return g
 }
 
 // predict is alternative a's start and end for t beside everything
 // reserved in b (b is not changed).
 func (b *livePass) predict(t Task, a SARequest) SAPrediction {
 	t.Request.CPUs, t.WallLimitMs = a.CPUs, a.WallLimitMs
-	never := SAPrediction{Unbounded, Unbounded}
-	at := Unbounded
+	it := liveItem{t: t}
 	if a.Nodes >= 2 {
-		if !b.gangFeasible(t, a.Nodes) {
-			return never
-		}
-		_, at = b.earliestGang(t, a.Nodes)
-	} else {
-		elig, ok := b.feasible(t)
-		if !ok {
-			return never
-		}
-		_, at = b.earliest(t, elig, Unbounded)
+		g := SAGangOf(t, a.Nodes)
+		it = liveItem{t: g.Parts[0], gang: &g}
 	}
+	elig, ok := b.feasible(it)
+	if !ok {
+		return SAPrediction{Unbounded, Unbounded}
+	}
+	_, at := b.earliestItem(it, elig, Unbounded)
 	if at == Unbounded {
-		return never
+		return SAPrediction{Unbounded, Unbounded}
 	}
 	return SAPrediction{at, endOf(at, t.WallLimitMs)}
-}
-
-// gangFeasible says some organisation has size eligible machines that
-// could each hold a part, with the gang's power within t's organisation's
-// limit on them (ever, everything else aside).
-func (b *livePass) gangFeasible(t Task, size int) bool {
-	elig := Eligible(b.s.Machines, t, b.s.Orgs)
-	req := t.Request.Request()
-	count, draw := map[int]int{}, map[int]int64{}
-	for _, m := range b.energy {
-		mc := b.s.Machines[m]
-		if !elig[m] || !fitsIn(req, mc.Capacity.Capacity(), mc.Capacity.Capacity()) || count[mc.Owner] == size {
-			continue
-		}
-		count[mc.Owner]++
-		draw[mc.Owner] += b.draw(t, m)
-		if count[mc.Owner] == size && draw[mc.Owner] <= b.s.Orgs[t.Org].LimitMilliW {
-			return true
-		}
-	}
-	return false
-}
-
-// earliestGang is the first instant size machines of one organisation
-// each fit a part of t for its whole length, with the gang's power within
-// the limit, and those machines: at each candidate instant (now and every
-// end of a span of an eligible machine or of t's organisation), the first
-// owner in energy order whose size-th fitting machine comes first.
-func (b *livePass) earliestGang(t Task, size int) ([]int, int64) {
-	elig := Eligible(b.s.Machines, t, b.s.Orgs)
-	cands := []int64{0}
-	tls := []*timeline{&b.ofOrg[t.Org]}
-	for m, ok := range elig {
-		if ok {
-			tls = append(tls, &b.onMach[m])
-		}
-	}
-	for _, tl := range tls {
-		for _, sp := range tl.ends {
-			cands = append(cands, sp.to)
-		}
-		for _, sp := range tl.later {
-			cands = append(cands, sp.to)
-		}
-	}
-	slices.Sort(cands)
-	cands = slices.Compact(cands)
-	for _, c := range cands {
-		if c == Unbounded {
-			break
-		}
-		fitting := map[int][]int{}
-		failed := map[int]bool{}
-		for _, m := range b.energy {
-			own := b.s.Machines[m].Owner
-			if !elig[m] || failed[own] || (c == 0 && b.s.held(m)) || !b.fitsFrom(t, m, c) {
-				continue
-			}
-			fitting[own] = append(fitting[own], m)
-			if len(fitting[own]) < size {
-				continue
-			}
-			if b.gangPowerFits(t, fitting[own], c) {
-				return fitting[own], c
-			}
-			failed[own] = true
-		}
-	}
-	return nil, Unbounded
-}
-
-// gangPowerFits says t's organisation stays within its limit with a part
-// of t on each of ms over [c, c+length): at c and wherever a reservation
-// of the organisation starts inside the window.
-func (b *livePass) gangPowerFits(t Task, ms []int, c int64) bool {
-	var draw int64
-	for _, m := range ms {
-		draw += b.draw(t, m)
-	}
-	org, lim := &b.ofOrg[t.Org], b.s.Orgs[t.Org].LimitMilliW
-	if org.peak+draw <= lim {
-		return true
-	}
-	end := endOf(c, t.WallLimitMs)
-	xs := []int64{c}
-	for _, sp := range org.later {
-		if sp.from > c && sp.from < end {
-			xs = append(xs, sp.from)
-		}
-	}
-	for _, x := range xs {
-		if _, pi := org.at(x); pi+draw > lim {
-			return false
-		}
-	}
-	return true
 }

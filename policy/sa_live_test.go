@@ -32,7 +32,7 @@ func TestSAChooseLiveByHand(t *testing.T) {
 		name   string
 		s      *State
 		queued []Task
-		gangs  []SAGang
+		gangs  []GangJob
 		policy string
 		alts   []SARequest
 		choice int
@@ -56,7 +56,7 @@ func TestSAChooseLiveByHand(t *testing.T) {
 		// A gang ahead of 2×4 cpus for 20 s: reserved on both at 30 s;
 		// narrow then at 50 s (150 s), wide at 50 s too (110 s).
 		{name: "gang-ahead", s: saFederation(30_000), policy: "easy",
-			gangs: []SAGang{{Part: Task{ID: "g", Org: 0, SizeMFlop: 1, Seq: 4, Request: Resources{CPUs: 4}, WallLimitMs: 20_000}, Size: 2}},
+			gangs: []GangJob{SAGangOf(Task{ID: "g", Org: 0, SizeMFlop: 1, Seq: 4, Request: Resources{CPUs: 4}, WallLimitMs: 20_000}, 2)},
 			alts:  []SARequest{narrow, wide}, choice: 1, preds: []SAPrediction{{50_000, 150_000}, {50_000, 110_000}}},
 		// Ties go to the first listed.
 		{name: "tie", s: saFederation(0), alts: []SARequest{{Nodes: 1, CPUs: 2, WallLimitMs: 60_000}, wide}, choice: 0,
@@ -74,8 +74,8 @@ func TestSAChooseLiveByHand(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			c.s.Queued = c.queued
-			choice, preds, err := SAChooseLive(SAInput{State: c.s, JobPolicy: c.policy, Gangs: c.gangs, Task: job, Alternatives: c.alts})
+			c.s.Queued, c.s.Gangs = c.queued, c.gangs
+			choice, preds, err := SAChooseLive(SAInput{State: c.s, JobPolicy: c.policy, Task: job, Alternatives: c.alts})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,7 +116,7 @@ func TestSAChooseLiveBadInput(t *testing.T) {
 		"zero-time": {State: s, Task: job, Alternatives: []SARequest{{Nodes: 1, WallLimitMs: 0}}},
 		"no-nodes":  {State: s, Task: job, Alternatives: []SARequest{{Nodes: 0, WallLimitMs: 1}}},
 		"org":       {State: s, Task: Task{ID: "job", Org: 7}, Alternatives: []SARequest{{Nodes: 1, WallLimitMs: 1}}},
-		"gang-size": {State: s, Task: job, Alternatives: []SARequest{{Nodes: 1, WallLimitMs: 1}}, Gangs: []SAGang{{Part: job, Size: 1}}},
+		"gang-size": {State: &State{Orgs: s.Orgs, Machines: s.Machines, Gangs: []GangJob{SAGangOf(Task{ID: "g", Org: 0, SizeMFlop: 1}, 1)}}, Task: job, Alternatives: []SARequest{{Nodes: 1, WallLimitMs: 1}}},
 	} {
 		if _, _, err := SAChooseLive(in); err == nil {
 			t.Errorf("%s: no error", name)

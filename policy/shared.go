@@ -144,12 +144,19 @@ func (p *sharedPass) shapeKey(t Task) string {
 // capacity, avoided machines: Eligible), cached per shape for the pass.
 func (p *sharedPass) matches(t Task, m int) bool { return p.eligible(t)[m] }
 
-// eligible is Eligible for t, machine by machine, cached per shape.
+// eligible is Eligible for t, machine by machine, less the held machines,
+// cached per shape.
 func (p *sharedPass) eligible(t Task) []bool {
 	k := p.shapeKey(t)
 	ok, seen := p.match[k]
 	if !seen {
 		ok = Eligible(p.s.Machines, t, p.s.Orgs)
+		// A held machine (State.Held) is neither free nor a victim in
+		// this pass: no task may use it, whatever it matches. Its running
+		// tasks still count (newSharedPass adds them all).
+		for m := range ok {
+			ok[m] = ok[m] && !p.s.held(m)
+		}
 		p.match[k] = ok
 	}
 	return ok

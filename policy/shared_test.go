@@ -236,3 +236,68 @@ func TestSharedHandWorked(t *testing.T) {
 }
 
 func newRand(a, b uint64) *rand.Rand { return rand.New(rand.NewPCG(a, b)) }
+
+// TestSharedPassHonoursHeld: on shared machines (the pass of shared.go) a
+// held machine is neither free nor a victim, as on one-slot ones
+// (TestHeldMachineIsNeverFree, TestHeldMachineIsNeverAVictim); and on
+// random shared federations with random held machines the pass agrees
+// with the reference, which leaves held machines alone.
+func TestSharedPassHonoursHeld(t *testing.T) {
+	free := asShared(heldState())
+	free.Held = []bool{true, false}
+	if ds, err := (EHOSEP{}).Schedule(free); err != nil || len(ds) != 1 || ds[0].Machine != 1 {
+		t.Errorf("m-fast held: %+v, %v; want t1 on m-slow", ds, err)
+	}
+	free.Held = []bool{true, true}
+	if ds, err := (EHOSEP{}).Schedule(free); err != nil || len(ds) != 0 {
+		t.Errorf("both held: %+v, %v; want no decision", ds, err)
+	}
+	// B runs on both machines, A waits: the only victims are held.
+	victim := asShared(&State{
+		Orgs: []Org{{"A", w(1000)}, {"B", w(1000)}},
+		Machines: []Machine{
+			{ID: "a1", Owner: 0, MFLOPS: 100, BusyMilliW: w(100)},
+			{ID: "b1", Owner: 1, MFLOPS: 100, BusyMilliW: w(100)},
+		},
+		Queued:  []Task{{ID: "ta", Org: 0, SizeMFlop: 1000, Seq: 3}},
+		Running: []Running{{Task: Task{ID: "tb1", Org: 1, SizeMFlop: 1000, Seq: 1}, Machine: 0, RunSeconds: 1}, {Task: Task{ID: "tb2", Org: 1, SizeMFlop: 1000, Seq: 2}, Machine: 1, RunSeconds: 50}},
+	})
+	if ds, err := (EHOSEP{}).Schedule(victim); err != nil || len(ds) == 0 || ds[0].Kind != Preempt || ds[0].Machine != 0 {
+		t.Fatalf("nothing held: %+v, %v; want the preemption on a1", ds, err)
+	}
+	victim.Held = []bool{true, false}
+	if ds, err := (EHOSEP{}).Schedule(victim); err != nil || len(ds) == 0 || ds[0].Machine != 1 {
+		t.Errorf("a1 held: %+v, %v; want the preemption on b1", ds, err)
+	}
+	victim.Held = []bool{true, true}
+	if ds, err := (EHOSEP{}).Schedule(victim); err != nil || len(ds) != 0 {
+		t.Errorf("both held: %+v, %v; want none", ds, err)
+	}
+
+	r := rand.New(rand.NewPCG(21, 3))
+	decided := 0
+	for iter := range 400 {
+		s := randomSharedState(r)
+		s.Held = make([]bool, len(s.Machines))
+		for m := range s.Held {
+			s.Held[m] = r.IntN(3) == 0
+		}
+		got, err := (EHOSEP{}).Schedule(s)
+		if err != nil {
+			t.Fatalf("case %d: %v", iter, err)
+		}
+		ref, err := referenceEHOSEP(s, false)
+		if err != nil || !reflect.DeepEqual(got, ref) {
+			t.Fatalf("case %d: %q != reference %q (%v)", iter, summary(s, got), summary(s, ref), err)
+		}
+		for _, d := range got {
+			if s.Held[d.Machine] {
+				t.Fatalf("case %d: %v on held machine %s", iter, d.Kind, s.Machines[d.Machine].ID)
+			}
+		}
+		decided += len(got)
+	}
+	if decided == 0 {
+		t.Fatal("no random case decided anything: the generator tests nothing")
+	}
+}

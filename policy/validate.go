@@ -83,6 +83,9 @@ func Validate(s *State) error {
 			return err
 		}
 	}
+	if err := validateGangs(s, checkTask); err != nil {
+		return err
+	}
 	used := make([]Resources, len(s.Machines))
 	for i := range s.Running {
 		r := &s.Running[i]

@@ -18,8 +18,9 @@ func newJobPolicyCmd() *cobra.Command {
 		Use:   "job-policy [NAME]",
 		Short: "Show the federation's job policy, or vote for one",
 		Long: `Without NAME, print the federation's job policy (how its queue of parallel
-jobs is served: ehosep, fcfs, easy or conservative; docs/POLICY.md §8) and the
-votes pending. With NAME, cast this organisation's vote for it: the policy
+jobs is served: ehosep, fcfs, easy, conservative or ehosep-easy; docs/POLICY.md
+§8) and the votes pending. A vote for ehosep-easy is a command of version 3,
+committed once every member runs a build that applies it. With NAME, cast this organisation's vote for it: the policy
 changes when more than half of the federation's organisations (removed ones
 left out) vote for the same one. A new vote replaces this organisation's
 earlier one. The vote is recorded in the ledger; peer status shows it.
