@@ -103,7 +103,13 @@ func (g *Gossip) serveDirect(_ context.Context, remote peer.ID, data []byte) ([]
 		g.log.Debug("direct heartbeat refused", "from", remote, "err", "rate limited")
 		return nil, p2p.Errorf(CodeRateLimited, "more than one heartbeat per %v", g.limits.every)
 	}
-	hb, err := Check(g.state, remote, data)
+	hb, err := Decode(data)
+	if err == nil {
+		err = authorise(g.state, remote, hb)
+		if errors.Is(err, ErrUnknownOrg) {
+			g.rememberJoiner(remote, hb)
+		}
+	}
 	if err != nil {
 		g.log.Debug("direct heartbeat refused", "from", remote, "err", err)
 		code := p2p.CodeBadRequest

@@ -2,12 +2,15 @@ package gossip
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coopgrid/coopgrid/p2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -287,6 +290,70 @@ func TestTopicOnlyWhenNeeded(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := needsTopic(tc.delivered, tc.forced, tc.addrsChanged, tc.sinceLast, announce); got != tc.want {
 				t.Fatalf("needsTopic = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestJoinersAddressesAreRemembered: a member of the Raft configuration
+// whose organisation this peer's view does not know yet (a joiner still
+// catching up) gets its heartbeat refused, directly or on the topic, but
+// its addresses are kept: a leader elected after the one that admitted it
+// could not reach it otherwise. A non-member's addresses are not kept.
+func TestJoinersAddressesAreRemembered(t *testing.T) {
+	hosts := newHosts(t, 3)
+	recv, joiner, stranger := hosts[0], hosts[1], hosts[2]
+	view := newLedgerView(t, map[string]peer.ID{"lead": recv.ID()})
+	g := New(Config{Org: "lead", Boot: 1, Interval: time.Hour, Logger: testLogger(),
+		IsMember: func(id peer.ID) bool { return id == recv.ID() || id == joiner.ID() }})
+	defer g.Close()
+	if err := g.Join(recv, view); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	hasAddr := func(id peer.ID, addr string) bool {
+		for _, a := range recv.Peerstore().Addrs(id) {
+			if a.String() == addr {
+				return true
+			}
+		}
+		return false
+	}
+	hb := func(addr string) []byte {
+		return encode(t, Heartbeat{V: 1, Org: "newbie", AtMs: time.Now().UnixMilli(), Boot: 1, Seq: 1, Addrs: []string{addr}})
+	}
+	tests := []struct {
+		name   string
+		from   *p2p.Host
+		direct bool
+		code   string
+		kept   bool
+	}{
+		{"joiner, direct", joiner, true, CodeUnknownOrg, true},
+		{"joiner, on the topic", joiner, false, "", true},
+		{"non-member, direct", stranger, true, CodeNotMember, false},
+		{"non-member, on the topic", stranger, false, "", false},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := fmt.Sprintf("/ip4/10.9.8.%d/tcp/4001", i+1)
+			if tc.direct {
+				_, err := p2p.Request(ctx, tc.from.Host, recv.ID(), ProtocolHeartbeat, hb(addr), p2p.StreamOptions{MaxMessageSize: MaxHeartbeatBytes})
+				if got := p2p.Code(err); got != tc.code {
+					t.Fatalf("error %v (code %q), want %q", err, got, tc.code)
+				}
+			} else {
+				msg := &pubsub.Message{Message: &pb.Message{From: []byte(tc.from.ID()), Data: hb(addr)}}
+				if got := g.validate(ctx, tc.from.ID(), msg); got != pubsub.ValidationIgnore {
+					t.Fatalf("verdict %v, want ignore", got)
+				}
+			}
+			if got := hasAddr(tc.from.ID(), addr); got != tc.kept {
+				t.Fatalf("address %s kept: %v, want %v", addr, got, tc.kept)
+			}
+			if _, heard := g.seen.peerContact(tc.from.ID()); heard {
+				t.Fatal("a refused heartbeat counts as contact")
 			}
 		})
 	}

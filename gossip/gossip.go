@@ -242,11 +242,15 @@ func (g *Gossip) validate(_ context.Context, _ peer.ID, msg *pubsub.Message) pub
 		// up), and ignoring it would keep its new addresses from the
 		// leader that must reach it (node.startGossip).
 		hb, err = Decode(msg.GetData())
-	} else {
-		hb, err = Check(g.state, msg.GetFrom(), msg.GetData())
+	} else if hb, err = Decode(msg.GetData()); err == nil {
+		err = authorise(g.state, msg.GetFrom(), hb)
 	}
-	if err == nil && !own && g.cfg.IsMember != nil && !g.cfg.IsMember(msg.GetFrom()) {
+	member := g.cfg.IsMember != nil && g.cfg.IsMember(msg.GetFrom())
+	if err == nil && !own && g.cfg.IsMember != nil && !member {
 		err = fmt.Errorf("%w: %s is not in the configuration", ErrNotMember, msg.GetFrom())
+	}
+	if errors.Is(err, ErrUnknownOrg) && member {
+		g.rememberJoiner(msg.GetFrom(), hb)
 	}
 	switch {
 	case errors.Is(err, ErrUnknownOrg), errors.Is(err, ErrNotMember):
@@ -282,6 +286,38 @@ func (g *Gossip) consume() {
 	}
 }
 
+// rememberJoiner keeps the addresses in the heartbeat of a member of the
+// Raft configuration whose organisation this peer's view does not know:
+// a joiner still catching up, which registers its organisation only once
+// it has. The heartbeat itself counts for nothing, but a leader elected
+// after the one that admitted it has never been connected to it, and
+// could not reach it (so it would never catch up) without these
+// addresses. Only the author's own addresses, signed by it (or sent on
+// its authenticated stream).
+func (g *Gossip) rememberJoiner(author peer.ID, hb *Heartbeat) {
+	if hb == nil || author == g.self || len(hb.Addrs) == 0 {
+		return
+	}
+	g.rememberAddrs(author, hb.Addrs)
+}
+
+// rememberAddrs records addrs as author's, in the peerstore and the
+// known-peers file.
+func (g *Gossip) rememberAddrs(author peer.ID, addrs []string) {
+	if g.host == nil {
+		return
+	}
+	var ms []ma.Multiaddr
+	for _, a := range addrs {
+		if m, err := ma.NewMultiaddr(a); err == nil {
+			ms = append(ms, m)
+		}
+	}
+	if err := g.host.Remember(peer.AddrInfo{ID: author, Addrs: ms}); err != nil {
+		g.log.Debug("remember peer addresses", "peer", author, "err", err)
+	}
+}
+
 // record notes an accepted heartbeat of author, received at now (on the
 // topic or directly), and remembers the addresses it announces.
 func (g *Gossip) record(author peer.ID, hb *Heartbeat, now time.Time, direct bool) {
@@ -290,15 +326,7 @@ func (g *Gossip) record(author peer.ID, hb *Heartbeat, now time.Time, direct boo
 	if author == g.host.ID() || len(hb.Addrs) == 0 {
 		return
 	}
-	var addrs []ma.Multiaddr
-	for _, a := range hb.Addrs {
-		if m, err := ma.NewMultiaddr(a); err == nil {
-			addrs = append(addrs, m)
-		}
-	}
-	if err := g.host.Remember(peer.AddrInfo{ID: author, Addrs: addrs}); err != nil {
-		g.log.Debug("remember peer addresses", "peer", author, "err", err)
-	}
+	g.rememberAddrs(author, hb.Addrs)
 }
 
 // StartPublishing publishes this peer's heartbeat from src now and every
