@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,10 +25,11 @@ type Config struct {
 	// the previous start's.
 	Boot int64
 	// Interval paces this peer's heartbeats (default 1s) in a small
-	// federation. Every peer receives, checks and relays every peer's
-	// heartbeats, so each one's cost grows with the peers on the topic:
-	// with MaxInterval set, the interval grows with them (PublishInterval)
-	// up to MaxInterval.
+	// federation. With Leader set, each goes to the leader only
+	// (ProtocolHeartbeat), whose cost grows with the members: with
+	// MaxInterval set, the interval grows with them (PublishInterval) up to
+	// MaxInterval. The topic, which every peer receives, checks and relays,
+	// carries one heartbeat in AnnounceInterval.
 	Interval time.Duration
 	// MaxInterval bounds the grown interval; at most Interval (the
 	// default) keeps Interval whatever the size. The node sets a third of
@@ -40,6 +42,15 @@ type Config struct {
 	// configuration: a heartbeat signed by any other peer is dropped, so
 	// that a removed or departed peer's heartbeats keep nothing up.
 	IsMember func(peer.ID) bool
+	// Leader, when set, names the peer that leads as this peer knows it:
+	// heartbeats go to it directly, and on the topic only once in
+	// AnnounceInterval, or when the leader did not get them (none known,
+	// unreachable, not leading any more). Unset, every heartbeat goes on
+	// the topic.
+	Leader func() (peer.ID, bool)
+	// AnnounceMin, when longer, is the interval between this peer's
+	// announcements on the topic instead of AnnounceInterval's.
+	AnnounceMin time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -70,9 +81,19 @@ type Gossip struct {
 	sub   *pubsub.Subscription
 	seen  *tracker
 	guard ReplayGuard
-	seq   atomic.Uint64
-	// now asks the publishing loop for a heartbeat before its timer.
+	// directGuard is the replay guard of direct heartbeats: a heartbeat
+	// sent both ways must be accepted on the topic too, or this peer
+	// would not relay it.
+	directGuard ReplayGuard
+	limits      directLimits
+	seq         atomic.Uint64
+	// now asks the publishing loop for a heartbeat before its timer, and
+	// on the topic.
 	now chan struct{}
+	// lastTopic and lastAddrs (the publishing loop's) are when this peer
+	// last published on the topic, and the addresses it announced.
+	lastTopic time.Time
+	lastAddrs string
 	// self is this peer's ID (set by Join): its own heartbeats are
 	// checked without the ledger.
 	self peer.ID
@@ -94,7 +115,8 @@ func New(cfg Config) *Gossip {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	g := &Gossip{cfg: cfg, log: cfg.Logger, seen: newTracker(), now: make(chan struct{}, 1)}
+	g := &Gossip{cfg: cfg, log: cfg.Logger, seen: newTracker(), now: make(chan struct{}, 1),
+		limits: directLimits{every: cfg.Interval / 2}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	return g
 }
@@ -107,13 +129,15 @@ func (g *Gossip) Join(h *p2p.Host, state StateViewer) error {
 	if err := g.join(); err != nil {
 		return fmt.Errorf("start gossip: %w", err)
 	}
+	p2p.Handle(h.Host, ProtocolHeartbeat, g.serveDirect, g.directOptions(directServeTimeout))
 	g.wg.Add(1)
 	go g.consume()
 	return nil
 }
 
 func (g *Gossip) join() error {
-	ps, err := pubsub.NewGossipSub(g.ctx, g.host, pubsub.WithMaxMessageSize(MaxHeartbeatBytes+4096))
+	ps, err := pubsub.NewGossipSub(g.ctx, g.host, pubsub.WithMaxMessageSize(MaxHeartbeatBytes+4096),
+		pubsub.WithGossipSubParams(gossipSubParams()))
 	if err != nil {
 		return err
 	}
@@ -130,10 +154,29 @@ func (g *Gossip) join() error {
 	return nil
 }
 
+// gossipSubParams are gossipsub's defaults with less redundancy, which
+// every peer pays for every message: a publisher floods its own messages
+// to every peer on the topic (gossipsub's flood publishing), and every
+// member keeps a connection to every other, so the mesh only relays
+// around a missing link. A mesh of 4 (not 6) peers, each a source of a
+// duplicate of every message; and gossip (IHAVE) to 2 peers each second
+// rather than to a quarter of all peers outside the mesh, which at 100
+// peers meant about 24 IHAVE messages sent and received by every peer
+// each second while any message was recent.
+func gossipSubParams() pubsub.GossipSubParams {
+	p := pubsub.DefaultGossipSubParams()
+	p.D, p.Dlo, p.Dhi, p.Dout, p.Dscore = 4, 3, 8, 1, 2
+	p.Dlazy, p.GossipFactor = 2, 0
+	return p
+}
+
 // Close stops publishing and consuming and leaves the topic. Safe to call
 // twice.
 func (g *Gossip) Close() {
 	g.closeOnce.Do(func() {
+		if g.host != nil {
+			g.host.RemoveStreamHandler(ProtocolHeartbeat)
+		}
 		g.cancel()
 		g.wg.Wait()
 		if g.sub != nil {
@@ -158,7 +201,28 @@ func (g *Gossip) OwnerClockMs(id string, now time.Time) (int64, bool) {
 // PeerLastHeard is the local time the last heartbeat signed by peer id
 // arrived (this peer's own count as heard when published); false when
 // none did since this peer started.
-func (g *Gossip) PeerLastHeard(id peer.ID) (time.Time, bool) { return g.seen.peerLastHeard(id) }
+func (g *Gossip) PeerLastHeard(id peer.ID) (time.Time, bool) {
+	c, ok := g.seen.peerContact(id)
+	return c.last(), ok
+}
+
+// PeerReachable reports whether peer id was heard of recently enough at
+// now to count as up, given the silence timeout after which the leader
+// declares a machine lost: a direct heartbeat within timeout (the leader
+// receives them), or an announcement on the topic within three
+// announcement intervals (at least timeout), all that other peers
+// receive.
+func (g *Gossip) PeerReachable(id peer.ID, now time.Time, timeout time.Duration) bool {
+	c, ok := g.seen.peerContact(id)
+	if !ok {
+		return false
+	}
+	topicTimeout := timeout
+	if g.cfg.Leader != nil {
+		topicTimeout = max(timeout, 3*g.announceInterval())
+	}
+	return now.Sub(c.direct) <= timeout || now.Sub(c.topic) <= topicTimeout
+}
 
 // LastHeartbeatMs is the sender's time of machine id's latest heartbeat (0
 // when none was heard).
@@ -178,11 +242,15 @@ func (g *Gossip) validate(_ context.Context, _ peer.ID, msg *pubsub.Message) pub
 		// up), and ignoring it would keep its new addresses from the
 		// leader that must reach it (node.startGossip).
 		hb, err = Decode(msg.GetData())
-	} else {
-		hb, err = Check(g.state, msg.GetFrom(), msg.GetData())
+	} else if hb, err = Decode(msg.GetData()); err == nil {
+		err = authorise(g.state, msg.GetFrom(), hb)
 	}
-	if err == nil && !own && g.cfg.IsMember != nil && !g.cfg.IsMember(msg.GetFrom()) {
+	member := g.cfg.IsMember != nil && g.cfg.IsMember(msg.GetFrom())
+	if err == nil && !own && g.cfg.IsMember != nil && !member {
 		err = fmt.Errorf("%w: %s is not in the configuration", ErrNotMember, msg.GetFrom())
+	}
+	if errors.Is(err, ErrUnknownOrg) && member {
+		g.rememberJoiner(msg.GetFrom(), hb)
 	}
 	switch {
 	case errors.Is(err, ErrUnknownOrg), errors.Is(err, ErrNotMember):
@@ -214,33 +282,63 @@ func (g *Gossip) consume() {
 		if !ok {
 			continue
 		}
-		now := time.Now()
-		g.seen.observe(hb, now)
-		g.seen.heardFrom(msg.GetFrom(), now)
-		if author := msg.GetFrom(); author != g.host.ID() && len(hb.Addrs) > 0 {
-			var addrs []ma.Multiaddr
-			for _, a := range hb.Addrs {
-				if m, err := ma.NewMultiaddr(a); err == nil {
-					addrs = append(addrs, m)
-				}
-			}
-			if err := g.host.Remember(peer.AddrInfo{ID: author, Addrs: addrs}); err != nil {
-				g.log.Debug("remember peer addresses", "peer", author, "err", err)
-			}
-		}
+		g.record(msg.GetFrom(), hb, time.Now(), false)
 	}
 }
 
+// rememberJoiner keeps the addresses in the heartbeat of a member of the
+// Raft configuration whose organisation this peer's view does not know:
+// a joiner still catching up, which registers its organisation only once
+// it has. The heartbeat itself counts for nothing, but a leader elected
+// after the one that admitted it has never been connected to it, and
+// could not reach it (so it would never catch up) without these
+// addresses. Only the author's own addresses, signed by it (or sent on
+// its authenticated stream).
+func (g *Gossip) rememberJoiner(author peer.ID, hb *Heartbeat) {
+	if hb == nil || author == g.self || len(hb.Addrs) == 0 {
+		return
+	}
+	g.rememberAddrs(author, hb.Addrs)
+}
+
+// rememberAddrs records addrs as author's, in the peerstore and the
+// known-peers file.
+func (g *Gossip) rememberAddrs(author peer.ID, addrs []string) {
+	if g.host == nil {
+		return
+	}
+	var ms []ma.Multiaddr
+	for _, a := range addrs {
+		if m, err := ma.NewMultiaddr(a); err == nil {
+			ms = append(ms, m)
+		}
+	}
+	if err := g.host.Remember(peer.AddrInfo{ID: author, Addrs: ms}); err != nil {
+		g.log.Debug("remember peer addresses", "peer", author, "err", err)
+	}
+}
+
+// record notes an accepted heartbeat of author, received at now (on the
+// topic or directly), and remembers the addresses it announces.
+func (g *Gossip) record(author peer.ID, hb *Heartbeat, now time.Time, direct bool) {
+	g.seen.observe(hb, now)
+	g.seen.heardFrom(author, now, direct)
+	if author == g.host.ID() || len(hb.Addrs) == 0 {
+		return
+	}
+	g.rememberAddrs(author, hb.Addrs)
+}
+
 // StartPublishing publishes this peer's heartbeat from src now and every
-// Interval until Close. Call it once.
+// interval until Close. Call it once.
 func (g *Gossip) StartPublishing(src Source) {
 	g.wg.Add(1)
 	go g.publishLoop(src)
 }
 
 // PublishNow asks for this peer's next heartbeat now rather than at the
-// end of the interval (the node calls it once ready, so that its machines
-// are heard of at once). It never blocks.
+// end of the interval, on the topic too (the node calls it once ready, so
+// that its machines are heard of at once). It never blocks.
 func (g *Gossip) PublishNow() {
 	select {
 	case g.now <- struct{}{}:
@@ -248,16 +346,56 @@ func (g *Gossip) PublishNow() {
 	}
 }
 
-// perPeer is the share of one peer on the topic in the publication
-// interval: with PublishInterval, each peer receives at most
-// 1/perPeer (20) heartbeats a second, until the interval reaches its cap.
+// perPeer is the share of one peer in the publication interval: with
+// PublishInterval, the leader (or, without a leader, every peer) receives
+// at most 1/perPeer (20) heartbeats a second, until the interval reaches
+// its cap.
 const perPeer = 50 * time.Millisecond
 
 // PublishInterval is the interval between two heartbeats of a peer when
-// peers (this one included) are on the topic: peers × 50 ms, at least
+// peers (this one included) are in the federation: peers × 50 ms, at least
 // base, at most limit (base when limit is below it).
 func PublishInterval(peers int, base, limit time.Duration) time.Duration {
 	return min(max(time.Duration(peers)*perPeer, base), max(limit, base))
+}
+
+// perPeerAnnounce is the share of one peer in the topic's announcement
+// interval: every peer receives at most one announcement a second however
+// many peers there are.
+const perPeerAnnounce = time.Second
+
+// AnnounceInterval is the interval between two heartbeats of a peer on the
+// topic, once the leader receives them directly: peers × 1 s, at least
+// the publication interval iv. They carry what every peer needs (the
+// addresses, which also go out at once when they change; the telemetry
+// of other peers' machines that a peer's own API shows), not the leader's
+// lost-machine detection, so no cap: with 100 peers, 100 s.
+func AnnounceInterval(peers int, iv time.Duration) time.Duration {
+	return max(time.Duration(peers)*perPeerAnnounce, iv)
+}
+
+// announceInterval is AnnounceInterval for the peers this peer sees on
+// the topic now, at least Config.AnnounceMin.
+func (g *Gossip) announceInterval() time.Duration {
+	return max(AnnounceInterval(g.topicPeers(), g.publishInterval()), g.cfg.AnnounceMin)
+}
+
+// needsTopic reports whether a heartbeat goes on the topic too: when the
+// leader did not get it (delivered false: none known, unreachable, not
+// leading any more), so that the leader hears it through the relays; when
+// forced (PublishNow); when this peer's addresses changed (every peer
+// needs them); and once in announce (the last went out sinceLast ago).
+func needsTopic(delivered, forced, addrsChanged bool, sinceLast, announce time.Duration) bool {
+	return !delivered || forced || addrsChanged || sinceLast >= announce
+}
+
+// topicPeers is the number of peers on the topic, this one included: the
+// federation's size as far as this peer can tell.
+func (g *Gossip) topicPeers() int {
+	if g.topic == nil {
+		return 1
+	}
+	return len(g.topic.ListPeers()) + 1
 }
 
 // publishInterval is PublishInterval for the peers this peer sees on the
@@ -266,24 +404,27 @@ func (g *Gossip) publishInterval() time.Duration {
 	if g.cfg.MaxInterval <= g.cfg.Interval || g.topic == nil {
 		return g.cfg.Interval
 	}
-	return PublishInterval(len(g.topic.ListPeers())+1, g.cfg.Interval, g.cfg.MaxInterval)
+	return PublishInterval(g.topicPeers(), g.cfg.Interval, g.cfg.MaxInterval)
 }
 
 func (g *Gossip) publishLoop(src Source) {
 	defer g.wg.Done()
 	t := time.NewTimer(g.publishInterval())
 	defer t.Stop()
+	forced := false
 	for {
 		// A peer without machines sends heartbeats too: they carry its
 		// addresses.
 		if machines, power, ok := src.Telemetry(); ok {
-			g.publish(machines, power)
+			g.publish(machines, power, forced)
 			src.Published(g.ctx)
 		}
+		forced = false
 		select {
 		case <-g.ctx.Done():
 			return
 		case <-g.now:
+			forced = true
 			// Reset discards a pending expiry (Go 1.23 timers).
 			t.Reset(g.publishInterval())
 		case <-t.C:
@@ -292,7 +433,10 @@ func (g *Gossip) publishLoop(src Source) {
 	}
 }
 
-func (g *Gossip) publish(machines []MachineTelemetry, hostPowerMilliW int64) {
+// publish sends one heartbeat: to the leader, and on the topic when the
+// leader did not get it, when forced (PublishNow), when this peer's
+// addresses changed, or once in AnnounceInterval.
+func (g *Gossip) publish(machines []MachineTelemetry, hostPowerMilliW int64, forced bool) {
 	hb := Heartbeat{V: heartbeatVersion, Org: g.cfg.Org, AtMs: g.cfg.Now().UnixMilli(), Boot: g.cfg.Boot, Seq: g.seq.Add(1), Load1: load1(),
 		HostPowerMilliW: hostPowerMilliW, Machines: machines}
 	for _, a := range g.host.Addrs() {
@@ -307,7 +451,14 @@ func (g *Gossip) publish(machines []MachineTelemetry, hostPowerMilliW int64) {
 	}
 	// Recorded directly too: this peer's own machines must not look silent
 	// to itself if the mesh is slow to deliver its own messages.
-	g.seen.observe(&hb, time.Now())
+	now := time.Now()
+	g.seen.observe(&hb, now)
+	addrs := strings.Join(hb.Addrs, " ")
+	delivered := g.sendDirect(data)
+	if !needsTopic(delivered, forced, addrs != g.lastAddrs, now.Sub(g.lastTopic), g.announceInterval()) {
+		return
+	}
+	g.lastTopic, g.lastAddrs = now, addrs
 	ctx, cancel := context.WithTimeout(g.ctx, g.cfg.Interval)
 	defer cancel()
 	if err := g.topic.Publish(ctx, data); err != nil && g.ctx.Err() == nil {

@@ -86,17 +86,19 @@ func TestOwnerClockEstimate(t *testing.T) {
 }
 
 // TestPeerLastHeard: a peer is heard of by its own signature, machines
-// or not, and the latest arrival is kept; a peer never heard is unknown.
+// or not, and the latest arrival on either channel is kept; a peer never
+// heard is unknown.
 func TestPeerLastHeard(t *testing.T) {
 	tr := newTracker()
 	local := time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)
 	a, b := peer.ID("peer-a"), peer.ID("peer-b")
-	tr.heardFrom(a, local)
-	tr.heardFrom(a, local.Add(2*time.Second))
-	if at, ok := tr.peerLastHeard(a); !ok || !at.Equal(local.Add(2*time.Second)) {
-		t.Fatalf("peer a last heard %v (%v), want %v", at, ok, local.Add(2*time.Second))
+	tr.heardFrom(a, local, true)
+	tr.heardFrom(a, local.Add(2*time.Second), false)
+	tr.heardFrom(a, local.Add(time.Second), true)
+	if c, ok := tr.peerContact(a); !ok || !c.last().Equal(local.Add(2*time.Second)) || !c.direct.Equal(local.Add(time.Second)) {
+		t.Fatalf("peer a last heard %+v (%v), want %v on the topic and %v directly", c, ok, local.Add(2*time.Second), local.Add(time.Second))
 	}
-	if _, ok := tr.peerLastHeard(b); ok {
+	if _, ok := tr.peerContact(b); ok {
 		t.Fatal("peer b was never heard, yet it has a last contact")
 	}
 }

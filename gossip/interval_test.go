@@ -11,10 +11,11 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// TestPublishIntervalBoundsWhatEachPeerReceives: every peer receives every
-// heartbeat, so with the interval grown by PublishInterval a peer receives
-// at most 1/perPeer heartbeats a second until the cap; the interval is
-// never below the configured one nor above the cap.
+// TestPublishIntervalBoundsWhatEachPeerReceives: the leader receives every
+// heartbeat (and, without a leader, every peer does), so with the interval
+// grown by PublishInterval it receives at most 1/perPeer heartbeats a
+// second until the cap; the interval is never below the configured one nor
+// above the cap.
 func TestPublishIntervalBoundsWhatEachPeerReceives(t *testing.T) {
 	const base, limit = 2 * time.Second, 5 * time.Second
 	maxRate := float64(time.Second / perPeer)
@@ -35,6 +36,27 @@ func TestPublishIntervalBoundsWhatEachPeerReceives(t *testing.T) {
 	}
 	if iv := PublishInterval(1000, base, time.Second); iv != base {
 		t.Fatalf("a cap below the base: %v, want the base %v", iv, base)
+	}
+}
+
+// TestAnnounceIntervalBoundsTheTopic: every peer receives every
+// announcement, so with AnnounceInterval a peer receives at most one a
+// second (1/perPeerAnnounce) whatever the size, and an announcement is
+// never more frequent than the heartbeats themselves.
+func TestAnnounceIntervalBoundsTheTopic(t *testing.T) {
+	maxRate := float64(time.Second / perPeerAnnounce)
+	for _, peers := range []int{1, 2, 10, 100, 1000} {
+		for _, iv := range []time.Duration{time.Second, 5 * time.Second} {
+			t.Run(fmt.Sprint(peers, iv), func(t *testing.T) {
+				a := AnnounceInterval(peers, iv)
+				if a < iv {
+					t.Fatalf("announcements every %v, more often than the heartbeats (%v)", a, iv)
+				}
+				if rate := float64(peers) / a.Seconds(); rate > maxRate {
+					t.Fatalf("%d peers every %v: each receives %.2f a second, above %.0f", peers, a, rate, maxRate)
+				}
+			})
+		}
 	}
 }
 

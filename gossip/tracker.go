@@ -19,27 +19,46 @@ type tracker struct {
 	// sender's (ownerClockMs).
 	lastAt map[string]int64
 	// peers is when each peer's (author's) last heartbeat arrived, local
-	// clock: a peer without machines is heard of too.
-	peers map[peer.ID]time.Time
+	// clock, directly and on the topic: a peer without machines is heard of
+	// too.
+	peers map[peer.ID]contact
+}
+
+// contact is when a peer's last heartbeats arrived, by channel.
+type contact struct{ direct, topic time.Time }
+
+// last is the later of the two.
+func (c contact) last() time.Time {
+	if c.direct.After(c.topic) {
+		return c.direct
+	}
+	return c.topic
 }
 
 func newTracker() *tracker {
-	return &tracker{seen: map[string]time.Time{}, atMs: map[string]int64{}, lastAt: map[string]int64{}, peers: map[peer.ID]time.Time{}}
+	return &tracker{seen: map[string]time.Time{}, atMs: map[string]int64{}, lastAt: map[string]int64{}, peers: map[peer.ID]contact{}}
 }
 
-// heardFrom records that a heartbeat signed by author arrived at now.
-func (t *tracker) heardFrom(author peer.ID, now time.Time) {
+// heardFrom records that a heartbeat signed by author arrived at now,
+// directly or on the topic.
+func (t *tracker) heardFrom(author peer.ID, now time.Time, direct bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.peers[author] = now
+	c := t.peers[author]
+	if direct {
+		c.direct = now
+	} else {
+		c.topic = now
+	}
+	t.peers[author] = c
 }
 
-// peerLastHeard is when author's last heartbeat arrived.
-func (t *tracker) peerLastHeard(author peer.ID) (time.Time, bool) {
+// peerContact is when author's last heartbeats arrived.
+func (t *tracker) peerContact(author peer.ID) (contact, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	at, ok := t.peers[author]
-	return at, ok
+	c, ok := t.peers[author]
+	return c, ok
 }
 
 func (t *tracker) observe(hb *Heartbeat, now time.Time) {

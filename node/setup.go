@@ -469,6 +469,15 @@ func (n *Node) bringUp(ctx context.Context) {
 // validator runs only once gossip joined, after consensus started.
 func (n *Node) gossipMember(p peer.ID) bool { return n.cons != nil && n.cons.IsMember(p) }
 
+// gossipLeader is whom this peer's heartbeats go to (gossip.Config.Leader):
+// the leader as this replica knows it.
+func (n *Node) gossipLeader() (peer.ID, bool) {
+	if n.cons == nil {
+		return "", false
+	}
+	return n.cons.Leader()
+}
+
 // isMember reports whether p is in the Raft configuration.
 func (n *Node) isMember(p peer.ID) bool {
 	members, err := n.cons.Members()

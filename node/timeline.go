@@ -30,9 +30,11 @@ func (n *Node) Timeline(ctx context.Context, q api.TimelineQuery) (api.TimelineV
 }
 
 // peerContact is what this peer knows of member id's reachability: heard
-// (a heartbeat signed by it) within the heartbeat timeout, and how long
-// ago in milliseconds (-1 when never since this peer started). This peer
-// itself is always reachable.
+// (a heartbeat signed by it) recently enough (gossip.PeerReachable: within
+// the heartbeat timeout on the leader, which receives every heartbeat;
+// within three topic announcements elsewhere), and how long ago in
+// milliseconds (-1 when never since this peer started). This peer itself
+// is always reachable.
 func (n *Node) peerContact(id peer.ID) (reachable bool, lastContactMs int64) {
 	if id == n.self {
 		return true, 0
@@ -41,8 +43,8 @@ func (n *Node) peerContact(id peer.ID) (reachable bool, lastContactMs int64) {
 	if !ok {
 		return false, -1
 	}
-	ago := time.Since(at)
-	return ago <= n.cfg.Heartbeat.Timeout, ago.Milliseconds()
+	now := time.Now()
+	return n.gossip.PeerReachable(id, now, n.cfg.Heartbeat.Timeout), now.Sub(at).Milliseconds()
 }
 
 var _ api.TimelineReader = (*Node)(nil)
