@@ -214,6 +214,32 @@ func (s *Store) Covers(from, to uint64) (bool, error) {
 	return ok, err
 }
 
+// covered says whether the file itself says it holds the records of the
+// forget at index: its through reaches index and no gap, noted or missed,
+// holds it. (Covers also counts what was applied since the last write.)
+func (s *Store) covered(index uint64) (bool, error) {
+	for _, g := range s.unsaved() {
+		if g.From < index && index <= g.To {
+			return false, nil
+		}
+	}
+	ok := false
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		if through(tx) < index {
+			return nil
+		}
+		c := tx.Bucket(gapsBucket).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if binary.BigEndian.Uint64(k) < index && index <= binary.BigEndian.Uint64(v) {
+				return nil
+			}
+		}
+		ok = true
+		return nil
+	})
+	return ok, err
+}
+
 // Cursor is a position in a range read: after the record of (Index, Seq).
 type Cursor struct {
 	Index uint64 `json:"index"`

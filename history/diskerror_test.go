@@ -246,3 +246,40 @@ func recordIDs(recs []Record) []string {
 	}
 	return out
 }
+
+// TestPutOfACoveredIndexWritesNothing: a restart replays the forgets since
+// the last snapshot, whose records the file already holds: Put then writes
+// nothing (a write armed to fail is not reached), while an index beyond
+// what the file covers, or inside one of its gaps, is written.
+func TestPutOfACoveredIndexWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	done := func(seq uint64) []ledger.Task { return []ledger.Task{task(seq, "a", "j", ledger.TaskDone, 1)} }
+	for idx := uint64(3); idx <= 5; idx++ {
+		if err := s.Put(idx, done(idx)); err != nil {
+			t.Fatal(err)
+		}
+		s.Applied(idx)
+	}
+	if err := s.Restored(9); err != nil { // a gap (5, 9]
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, disk := openFailing(t, dir)
+	defer s.Close()
+	disk.failNext(1)
+	if err := s.Put(4, done(4)); err != nil {
+		t.Fatalf("Put of a covered index: %v", err)
+	}
+	if disk.failures() != 0 {
+		t.Fatal("Put of a covered index wrote to the file")
+	}
+	for _, idx := range []uint64{7, 10} { // in the gap, beyond through
+		disk.failNext(1)
+		if err := s.Put(idx, done(idx)); !errors.Is(err, errDisk) {
+			t.Fatalf("Put at %d: %v, want a write (that fails)", idx, err)
+		}
+	}
+}

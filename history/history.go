@@ -101,8 +101,15 @@ func (s *Store) Close() error {
 // to disk before it returns. The caller calls Applied(index) after it,
 // also when it failed: the records are then lost here, and the index is
 // noted as a gap that the replica fetches from another member (missed).
+//
+// An index the file already covers (a restart replaying the log since its
+// last snapshot applies forgets whose records were written before the
+// stop) is not written again: one read instead of a synced write.
 func (s *Store) Put(index uint64, tasks []ledger.Task) error {
 	if len(tasks) == 0 {
+		return nil
+	}
+	if ok, err := s.covered(index); err == nil && ok {
 		return nil
 	}
 	err := s.update(func(tx *bbolt.Tx) error {
