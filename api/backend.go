@@ -118,6 +118,10 @@ type Status struct {
 	// JobPolicy is the federation's job policy and the votes pending
 	// (jobpolicy.go); omitted by a peer that cannot read its ledger yet.
 	JobPolicy *JobPolicyView `json:"job_policy,omitempty"`
+	// Retention is the federation's retention rule in force and the votes
+	// pending (GET /v1/retention's answer); omitted by a peer that cannot
+	// read its ledger yet.
+	Retention *RetentionView `json:"retention,omitempty"`
 	// Build is the answering peer's build; the server sets it (a Backend
 	// leaves it nil).
 	Build *BuildInfo `json:"build,omitempty"`

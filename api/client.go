@@ -226,22 +226,34 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	return s, err
 }
 
-// Orgs calls GET /v1/orgs.
-func (c *Client) Orgs(ctx context.Context) ([]OrgView, error) {
-	var os []OrgView
-	_, err := c.do(ctx, http.MethodGet, "/v1/orgs", nil, nil, &os, true)
-	return os, err
-}
-
-// Machines calls GET /v1/machines.
-func (c *Client) Machines(ctx context.Context) ([]MachineView, error) {
-	var ms []MachineView
-	_, err := c.do(ctx, http.MethodGet, "/v1/machines", nil, nil, &ms, true)
-	return ms, err
-}
-
-// Tasks calls GET /v1/tasks with the query's filters.
+// Tasks calls GET /v1/tasks with the query's filters: one page of
+// q.Limit tasks, or with no limit every task, ClientPageSize at a time
+// (page.go).
 func (c *Client) Tasks(ctx context.Context, q TaskQuery) ([]TaskView, error) {
+	if q.Limit != 0 {
+		return c.TasksPage(ctx, q)
+	}
+	var out []TaskView
+	q.Limit = ClientPageSize
+	for {
+		p, err := c.TasksPage(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p...)
+		if len(p) < q.Limit {
+			return out, nil
+		}
+		if p[len(p)-1].Seq <= q.After {
+			return nil, fmt.Errorf("GET /v1/tasks: the page after seq %d does not move on", q.After)
+		}
+		q.After = p[len(p)-1].Seq
+	}
+}
+
+// TasksPage calls GET /v1/tasks for one page: at most q.Limit tasks (0:
+// all) after the one whose Seq is q.After.
+func (c *Client) TasksPage(ctx context.Context, q TaskQuery) ([]TaskView, error) {
 	v := url.Values{}
 	if q.Org != "" {
 		v.Set("org", q.Org)

@@ -77,8 +77,11 @@ func (s *Server) memberBackend() (Members, error) {
 	return m, nil
 }
 
+// members answers the membership's figures with one page of its members
+// (page.go).
 func (s *Server) members(w http.ResponseWriter, r *http.Request) error {
-	if err := checkQuery(r); err != nil {
+	q, err := parsePageQuery(r)
+	if err != nil {
 		return err
 	}
 	m, err := s.memberBackend()
@@ -87,6 +90,9 @@ func (s *Server) members(w http.ResponseWriter, r *http.Request) error {
 	}
 	v, err := m.Members(r.Context())
 	if err != nil {
+		return err
+	}
+	if v.Members, err = pageListed(v.Members, memberKey, q); err != nil {
 		return err
 	}
 	if v.Members == nil {
@@ -128,13 +134,6 @@ func validPeerID(s string) bool {
 		}
 	}
 	return true
-}
-
-// Members calls GET /v1/members.
-func (c *Client) Members(ctx context.Context) (MembersView, error) {
-	var v MembersView
-	_, err := c.do(ctx, http.MethodGet, "/v1/members", nil, nil, &v, true)
-	return v, err
 }
 
 // RemoveMember calls DELETE /v1/members/{id}.

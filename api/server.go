@@ -380,27 +380,38 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// orgs lists the organisations in registration order, a page at a time
+// (page.go).
 func (s *Server) orgs(w http.ResponseWriter, r *http.Request) error {
-	if err := checkQuery(r); err != nil {
+	q, err := parsePageQuery(r)
+	if err != nil {
 		return err
 	}
 	os, err := s.b.Orgs(r.Context())
 	if err != nil {
 		return err
 	}
+	if os, err = pageListed(os, orgKey, q); err != nil {
+		return err
+	}
 	writeJSON(w, http.StatusOK, nonNil(os))
 	return nil
 }
 
+// machines lists the machines by ID, a page at a time (page.go).
 func (s *Server) machines(w http.ResponseWriter, r *http.Request) error {
-	if err := checkQuery(r); err != nil {
+	q, err := parsePageQuery(r)
+	if err != nil {
 		return err
 	}
 	ms, err := s.b.Machines(r.Context())
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, nonNil(ms))
+	// The backend lists by ID; sorting an already sorted list is linear
+	// and keeps the cursor right for one that does not.
+	slices.SortStableFunc(ms, func(a, b MachineView) int { return strings.Compare(a.ID, b.ID) })
+	writeJSON(w, http.StatusOK, nonNil(pageSorted(ms, machineKey, q)))
 	return nil
 }
 

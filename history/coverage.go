@@ -1,10 +1,12 @@
 package history
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"go.etcd.io/bbolt"
 )
@@ -93,40 +95,107 @@ func (s *Store) Applied(index uint64) {
 // forget_tasks between what the store covers and index were never seen
 // here, a gap to fill from another member. Restoring the peer's own last
 // snapshot at start-up, which the store already covers, opens none.
+//
+// Should the write fail, the range is kept in memory as missed (from what
+// the store is known to cover) and noted by the next write: the records
+// are fetched all the same.
 func (s *Store) Restored(index uint64) error {
-	err := s.db.Update(func(tx *bbolt.Tx) error {
+	err := s.update(func(tx *bbolt.Tx) error {
 		from := max(through(tx), s.applied.Load())
 		if index <= from {
 			return setThrough(tx, from)
 		}
-		k := binary.BigEndian.AppendUint64(nil, from)
-		if err := tx.Bucket(gapsBucket).Put(k, binary.BigEndian.AppendUint64(nil, index)); err != nil {
+		if err := putGap(tx, Gap{From: from, To: index}); err != nil {
 			return err
 		}
 		return setThrough(tx, index)
 	})
 	if err != nil {
-		return fmt.Errorf("history: note the snapshot at %d: %w", index, err)
+		from := s.applied.Load()
+		_ = s.db.View(func(tx *bbolt.Tx) error { from = max(from, through(tx)); return nil })
+		if index > from {
+			s.miss(Gap{From: from, To: index})
+		}
+		s.Applied(index)
+		return fmt.Errorf("history: note the snapshot at %d (kept as a gap to fetch): %w", index, err)
 	}
 	s.Applied(index)
 	return nil
 }
 
-// Gaps lists the ranges whose records the store lacks, in order.
+// miss keeps g, a range whose records a failed write lost, until a write
+// notes it in the file.
+func (s *Store) miss(g Gap) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.missed, g) {
+		s.missed = append(s.missed, g)
+	}
+}
+
+// unsaved returns the missed ranges not in the file yet.
+func (s *Store) unsaved() []Gap {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.missed)
+}
+
+// update runs fn in a write transaction that also notes the missed ranges
+// as gaps, so that what the file says it covers never includes a range it
+// lost without naming it; they leave memory once the transaction commits.
+func (s *Store) update(fn func(tx *bbolt.Tx) error) error {
+	pending := s.unsaved()
+	err := s.w.Update(func(tx *bbolt.Tx) error {
+		for _, g := range pending {
+			if err := putGap(tx, g); err != nil {
+				return err
+			}
+		}
+		return fn(tx)
+	})
+	if err == nil && len(pending) > 0 {
+		s.mu.Lock()
+		s.missed = slices.DeleteFunc(s.missed, func(g Gap) bool { return slices.Contains(pending, g) })
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// putGap notes the gap g; one that starts where another does widens it.
+func putGap(tx *bbolt.Tx, g Gap) error {
+	b := tx.Bucket(gapsBucket)
+	k := binary.BigEndian.AppendUint64(nil, g.From)
+	if v := b.Get(k); len(v) == 8 {
+		g.To = max(g.To, binary.BigEndian.Uint64(v))
+	}
+	return b.Put(k, binary.BigEndian.AppendUint64(nil, g.To))
+}
+
+// Gaps lists the ranges whose records the store lacks, in order: those in
+// the file and the missed ones not noted there yet.
 func (s *Store) Gaps() ([]Gap, error) {
-	var out []Gap
+	out := s.unsaved()
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		return tx.Bucket(gapsBucket).ForEach(func(k, v []byte) error {
-			out = append(out, Gap{From: binary.BigEndian.Uint64(k), To: binary.BigEndian.Uint64(v)})
+			g := Gap{From: binary.BigEndian.Uint64(k), To: binary.BigEndian.Uint64(v)}
+			if !slices.Contains(out, g) {
+				out = append(out, g)
+			}
 			return nil
 		})
 	})
+	slices.SortFunc(out, func(a, b Gap) int { return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To)) })
 	return out, err
 }
 
 // Covers says whether the store holds every forgotten task of the log
 // indices (from, to]: it has seen them all and no gap overlaps.
 func (s *Store) Covers(from, to uint64) (bool, error) {
+	for _, g := range s.unsaved() {
+		if g.From < to && from < g.To {
+			return false, nil
+		}
+	}
 	ok := false
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		if max(through(tx), s.applied.Load()) < to {
@@ -136,6 +205,32 @@ func (s *Store) Covers(from, to uint64) (bool, error) {
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			g := Gap{From: binary.BigEndian.Uint64(k), To: binary.BigEndian.Uint64(v)}
 			if g.From < to && from < g.To {
+				return nil
+			}
+		}
+		ok = true
+		return nil
+	})
+	return ok, err
+}
+
+// covered says whether the file itself says it holds the records of the
+// forget at index: its through reaches index and no gap, noted or missed,
+// holds it. (Covers also counts what was applied since the last write.)
+func (s *Store) covered(index uint64) (bool, error) {
+	for _, g := range s.unsaved() {
+		if g.From < index && index <= g.To {
+			return false, nil
+		}
+	}
+	ok := false
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		if through(tx) < index {
+			return nil
+		}
+		c := tx.Bucket(gapsBucket).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if binary.BigEndian.Uint64(k) < index && index <= binary.BigEndian.Uint64(v) {
 				return nil
 			}
 		}
@@ -202,7 +297,7 @@ func (s *Store) PutRecords(recs []Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	err := s.db.Update(func(tx *bbolt.Tx) error {
+	err := s.update(func(tx *bbolt.Tx) error {
 		for _, r := range recs {
 			if err := putRecord(tx, r); err != nil {
 				return err
@@ -232,7 +327,10 @@ func putRecord(tx *bbolt.Tx, r Record) error {
 
 // Filled removes gap g once its records are stored.
 func (s *Store) Filled(g Gap) error {
-	err := s.db.Update(func(tx *bbolt.Tx) error {
+	s.mu.Lock()
+	s.missed = slices.DeleteFunc(s.missed, func(m Gap) bool { return m == g })
+	s.mu.Unlock()
+	err := s.update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(gapsBucket)
 		k := binary.BigEndian.AppendUint64(nil, g.From)
 		if v := b.Get(k); len(v) == 8 && binary.BigEndian.Uint64(v) == g.To {
@@ -251,7 +349,7 @@ func (s *Store) Filled(g Gap) error {
 // it covers is written first, so that the copy, restored with a snapshot
 // taken before it, opens no gap.
 func (s *Store) CopyTo(path string) error {
-	err := s.db.Update(func(tx *bbolt.Tx) error { return setThrough(tx, s.applied.Load()) })
+	err := s.update(func(tx *bbolt.Tx) error { return setThrough(tx, s.applied.Load()) })
 	if err == nil {
 		err = s.db.View(func(tx *bbolt.Tx) error { return tx.CopyFile(path, 0o600) })
 	}

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,10 +48,25 @@ type Record struct {
 // serialises writers and lets readers run beside them).
 type Store struct {
 	db *bbolt.DB
+	// w is the file's write path: db itself, except in a test that makes
+	// a write fail as a full or failing disk would (updater).
+	w updater
 	// applied is the last log index known applied with its records kept
 	// (Applied; coverage.go), written to the file as "through" at the next
 	// write and at Close.
 	applied atomic.Uint64
+
+	mu sync.Mutex
+	// missed are the ranges whose records a failed write lost (a Put or
+	// Restored that returned an error), not noted in the file yet: the next
+	// write notes them as gaps in its own transaction (update), and until
+	// then Gaps and Covers count them (guarded by mu).
+	missed []Gap
+}
+
+// updater is a read-write transaction on the file (*bbolt.DB).
+type updater interface {
+	Update(fn func(*bbolt.Tx) error) error
 }
 
 // Open opens (creating it if needed) the history file at path. It waits
@@ -70,22 +86,33 @@ func Open(path string, lockTimeout time.Duration) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open history %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, w: db}, nil
 }
 
-// Close writes what the store covers and closes the file.
+// Close writes what the store covers and closes the file. Should that
+// write fail, the file keeps covering less than was applied, and the next
+// start opens a gap for the rest (Restored), so nothing is lost unnoted.
 func (s *Store) Close() error {
-	err := s.db.Update(func(tx *bbolt.Tx) error { return setThrough(tx, s.applied.Load()) })
+	err := s.update(func(tx *bbolt.Tx) error { return setThrough(tx, s.applied.Load()) })
 	return errors.Join(err, s.db.Close())
 }
 
 // Put records tasks, forgotten at log index, in one transaction, synced
-// to disk before it returns. The caller calls Applied(index) after it.
+// to disk before it returns. The caller calls Applied(index) after it,
+// also when it failed: the records are then lost here, and the index is
+// noted as a gap that the replica fetches from another member (missed).
+//
+// An index the file already covers (a restart replaying the log since its
+// last snapshot applies forgets whose records were written before the
+// stop) is not written again: one read instead of a synced write.
 func (s *Store) Put(index uint64, tasks []ledger.Task) error {
 	if len(tasks) == 0 {
 		return nil
 	}
-	err := s.db.Update(func(tx *bbolt.Tx) error {
+	if ok, err := s.covered(index); err == nil && ok {
+		return nil
+	}
+	err := s.update(func(tx *bbolt.Tx) error {
 		for _, t := range tasks {
 			if err := putRecord(tx, Record{Index: index, Task: t}); err != nil {
 				return err
@@ -94,7 +121,8 @@ func (s *Store) Put(index uint64, tasks []ledger.Task) error {
 		return setThrough(tx, max(index, s.applied.Load()))
 	})
 	if err != nil {
-		return fmt.Errorf("history: record %d tasks of index %d: %w", len(tasks), index, err)
+		s.miss(Gap{From: index - 1, To: index})
+		return fmt.Errorf("history: record %d tasks of index %d (noted as a gap to fetch from another member): %w", len(tasks), index, err)
 	}
 	return nil
 }

@@ -61,6 +61,8 @@ func (n *Node) Status(ctx context.Context) (api.Status, error) {
 		}
 		st.Orgs = apiconv.Orgs(l.Orgs())
 		st.JobPolicy = apiconv.JobPolicy(l.JobPolicy(), l.JobPolicyVotes())
+		rv := retentionRuleView(l)
+		st.Retention = &rv
 	})
 	return st, nil
 }

@@ -116,8 +116,12 @@ func (n *Node) keepForgotten(res *ledger.Result) {
 	}
 	if res.Kind == ledger.KindForgetTasks && res.Applied() {
 		if err := n.history.Put(res.Index, res.Forgotten); err != nil {
-			n.log.Error("history: forgotten tasks not kept", "index", res.Index, "tasks", len(res.Forgotten), "err", err)
-			return
+			// The store noted the index as a gap: the replica fetches its
+			// records from another member, retrying with backoff.
+			n.log.Error("history: forgotten tasks not kept here; fetching them from another member", "index", res.Index, "tasks", len(res.Forgotten), "err", err)
+			if n.historyReplica != nil {
+				n.historyReplica.Kick()
+			}
 		}
 	}
 	n.history.Applied(res.Index)

@@ -1,8 +1,14 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/node/nodetest"
 )
 
 // The bad input of peer retention: usage errors exit 2 and say why,
@@ -26,5 +32,32 @@ func TestRetentionBadInput(t *testing.T) {
 				t.Fatalf("exit %d (want 2)\nstdout: %s\nstderr: %s\nwant %q", code, out, errs, c.want)
 			}
 		})
+	}
+}
+
+// peer status shows the retention rule in force against a real single
+// peer: the default of a new federation (config.yaml's 168h) at first; after the only organisation's vote (its majority)
+// the rule voted, in the table and in --json.
+func TestStatusShowsRetention(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real peer")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	p := nodetest.Start(ctx, t)
+
+	if code, out, errs := runCLI(t, "status", "--data", p.DataDir); code != 0 || !strings.Contains(out, "retention   after 168h0m0s\n") {
+		t.Fatalf("status before a vote: exit %d:\n%s%s", code, out, errs)
+	}
+	if code, out, errs := runCLI(t, "retention", "--keep", "50", "--after", "2h", "--data", p.DataDir); code != 0 {
+		t.Fatalf("retention --keep 50: exit %d: %s %s", code, out, errs)
+	}
+	if code, out, errs := runCLI(t, "status", "--data", p.DataDir); code != 0 || !strings.Contains(out, "retention   after 2h0m0s, or beyond 50 finished tasks\n") {
+		t.Fatalf("status after the vote: exit %d:\n%s%s", code, out, errs)
+	}
+	code, out, errs := runCLI(t, "status", "--json", "--data", p.DataDir)
+	var st api.Status
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Retention == nil || st.Retention.Keep != 50 || st.Retention.AfterMs != 2*3600*1000 || len(st.Retention.Votes) != 0 {
+		t.Fatalf("status --json: exit %d: %s %s", code, out, errs)
 	}
 }

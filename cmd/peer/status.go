@@ -21,12 +21,15 @@ func newStatusCmd() *cobra.Command {
 		Short: "Show this peer, the federation's members and every organisation",
 		Long: `Show this peer and its organisation, the Raft leader and this peer's view of
 the log, the federation's members, and every organisation's quota, power
-limit, power in use (PI), DP, task counts and energy.
+limit, power in use (PI), DP, task counts and energy; the federation's job
+policy and retention rule (when a finished task leaves the replicated state,
+see peer retention).
 
 --json prints {"self","org","leader","raft":{…},"peers":[{"id","org","voter",
-"leader","addrs"}],"orgs":[{"name","quota_gflops","power_quota_w","limit_w",
-"pi_w","dp","queued","running","done","failed","energy_j",…}],"build":{"version",
-"commit","go_version",…}} (build: the running peer's, see peer version).`,
+"leader","addrs"}],"job_policy":{…},"retention":{"after_ms","keep","votes"},
+"orgs":[{"name","quota_gflops","power_quota_w","limit_w","pi_w","dp","queued",
+"running","done","failed","energy_j",…}],"build":{"version","commit",
+"go_version",…}} (build: the running peer's, see peer version).`,
 		Example: `  peer status --data /var/lib/coopgrid
   peer status --data /var/lib/coopgrid --json | jq '.orgs[] | {name, pi_w, limit_w}'`,
 		Args: usageArgs(cobra.NoArgs),
@@ -81,6 +84,13 @@ func printStatus(w io.Writer, st api.Status) error {
 			pending = fmt.Sprintf(", %d votes pending (peer job-policy)", len(jp.Votes))
 		}
 		fmt.Fprintf(tw, "job policy\t%s%s\n", jp.Policy, pending)
+	}
+	if rv := st.Retention; rv != nil {
+		pending := ""
+		if len(rv.Votes) > 0 {
+			pending = fmt.Sprintf(", %d votes pending (peer retention)", len(rv.Votes))
+		}
+		fmt.Fprintf(tw, "retention\t%s%s\n", ruleString(rv.AfterMs, rv.Keep), pending)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
