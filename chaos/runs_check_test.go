@@ -27,6 +27,10 @@ func TestCheckRuns(t *testing.T) {
 		r.EndUs, r.Ending, r.Reason = us(boot), executor.JournalAbandoned, ""
 		return r
 	}
+	notRun := func(r executor.JournalRun) executor.JournalRun {
+		r.NotRun = true
+		return r
+	}
 	seg := func(machine string, a, b float64, outcome string) api.SegmentView {
 		return api.SegmentView{Machine: machine, StartMs: ms(a), EndMs: ms(b), Outcome: outcome}
 	}
@@ -89,6 +93,14 @@ func TestCheckRuns(t *testing.T) {
 				{"u2", []executor.JournalRun{run(1, "t", "m1", 2, 3.9, ok)}}},
 			skewed: true,
 			want:   "ran twice at once"},
+		{name: "stepped clocks: a refused start before the recorded run on the same machine",
+			details: []api.TaskDetail{task("t", seg("u1/m1", 9, 10, "done"))},
+			journals: []peerJournal{{"u1", []executor.JournalRun{notRun(run(1, "t", "m1", 1, 1.5, stopped)), run(2, "t", "m1", 2, 2.9, ok)}}},
+			skewed:   true},
+		{name: "stepped clocks: a start whose gate closed late still matches its segment",
+			details:  []api.TaskDetail{task("t", seg("u1/m1", 9, 10, "lost"))},
+			journals: []peerJournal{{"u1", []executor.JournalRun{notRun(run(1, "t", "m1", 1, 1.5, stopped))}}},
+			skewed:   true},
 		{name: "start refused: a run the ledger never recorded",
 			details: []api.TaskDetail{task("t", seg("u2/m1", 2.01, 4, "done"))},
 			journals: []peerJournal{{"u1", []executor.JournalRun{run(1, "t", "m1", 1, 2.5, stopped)}},

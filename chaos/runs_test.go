@@ -162,8 +162,20 @@ func checkRuns(details []api.TaskDetail, journals []peerJournal, skewed bool) ru
 					continue
 				}
 				if skewed {
-					pick = r // the earliest after the last matched one
-					break
+					// The earliest after the last matched one, passing over
+					// a run whose gate never opened (a start the ledger
+					// refused, so no segment) when a run that did open
+					// follows: by order alone, the refused run would take
+					// the segment of the run after it (make chaos's clock-3
+					// once did). A gate closed on a committed start
+					// (start_late) still matches when nothing follows.
+					if pick == nil || pick.NotRun && !r.NotRun {
+						pick = r
+					}
+					if !r.NotRun {
+						break
+					}
+					continue
 				}
 				if r.StartUs/1000 <= s.StartMs {
 					pick = r // keep the latest that started before the segment
