@@ -182,20 +182,11 @@ func (w *ehosepPass) remaining(m int) int64 {
 // organisation's queue keeping its checkpointed work) and starts soft task
 // t of organisation i (detached) there.
 func (w *ehosepPass) preemptNice(i int, t Task, m int) {
-	victim := w.running[m]
-	z := victim.Org
-	mc := w.s.Machines[m]
-	waste, kept := w.waste[m], w.exec[m]-w.waste[m]
+	z := w.running[m].Org
 	if z != i {
 		w.detach(z)
 	}
-	w.victims.remove(z, int32(m))
-	w.busy[m] = false
-	w.alloc[z] -= mc.MFLOPS
-	w.pi[z] -= mc.BusyMilliW
-	requeued := victim
-	requeued.SizeMFlop = remainingAfter(victim.SizeMFlop, kept)
-	w.queue[z].heap.push(requeued)
+	victim, waste, kept := w.stopVictim(m)
 	if z != i {
 		w.attach(z)
 	}

@@ -371,17 +371,9 @@ func (w *ehosepPass) preempt(i, z, upTo int) bool {
 	if !(PREPreempt(w.alloc[z], w.quota[z], mc.MFLOPS) >= 0 || w.limit[i] < w.limit[z]) {
 		return false
 	}
-	victim := w.running[m]
-	waste, kept := w.waste[m], w.exec[m]-w.waste[m]
 	// Line 7: stop the victim; it goes back to its queue with its progress.
 	w.detach(z)
-	w.victims.remove(z, y)
-	w.busy[m] = false
-	w.alloc[z] -= mc.MFLOPS
-	w.pi[z] -= mc.BusyMilliW
-	requeued := victim
-	requeued.SizeMFlop = remainingAfter(victim.SizeMFlop, kept)
-	w.queue[z].heap.push(requeued)
+	victim, waste, kept := w.stopVictim(m)
 	w.attach(z)
 	// Line 8: the machine runs i's first waiting task.
 	w.detach(i)
@@ -393,6 +385,24 @@ func (w *ehosepPass) preempt(i, z, upTo int) bool {
 		Victim: victim.ID, VictimOrg: z, VictimWasteMFlop: waste, VictimKeptMFlop: kept,
 	})
 	return true
+}
+
+// stopVictim stops the task running on machine m, whose organisation the
+// caller has detached: it leaves m and goes back to its organisation's
+// queue with the work it keeps. It returns the task, the work it loses
+// and the work it keeps (Decision.VictimWasteMFlop, VictimKeptMFlop).
+func (w *ehosepPass) stopVictim(m int) (victim Task, waste, kept float64) {
+	victim = w.running[m]
+	z, mc := victim.Org, w.s.Machines[m]
+	waste, kept = w.waste[m], w.exec[m]-w.waste[m]
+	w.victims.remove(z, int32(m))
+	w.busy[m] = false
+	w.alloc[z] -= mc.MFLOPS
+	w.pi[z] -= mc.BusyMilliW
+	requeued := victim
+	requeued.SizeMFlop = remainingAfter(victim.SizeMFlop, kept)
+	w.queue[z].heap.push(requeued)
+	return victim, waste, kept
 }
 
 // remainingAfter is the work left of a task of size MFlop that keeps kept
