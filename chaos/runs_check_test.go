@@ -94,7 +94,7 @@ func TestCheckRuns(t *testing.T) {
 			skewed: true,
 			want:   "ran twice at once"},
 		{name: "stepped clocks: a refused start before the recorded run on the same machine",
-			details: []api.TaskDetail{task("t", seg("u1/m1", 9, 10, "done"))},
+			details:  []api.TaskDetail{task("t", seg("u1/m1", 9, 10, "done"))},
 			journals: []peerJournal{{"u1", []executor.JournalRun{notRun(run(1, "t", "m1", 1, 1.5, stopped)), run(2, "t", "m1", 2, 2.9, ok)}}},
 			skewed:   true},
 		{name: "stepped clocks: a start whose gate closed late still matches its segment",
