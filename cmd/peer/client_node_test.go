@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/coopgrid/coopgrid/api"
-	"github.com/coopgrid/coopgrid/node/nodetest"
 )
 
 // TestClientAgainstNode serves the API over a real single-peer federation
@@ -19,13 +17,8 @@ import (
 // the data directory `config.Init` made, as a user would: submit a job of
 // real commands, follow it to the end, read its logs and ledger.
 func TestClientAgainstNode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real peer and runs real processes (a few seconds)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	ctx, peer := startPeer(t)
 	tmp := t.TempDir()
-	peer := nodetest.Start(ctx, t)
 	n, data := peer.Node, peer.DataDir
 
 	cli := func(args ...string) string {

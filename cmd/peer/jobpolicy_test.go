@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/coopgrid/coopgrid/api"
-	"github.com/coopgrid/coopgrid/node/nodetest"
 )
 
 // peer job-policy against a real single peer: it shows the default; a
@@ -16,12 +13,7 @@ import (
 // force, which peer status then prints; a vote for the policy in force is
 // refused (exit 1, conflict), a name that is no policy is bad input.
 func TestJobPolicyCommand(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real peer")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	p := nodetest.Start(ctx, t)
+	_, p := startPeer(t)
 
 	code, out, errs := runCLI(t, "job-policy", "--data", p.DataDir)
 	if code != 0 || !strings.Contains(out, "job policy ehosep (the default") {

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/coopgrid/coopgrid/api"
-	"github.com/coopgrid/coopgrid/node/nodetest"
 )
 
 // peer members and peer recover against a real single peer: members lists
@@ -18,12 +15,7 @@ import (
 // run lists the members and a recovery to itself rewrites the state at
 // the index and hash peer verify replays from its data.
 func TestMembersAndRecoverCommands(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real peer")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	p := nodetest.Start(ctx, t)
+	ctx, p := startPeer(t)
 	self := p.Node.ID().String()
 
 	code, out, errs := runCLI(t, "members", "--json", "--data", p.DataDir)

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/coopgrid/coopgrid/api"
-	"github.com/coopgrid/coopgrid/node/nodetest"
 )
 
 // The bad input of peer retention: usage errors exit 2 and say why,
@@ -39,12 +36,7 @@ func TestRetentionBadInput(t *testing.T) {
 // peer: the default of a new federation (config.yaml's 168h) at first; after the only organisation's vote (its majority)
 // the rule voted, in the table and in --json.
 func TestStatusShowsRetention(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real peer")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	p := nodetest.Start(ctx, t)
+	_, p := startPeer(t)
 
 	if code, out, errs := runCLI(t, "status", "--data", p.DataDir); code != 0 || !strings.Contains(out, "retention   after 168h0m0s\n") {
 		t.Fatalf("status before a vote: exit %d:\n%s%s", code, out, errs)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -10,19 +9,13 @@ import (
 
 	"github.com/coopgrid/coopgrid/api"
 	"github.com/coopgrid/coopgrid/internal/audit"
-	"github.com/coopgrid/coopgrid/node/nodetest"
 )
 
 // peer verify on a real single peer's data directory: refused while the
 // peer runs, clean once it stopped, at the index and hash the live peer
 // reported; a wrong expected hash is a violation (exit 3).
 func TestVerifyCommand(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real peer and runs real processes")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	p := nodetest.Start(ctx, t)
+	ctx, p := startPeer(t)
 	res, err := p.Node.Submit(ctx, api.SubmitRequest{Tasks: []api.SubmitTask{
 		{Argv: []string{"/bin/sh", "-c", "echo ok > out.txt"}, SizeMFlop: 1000, Outputs: []string{"out.txt"}},
 		{Argv: []string{"/bin/sh", "-c", "exit 3"}, SizeMFlop: 1000},

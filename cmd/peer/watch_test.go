@@ -10,8 +10,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/coopgrid/coopgrid/node/nodetest"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader.
@@ -37,13 +35,8 @@ func (s *syncBuffer) String() string {
 // --wait exits 0 when every task ended done and 3 when one failed, and
 // --watch prints the listing, then each change of state as it happens.
 func TestWatchAndWaitAgainstNode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real peer and runs real processes (a few seconds)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	ctx, peer := startPeer(t)
 	tmp := t.TempDir()
-	peer := nodetest.Start(ctx, t)
 	data := peer.DataDir
 	write := func(name, body string) string {
 		p := filepath.Join(tmp, name)
