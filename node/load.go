@@ -119,34 +119,38 @@ const (
 )
 
 // step observes load at now on a machine that is reclaimed (by anyone) or
-// not, ours saying the monitor reclaimed it, and says what to do.
+// not, ours saying the monitor reclaimed it, and says what to do: reclaim
+// an available machine once the load stayed above the threshold for
+// reclaimAfter, release one the monitor reclaimed once the load stayed
+// under half of it for releaseAfter.
 func (h *loadHold) step(now time.Time, load float64, reclaimed, ours bool) loadAction {
 	if !reclaimed {
 		h.belowSince = time.Time{}
-		if !(load > h.threshold) {
-			h.aboveSince = time.Time{}
-			return loadKeep
-		}
-		if h.aboveSince.IsZero() {
-			h.aboveSince = now
-		}
-		if now.Sub(h.aboveSince) >= h.reclaimAfter {
+		if sustained(&h.aboveSince, load > h.threshold, now, h.reclaimAfter) {
 			return loadReclaim
 		}
 		return loadKeep
 	}
 	h.aboveSince = time.Time{}
-	if !ours || !(load < h.threshold/2) {
-		h.belowSince = time.Time{}
-		return loadKeep
-	}
-	if h.belowSince.IsZero() {
-		h.belowSince = now
-	}
-	if now.Sub(h.belowSince) >= h.releaseAfter {
+	if sustained(&h.belowSince, ours && load < h.threshold/2, now, h.releaseAfter) {
 		return loadRelease
 	}
 	return loadKeep
+}
+
+// sustained is one half of the hysteresis: it says whether a condition
+// on the load (beyond its threshold) has held without a break for after
+// by now. since is when it began to hold, kept across calls: set at the
+// first observation that holds, zeroed by one that does not.
+func sustained(since *time.Time, holds bool, now time.Time, after time.Duration) bool {
+	if !holds {
+		*since = time.Time{}
+		return false
+	}
+	if since.IsZero() {
+		*since = now
+	}
+	return now.Sub(*since) >= after
 }
 
 // loadReportStep is the smallest change of the owner's load (per mille)

@@ -69,6 +69,51 @@ func TestLoadHold(t *testing.T) {
 	}
 }
 
+// TestSustained: one half of the hysteresis on its own: a condition
+// counts from the first observation that holds, is sustained once it held
+// for the whole hold time (not before), and a single observation that
+// does not hold starts the count again.
+func TestSustained(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	type obs struct {
+		s     int // seconds after t0
+		holds bool
+		want  bool
+		since int // seconds after t0 that since holds afterwards; -1: zero
+	}
+	for _, tc := range []struct {
+		name  string
+		after time.Duration
+		steps []obs
+	}{
+		{"never holds", 10 * time.Second, []obs{{0, false, false, -1}, {60, false, false, -1}}},
+		{"sustained at exactly the hold time", 10 * time.Second, []obs{
+			{5, true, false, 5}, {14, true, false, 5}, {15, true, true, 5}, {100, true, true, 5},
+		}},
+		{"a break starts the count again", 10 * time.Second, []obs{
+			{0, true, false, 0}, {9, false, false, -1}, {10, true, false, 10}, {19, true, false, 10}, {20, true, true, 10},
+		}},
+		{"a break after it was sustained ends it", 10 * time.Second, []obs{
+			{0, true, false, 0}, {10, true, true, 0}, {11, false, false, -1}, {12, true, false, 12},
+		}},
+		{"no hold time: sustained at once", 0, []obs{{3, true, true, 3}, {4, false, false, -1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var since time.Time
+			for i, o := range tc.steps {
+				got := sustained(&since, o.holds, t0.Add(time.Duration(o.s)*time.Second), tc.after)
+				want := time.Time{}
+				if o.since >= 0 {
+					want = t0.Add(time.Duration(o.since) * time.Second)
+				}
+				if got != o.want || !since.Equal(want) {
+					t.Fatalf("step %d (%+v): sustained %v since %v, want %v since %v", i, o, got, since, o.want, want)
+				}
+			}
+		})
+	}
+}
+
 // TestProcLoad reads a loadavg file: the grid's CPUs are taken off the
 // one-minute load, the rest divided by the host's CPUs, never below 0.
 func TestProcLoad(t *testing.T) {
