@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -33,10 +31,7 @@ func TestLiveBackfillOnRealPeers(t *testing.T) {
 }
 
 func liveBackfillScenario(t *testing.T, job string) {
-	peers := federation(t, "process", []string{"bf"}, map[string]string{
-		"bf": machinesFile("m", 1, 10, 100, "    cpus: 8\n", "  allow: [/bin/sh]\n"),
-	}, nil)
-	u := peers[0]
+	u := shellPeer(t, "bf", 1, 8)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	if job != ledger.DefaultJobPolicy {
@@ -45,25 +40,15 @@ func liveBackfillScenario(t *testing.T, job string) {
 			t.Fatalf("vote for %s: %+v, %v", job, v, err)
 		}
 	}
-	gate := filepath.Join(t.TempDir(), "go")
-	wait := fmt.Sprintf("while [ ! -e %s ]; do sleep 0.05; done", gate)
-	submit := func(name string, cpus int64, limit time.Duration, script string) string {
-		t.Helper()
-		resp, err := u.n.Submit(ctx, api.SubmitRequest{Job: name, Tasks: []api.SubmitTask{{Name: name, SizeMFlop: 1000,
-			CPUs: cpus, WallLimitMs: limit.Milliseconds(), Argv: []string{"/bin/sh", "-c", script}}}})
-		if err != nil {
-			t.Fatalf("submit %s: %v", name, err)
-		}
-		return resp.TaskIDs[0]
-	}
-	blocker := submit("blocker", 4, 10*time.Minute, wait)
+	gate := newGate(t)
+	blocker := u.submitShell(ctx, "blocker", 4, 10*time.Minute, gate.wait())
 	waitFor(t, 30*time.Second, "the blocker running", func() bool { return u.task(blocker).State == ledger.TaskRunning })
-	wide := submit("wide", 8, time.Minute, "sleep 0.3")
+	wide := u.submitShell(ctx, "wide", 8, time.Minute, "sleep 0.3")
 	var long []string
 	for i := range 2 {
-		long = append(long, submit(fmt.Sprintf("long-%d", i), 4, time.Hour, "sleep 0.3"))
+		long = append(long, u.submitShell(ctx, fmt.Sprintf("long-%d", i), 4, time.Hour, "sleep 0.3"))
 	}
-	short := submit("short", 4, time.Minute, "sleep 0.3")
+	short := u.submitShell(ctx, "short", 4, time.Minute, "sleep 0.3")
 
 	started := func(id string) bool { return len(u.task(id).Segments) > 0 }
 	if job == ledger.DefaultJobPolicy {
@@ -73,9 +58,7 @@ func liveBackfillScenario(t *testing.T, job string) {
 		if started(wide) {
 			t.Fatalf("the wide task started beside the blocker: %+v", u.task(wide))
 		}
-		if err := os.WriteFile(gate, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		gate.open(t)
 		waitFor(t, 60*time.Second, "every task done", func() bool { return u.task(wide).State == ledger.TaskDone })
 		return
 	}
@@ -84,7 +67,7 @@ func liveBackfillScenario(t *testing.T, job string) {
 	waitFor(t, 30*time.Second, "the short task backfilled and done", func() bool { return u.task(short).State == ledger.TaskDone })
 	// A stream of long narrow tasks while the blocker runs: none starts.
 	for i := 2; i < 5; i++ {
-		long = append(long, submit(fmt.Sprintf("long-%d", i), 4, time.Hour, "sleep 0.3"))
+		long = append(long, u.submitShell(ctx, fmt.Sprintf("long-%d", i), 4, time.Hour, "sleep 0.3"))
 		time.Sleep(400 * time.Millisecond) // more than a scheduling interval
 	}
 	for _, id := range append(long, wide) {
@@ -107,9 +90,7 @@ func liveBackfillScenario(t *testing.T, job string) {
 		}
 	}
 
-	if err := os.WriteFile(gate, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	gate.open(t)
 	waitFor(t, 30*time.Second, "the wide task started", func() bool { return started(wide) })
 	wideStart := u.task(wide).Segments[0].StartMs
 	for _, id := range long {

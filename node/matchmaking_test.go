@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -109,11 +108,11 @@ func TestSharedMachineAndPendingReasons(t *testing.T) {
 	}
 
 	// The gate holds the first two tasks running until the test lets go.
-	gate := t.TempDir() + "/go"
+	gate := newGate(t)
 	req := api.SubmitRequest{Job: "quad"}
 	for i := range 3 {
 		req.Tasks = append(req.Tasks, api.SubmitTask{Name: fmt.Sprintf("quad-%d", i), SizeMFlop: 1000, CPUs: 4,
-			Argv: []string{"/bin/sh", "-c", fmt.Sprintf("while [ ! -e %s ]; do sleep 0.1; done", gate)}})
+			Argv: []string{"/bin/sh", "-c", gate.wait()}})
 	}
 	req.Tasks = append(req.Tasks, api.SubmitTask{Name: "matlab", SizeMFlop: 1000, Argv: []string{"/bin/sh", "-c", "true"},
 		Requirements: []api.Requirement{{Attribute: "label.infiniband", Operator: "is_set"}, {Attribute: "label.matlab", Operator: "is_set"}}})
@@ -156,9 +155,7 @@ func TestSharedMachineAndPendingReasons(t *testing.T) {
 		t.Fatalf("peer task %s: pending %q (%v)", matlab, d.Pending, err)
 	}
 
-	if err := writeFile(gate); err != nil {
-		t.Fatal(err)
-	}
+	gate.open(t)
 	for _, id := range quads {
 		waitFor(t, 60*time.Second, id+" done", func() bool {
 			tk := u.task(id)
@@ -174,7 +171,5 @@ func TestSharedMachineAndPendingReasons(t *testing.T) {
 }
 
 func errorsAs(err error, target **api.Error) bool { return errors.As(err, target) }
-
-func writeFile(path string) error { return os.WriteFile(path, nil, 0o600) }
 
 func machineTasks(m ledger.Machine) int { return len(m.Tasks()) }

@@ -2,9 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -23,14 +20,10 @@ import (
 // while the blocker still does. Both choices are recorded in the ledger
 // and shown by the task's detail.
 func TestSAChoosesOnRealPeers(t *testing.T) {
-	peers := federation(t, "process", []string{"sa"}, map[string]string{
-		"sa": machinesFile("m", 2, 10, 100, "    cpus: 4\n", "  allow: [/bin/sh]\n"),
-	}, nil)
-	u := peers[0]
+	u := shellPeer(t, "sa", 2, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
-	gate := filepath.Join(t.TempDir(), "go")
-	hold := fmt.Sprintf("while [ ! -e %s ]; do sleep 0.05; done", gate)
+	gate := newGate(t)
 	wide := api.SubmitAlternative{Nodes: 2, CPUs: 4, WallLimitMs: 60_000}
 	narrow := api.SubmitAlternative{Nodes: 1, CPUs: 4, WallLimitMs: 120_000}
 	moldable := func(name string) api.SubmitResponse {
@@ -74,12 +67,7 @@ func TestSAChoosesOnRealPeers(t *testing.T) {
 	waitFor(t, 60*time.Second, "the wide job done", func() bool { return ended(idle.TaskIDs) })
 
 	// Busy: a blocker holds one machine for up to 10 minutes.
-	resp, err := u.n.Submit(ctx, api.SubmitRequest{Job: "blocker", Tasks: []api.SubmitTask{{Name: "blocker", SizeMFlop: 1000,
-		CPUs: 4, WallLimitMs: 600_000, Argv: []string{"/bin/sh", "-c", hold}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocker := resp.TaskIDs[0]
+	blocker := u.submitShell(ctx, "blocker", 4, 10*time.Minute, gate.wait())
 	waitFor(t, 30*time.Second, "the blocker running", func() bool { return u.task(blocker).State == ledger.TaskRunning })
 	busy := moldable("busy")
 	c = busy.Moldable[0]
@@ -105,8 +93,6 @@ func TestSAChoosesOnRealPeers(t *testing.T) {
 	if d.Moldable == nil || d.Moldable.Chosen != 1 || len(d.Moldable.Alternatives) != 2 || d.Moldable.Alternatives[1].PredictedEndMs != n.PredictedEndMs {
 		t.Fatalf("the task's detail shows %+v, want the submission's choice", d.Moldable)
 	}
-	if err := os.WriteFile(gate, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	gate.open(t)
 	waitFor(t, 30*time.Second, "the blocker done", func() bool { return ended([]string{blocker}) })
 }
