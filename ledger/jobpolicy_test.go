@@ -26,37 +26,22 @@ func TestJobPolicyVotes(t *testing.T) {
 	if p := f.l.JobPolicy(); p.Policy != DefaultJobPolicy || p.Index != 0 {
 		t.Fatalf("a new federation's job policy: %+v", p)
 	}
-	steps := []struct {
-		name   string
-		c      Command
-		want   Code // "" = applied
+	// state is the policy in force and the pending votes.
+	type state struct {
 		policy string
 		votes  int
-	}{
-		{"first vote is recorded", policyVote("uni-a", "easy"), "", "ehosep", 1},
-		{"the same vote again", policyVote("uni-a", "easy"), CodeExists, "ehosep", 1},
-		{"a vote for the policy in force", policyVote("uni-b", "ehosep"), CodeBadState, "ehosep", 1},
-		{"a peer acting for another organisation", func() Command { c := policyVote("uni-b", "easy"); c.Peer = peerOf("uni-a"); return c }(), CodeNotOwner, "ehosep", 1},
-		{"an unregistered organisation", policyVote("uni-z", "easy"), CodeUnknownOrg, "ehosep", 1},
-		{"an unknown policy", policyVote("uni-b", "sjf"), CodeMalformed, "ehosep", 1},
-		{"a vote for another policy: no majority", policyVote("uni-b", "conservative"), "", "ehosep", 2},
-		{"changing one's vote makes the majority", policyVote("uni-b", "easy"), "", "easy", 0},
 	}
-	for _, s := range steps {
-		before := f.l.Hash()
-		r := f.apply(s.c)
-		switch {
-		case s.want == "" && !r.Applied():
-			t.Fatalf("%s: refused: %v", s.name, r.Err)
-		case s.want != "" && (r.Err == nil || r.Err.Code != s.want):
-			t.Fatalf("%s: got %v, want %s", s.name, r.Err, s.want)
-		case s.want != "" && f.l.Hash() != before:
-			t.Fatalf("%s: a refused vote changed the state", s.name)
-		}
-		if p := f.l.JobPolicy(); p.Policy != s.policy || len(f.l.JobPolicyVotes()) != s.votes {
-			t.Fatalf("%s: policy %+v, votes %+v; want %s and %d votes", s.name, p, f.l.JobPolicyVotes(), s.policy, s.votes)
-		}
-	}
+	now := func() state { return state{f.l.JobPolicy().Policy, len(f.l.JobPolicyVotes())} }
+	applyVoteSteps(t, f, now, []voteStep[state]{
+		{"first vote is recorded", policyVote("uni-a", "easy"), "", state{"ehosep", 1}},
+		{"the same vote again", policyVote("uni-a", "easy"), CodeExists, state{"ehosep", 1}},
+		{"a vote for the policy in force", policyVote("uni-b", "ehosep"), CodeBadState, state{"ehosep", 1}},
+		{"a peer acting for another organisation", sentBy(policyVote("uni-b", "easy"), "uni-a"), CodeNotOwner, state{"ehosep", 1}},
+		{"an unregistered organisation", policyVote("uni-z", "easy"), CodeUnknownOrg, state{"ehosep", 1}},
+		{"an unknown policy", policyVote("uni-b", "sjf"), CodeMalformed, state{"ehosep", 1}},
+		{"a vote for another policy: no majority", policyVote("uni-b", "conservative"), "", state{"ehosep", 2}},
+		{"changing one's vote makes the majority", policyVote("uni-b", "easy"), "", state{"easy", 0}},
+	})
 	p := f.l.JobPolicy()
 	if !slices.Equal(p.Voters, []string{"uni-a", "uni-b"}) || p.Index != f.idx || p.AtMs != 6000 {
 		t.Fatalf("decision recorded as %+v (last index %d)", p, f.idx)

@@ -20,38 +20,30 @@ func retentionVote(org string, afterMs, keep int64) Command {
 func TestRetentionVotes(t *testing.T) {
 	f := retained(t, nil)
 	rule := func() *Retention { r, _ := f.l.Rules(); return r.Retention }
-	steps := []struct {
-		name  string
-		c     Command
-		want  Code // "" = applied
-		rule  *Retention
-		votes int
-	}{
-		{"first vote is recorded", retentionVote("uni-a", 5000, 0), "", nil, 1},
-		{"the same vote again", retentionVote("uni-a", 5000, 0), CodeExists, nil, 1},
-		{"a vote for the rule in force (none)", retentionVote("uni-b", 0, 0), CodeBadState, nil, 1},
-		{"a figure out of range", retentionVote("uni-b", -1, 0), CodeMalformed, nil, 1},
-		{"a peer acting for another organisation", func() Command { c := retentionVote("uni-b", 5000, 0); c.Peer = peerOf("uni-a"); return c }(), CodeNotOwner, nil, 1},
-		{"an unregistered organisation", retentionVote("uni-z", 5000, 0), CodeUnknownOrg, nil, 1},
-		{"a vote for another rule: no majority", retentionVote("uni-b", 0, 3), "", nil, 2},
-		{"changing one's vote makes the majority", retentionVote("uni-b", 5000, 0), "", &Retention{AfterMs: 5000}, 0},
+	// state is the rule in force (inForce false: none) and the pending votes.
+	type state struct {
+		rule    Retention
+		inForce bool
+		votes   int
 	}
-	for _, s := range steps {
-		before := f.l.Hash()
-		r := f.apply(s.c)
-		switch {
-		case s.want == "" && !r.Applied():
-			t.Fatalf("%s: refused: %v", s.name, r.Err)
-		case s.want != "" && (r.Err == nil || r.Err.Code != s.want):
-			t.Fatalf("%s: got %v, want %s", s.name, r.Err, s.want)
-		case s.want != "" && f.l.Hash() != before:
-			t.Fatalf("%s: a refused vote changed the state", s.name)
+	now := func() state {
+		s := state{votes: len(f.l.RetentionVotes())}
+		if r := rule(); r != nil {
+			s.rule, s.inForce = *r, true
 		}
-		got := rule()
-		if (got == nil) != (s.rule == nil) || (got != nil && *got != *s.rule) || len(f.l.RetentionVotes()) != s.votes {
-			t.Fatalf("%s: rule %+v, votes %+v; want %+v and %d votes", s.name, got, f.l.RetentionVotes(), s.rule, s.votes)
-		}
+		return s
 	}
+	none := func(votes int) state { return state{votes: votes} }
+	applyVoteSteps(t, f, now, []voteStep[state]{
+		{"first vote is recorded", retentionVote("uni-a", 5000, 0), "", none(1)},
+		{"the same vote again", retentionVote("uni-a", 5000, 0), CodeExists, none(1)},
+		{"a vote for the rule in force (none)", retentionVote("uni-b", 0, 0), CodeBadState, none(1)},
+		{"a figure out of range", retentionVote("uni-b", -1, 0), CodeMalformed, none(1)},
+		{"a peer acting for another organisation", sentBy(retentionVote("uni-b", 5000, 0), "uni-a"), CodeNotOwner, none(1)},
+		{"an unregistered organisation", retentionVote("uni-z", 5000, 0), CodeUnknownOrg, none(1)},
+		{"a vote for another rule: no majority", retentionVote("uni-b", 0, 3), "", none(2)},
+		{"changing one's vote makes the majority", retentionVote("uni-b", 5000, 0), "", state{rule: Retention{AfterMs: 5000}, inForce: true}},
+	})
 	// The voted rule lets a task ended at 30 s go at 40 s.
 	if r := f.apply(forget(40_000, "uni-a-1")); !r.Applied() {
 		t.Fatalf("forget under the voted rule: %v", r.Err)
