@@ -30,13 +30,7 @@ func refClassedEHOSEP(s *State, bestFit bool) ([]Decision, map[int]string, error
 		for m := range ms {
 			ms[m] = m
 		}
-		sort.Slice(ms, func(a, b int) bool {
-			x, y := s.Machines[ms[a]], s.Machines[ms[b]]
-			if x.MTBFMs != y.MTBFMs {
-				return x.MTBFMs > y.MTBFMs
-			}
-			return x.ID < y.ID
-		})
+		sort.Slice(ms, func(a, b int) bool { return refMoreStable(s, ms[a], ms[b]) })
 		return ms
 	}
 	finish := func(t Task, m int, ahead int64) int64 {
@@ -57,19 +51,8 @@ func refClassedEHOSEP(s *State, bestFit bool) ([]Decision, map[int]string, error
 			pi[r.Task.Org] += s.Machines[r.Machine].BusyMilliW
 			on[r.Machine] = k + 1
 		}
-		dp := make([]float64, len(s.Orgs))
-		for i := range dp {
-			dp[i] = DP(alloc[i], tot.QuotaMFLOPS[i])
-		}
-		users := make([]int, len(s.Orgs))
-		for i := range users {
-			users[i] = i
-		}
-		sort.Slice(users, func(a, b int) bool {
-			x, y := users[a], users[b]
-			return orgBefore(dp[x], dp[y], tot.QuotaMFLOPS[x], tot.QuotaMFLOPS[y],
-				tot.PowerQuotaMilliW[x], tot.PowerQuotaMilliW[y], s.Orgs[x].Name, s.Orgs[y].Name)
-		})
+		dp := refDPs(tot, alloc)
+		users := refOrgOrder(s, tot, dp) // line 5
 		sort.Slice(queued, func(a, b int) bool { return taskBefore(&queued[a], &queued[b], bestFit) })
 		head := func(i int) int {
 			for q, t := range queued {
@@ -191,21 +174,7 @@ func refClassedEHOSEP(s *State, bestFit bool) ([]Decision, map[int]string, error
 			if !(dp[i] < 0) {
 				continue
 			}
-			z := -1
-			for c := range s.Orgs {
-				if !(dp[c] > 0) {
-					continue
-				}
-				key := CSQ(tot.PowerQuotaMilliW[c], tot.PowerSystemMilliW, tot.ComputeSystemMFLOPS, tot.QuotaMFLOPS[c]) * float64(pi[c])
-				if z < 0 {
-					z = c
-					continue
-				}
-				zkey := CSQ(tot.PowerQuotaMilliW[z], tot.PowerSystemMilliW, tot.ComputeSystemMFLOPS, tot.QuotaMFLOPS[z]) * float64(pi[z])
-				if victimOrgBefore(key, zkey, alloc[c]-tot.QuotaMFLOPS[c], alloc[z]-tot.QuotaMFLOPS[z], s.Orgs[c].Name, s.Orgs[z].Name) {
-					z = c
-				}
-			}
+			z := refVictimOrg(s, tot, alloc, pi, dp)
 			if z < 0 {
 				continue
 			}

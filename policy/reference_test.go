@@ -44,20 +44,8 @@ func referenceEHOSEP(s *State, bestFit bool) ([]Decision, error) {
 			pi[r.Task.Org] += c
 			free[r.Machine] = free[r.Machine].minus(r.Task.Request.Request())
 		}
-		dp := make([]float64, len(s.Orgs))
-		for i := range dp {
-			dp[i] = DP(alloc[i], tot.QuotaMFLOPS[i])
-		}
-		// Line 5: sort by DP ascending, ties larger quota, smaller power quota.
-		users := make([]int, len(s.Orgs))
-		for i := range users {
-			users[i] = i
-		}
-		sort.Slice(users, func(a, b int) bool {
-			x, y := users[a], users[b]
-			return orgBefore(dp[x], dp[y], tot.QuotaMFLOPS[x], tot.QuotaMFLOPS[y],
-				tot.PowerQuotaMilliW[x], tot.PowerQuotaMilliW[y], s.Orgs[x].Name, s.Orgs[y].Name)
-		})
+		dp := refDPs(tot, alloc)
+		users := refOrgOrder(s, tot, dp) // line 5
 		sort.Slice(queued, func(a, b int) bool { return taskBefore(&queued[a], &queued[b], bestFit) })
 		draw := func(t Task, m int) int64 {
 			return ShareOf(s.Machines[m].Capacity, t.Request).Of(s.Machines[m].BusyMilliW)
@@ -110,21 +98,7 @@ func referenceEHOSEP(s *State, bestFit bool) ([]Decision, error) {
 			if !(dp[i] < 0) {
 				continue
 			}
-			z := -1
-			for c := range s.Orgs {
-				if !(dp[c] > 0) {
-					continue
-				}
-				key := CSQ(tot.PowerQuotaMilliW[c], tot.PowerSystemMilliW, tot.ComputeSystemMFLOPS, tot.QuotaMFLOPS[c]) * float64(pi[c])
-				if z < 0 {
-					z = c
-					continue
-				}
-				zkey := CSQ(tot.PowerQuotaMilliW[z], tot.PowerSystemMilliW, tot.ComputeSystemMFLOPS, tot.QuotaMFLOPS[z]) * float64(pi[z])
-				if victimOrgBefore(key, zkey, alloc[c]-tot.QuotaMFLOPS[c], alloc[z]-tot.QuotaMFLOPS[z], s.Orgs[c].Name, s.Orgs[z].Name) {
-					z = c
-				}
-			}
+			z := refVictimOrg(s, tot, alloc, pi, dp)
 			if z < 0 {
 				continue
 			}
@@ -214,14 +188,7 @@ func refDeadlinePlace(s *State, t Task, def int, candidate func(m int) bool) int
 	if len(cs) == 0 {
 		return def
 	}
-	stable := func(a, b int) bool {
-		ma, mb := s.Machines[a], s.Machines[b]
-		if ma.MTBFMs != mb.MTBFMs {
-			return ma.MTBFMs > mb.MTBFMs
-		}
-		return ma.ID < mb.ID
-	}
-	sort.Slice(cs, func(a, b int) bool { return stable(cs[a], cs[b]) })
+	sort.Slice(cs, func(a, b int) bool { return refMoreStable(s, cs[a], cs[b]) })
 	if t.Class == Nice {
 		return cs[len(cs)-1]
 	}
@@ -245,10 +212,68 @@ func refDeadlinePlace(s *State, t Task, def int, candidate func(m int) bool) int
 	return cs[0]
 }
 
+// refMoreStable says machine a of s is more stable than machine b: a
+// longer MTBF, ties the smaller ID.
+func refMoreStable(s *State, a, b int) bool {
+	ma, mb := s.Machines[a], s.Machines[b]
+	if ma.MTBFMs != mb.MTBFMs {
+		return ma.MTBFMs > mb.MTBFMs
+	}
+	return ma.ID < mb.ID
+}
+
 // refAvailable is the speed the deadline predictor assumes for machine m:
 // its MFLOPS with its owner's load share taken off, rounded down, at
 // least 1 (small test values: no overflow).
 func refAvailable(m Machine) int64 {
 	load := min(max(m.OwnerLoadPermille, 0), 1000)
 	return max(m.MFLOPS*(1000-load)/1000, 1)
+}
+
+// refDPs is every organisation's DP: its allocation alloc against its
+// quota.
+func refDPs(tot Totals, alloc []int64) []float64 {
+	dp := make([]float64, len(alloc))
+	for i := range dp {
+		dp[i] = DP(alloc[i], tot.QuotaMFLOPS[i])
+	}
+	return dp
+}
+
+// refOrgOrder is algorithm 3's line 5, by sorting: the organisations by
+// DP ascending, ties larger quota, then smaller power quota, then name.
+func refOrgOrder(s *State, tot Totals, dp []float64) []int {
+	users := make([]int, len(s.Orgs))
+	for i := range users {
+		users[i] = i
+	}
+	sort.Slice(users, func(a, b int) bool {
+		x, y := users[a], users[b]
+		return orgBefore(dp[x], dp[y], tot.QuotaMFLOPS[x], tot.QuotaMFLOPS[y],
+			tot.PowerQuotaMilliW[x], tot.PowerQuotaMilliW[y], s.Orgs[x].Name, s.Orgs[y].Name)
+	})
+	return users
+}
+
+// refVictimOrg is algorithm 5's victim organisation z, by a scan: of the
+// organisations in excess (DP > 0), the largest CSQ·PI; ties: larger
+// excess Allocated − Quota, then name (victimOrgBefore); -1 when none is
+// in excess.
+func refVictimOrg(s *State, tot Totals, alloc, pi []int64, dp []float64) int {
+	z := -1
+	for c := range s.Orgs {
+		if !(dp[c] > 0) {
+			continue
+		}
+		key := CSQ(tot.PowerQuotaMilliW[c], tot.PowerSystemMilliW, tot.ComputeSystemMFLOPS, tot.QuotaMFLOPS[c]) * float64(pi[c])
+		if z < 0 {
+			z = c
+			continue
+		}
+		zkey := CSQ(tot.PowerQuotaMilliW[z], tot.PowerSystemMilliW, tot.ComputeSystemMFLOPS, tot.QuotaMFLOPS[z]) * float64(pi[z])
+		if victimOrgBefore(key, zkey, alloc[c]-tot.QuotaMFLOPS[c], alloc[z]-tot.QuotaMFLOPS[z], s.Orgs[c].Name, s.Orgs[z].Name) {
+			z = c
+		}
+	}
+	return z
 }
