@@ -238,80 +238,17 @@ func TestOldLogsStillDecide(t *testing.T) {
 // ledger fed the same log agrees on the hash at every index.
 func TestScheduledRunToCompletion(t *testing.T) {
 	f := newFed(t)
-	mirror := New()
-	apply := func(c Command) Result {
-		t.Helper()
-		b, err := EncodeCommand(c)
-		if err != nil {
-			t.Fatalf("encode %s: %v", c.Kind(), err)
-		}
-		r := f.raw(b)
-		mirror.Apply(f.idx, b)
-		if mirror.Hash() != f.l.Hash() {
-			t.Fatalf("index %d: the two ledgers disagree", f.idx)
-		}
-		if !r.Applied() {
-			t.Fatalf("index %d: %s rejected: %v", f.idx, c.Kind(), r.Err)
-		}
-		return r
-	}
-	const whole = 10_000_000
-	specs := func(n int, mflops, mw int64) []MachineSpec {
-		out := make([]MachineSpec, n)
-		for i := range out {
-			out[i] = MachineSpec{Name: "n" + string(rune('0'+i)), MFLOPS: mflops, BusyMilliW: mw}
-		}
-		return out
-	}
-	rules := schedRules("ehosep", 5000)
-	for _, c := range []Command{
-		registerRules("u1", whole, rules, specs(4, 2000, 200_000)...),
-		registerRules("u2", whole, nil, specs(4, 1000, 100_000)...),
-		registerRules("u3", 450_000, nil, specs(2, 1500, 150_000)...),
-	} {
-		c.AtMs = 0
-		apply(c)
-	}
-	sizes := func(n int, base int64) []int64 {
-		out := make([]int64, n)
-		for i := range out {
-			out[i] = base + int64(i%5)*10_000
-		}
-		return out
-	}
-	apply(submit("u1", 0, sizes(12, 20_000)...))
-	apply(submit("u2", 0, sizes(12, 20_000)...))
+	apply := mirroredApply(t, f)
+	driveFederation(apply, schedRules("ehosep", 5000))
 	runs := map[string]*runState{}
 	var now int64
 	triggers, preempted := 0, 0
 	for round := 0; round < 2000; round++ {
 		now += 1000
 		if now == 20_000 {
-			apply(submit("u3", now, sizes(6, 30_000)...))
+			apply(submit("u3", now, driveSizes(6, 30_000)...))
 		}
-		for _, org := range []string{"u1", "u2", "u3"} {
-			for _, p := range f.l.PendingStops(org) {
-				m := mustMachine(t, f.l, p.Machine)
-				apply(stopped(org, p.Task, p.Machine, now, declaredMilliJ(m.BusyMilliW, p.StartMs, now), nil))
-			}
-			for _, a := range f.l.Allocations(org) {
-				tk, m := a.Task, a.Machine
-				switch tk.State {
-				case TaskAssigned:
-					apply(started(org, tk.ID, m.ID, now))
-					runs[tk.ID] = &runState{startMs: now, startRemaining: tk.RemainingMFlop, lastCkMs: now}
-				case TaskRunning:
-					rs := runs[tk.ID]
-					done := (now - rs.startMs) * m.MFLOPS / 1000
-					if done >= rs.startRemaining {
-						apply(ended(org, tk.ID, m.ID, now, declaredMilliJ(m.BusyMilliW, rs.startMs, now), false))
-					} else if now-rs.lastCkMs >= 5000 {
-						apply(ckpt(org, tk.ID, m.ID, now, tk.SizeMFlop-rs.startRemaining+done))
-						rs.lastCkMs = now
-					}
-				}
-			}
-		}
+		executors(t, f, apply, runs, now, driveOrgs)
 		// The leader (u1's peer) learns whether a pass decides anything.
 		p, perr := f.l.SchedulingPass(now)
 		if perr != nil {
