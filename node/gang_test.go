@@ -14,6 +14,18 @@ import (
 	"github.com/coopgrid/coopgrid/ledger"
 )
 
+// gangPeers is the federation of the gang tests, of real peers on the
+// process executor: g offers two 4-CPU machines (g0, g1) that run
+// /bin/sh; h offers none and registers the whole system's power as its
+// limit (100% of its own machines would be nothing).
+func gangPeers(t *testing.T) (g, h *tnode) {
+	t.Helper()
+	peers := federation(t, "process", []string{"g", "h"}, map[string]string{
+		"g": machinesFile("g", 2, 10, 100, "    cpus: 4\n", "  allow: [/bin/sh]\n"),
+	}, map[string]func(*config.Config){"h": func(c *config.Config) { c.Limit = "system" }})
+	return peers[0], peers[1]
+}
+
 // TestGangOnRealPeers is issue 21's real-peer scenario for parallel jobs,
 // with real processes: organisation g offers two 4-CPU machines, h none.
 // h's job of nodes: 2, cpus: 4 waits behind g's task holding one machine
@@ -23,10 +35,7 @@ import (
 // too. Once the gang runs again, g declares one part's machine lost: the
 // other part stops too.
 func TestGangOnRealPeers(t *testing.T) {
-	peers := federation(t, "process", []string{"g", "h"}, map[string]string{
-		"g": machinesFile("g", 2, 10, 100, "    cpus: 4\n", "  allow: [/bin/sh]\n"),
-	}, map[string]func(*config.Config){"h": func(c *config.Config) { c.Limit = "system" }})
-	g, h := peers[0], peers[1]
+	g, h := gangPeers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	out := t.TempDir()
@@ -144,10 +153,7 @@ func readWhenThere(t *testing.T, path string) string {
 // going to the next small task; when the second ends the gang starts on
 // both, and the small tasks submitted before it start only after it.
 func TestGangHeldAgainstAStreamOfSmallTasks(t *testing.T) {
-	peers := federation(t, "process", []string{"g", "h"}, map[string]string{
-		"g": machinesFile("g", 2, 10, 100, "    cpus: 4\n", "  allow: [/bin/sh]\n"),
-	}, map[string]func(*config.Config){"h": func(c *config.Config) { c.Limit = "system" }})
-	g, h := peers[0], peers[1]
+	g, h := gangPeers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	submit := func(name, script string, nodes int) []string {
