@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -15,54 +14,15 @@ import (
 // left as it was; bad arguments are usage errors.
 func TestMachinesDrain(t *testing.T) {
 	b, data := fixture(t) // organisation alpha: alpha/a1, alpha/a2; beta: beta/b1
-	drained := func(id string) bool {
-		t.Helper()
-		ms, err := b.Machines(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range ms {
-			if m.ID == id {
-				return m.Drained
-			}
-		}
-		t.Fatalf("no machine %s", id)
-		return false
-	}
-	for _, tc := range []struct {
-		name    string
-		args    []string
-		code    int
-		out     string // start of stdout
-		errs    string
-		drained map[string]bool // after the command
-	}{
-		{"drain by name", []string{"drain", "a1"}, 0, "alpha/a1 drained: no new work", "", map[string]bool{"alpha/a1": true}},
-		{"drain again", []string{"drain", "alpha/a1"}, 0, "alpha/a1 drained", "", map[string]bool{"alpha/a1": true}},
-		{"another organisation's machine", []string{"drain", "beta/b1"}, 1, "", "drain beta/b1: forbidden: ", map[string]bool{"beta/b1": false}},
-		{"unknown machine", []string{"drain", "a9"}, 1, "", "not_found", nil},
-		{"malformed machine", []string{"drain", "a b"}, 2, "", "want a machine's name", nil},
-		{"no machine", []string{"undrain"}, 2, "", "usage", nil},
-		{"undrain", []string{"undrain", "a1"}, 0, "alpha/a1 takes work again", "", map[string]bool{"alpha/a1": false}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before, _ := b.Ledger(context.Background())
-			code, out, errs := runCLI(t, append(append([]string{"machines"}, tc.args...), "--data", data)...)
-			if code != tc.code || !strings.HasPrefix(out, tc.out) || !strings.Contains(errs, tc.errs) {
-				t.Fatalf("exit %d, stdout %q, stderr %q; want %d, %q, %q", code, out, errs, tc.code, tc.out, tc.errs)
-			}
-			if tc.code != 0 {
-				if after, _ := b.Ledger(context.Background()); after.StateHash != before.StateHash {
-					t.Fatal("a refused drain changed the ledger")
-				}
-			}
-			for id, want := range tc.drained {
-				if got := drained(id); got != want {
-					t.Fatalf("%s drained %v, want %v", id, got, want)
-				}
-			}
-		})
-	}
+	runMachinesCases(t, b, data, "drained", func(m api.MachineView) bool { return m.Drained }, []machinesCase{
+		{"drain by name", "", []string{"drain", "a1"}, 0, "alpha/a1 drained: no new work", "", map[string]bool{"alpha/a1": true}},
+		{"drain again", "", []string{"drain", "alpha/a1"}, 0, "alpha/a1 drained", "", map[string]bool{"alpha/a1": true}},
+		{"another organisation's machine", "", []string{"drain", "beta/b1"}, 1, "", "drain beta/b1: forbidden: ", map[string]bool{"beta/b1": false}},
+		{"unknown machine", "", []string{"drain", "a9"}, 1, "", "not_found", nil},
+		{"malformed machine", "", []string{"drain", "a b"}, 2, "", "want a machine's name", nil},
+		{"no machine", "", []string{"undrain"}, 2, "", "usage", nil},
+		{"undrain", "", []string{"undrain", "a1"}, 0, "alpha/a1 takes work again", "", map[string]bool{"alpha/a1": false}},
+	})
 
 	t.Run("listing marks it", func(t *testing.T) {
 		if code, _, errs := runCLI(t, "machines", "drain", "a2", "--data", data); code != 0 {

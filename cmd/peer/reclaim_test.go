@@ -42,59 +42,20 @@ func TestMachinesReclaim(t *testing.T) {
 			t.Fatalf("setup %s: %v %+v", r.Kind, err, r)
 		}
 	}
-	machine := func(id string) api.MachineView {
-		t.Helper()
-		ms, err := b.Machines(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range ms {
-			if m.ID == id {
-				return m
-			}
-		}
-		t.Fatalf("no machine %s", id)
-		return api.MachineView{}
-	}
-	for _, tc := range []struct {
-		name      string
-		data      string
-		args      []string
-		code      int
-		out, errs string
-		reclaimed map[string]bool // after the command
-	}{
-		{"another organisation's machine", data, []string{"reclaim", "beta/o2"}, 1, "", "reclaim beta/o2: forbidden: ", map[string]bool{"beta/o2": false}},
+	runMachinesCases(t, b, data, "reclaimed", func(m api.MachineView) bool { return m.Reclaimed }, []machinesCase{
+		{"another organisation's machine", "", []string{"reclaim", "beta/o2"}, 1, "", "reclaim beta/o2: forbidden: ", map[string]bool{"beta/o2": false}},
 		{"a bad token", badToken, []string{"reclaim", "o1"}, 1, "", "refused the token", map[string]bool{"alpha/o1": false}},
-		{"a dedicated machine", data, []string{"reclaim", "a1"}, 1, "", "not opportunistic", nil},
-		{"unknown machine", data, []string{"reclaim", "a9"}, 1, "", "not_found", nil},
-		{"malformed machine", data, []string{"release", "a b"}, 2, "", "want a machine's name", nil},
-		{"reclaim by name", data, []string{"reclaim", "o1"}, 0, "alpha/o1 reclaimed", "", map[string]bool{"alpha/o1": true}},
-		{"reclaim again", data, []string{"reclaim", "alpha/o1"}, 0, "alpha/o1 reclaimed", "", map[string]bool{"alpha/o1": true}},
-		{"release", data, []string{"release", "o1"}, 0, "alpha/o1 released", "", map[string]bool{"alpha/o1": false}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before, _ := b.Ledger(context.Background())
-			code, out, errs := runCLI(t, append(append([]string{"machines"}, tc.args...), "--data", tc.data)...)
-			if code != tc.code || !strings.HasPrefix(out, tc.out) || !strings.Contains(errs, tc.errs) {
-				t.Fatalf("exit %d, stdout %q, stderr %q; want %d, %q, %q", code, out, errs, tc.code, tc.out, tc.errs)
-			}
-			if tc.code != 0 {
-				if after, _ := b.Ledger(context.Background()); after.StateHash != before.StateHash {
-					t.Fatal("a refused reclaim changed the ledger")
-				}
-			}
-			for id, want := range tc.reclaimed {
-				if got := machine(id).Reclaimed; got != want {
-					t.Fatalf("%s reclaimed %v, want %v", id, got, want)
-				}
-			}
-		})
-	}
+		{"a dedicated machine", "", []string{"reclaim", "a1"}, 1, "", "not opportunistic", nil},
+		{"unknown machine", "", []string{"reclaim", "a9"}, 1, "", "not_found", nil},
+		{"malformed machine", "", []string{"release", "a b"}, 2, "", "want a machine's name", nil},
+		{"reclaim by name", "", []string{"reclaim", "o1"}, 0, "alpha/o1 reclaimed", "", map[string]bool{"alpha/o1": true}},
+		{"reclaim again", "", []string{"reclaim", "alpha/o1"}, 0, "alpha/o1 reclaimed", "", map[string]bool{"alpha/o1": true}},
+		{"release", "", []string{"release", "o1"}, 0, "alpha/o1 released", "", map[string]bool{"alpha/o1": false}},
+	})
 	if task, err := b.Task(context.Background(), "beta-2"); err != nil || task.State != "queued" {
 		t.Fatalf("the reclaimed machine's task: %+v %v", task, err)
 	}
-	st := machine("alpha/o1").Stability
+	st := machineView(t, b, "alpha/o1").Stability
 	if st == nil || st.Reclaims != 1 || st.Failures != 0 || st.Availability != 1 {
 		t.Fatalf("alpha/o1 stability %+v", st)
 	}
