@@ -1016,17 +1016,26 @@ func sharing(r *campaignResults, l, o string) (energy, turnaround float64, ok bo
 	return plot.RelPct(f.OwnerKJs.Mean, a.OwnerKJs.Mean), plot.RelPct(f.TurnaroundMean.Mean, a.TurnaroundMean.Mean), true
 }
 
-func writeSharing(md *mdWriter, r *campaignResults) {
-	type eng struct {
-		label string
-		r     *campaignResults
-	}
-	engines := []eng{{"ours", r}}
+// engineResults is one engine's results of a campaign, labelled for a
+// table's rows.
+type engineResults struct {
+	label string
+	r     *campaignResults
+}
+
+// engines lists r's own results ("ours"), then the iSPD engine's when
+// that engine ran too.
+func (r *campaignResults) engines() []engineResults {
+	out := []engineResults{{"ours", r}}
 	if r.ispd != nil {
-		engines = append(engines, eng{"iSPD", r.ispd})
+		out = append(out, engineResults{"iSPD", r.ispd})
 	}
+	return out
+}
+
+func writeSharing(md *mdWriter, r *campaignResults) {
 	header := false
-	for _, e := range engines {
+	for _, e := range r.engines() {
 		for _, l := range limits {
 			cells := []string{e.label, l}
 			any := false
@@ -1089,16 +1098,8 @@ func writeHosep12(md *mdWriter, r *campaignResults, fig func(string)) {
 // beside the ideal on the machine that completed the task, under both
 // engines (SC; CC equals SC in both here).
 func writeHosep12Variants(md *mdWriter, r *campaignResults) {
-	type eng struct {
-		label string
-		r     *campaignResults
-	}
-	engines := []eng{{"ours", r}}
-	if r.ispd != nil {
-		engines = append(engines, eng{"iSPD", r.ispd})
-	}
 	header := false
-	for _, e := range engines {
+	for _, e := range r.engines() {
 		for _, d := range hosepDemands {
 			for _, pol := range []string{"osep", "hosep"} {
 				cr := e.r.get("H12-" + d + "-SC-" + pol)
