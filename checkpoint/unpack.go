@@ -536,17 +536,7 @@ func (x *extractor) finish(tmp string) error {
 	return os.Chmod(tmp, 0o700)
 }
 
-func syncDirIn(root *os.Root, name string) error {
-	d, err := root.Open(name)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func syncDirIn(root *os.Root, name string) error { return syncOpened(root.Open(name)) }
 
 // swapInto renames the complete tree tmp to dest. An existing dest is first
 // moved aside, so that the rename cannot fail halfway into a mixed tree, and
@@ -582,8 +572,11 @@ func swapInto(tmp, dest string, destExists bool) error {
 	return nil
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+func syncDir(dir string) error { return syncOpened(os.Open(dir)) }
+
+// syncOpened syncs the directory open returned and closes it: the first
+// error of the three.
+func syncOpened(d *os.File, err error) error {
 	if err != nil {
 		return err
 	}
