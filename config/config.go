@@ -709,23 +709,7 @@ func CheckAPIAddr(s string) error {
 }
 
 // ValidName is the ledger's rule for organisation and machine names.
-func ValidName(s string) bool { return validIdent(s, ledger.MaxNameLen) }
-
-// validIdent accepts 1-max characters of [A-Za-z0-9._-] starting with a
-// letter or digit.
-func validIdent(s string, max int) bool {
-	if s == "" || len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		alnum := c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-		if i == 0 && !alnum || !alnum && c != '.' && c != '_' && c != '-' {
-			return false
-		}
-	}
-	return true
-}
+func ValidName(s string) bool { return ledger.ValidIdent(s, ledger.MaxNameLen) }
 
 // MachinesPath resolves the configured machines file against dataDir.
 func (c Config) MachinesPath(dataDir string) string {

@@ -807,12 +807,7 @@ func validTaskRef(id string) *Error {
 
 // validName accepts organisation and machine names: 1-64 characters of
 // [A-Za-z0-9._-], starting with a letter or digit (so never "." or "..").
-func validName(s string) bool {
-	if s == "" || len(s) > MaxNameLen || !isAlnum(s[0]) {
-		return false
-	}
-	return isAlnumOr(s, "._-")
-}
+func validName(s string) bool { return ValidIdent(s, MaxNameLen) }
 
 // validPeer accepts the textual forms of libp2p peer IDs (base58btc or a
 // base32 CID), which are alphanumeric. It checks the shape only: a signed

@@ -666,16 +666,4 @@ func (s *Service) ReadLocalLog(task, stream string) ([]byte, error) {
 // ValidTaskID accepts the ledger's task IDs ("<org>-<n>"): 1-MaxTaskIDLen
 // characters of [A-Za-z0-9._-] starting with a letter or digit, so never a
 // path.
-func ValidTaskID(s string) bool {
-	if s == "" || len(s) > ledger.MaxTaskIDLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		alnum := c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-		if i == 0 && !alnum || !alnum && c != '.' && c != '_' && c != '-' {
-			return false
-		}
-	}
-	return true
-}
+func ValidTaskID(s string) bool { return ledger.ValidIdent(s, ledger.MaxTaskIDLen) }
