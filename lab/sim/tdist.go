@@ -69,43 +69,39 @@ func regIncBeta(a, b, x float64) float64 {
 }
 
 func betaCF(a, b, x float64) float64 {
-	const tiny = 1e-300
 	qab, qap, qam := a+b, a+1, a-1
-	c, d := 1.0, 1-qab*x/qap
-	if math.Abs(d) < tiny {
-		d = tiny
-	}
-	d = 1 / d
+	c, d := 1.0, 1/lentzNonzero(1-qab*x/qap)
 	h := d
 	for m := 1; m <= 1000; m++ {
 		fm := float64(m)
 		m2 := 2 * fm
-		aa := fm * (b - fm) * x / ((qam + m2) * (a + m2))
-		d = 1 + aa*d
-		if math.Abs(d) < tiny {
-			d = tiny
-		}
-		c = 1 + aa/c
-		if math.Abs(c) < tiny {
-			c = tiny
-		}
-		d = 1 / d
-		h *= d * c
-		aa = -(a + fm) * (qab + fm) * x / ((a + m2) * (qap + m2))
-		d = 1 + aa*d
-		if math.Abs(d) < tiny {
-			d = tiny
-		}
-		c = 1 + aa/c
-		if math.Abs(c) < tiny {
-			c = tiny
-		}
-		d = 1 / d
-		del := d * c
+		var del float64
+		c, d, del = lentzStep(fm*(b-fm)*x/((qam+m2)*(a+m2)), c, d)
+		h *= del
+		c, d, del = lentzStep(-(a+fm)*(qab+fm)*x/((a+m2)*(qap+m2)), c, d)
 		h *= del
 		if math.Abs(del-1) < 1e-16 {
 			break
 		}
 	}
 	return h
+}
+
+// lentzStep is one step of the modified Lentz method for the continued
+// fraction of betaCF: with the next coefficient aa, the state (c, d)
+// becomes (c', d') and the fraction is multiplied by del.
+func lentzStep(aa, c, d float64) (c2, d2, del float64) {
+	d = 1 / lentzNonzero(1+aa*d)
+	c = lentzNonzero(1 + aa/c)
+	return c, d, d * c
+}
+
+// lentzNonzero keeps the method off a division by zero: a value nearer to
+// zero than 1e-300 becomes 1e-300.
+func lentzNonzero(v float64) float64 {
+	const tiny = 1e-300
+	if math.Abs(v) < tiny {
+		return tiny
+	}
+	return v
 }
