@@ -192,3 +192,34 @@ func decisionsCommand(b *testing.B, leader *tpeer, to, from swapSet) []byte {
 	}
 	return data
 }
+
+// BenchmarkSparseCommit measures the latency of one command proposed
+// through a follower of four after a pause longer than CommitTimeout (the
+// followers' replication loops are then parked in paced idle appends,
+// pacing.go): the commit latency a federation sees between bursts.
+func BenchmarkSparseCommit(b *testing.B) {
+	c := newCluster(b, 4, 1, func(cfg *Config) { cfg.CheckInvariants = false })
+	leader := c.waitLeader()
+	p := c.peers[0]
+	if p == leader {
+		p = c.peers[1]
+	}
+	cmd := command(p, ledger.Command{Heartbeat: &ledger.Heartbeat{Machine: p.org + "/m0"}})
+	ctx := context.Background()
+	var total time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		time.Sleep(100 * time.Millisecond)
+		start := time.Now()
+		res, err := p.node.Propose(ctx, cmd)
+		if err == nil && !res.Applied() {
+			err = res.Err
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += time.Since(start)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/commit")
+}

@@ -177,7 +177,9 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 		return nil, fmt.Errorf("consensus: raft config: %w", err)
 	}
 	n.paced = newPacedTransport(noPipeline{n.trans}, cfg.HeartbeatTimeout, n.gate.configuration)
-	n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, stableStore, n.snaps, n.paced)
+	// The leader's new entries and commits end the paced waits (pacing.go).
+	n.fsm.afterBatch = n.paced.announce
+	n.raft, err = raft.NewRaft(rc, n.fsm, newsLogStore{n.logs, n.paced.announce}, stableStore, n.snaps, n.paced)
 	if err != nil {
 		n.trans.Close()
 		n.store.Close()

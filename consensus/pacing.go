@@ -27,6 +27,16 @@ import (
 //     number of such RPCs a second (1/perNonVoter). A waiting RPC leaves
 //     at once when news goes to any follower, so a paced loop never holds
 //     back new entries.
+//   - A waiting RPC also leaves at once when the leader itself has news:
+//     it stored new entries in its log (newsLogStore) or applied a newer
+//     commit (fsm.afterBatch). Raft's replication loop for a follower is
+//     parked inside the waiting RPC, so without this a new entry waited
+//     for the follower's slot (up to a heartbeat timeout) whenever every
+//     follower's loop was parked at once: after any pause of more than
+//     CommitTimeout, and always at the first entry after idleness. The
+//     woken RPC goes as it was built (no entries, its old commit index:
+//     rewriting a request built under an older term could commit a stale
+//     entry); the loop then sends the entries.
 //   - A non-voter, for its part, waits NonVoterHeartbeatTimeout before it
 //     considers the leader gone (Node.adjustTiming reloads Raft's timeouts
 //     when this peer's suffrage changes). A non-voter never stands for
@@ -92,6 +102,9 @@ type pacedTransport struct {
 	// (and replaced) when entries or a higher commit index go out.
 	commit uint64
 	news   chan struct{}
+	// waited says that a paced RPC took news to wait on since it was
+	// last replaced, so announce has someone to wake.
+	waited bool
 }
 
 func newPacedTransport(t noPipeline, heartbeatTimeout time.Duration, configuration func() raft.Configuration) *pacedTransport {
@@ -131,8 +144,7 @@ func (t *pacedTransport) slot(id raft.ServerID, args *raft.AppendEntriesRequest,
 	defer t.mu.Unlock()
 	if len(args.Entries) > 0 || args.LeaderCommitIndex > t.commit {
 		t.commit = max(t.commit, args.LeaderCommitIndex)
-		close(t.news)
-		t.news = make(chan struct{})
+		t.wakeLocked()
 	}
 	t.readSuffrage(now)
 	interval := NonVoterInterval(t.nonVoters, t.heartbeatTimeout)
@@ -155,7 +167,26 @@ func (t *pacedTransport) slot(id raft.ServerID, args *raft.AppendEntriesRequest,
 		return 0, nil
 	}
 	t.next[id] = at.Add(interval)
+	t.waited = true
 	return at.Sub(now), t.news
+}
+
+// announce ends the paced waits: the leader has news (entries stored, a
+// commit applied) that the parked replication loops must send.
+func (t *pacedTransport) announce() {
+	t.mu.Lock()
+	t.wakeLocked()
+	t.mu.Unlock()
+}
+
+// wakeLocked closes and replaces news when a paced RPC waits on it.
+func (t *pacedTransport) wakeLocked() {
+	if !t.waited {
+		return
+	}
+	close(t.news)
+	t.news = make(chan struct{})
+	t.waited = false
 }
 
 // isHeartbeat says whether args is raft's heartbeat: it names no previous
@@ -229,4 +260,25 @@ func (n *Node) adjustTiming() {
 		return
 	}
 	n.log.Debug("consensus: raft timeouts reloaded", "heartbeat_timeout", hb, "election_timeout", el)
+}
+
+// newsLogStore is the Raft log store that announces every write: on the
+// leader a write is new entries for the followers (dispatchLogs stores
+// them, then triggers replication), and a paced RPC must not hold them
+// back. On a follower nothing waits and announce costs a lock.
+type newsLogStore struct {
+	raft.LogStore
+	announce func()
+}
+
+func (s newsLogStore) StoreLog(l *raft.Log) error {
+	err := s.LogStore.StoreLog(l)
+	s.announce()
+	return err
+}
+
+func (s newsLogStore) StoreLogs(logs []*raft.Log) error {
+	err := s.LogStore.StoreLogs(logs)
+	s.announce()
+	return err
 }

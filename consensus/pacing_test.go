@@ -3,6 +3,7 @@ package consensus
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -145,6 +146,66 @@ func TestPacerWakesOnNews(t *testing.T) {
 	case <-news:
 	default:
 		t.Fatal("entries to a voter did not wake the paced RPC")
+	}
+}
+
+// TestPacerWakesOnOwnNews: a paced RPC's wait also ends when the leader
+// stores entries in its log or applies a batch (its commit index moved),
+// even though no RPC carried them yet: every follower's replication loop
+// may be parked in such a wait at once, and nothing else would wake them
+// before the slot.
+func TestPacerWakesOnOwnNews(t *testing.T) {
+	cfg := configOf(3, 0)
+	now := time.Unix(1_000_000, 0)
+	idle := &raft.AppendEntriesRequest{PrevLogEntry: 9, LeaderCommitIndex: 9}
+	park := func(p *pacedTransport) <-chan struct{} {
+		t.Helper()
+		p.acked["v1"], p.commit = 9, 9
+		p.slot("v1", idle, now)
+		wait, news := p.slot("v1", idle, now.Add(time.Millisecond))
+		if wait <= 0 || news == nil {
+			t.Fatalf("second idle append: wait %v, want a paced wait", wait)
+		}
+		select {
+		case <-news:
+			t.Fatal("woken before any news")
+		default:
+		}
+		return news
+	}
+	for _, tc := range []struct {
+		name string
+		news func(p *pacedTransport) error
+	}{
+		{"entries stored", func(p *pacedTransport) error {
+			return newsLogStore{raft.NewInmemStore(), p.announce}.StoreLogs([]*raft.Log{{Index: 10, Term: 2}})
+		}},
+		{"one entry stored", func(p *pacedTransport) error {
+			return newsLogStore{raft.NewInmemStore(), p.announce}.StoreLog(&raft.Log{Index: 10, Term: 2})
+		}},
+		{"a batch applied", func(p *pacedTransport) error {
+			f := newFSM(false, slog.New(slog.DiscardHandler))
+			f.afterBatch = p.announce
+			f.ApplyBatch([]*raft.Log{{Index: 10, Type: raft.LogNoop}})
+			return nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPacedTransport(noPipeline{}, 400*time.Millisecond, func() raft.Configuration { return cfg })
+			news := park(p)
+			if err := tc.news(p); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-news:
+			default:
+				t.Fatal("the paced RPC still waits")
+			}
+			// The next wait takes a fresh channel, not the closed one.
+			if _, again := p.slot("v1", idle, now.Add(2*time.Millisecond)); again == nil || again == news {
+				t.Fatal("the next paced RPC does not wait on a new channel")
+			}
+		})
 	}
 }
 
