@@ -34,9 +34,13 @@ import (
 //     for the follower's slot (up to a heartbeat timeout) whenever every
 //     follower's loop was parked at once: after any pause of more than
 //     CommitTimeout, and always at the first entry after idleness. The
-//     woken RPC goes as it was built (no entries, its old commit index:
-//     rewriting a request built under an older term could commit a stale
-//     entry); the loop then sends the entries.
+//     woken RPC goes with the entries it was built with (none; the loop
+//     sends the new ones next) but with the leader's latest commit index,
+//     only while this peer still leads in the request's term: it is then
+//     what a request raft built now would carry, so the followers learn
+//     a commit at once instead of at the next CommitTimeout. A commit
+//     index read under a later term is never put in an older term's
+//     request (a follower of the older term could commit a stale entry).
 //   - A non-voter, for its part, waits NonVoterHeartbeatTimeout before it
 //     considers the leader gone (Node.adjustTiming reloads Raft's timeouts
 //     when this peer's suffrage changes). A non-voter never stands for
@@ -86,8 +90,11 @@ type pacedTransport struct {
 	heartbeatTimeout time.Duration
 	// configuration reads the latest Raft configuration.
 	configuration func() raft.Configuration
-	done          chan struct{}
-	closeOnce     sync.Once
+	// leaderCommit is this peer's commit index, and whether it leads in
+	// term (nil: no refresh of a woken request's commit index).
+	leaderCommit func(term uint64) (uint64, bool)
+	done         chan struct{}
+	closeOnce    sync.Once
 
 	mu sync.Mutex
 	// suffrage, read at readAt: the non-voters and how many.
@@ -127,6 +134,7 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 			return raft.ErrTransportShutdown
 		}
 		timer.Stop()
+		t.refreshCommit(args)
 	}
 	err := t.noPipeline.AppendEntries(id, target, args, resp)
 	if err == nil && args.LeaderCommitIndex > 0 {
@@ -135,6 +143,21 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		t.mu.Unlock()
 	}
 	return err
+}
+
+// refreshCommit raises a waited request's commit index to the leader's
+// current one while this peer leads in the request's term. The commit
+// index is read before the check: once the check passes it was read while
+// this peer led in that term (a term has one leader, and a peer that
+// stepped down never leads that term again) or while it was a candidate
+// of it, when it could only be lower.
+func (t *pacedTransport) refreshCommit(args *raft.AppendEntriesRequest) {
+	if t.leaderCommit == nil || len(args.Entries) > 0 {
+		return
+	}
+	if c, ok := t.leaderCommit(args.Term); ok && c > args.LeaderCommitIndex {
+		args.LeaderCommitIndex = c
+	}
 }
 
 // slot records the news args carries and says how long it must wait (0:

@@ -209,6 +209,32 @@ func TestPacerWakesOnOwnNews(t *testing.T) {
 	}
 }
 
+// TestPacerRefreshesCommit: a woken request without entries carries the
+// leader's latest commit index, but only while this peer leads in the
+// request's term; a request with entries, and one of another term, go as
+// raft built them.
+func TestPacerRefreshesCommit(t *testing.T) {
+	const leaderTerm, leaderCommit = 3, 40
+	p := newPacedTransport(noPipeline{}, 400*time.Millisecond, func() raft.Configuration { return configOf(3, 0) })
+	p.leaderCommit = func(term uint64) (uint64, bool) { return leaderCommit, term == leaderTerm }
+	for _, tc := range []struct {
+		name string
+		req  raft.AppendEntriesRequest
+		want uint64
+	}{
+		{"idle append of the leader's term", raft.AppendEntriesRequest{Term: leaderTerm, LeaderCommitIndex: 30}, leaderCommit},
+		{"idle append of an older term", raft.AppendEntriesRequest{Term: leaderTerm - 1, LeaderCommitIndex: 30}, 30},
+		{"with entries", raft.AppendEntriesRequest{Term: leaderTerm, LeaderCommitIndex: 30, Entries: []*raft.Log{{Index: 41}}}, 30},
+		{"already newer", raft.AppendEntriesRequest{Term: leaderTerm, LeaderCommitIndex: 45}, 45},
+	} {
+		req := tc.req
+		p.refreshCommit(&req)
+		if req.LeaderCommitIndex != tc.want {
+			t.Errorf("%s: commit index %d, want %d", tc.name, req.LeaderCommitIndex, tc.want)
+		}
+	}
+}
+
 // TestFollowerTimeouts: a non-voter waits NonVoterHeartbeatTimeout; a
 // voter, and a peer not in the configuration (joining), keep the preset's.
 func TestFollowerTimeouts(t *testing.T) {
