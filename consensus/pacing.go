@@ -36,9 +36,10 @@ import (
 //     CommitTimeout, and always at the first entry after idleness. The
 //     woken RPC goes with the entries it was built with (none; the loop
 //     sends the new ones next) but with the leader's latest commit index,
-//     only while this peer still leads in the request's term: it is then
-//     what a request raft built now would carry, so the followers learn
-//     a commit at once instead of at the next CommitTimeout. A commit
+//     capped at the request's previous entry (the part of the follower's
+//     log the request checks), and only while this peer still leads in
+//     the request's term, so that the followers learn a commit of entries
+//     they hold at once instead of at the next CommitTimeout. A commit
 //     index read under a later term is never put in an older term's
 //     request (a follower of the older term could commit a stale entry).
 //   - A non-voter, for its part, waits NonVoterHeartbeatTimeout before it
@@ -146,16 +147,23 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 }
 
 // refreshCommit raises a waited request's commit index to the leader's
-// current one while this peer leads in the request's term. The commit
-// index is read before the check: once the check passes it was read while
-// this peer led in that term (a term has one leader, and a peer that
-// stepped down never leads that term again) or while it was a candidate
-// of it, when it could only be lower.
+// current one while this peer leads in the request's term, but never past
+// the request's previous entry. The cap matters: the follower commits up
+// to min(LeaderCommitIndex, its own last index), and only its log up to
+// PrevLogEntry is checked against the leader's by this request; past it,
+// a follower may still hold entries of an older term the leader never had
+// (the leader's log grew while the request waited). A heartbeat names no
+// previous entry and is never changed. The commit index is read before
+// the leadership: once the check passes it was read while this peer led
+// in that term (a term has one leader, and a peer that stepped down never
+// leads that term again) or while it was a candidate of it, when it was a
+// committed index too.
 func (t *pacedTransport) refreshCommit(args *raft.AppendEntriesRequest) {
 	if t.leaderCommit == nil || len(args.Entries) > 0 {
 		return
 	}
-	if c, ok := t.leaderCommit(args.Term); ok && c > args.LeaderCommitIndex {
+	c, ok := t.leaderCommit(args.Term)
+	if c = min(c, args.PrevLogEntry); ok && c > args.LeaderCommitIndex {
 		args.LeaderCommitIndex = c
 	}
 }
