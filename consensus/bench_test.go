@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -191,4 +192,100 @@ func decisionsCommand(b *testing.B, leader *tpeer, to, from swapSet) []byte {
 		b.Fatal(err)
 	}
 	return data
+}
+
+// BenchmarkSparseCommit measures the latency of one command proposed
+// through a follower of four after a pause longer than CommitTimeout (the
+// followers' replication loops are then parked in paced idle appends,
+// pacing.go): the commit latency a federation sees between bursts.
+func BenchmarkSparseCommit(b *testing.B) {
+	c := newCluster(b, 4, 1, func(cfg *Config) { cfg.CheckInvariants = false })
+	leader := c.waitLeader()
+	p := c.peers[0]
+	if p == leader {
+		p = c.peers[1]
+	}
+	cmd := command(p, ledger.Command{Heartbeat: &ledger.Heartbeat{Machine: p.org + "/m0"}})
+	ctx := context.Background()
+	var total time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		time.Sleep(100 * time.Millisecond)
+		start := time.Now()
+		res, err := p.node.Propose(ctx, cmd)
+		if err == nil && !res.Applied() {
+			err = res.Err
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += time.Since(start)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/commit")
+}
+
+// BenchmarkFollowerCommitCPU measures the CPU time (user and system, of
+// the whole test process: the four peers of the cluster) per command
+// committed when 16 proposers on each of the three followers propose one
+// command at a time, as the owners' reports do in make bench-e2e B. CPU
+// time, unlike the rate, depends little on what else runs on the machine.
+func BenchmarkFollowerCommitCPU(b *testing.B) {
+	c := newCluster(b, 4, 1, func(cfg *Config) { cfg.CheckInvariants = false })
+	leader := c.waitLeader()
+	var followers []*tpeer
+	for _, p := range c.peers {
+		if p != leader {
+			followers = append(followers, p)
+		}
+	}
+	ctx := context.Background()
+	next := make(chan struct{})
+	errs := make(chan error, 16*len(followers))
+	var wg sync.WaitGroup
+	cpu0 := processCPU(b)
+	b.ResetTimer()
+	start := time.Now()
+	for _, p := range followers {
+		cmd := command(p, ledger.Command{Heartbeat: &ledger.Heartbeat{Machine: p.org + "/m0"}})
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range next {
+					res, err := p.node.Propose(ctx, cmd)
+					if err == nil && !res.Applied() {
+						err = res.Err
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	for i := 0; i < b.N; i++ {
+		next <- struct{}{}
+	}
+	close(next)
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/commit")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "commits/s")
+}
+
+// processCPU is the CPU time this process used so far.
+func processCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

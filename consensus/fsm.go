@@ -46,6 +46,9 @@ type fsm struct {
 	// afterConfiguration is called, outside the lock, after a batch that
 	// held a configuration entry.
 	afterConfiguration func()
+	// afterBatch is called, outside the lock, after every batch: on the
+	// leader a batch follows an advance of the commit index.
+	afterBatch func()
 }
 
 var _ raft.BatchingFSM = (*fsm)(nil)
@@ -99,6 +102,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	}
 	if configuration && f.afterConfiguration != nil {
 		f.afterConfiguration()
+	}
+	if f.afterBatch != nil {
+		f.afterBatch()
 	}
 	return out
 }

@@ -177,7 +177,10 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 		return nil, fmt.Errorf("consensus: raft config: %w", err)
 	}
 	n.paced = newPacedTransport(noPipeline{n.trans}, cfg.HeartbeatTimeout, n.gate.configuration)
-	n.raft, err = raft.NewRaft(rc, n.fsm, n.logs, stableStore, n.snaps, n.paced)
+	// The leader's new entries and commits end the paced waits (pacing.go).
+	n.fsm.afterBatch = n.paced.announce
+	n.paced.leaderCommit = n.commitAsLeader
+	n.raft, err = raft.NewRaft(rc, n.fsm, newsLogStore{n.logs, n.paced.announce}, stableStore, n.snaps, n.paced)
 	if err != nil {
 		n.trans.Close()
 		n.store.Close()
@@ -568,4 +571,18 @@ func (n *Node) reconnect() {
 			_ = n.host.Host.Connect(ctx, peer.AddrInfo{ID: id})
 		}()
 	}
+}
+
+// commitAsLeader is this peer's commit index and whether it leads in term
+// (pacing.go). The index is read first, the leadership after.
+func (n *Node) commitAsLeader(term uint64) (uint64, bool) {
+	r := n.gate.raft.Load()
+	if r == nil {
+		return 0, false
+	}
+	c := r.CommitIndex()
+	if r.State() != raft.Leader || r.CurrentTerm() != term {
+		return 0, false
+	}
+	return c, true
 }

@@ -27,6 +27,21 @@ import (
 //     number of such RPCs a second (1/perNonVoter). A waiting RPC leaves
 //     at once when news goes to any follower, so a paced loop never holds
 //     back new entries.
+//   - A waiting RPC also leaves at once when the leader itself has news:
+//     it stored new entries in its log (newsLogStore) or applied a newer
+//     commit (fsm.afterBatch). Raft's replication loop for a follower is
+//     parked inside the waiting RPC, so without this a new entry waited
+//     for the follower's slot (up to a heartbeat timeout) whenever every
+//     follower's loop was parked at once: after any pause of more than
+//     CommitTimeout, and always at the first entry after idleness. The
+//     woken RPC goes with the entries it was built with (none; the loop
+//     sends the new ones next) but with the leader's latest commit index,
+//     capped at the request's previous entry (the part of the follower's
+//     log the request checks), and only while this peer still leads in
+//     the request's term, so that the followers learn a commit of entries
+//     they hold at once instead of at the next CommitTimeout. A commit
+//     index read under a later term is never put in an older term's
+//     request (a follower of the older term could commit a stale entry).
 //   - A non-voter, for its part, waits NonVoterHeartbeatTimeout before it
 //     considers the leader gone (Node.adjustTiming reloads Raft's timeouts
 //     when this peer's suffrage changes). A non-voter never stands for
@@ -76,8 +91,11 @@ type pacedTransport struct {
 	heartbeatTimeout time.Duration
 	// configuration reads the latest Raft configuration.
 	configuration func() raft.Configuration
-	done          chan struct{}
-	closeOnce     sync.Once
+	// leaderCommit is this peer's commit index, and whether it leads in
+	// term (nil: no refresh of a woken request's commit index).
+	leaderCommit func(term uint64) (uint64, bool)
+	done         chan struct{}
+	closeOnce    sync.Once
 
 	mu sync.Mutex
 	// suffrage, read at readAt: the non-voters and how many.
@@ -92,6 +110,9 @@ type pacedTransport struct {
 	// (and replaced) when entries or a higher commit index go out.
 	commit uint64
 	news   chan struct{}
+	// waited says that a paced RPC took news to wait on since it was
+	// last replaced, so announce has someone to wake.
+	waited bool
 }
 
 func newPacedTransport(t noPipeline, heartbeatTimeout time.Duration, configuration func() raft.Configuration) *pacedTransport {
@@ -114,6 +135,7 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 			return raft.ErrTransportShutdown
 		}
 		timer.Stop()
+		t.refreshCommit(args)
 	}
 	err := t.noPipeline.AppendEntries(id, target, args, resp)
 	if err == nil && args.LeaderCommitIndex > 0 {
@@ -124,6 +146,28 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 	return err
 }
 
+// refreshCommit raises a waited request's commit index to the leader's
+// current one while this peer leads in the request's term, but never past
+// the request's previous entry. The cap matters: the follower commits up
+// to min(LeaderCommitIndex, its own last index), and only its log up to
+// PrevLogEntry is checked against the leader's by this request; past it,
+// a follower may still hold entries of an older term the leader never had
+// (the leader's log grew while the request waited). A heartbeat names no
+// previous entry and is never changed. The commit index is read before
+// the leadership: once the check passes it was read while this peer led
+// in that term (a term has one leader, and a peer that stepped down never
+// leads that term again) or while it was a candidate of it, when it was a
+// committed index too.
+func (t *pacedTransport) refreshCommit(args *raft.AppendEntriesRequest) {
+	if t.leaderCommit == nil || len(args.Entries) > 0 {
+		return
+	}
+	c, ok := t.leaderCommit(args.Term)
+	if c = min(c, args.PrevLogEntry); ok && c > args.LeaderCommitIndex {
+		args.LeaderCommitIndex = c
+	}
+}
+
 // slot records the news args carries and says how long it must wait (0:
 // go now), and the channel that ends the wait early.
 func (t *pacedTransport) slot(id raft.ServerID, args *raft.AppendEntriesRequest, now time.Time) (time.Duration, <-chan struct{}) {
@@ -131,8 +175,7 @@ func (t *pacedTransport) slot(id raft.ServerID, args *raft.AppendEntriesRequest,
 	defer t.mu.Unlock()
 	if len(args.Entries) > 0 || args.LeaderCommitIndex > t.commit {
 		t.commit = max(t.commit, args.LeaderCommitIndex)
-		close(t.news)
-		t.news = make(chan struct{})
+		t.wakeLocked()
 	}
 	t.readSuffrage(now)
 	interval := NonVoterInterval(t.nonVoters, t.heartbeatTimeout)
@@ -155,7 +198,26 @@ func (t *pacedTransport) slot(id raft.ServerID, args *raft.AppendEntriesRequest,
 		return 0, nil
 	}
 	t.next[id] = at.Add(interval)
+	t.waited = true
 	return at.Sub(now), t.news
+}
+
+// announce ends the paced waits: the leader has news (entries stored, a
+// commit applied) that the parked replication loops must send.
+func (t *pacedTransport) announce() {
+	t.mu.Lock()
+	t.wakeLocked()
+	t.mu.Unlock()
+}
+
+// wakeLocked closes and replaces news when a paced RPC waits on it.
+func (t *pacedTransport) wakeLocked() {
+	if !t.waited {
+		return
+	}
+	close(t.news)
+	t.news = make(chan struct{})
+	t.waited = false
 }
 
 // isHeartbeat says whether args is raft's heartbeat: it names no previous
@@ -229,4 +291,25 @@ func (n *Node) adjustTiming() {
 		return
 	}
 	n.log.Debug("consensus: raft timeouts reloaded", "heartbeat_timeout", hb, "election_timeout", el)
+}
+
+// newsLogStore is the Raft log store that announces every write: on the
+// leader a write is new entries for the followers (dispatchLogs stores
+// them, then triggers replication), and a paced RPC must not hold them
+// back. On a follower nothing waits and announce costs a lock.
+type newsLogStore struct {
+	raft.LogStore
+	announce func()
+}
+
+func (s newsLogStore) StoreLog(l *raft.Log) error {
+	err := s.LogStore.StoreLog(l)
+	s.announce()
+	return err
+}
+
+func (s newsLogStore) StoreLogs(logs []*raft.Log) error {
+	err := s.LogStore.StoreLogs(logs)
+	s.announce()
+	return err
 }

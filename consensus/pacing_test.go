@@ -3,6 +3,7 @@ package consensus
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -145,6 +146,96 @@ func TestPacerWakesOnNews(t *testing.T) {
 	case <-news:
 	default:
 		t.Fatal("entries to a voter did not wake the paced RPC")
+	}
+}
+
+// TestPacerWakesOnOwnNews: a paced RPC's wait also ends when the leader
+// stores entries in its log or applies a batch (its commit index moved),
+// even though no RPC carried them yet: every follower's replication loop
+// may be parked in such a wait at once, and nothing else would wake them
+// before the slot.
+func TestPacerWakesOnOwnNews(t *testing.T) {
+	cfg := configOf(3, 0)
+	now := time.Unix(1_000_000, 0)
+	idle := &raft.AppendEntriesRequest{PrevLogEntry: 9, LeaderCommitIndex: 9}
+	park := func(p *pacedTransport) <-chan struct{} {
+		t.Helper()
+		p.acked["v1"], p.commit = 9, 9
+		p.slot("v1", idle, now)
+		wait, news := p.slot("v1", idle, now.Add(time.Millisecond))
+		if wait <= 0 || news == nil {
+			t.Fatalf("second idle append: wait %v, want a paced wait", wait)
+		}
+		select {
+		case <-news:
+			t.Fatal("woken before any news")
+		default:
+		}
+		return news
+	}
+	for _, tc := range []struct {
+		name string
+		news func(p *pacedTransport) error
+	}{
+		{"entries stored", func(p *pacedTransport) error {
+			return newsLogStore{raft.NewInmemStore(), p.announce}.StoreLogs([]*raft.Log{{Index: 10, Term: 2}})
+		}},
+		{"one entry stored", func(p *pacedTransport) error {
+			return newsLogStore{raft.NewInmemStore(), p.announce}.StoreLog(&raft.Log{Index: 10, Term: 2})
+		}},
+		{"a batch applied", func(p *pacedTransport) error {
+			f := newFSM(false, slog.New(slog.DiscardHandler))
+			f.afterBatch = p.announce
+			f.ApplyBatch([]*raft.Log{{Index: 10, Type: raft.LogNoop}})
+			return nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPacedTransport(noPipeline{}, 400*time.Millisecond, func() raft.Configuration { return cfg })
+			news := park(p)
+			if err := tc.news(p); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-news:
+			default:
+				t.Fatal("the paced RPC still waits")
+			}
+			// The next wait takes a fresh channel, not the closed one.
+			if _, again := p.slot("v1", idle, now.Add(2*time.Millisecond)); again == nil || again == news {
+				t.Fatal("the next paced RPC does not wait on a new channel")
+			}
+		})
+	}
+}
+
+// TestPacerRefreshesCommit: a woken request without entries carries the
+// leader's latest commit index, but only while this peer leads in the
+// request's term and never past the request's previous entry (beyond it
+// the follower's log is not checked: it may hold an older term's entries);
+// a heartbeat, a request with entries, and one of another term go as raft
+// built them.
+func TestPacerRefreshesCommit(t *testing.T) {
+	const leaderTerm, leaderCommit = 3, 40
+	p := newPacedTransport(noPipeline{}, 400*time.Millisecond, func() raft.Configuration { return configOf(3, 0) })
+	p.leaderCommit = func(term uint64) (uint64, bool) { return leaderCommit, term == leaderTerm }
+	for _, tc := range []struct {
+		name string
+		req  raft.AppendEntriesRequest
+		want uint64
+	}{
+		{"idle append of the leader's term", raft.AppendEntriesRequest{Term: leaderTerm, PrevLogEntry: 40, PrevLogTerm: leaderTerm, LeaderCommitIndex: 30}, leaderCommit},
+		{"the leader's log grew past the request", raft.AppendEntriesRequest{Term: leaderTerm, PrevLogEntry: 35, PrevLogTerm: leaderTerm, LeaderCommitIndex: 30}, 35},
+		{"heartbeat", raft.AppendEntriesRequest{Term: leaderTerm}, 0},
+		{"idle append of an older term", raft.AppendEntriesRequest{Term: leaderTerm - 1, PrevLogEntry: 40, LeaderCommitIndex: 30}, 30},
+		{"with entries", raft.AppendEntriesRequest{Term: leaderTerm, PrevLogEntry: 40, LeaderCommitIndex: 30, Entries: []*raft.Log{{Index: 41}}}, 30},
+		{"already newer", raft.AppendEntriesRequest{Term: leaderTerm, PrevLogEntry: 50, LeaderCommitIndex: 45}, 45},
+	} {
+		req := tc.req
+		p.refreshCommit(&req)
+		if req.LeaderCommitIndex != tc.want {
+			t.Errorf("%s: commit index %d, want %d", tc.name, req.LeaderCommitIndex, tc.want)
+		}
 	}
 }
 

@@ -240,9 +240,9 @@ func (c *gatedConn) next() error {
 	)
 	switch typ {
 	case rpcAppendEntries:
-		var req raft.AppendEntriesRequest
+		var req appendEntriesSender
 		err = c.dec.Decode(&req)
-		hdr, leader = req.RPCHeader, req.Leader //nolint:staticcheck // the deprecated field is still read by Raft
+		hdr, leader = req.RPCHeader, req.Leader
 	case rpcRequestVote:
 		var req raft.RequestVoteRequest
 		err = c.dec.Decode(&req)
@@ -273,6 +273,17 @@ func (c *gatedConn) next() error {
 	c.pending = c.rec.buf
 	c.snapshot = snapshot
 	return nil
+}
+
+// appendEntriesSender is what the gate reads of an AppendEntries: the
+// fields naming its sender. The decoder walks over the others (the
+// entries above all) without building them: the NetworkTransport decodes
+// the request again from the same bytes, so decoding the entries here
+// too cost every follower a second copy of every entry.
+type appendEntriesSender struct {
+	raft.RPCHeader
+	// Leader is raft's deprecated leader address, still read by Raft.
+	Leader []byte
 }
 
 // names says whether a sender identity the request carries is its
