@@ -93,6 +93,9 @@ type ProcessExecutor struct {
 	cgroups cgroupMaker
 	// sandbox: tasks without run_as run in a Landlock sandbox.
 	sandbox bool
+	// markers are the machines' end markers, relative to TasksDir
+	// (supervise.SlotMarker): each machine's runs reuse one.
+	markers map[string]string
 	// copierPath, when set (tests), replaces the output copier's binary
 	// (the supervisor's); afterListing, for tests, runs between the
 	// listing and the copy.
@@ -201,11 +204,18 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return nil, fmt.Errorf("process executor: %w", err)
 	}
+	if err := os.Mkdir(filepath.Join(dir, supervise.MarkersDir), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("process executor: %w", err)
+	}
+	markers := map[string]string{}
+	for i, m := range machineList(reg.machines) {
+		markers[m.Name] = supervise.SlotMarker(i)
+	}
 	cg, err := openCgroups(cfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("process executor: %w", err)
 	}
-	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{}), cgroups: cg, sandbox: sandbox}
+	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{}), cgroups: cg, sandbox: sandbox, markers: markers}
 	e.SetLease(cfg.Lease, cfg.Contact)
 	if cfg.JournalPath != "" {
 		if e.journal, err = openRunJournal(cfg.JournalPath, cfg.Journal, dir); err != nil {
@@ -594,8 +604,10 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	}
 	res.Start = time.Now()
 	// The end marker is where the supervisor records when the run was
-	// over, for a next boot to read should this peer die first.
-	sr, err := sup.Open(supervise.EndMarkerFile(e.cfg.TasksDir, spec.ID, dirs.attempt), sc, stdout.w, stderr.w)
+	// over, for a next boot to read should this peer die first: the
+	// machine's, which its previous run released before it ended.
+	marker := e.markers[m.Name]
+	sr, err := sup.Open(filepath.Join(e.cfg.TasksDir, marker), sc, stdout.w, stderr.w)
 	if err != nil {
 		meterEnd()
 		return fail(failf(ReasonStartFailed, "%v", err))
@@ -632,7 +644,7 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	stderr.started()
 	if e.journal != nil {
 		err := e.journal.append(JournalRecord{Event: JournalStart, Run: runNo, Task: spec.ID, Machine: m.Name,
-			Attempt: dirs.attempt, PID: pid, AtUs: res.Start.UnixMicro()})
+			Attempt: dirs.attempt, PID: pid, AtUs: res.Start.UnixMicro(), Marker: marker})
 		if err != nil {
 			// The gate is closed: nothing of the task ran. Without a
 			// start record it must not run at all.

@@ -1,0 +1,38 @@
+package supervise
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestReusedMarkerIsEmptiedOnlyOnceLocked: a run that reuses its
+// machine's marker starts with it empty (the previous run's time is not
+// its own), and a marker still held is neither taken nor emptied.
+func TestReusedMarkerIsEmptiedOnlyOnceLocked(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "0.end")
+	if err := os.WriteFile(p, []byte("12345\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := openEndMarker(p)
+	if m == nil {
+		t.Fatal("a free marker was not taken")
+	}
+	if at, ok := ReadEndMarker(p); ok {
+		t.Fatalf("a reused marker still holds %d", at)
+	}
+	m.mark(67890, false)
+	if other := openEndMarker(p); other != nil {
+		other.close()
+		t.Fatal("a marker still held was taken by another run")
+	}
+	if at, ok := ReadEndMarker(p); !ok || at != 67890 {
+		t.Fatalf("the holder's time is %d (%v), want 67890", at, ok)
+	}
+	m.close()
+	if next := openEndMarker(p); next == nil {
+		t.Fatal("a released marker was not taken by the next run")
+	} else {
+		next.close()
+	}
+}
