@@ -105,9 +105,13 @@ func (m *endMarker) mark(atUs int64, sync bool) {
 	}
 }
 
-// close releases the marker's lock: the run is over.
+// close releases the marker's lock: the run is over. The lock is released
+// explicitly, not by the close: a task forked meanwhile holds a copy of
+// the descriptor until its execve, and with it the lock, which the next
+// run on the machine (SlotMarker) would find taken.
 func (m *endMarker) close() {
 	if m != nil {
+		_ = unix.Flock(int(m.f.Fd()), unix.LOCK_UN)
 		m.f.Close()
 	}
 }

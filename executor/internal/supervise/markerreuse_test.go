@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestReusedMarkerIsEmptiedOnlyOnceLocked: a run that reuses its
@@ -35,4 +37,26 @@ func TestReusedMarkerIsEmptiedOnlyOnceLocked(t *testing.T) {
 	} else {
 		next.close()
 	}
+}
+
+// TestMarkerFreeWhileACopyOfItsDescriptorLives: a task forked while a run
+// ends holds a copy of that run's marker descriptor until its execve; the
+// next run on the machine must still find the marker free.
+func TestMarkerFreeWhileACopyOfItsDescriptorLives(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "0.end")
+	m := openEndMarker(p)
+	if m == nil {
+		t.Fatal("marker not taken")
+	}
+	cp, err := unix.Dup(int(m.f.Fd())) // what a fork's child holds
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(cp)
+	m.close()
+	next := openEndMarker(p)
+	if next == nil {
+		t.Fatal("the marker stayed locked by a copy of the ended run's descriptor")
+	}
+	next.close()
 }
