@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,10 +21,6 @@ const fdControl = 3
 // run still going and exits.
 func superviseMain() int {
 	unix.CloseOnExec(fdControl)
-	// Its work per run is a few system calls and messages: one processor
-	// does it, and a second only costs the scheduler's handoffs and
-	// spinning between them (issue 22's profile).
-	runtime.GOMAXPROCS(1)
 	// Signals sent to the peer's process group do not reach the supervisor
 	// (its own group), but one sent to it must not end the runs
 	// unsupervised: it goes when its peer goes. Notify (not Ignore), so
