@@ -96,6 +96,12 @@ type ProcessExecutor struct {
 	// markers are the machines' end markers, relative to TasksDir
 	// (supervise.SlotMarker): each machine's runs reuse one.
 	markers map[string]string
+	// slots number the machines (sorted by name) for the names of their
+	// markers and cgroups.
+	slots map[string]int
+	// idleCgroups are the machines' cgroups between two runs (cgroupPool).
+	cgMu        sync.Mutex
+	idleCgroups map[string]runCgroup
 	// copyBufs are the captures' buffers (*copyBuf), reused across runs.
 	copyBufs sync.Pool
 	// umask is the process's file mode creation mask, read once (-1:
@@ -212,16 +218,16 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 	if err := os.Mkdir(filepath.Join(dir, supervise.MarkersDir), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("process executor: %w", err)
 	}
-	markers := map[string]string{}
+	markers, slots := map[string]string{}, map[string]int{}
 	for i, m := range machineList(reg.machines) {
-		markers[m.Name] = supervise.SlotMarker(i)
+		markers[m.Name], slots[m.Name] = supervise.SlotMarker(i), i
 	}
 	cg, err := openCgroups(cfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("process executor: %w", err)
 	}
 	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{}), cgroups: cg, sandbox: sandbox, markers: markers,
-		umask: readUmask()}
+		slots: slots, idleCgroups: map[string]runCgroup{}, umask: readUmask()}
 	e.SetLease(cfg.Lease, cfg.Contact)
 	if cfg.JournalPath != "" {
 		if e.journal, err = openRunJournal(cfg.JournalPath, cfg.Journal, dir); err != nil {
@@ -361,6 +367,7 @@ func (e *ProcessExecutor) Close(ctx context.Context) error {
 		// open until the last run has recorded its end.
 		go func() {
 			e.reg.runs.Wait()
+			e.removeIdleCgroups()
 			close(e.stopSampler)
 			e.closeSupervisor()
 			if e.journal != nil {
@@ -371,6 +378,9 @@ func (e *ProcessExecutor) Close(ctx context.Context) error {
 			e.q.finish()
 		}()
 		waitGroup(ctx, &e.reg.runs)
+		if ctx.Err() == nil {
+			e.removeIdleCgroups() // every run is over: none is left when Close returns
+		}
 		if err == nil && ctx.Err() != nil {
 			err = fmt.Errorf("close executor: %w", ctx.Err())
 		}
@@ -562,7 +572,7 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	var goneAt time.Time // when the group was found empty
 	var survivors bool   // live processes left in the group or cgroup after SIGKILL
 	if e.cgroups != nil {
-		cg, err := e.cgroups.make(cgroupName(spec.ID, e.seq.Add(1)), pol.cgroupLimits())
+		cg, err := e.takeCgroup(m.Name, pol.cgroupLimits())
 		if err != nil {
 			return fail(failf(ReasonStartFailed, "%v", err))
 		}
@@ -571,9 +581,7 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 				e.log.Warn("task: processes of the run's cgroup survive SIGKILL; the cgroup is left", "task", spec.ID)
 				return
 			}
-			if err := cg.remove(); err != nil {
-				e.log.Warn("task: remove the run's cgroup", "task", spec.ID, "err", err)
-			}
+			e.putCgroup(m.Name, cg, spec.ID)
 		}()
 		run.mu.Lock()
 		run.cg = cg
