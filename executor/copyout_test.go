@@ -75,7 +75,7 @@ chown 65534 out/notmine.txt
 	s.OutputPatterns = []string{"out"}
 	r := run(t, e, s)
 	if !r.OK() {
-		t.Fatalf("%s: %s (stderr %q)", r.Reason, r.Detail, readFile(t, r.StderrPath))
+		t.Fatalf("%s: %s (stderr %q)", r.Reason, r.Detail, readStream(t, r.StderrPath))
 	}
 	if len(r.Outputs) != 1 || readFile(t, r.Outputs["out/good.txt"]) != "good\n" {
 		t.Fatalf("outputs %v: want out/good.txt only", r.Outputs)

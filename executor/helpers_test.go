@@ -156,3 +156,20 @@ func gone(pid int) bool {
 	}
 	return false
 }
+
+// readStream is a captured stream: a stream the task never wrote has no
+// file (the capture creates it with the first byte), and is empty.
+func readStream(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		if _, derr := os.Stat(filepath.Dir(p)); derr != nil {
+			t.Fatalf("read %s: its attempt directory is missing too: %v", p, derr)
+		}
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	return string(b)
+}

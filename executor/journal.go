@@ -88,6 +88,10 @@ type JournalRecord struct {
 	NotRun bool `json:"not_run,omitempty"`
 	// Carried marks a start record copied into a new file at rotation.
 	Carried bool `json:"carried,omitempty"`
+	// Marker (start) is the run's end marker, relative to the tasks
+	// directory (its machine's, supervise.SlotMarker); empty in records
+	// written before issue 22: the attempt's own supervisor.end.
+	Marker string `json:"marker,omitempty"`
 }
 
 // JournalOptions bound the journal's growth.
@@ -259,7 +263,13 @@ func abandonedEnds(tasksDir string, runs []uint64, starts map[uint64]JournalReco
 	waits := make([]supervise.OpenRun, len(runs))
 	for i, run := range runs {
 		s := starts[run]
-		if tasksDir != "" && s.Attempt > 0 && validIdent(s.Task, maxTaskIDLen) {
+		switch {
+		case tasksDir == "":
+		case s.Marker != "":
+			if supervise.LocalPath(s.Marker) == nil {
+				waits[i] = supervise.OpenRun{Marker: filepath.Join(tasksDir, s.Marker), PGID: s.PID}
+			}
+		case s.Attempt > 0 && validIdent(s.Task, maxTaskIDLen):
 			waits[i] = supervise.OpenRun{Marker: supervise.EndMarkerFile(tasksDir, s.Task, s.Attempt), PGID: s.PID}
 		}
 	}

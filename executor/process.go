@@ -93,6 +93,20 @@ type ProcessExecutor struct {
 	cgroups cgroupMaker
 	// sandbox: tasks without run_as run in a Landlock sandbox.
 	sandbox bool
+	// markers are the machines' end markers, relative to TasksDir
+	// (supervise.SlotMarker): each machine's runs reuse one.
+	markers map[string]string
+	// slots number the machines (sorted by name) for the names of their
+	// markers and cgroups.
+	slots map[string]int
+	// idleCgroups are the machines' cgroups between two runs (cgroupPool).
+	cgMu        sync.Mutex
+	idleCgroups map[string]runCgroup
+	// copyBufs are the captures' buffers (*copyBuf), reused across runs.
+	copyBufs sync.Pool
+	// umask is the process's file mode creation mask, read once (-1:
+	// unknown); nothing in the peer changes it.
+	umask int
 	// copierPath, when set (tests), replaces the output copier's binary
 	// (the supervisor's); afterListing, for tests, runs between the
 	// listing and the copy.
@@ -201,11 +215,19 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return nil, fmt.Errorf("process executor: %w", err)
 	}
+	if err := os.Mkdir(filepath.Join(dir, supervise.MarkersDir), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("process executor: %w", err)
+	}
+	markers, slots := map[string]string{}, map[string]int{}
+	for i, m := range machineList(reg.machines) {
+		markers[m.Name], slots[m.Name] = supervise.SlotMarker(i), i
+	}
 	cg, err := openCgroups(cfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("process executor: %w", err)
 	}
-	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{}), cgroups: cg, sandbox: sandbox}
+	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{}), cgroups: cg, sandbox: sandbox, markers: markers,
+		slots: slots, idleCgroups: map[string]runCgroup{}, umask: readUmask()}
 	e.SetLease(cfg.Lease, cfg.Contact)
 	if cfg.JournalPath != "" {
 		if e.journal, err = openRunJournal(cfg.JournalPath, cfg.Journal, dir); err != nil {
@@ -345,6 +367,7 @@ func (e *ProcessExecutor) Close(ctx context.Context) error {
 		// open until the last run has recorded its end.
 		go func() {
 			e.reg.runs.Wait()
+			e.removeIdleCgroups()
 			close(e.stopSampler)
 			e.closeSupervisor()
 			if e.journal != nil {
@@ -355,6 +378,9 @@ func (e *ProcessExecutor) Close(ctx context.Context) error {
 			e.q.finish()
 		}()
 		waitGroup(ctx, &e.reg.runs)
+		if ctx.Err() == nil {
+			e.removeIdleCgroups() // every run is over: none is left when Close returns
+		}
 		if err == nil && ctx.Err() != nil {
 			err = fmt.Errorf("close executor: %w", ctx.Err())
 		}
@@ -518,12 +544,12 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	res.StdoutPath, res.StderrPath = dirs.stdout, dirs.stderr
 
 	env := e.environment(spec, m, dirs)
-	stdout, err := newCapture(dirs.stdout, pol.maxLogBytes())
+	stdout, err := newCapture(dirs.stdout, pol.maxLogBytes(), &e.copyBufs)
 	if err != nil {
 		return fail(failf(ReasonStartFailed, "stdout: %v", err))
 	}
 	defer stdout.abandon()
-	stderr, err := newCapture(dirs.stderr, pol.maxLogBytes())
+	stderr, err := newCapture(dirs.stderr, pol.maxLogBytes(), &e.copyBufs)
 	if err != nil {
 		return fail(failf(ReasonStartFailed, "stderr: %v", err))
 	}
@@ -546,7 +572,7 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	var goneAt time.Time // when the group was found empty
 	var survivors bool   // live processes left in the group or cgroup after SIGKILL
 	if e.cgroups != nil {
-		cg, err := e.cgroups.make(cgroupName(spec.ID, e.seq.Add(1)), pol.cgroupLimits())
+		cg, err := e.takeCgroup(m.Name, pol.cgroupLimits())
 		if err != nil {
 			return fail(failf(ReasonStartFailed, "%v", err))
 		}
@@ -555,9 +581,7 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 				e.log.Warn("task: processes of the run's cgroup survive SIGKILL; the cgroup is left", "task", spec.ID)
 				return
 			}
-			if err := cg.remove(); err != nil {
-				e.log.Warn("task: remove the run's cgroup", "task", spec.ID, "err", err)
-			}
+			e.putCgroup(m.Name, cg, spec.ID)
 		}()
 		run.mu.Lock()
 		run.cg = cg
@@ -594,8 +618,10 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	}
 	res.Start = time.Now()
 	// The end marker is where the supervisor records when the run was
-	// over, for a next boot to read should this peer die first.
-	sr, err := sup.Open(supervise.EndMarkerFile(e.cfg.TasksDir, spec.ID, dirs.attempt), sc, stdout.w, stderr.w)
+	// over, for a next boot to read should this peer die first: the
+	// machine's, which its previous run released before it ended.
+	marker := e.markers[m.Name]
+	sr, err := sup.Open(filepath.Join(e.cfg.TasksDir, marker), sc, stdout.w, stderr.w)
 	if err != nil {
 		meterEnd()
 		return fail(failf(ReasonStartFailed, "%v", err))
@@ -632,7 +658,7 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	stderr.started()
 	if e.journal != nil {
 		err := e.journal.append(JournalRecord{Event: JournalStart, Run: runNo, Task: spec.ID, Machine: m.Name,
-			Attempt: dirs.attempt, PID: pid, AtUs: res.Start.UnixMicro()})
+			Attempt: dirs.attempt, PID: pid, AtUs: res.Start.UnixMicro(), Marker: marker})
 		if err != nil {
 			// The gate is closed: nothing of the task ran. Without a
 			// start record it must not run at all.
@@ -846,8 +872,11 @@ type taskDirs struct {
 func (e *ProcessExecutor) prepareDirs(spec *TaskSpec, runAs bool, uid, gid uint32) (taskDirs, *taskError) {
 	var d taskDirs
 	taskDir := filepath.Join(e.cfg.TasksDir, spec.ID)
-	if err := os.MkdirAll(taskDir, 0o711); err != nil {
-		return d, failf(ReasonStartFailed, "task directory: %v", err)
+	// One mkdir, not MkdirAll's stat and mkdir: TasksDir exists.
+	if err := os.Mkdir(taskDir, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+		if err := os.MkdirAll(taskDir, 0o711); err != nil {
+			return d, failf(ReasonStartFailed, "task directory: %v", err)
+		}
 	}
 	for n := 1; ; n++ {
 		if n > 100000 {
@@ -862,9 +891,11 @@ func (e *ProcessExecutor) prepareDirs(spec *TaskSpec, runAs bool, uid, gid uint3
 			return d, failf(ReasonStartFailed, "attempt directory: %v", err)
 		}
 		// Explicit mode: the umask must not make it unsearchable for a
-		// run-as user.
-		if err := os.Chmod(p, 0o711); err != nil {
-			return d, failf(ReasonStartFailed, "attempt directory: %v", err)
+		// run-as user (a umask that leaves 0711 whole needs no chmod).
+		if e.umaskStrips(0o711) {
+			if err := os.Chmod(p, 0o711); err != nil {
+				return d, failf(ReasonStartFailed, "attempt directory: %v", err)
+			}
 		}
 		d.attempt, d.root = n, p
 		break
@@ -904,6 +935,29 @@ func (e *ProcessExecutor) prepareDirs(spec *TaskSpec, runAs bool, uid, gid uint3
 		}
 	}
 	return d, nil
+}
+
+// umaskStrips says whether the umask may clear bits of mode.
+func (e *ProcessExecutor) umaskStrips(mode os.FileMode) bool {
+	return e.umask < 0 || os.FileMode(e.umask)&mode != 0
+}
+
+// readUmask is the process's umask from /proc/self/status (Linux 4.7+),
+// -1 if it cannot be read: reading it with umask(2) would change it for a
+// moment under the other goroutines.
+func readUmask() int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 8, 32); err == nil {
+				return int(n)
+			}
+		}
+	}
+	return -1
 }
 
 // writeInputs creates the input files in a fresh work directory. Names were
@@ -1026,26 +1080,44 @@ func groupAlive(pgid int) bool { return len(supervise.GroupMembers(pgid)) > 0 }
 
 // capture writes one of the task's streams to a file, keeping at most max
 // bytes and draining the rest so the task never blocks on a full pipe.
+// The file is created with the stream's first byte: most tasks leave one
+// stream, or both, empty, and an inode per stream and run was a good
+// part of a short task's cost on ext4 (issue 22). A stream with no file
+// is empty.
 type capture struct {
-	file      *os.File
+	path      string
+	file      *os.File // nil until the first byte
 	r, w      *os.File
 	max       int64
 	done      chan struct{}
 	truncated bool
 	running   bool
+	bufs      *sync.Pool // of *copyBuf
 }
 
-func newCapture(path string, max int64) (*capture, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return nil, err
-	}
+// copyBuf is a capture's copy buffer, reused across runs.
+type copyBuf [32 << 10]byte
+
+func newCapture(path string, max int64, bufs *sync.Pool) (*capture, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
-		f.Close()
 		return nil, err
 	}
-	return &capture{file: f, r: r, w: w, max: max, done: make(chan struct{})}, nil
+	return &capture{path: path, r: r, w: w, max: max, done: make(chan struct{}), bufs: bufs}, nil
+}
+
+// write keeps b in the file, created on first use; a file that cannot be
+// created or written cuts the stream (truncated).
+func (c *capture) write(b []byte) bool {
+	if c.file == nil {
+		f, err := os.OpenFile(c.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return false
+		}
+		c.file = f
+	}
+	_, err := c.file.Write(b)
+	return err == nil
 }
 
 // started closes the parent's write end (the child holds its own) and
@@ -1055,7 +1127,12 @@ func (c *capture) started() {
 	c.running = true
 	go func() {
 		defer close(c.done)
-		buf := make([]byte, 32<<10)
+		bp, ok := c.bufs.Get().(*copyBuf)
+		if !ok {
+			bp = new(copyBuf)
+		}
+		defer c.bufs.Put(bp)
+		buf := bp[:]
 		var n int64
 		for {
 			k, err := c.r.Read(buf)
@@ -1066,7 +1143,7 @@ func (c *capture) started() {
 					c.truncated = true
 				}
 				if keep > 0 {
-					if _, werr := c.file.Write(buf[:keep]); werr != nil {
+					if !c.write(buf[:keep]) {
 						c.truncated = true
 						n = c.max // stop writing, keep draining
 					} else {
@@ -1098,7 +1175,9 @@ func (c *capture) finish(deadline time.Time) (truncated bool) {
 	}
 	c.running = false
 	c.r.Close()
-	c.file.Close()
+	if c.file != nil {
+		c.file.Close()
+	}
 	return c.truncated
 }
 
@@ -1110,5 +1189,7 @@ func (c *capture) abandon() {
 	}
 	c.w.Close()
 	c.r.Close()
-	c.file.Close()
+	if c.file != nil {
+		c.file.Close()
+	}
 }

@@ -59,7 +59,7 @@ echo saved > "$CHECKPOINT_DIR/state"
 	s.Checkpointable = true
 	r := run(t, e, s)
 	if !r.OK() {
-		t.Fatalf("%q %q (stderr %q)", r.Reason, r.Detail, readFile(t, r.StderrPath))
+		t.Fatalf("%q %q (stderr %q)", r.Reason, r.Detail, readStream(t, r.StderrPath))
 	}
 	if got := strings.TrimSpace(readFile(t, r.Outputs["uid.txt"])); got != strconv.Itoa(int(uid)) {
 		t.Errorf("ran as uid %s, want %d", got, uid)

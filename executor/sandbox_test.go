@@ -45,9 +45,9 @@ cat /etc/hostname >/dev/null || echo "cannot read the system"
 	s.Checkpointable = true
 	r := run(t, e, s)
 	if !r.OK() {
-		t.Fatalf("%s: %s\n%s", r.Reason, r.Detail, readFile(t, r.StderrPath))
+		t.Fatalf("%s: %s\n%s", r.Reason, r.Detail, readStream(t, r.StderrPath))
 	}
-	if out := strings.TrimSpace(readFile(t, r.StdoutPath)); out != "" {
+	if out := strings.TrimSpace(readStream(t, r.StdoutPath)); out != "" {
 		t.Errorf("the sandboxed task reached the peer:\n%s", out)
 	}
 	for _, f := range []string{"raft/evil", "evil"} {

@@ -99,7 +99,7 @@ func benchStartToReap(b *testing.B, journal, cgroups bool, parallel int) {
 	n := 0
 	var firstErr error
 	self0, children0 := rusageCPU()
-	sup0 := procCPU(b, supPid)
+	sup0, supSelf0 := procCPU(b, supPid)
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -144,18 +144,20 @@ func benchStartToReap(b *testing.B, journal, cgroups bool, parallel int) {
 		b.Fatal(firstErr)
 	}
 	self1, children1 := rusageCPU()
-	sup1 := procCPU(b, supPid)
+	sup1, supSelf1 := procCPU(b, supPid)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "tasks/s")
 	// CPU per task: this process (the executor), its reaped children (none
 	// for `true`: no output copier), and the supervisor with the tasks it
 	// reaped (its own and its reaped children's times, /proc/PID/stat).
 	b.ReportMetric(float64((self1-self0).Microseconds())/1000/float64(b.N), "peer-cpu-ms/task")
 	b.ReportMetric(float64((children1-children0+sup1-sup0).Microseconds())/1000/float64(b.N), "child-cpu-ms/task")
+	// Of which the supervisor's own (without the tasks it reaped).
+	b.ReportMetric(float64((supSelf1-supSelf0).Microseconds())/1000/float64(b.N), "sup-cpu-ms/task")
 }
 
-// procCPU is the CPU time of process pid and of the children it reaped:
-// utime, stime, cutime and cstime of /proc/PID/stat.
-func procCPU(b *testing.B, pid int) time.Duration {
+// procCPU is the CPU time of process pid and of the children it reaped
+// (utime, stime, cutime and cstime of /proc/PID/stat), and its own alone.
+func procCPU(b *testing.B, pid int) (withChildren, self time.Duration) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		b.Fatal(err)
@@ -163,15 +165,18 @@ func procCPU(b *testing.B, pid int) time.Duration {
 	s := string(raw)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
 	// After the command: state is field 3, utime..cstime fields 14-17.
-	var ticks int64
-	for _, v := range f[11:15] {
+	var ticks, own int64
+	for i, v := range f[11:15] {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			b.Fatalf("/proc/%d/stat: %v", pid, err)
 		}
 		ticks += n
+		if i < 2 {
+			own += n
+		}
 	}
-	return time.Duration(ticks) * time.Second / 100 // USER_HZ
+	return time.Duration(ticks) * time.Second / 100, time.Duration(own) * time.Second / 100 // USER_HZ
 }
 
 // rusageCPU is the user+system CPU time of this process and of its reaped

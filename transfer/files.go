@@ -656,6 +656,11 @@ func (s *Service) ReadLocalLog(task, stream string) ([]byte, error) {
 		return nil, p2p.Errorf(CodeNotFound, "no captured output of task %s on this peer", task)
 	}
 	f, err := os.Open(filepath.Join(dir, "attempt-"+strconv.Itoa(best), stream))
+	if errors.Is(err, fs.ErrNotExist) {
+		// The executor creates a stream's file with its first byte: the
+		// task wrote nothing there.
+		return []byte{}, nil
+	}
 	if err != nil {
 		return nil, p2p.Errorf(CodeNotFound, "no %s for task %s: %v", stream, task, err)
 	}

@@ -28,9 +28,25 @@ import (
 // The lock, not a pid, says whether the supervisor still holds the run:
 // it goes with the run (or the process), and a pid can be reused.
 
-// EndMarkerFile is where the supervisor of attempt's run writes its marker.
+// EndMarkerFile is where the supervisor of attempt's run wrote its marker
+// before issue 22: a journal start record that names no marker
+// (JournalRecord.Marker) had it there.
 func EndMarkerFile(tasksDir, task string, attempt int) string {
 	return filepath.Join(tasksDir, task, "attempt-"+strconv.Itoa(attempt), "supervisor.end")
+}
+
+// MarkersDir, under the tasks directory, holds one end marker per machine
+// (SlotMarker), reused by each of its runs in turn: a machine runs one
+// task at a time, and a run's supervisor releases the marker before it
+// reports the end, so the next run on the machine finds it free. Reusing
+// the file saves creating (and later removing) an inode per run. A task
+// ID starts with a letter or digit: no task directory is named so.
+const MarkersDir = ".markers"
+
+// SlotMarker is the marker of the machine numbered slot, relative to the
+// tasks directory (as the journal records it).
+func SlotMarker(slot int) string {
+	return filepath.Join(MarkersDir, strconv.Itoa(slot)+".end")
 }
 
 // endMarker is the supervisor's open, locked marker; nil when the peer
@@ -41,19 +57,29 @@ type endMarker struct {
 	written bool
 }
 
-// openEndMarker creates path empty and locks it. The descriptor is
-// close-on-exec: the task never holds the lock.
+// openEndMarker opens path (created if missing), locks it, and empties
+// it: a reused marker (SlotMarker) still holds the previous run's time,
+// which the boot would otherwise read (after a power loss cut the
+// truncation, it still may: the boot takes no time from before the run's
+// start). It is emptied only once locked, so that a holder is never
+// disturbed. The descriptor is close-on-exec: the task never holds the
+// lock.
 func openEndMarker(path string) *endMarker {
 	if path == "" {
 		return nil
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: end marker: %v\n", SupervisorArg0, err)
 		return nil
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: end marker: lock: %v\n", SupervisorArg0, err)
+		f.Close()
+		return nil
+	}
+	if err := f.Truncate(0); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: end marker: %v\n", SupervisorArg0, err)
 		f.Close()
 		return nil
 	}
@@ -79,9 +105,13 @@ func (m *endMarker) mark(atUs int64, sync bool) {
 	}
 }
 
-// close releases the marker's lock: the run is over.
+// close releases the marker's lock: the run is over. The lock is released
+// explicitly, not by the close: a task forked meanwhile holds a copy of
+// the descriptor until its execve, and with it the lock, which the next
+// run on the machine (SlotMarker) would find taken.
 func (m *endMarker) close() {
 	if m != nil {
+		_ = unix.Flock(int(m.f.Fd()), unix.LOCK_UN)
 		m.f.Close()
 	}
 }

@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
-	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -33,10 +30,13 @@ func superviseMain() int {
 	if err != nil {
 		return helperFail(SupervisorArg0, err)
 	}
-	s := newServer(w)
-	stopReaping := s.reapOrphans()
-	defer stopReaping()
-	s.serve()
+	// A child subreaper: what a task orphans is re-parented to the
+	// supervisor, which reaps it (reapPass) and, without a cgroup, knows
+	// from its children whether anything of a run is left (endGroup).
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: child subreaper: %v (orphans of tasks without a cgroup go to init)\n", SupervisorArg0, err)
+	}
+	newServer(w).serve()
 	return 0
 }
 
@@ -56,10 +56,17 @@ type server struct {
 
 	// startMu orders the reaper (write lock) against the start of a task
 	// and its registration in tasks (read lock): the reaper never takes a
-	// task's own exit, nor its stop after execve.
+	// task for an orphan.
 	startMu sync.RWMutex
 	tmu     sync.Mutex
-	tasks   map[int]bool
+	tasks   map[int]*taskWatch
+
+	// devNull is every task's stdin.
+	devNull *os.File
+	// shared forks the runs without a sandbox (spawn.go); started on
+	// first use.
+	fmu    sync.Mutex
+	shared *forker
 }
 
 // srvRun is one run the supervisor serves.
@@ -84,7 +91,33 @@ func (r *srvRun) signal(sig unix.Signal) {
 }
 
 func newServer(w *wire) *server {
-	return &server{w: w, base: time.Now(), peerGone: make(chan struct{}), runs: map[uint64]*srvRun{}, tasks: map[int]bool{}}
+	s := &server{w: w, base: time.Now(), peerGone: make(chan struct{}), runs: map[uint64]*srvRun{}, tasks: map[int]*taskWatch{}}
+	if f, err := os.Open(os.DevNull); err == nil {
+		s.devNull = f
+	} else {
+		fmt.Fprintf(os.Stderr, "%s: %v: every run will be refused\n", SupervisorArg0, err)
+	}
+	return s
+}
+
+// forkerFor is the forker of a run with Landlock ruleset ll (nil: none):
+// the shared one, or, with a ruleset, one of its own (own).
+func (s *server) forkerFor(ll *Landlock) (f *forker, own bool, err error) {
+	if s.devNull == nil {
+		return nil, false, fmt.Errorf("%s: no %s for the task's stdin", SupervisorArg0, os.DevNull)
+	}
+	if ll != nil {
+		f, err = newForker(ll)
+		return f, true, err
+	}
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	if s.shared == nil {
+		if s.shared, err = newForker(nil); err != nil {
+			return nil, false, err
+		}
+	}
+	return s.shared, false, nil
 }
 
 func (s *server) now() int64 { return int64(time.Since(s.base)) }
@@ -92,6 +125,8 @@ func (s *server) now() int64 { return int64(time.Since(s.base)) }
 // serve reads the peer's requests until EOF, then waits for every run
 // to have ended.
 func (s *server) serve() {
+	stopReaping := s.reapChildren()
+	defer stopReaping()
 	s.lastRenew.Store(s.now())
 	for {
 		m, err := s.w.recv()
@@ -130,6 +165,14 @@ func (s *server) serve() {
 	close(s.peerGone)
 	s.wg.Wait()
 	_ = s.w.close()
+	s.fmu.Lock()
+	if s.shared != nil {
+		s.shared.stop()
+	}
+	s.fmu.Unlock()
+	if s.devNull != nil {
+		s.devNull.Close()
+	}
 }
 
 // open starts a run's goroutine; a request it cannot serve is refused
@@ -173,13 +216,10 @@ func (s *server) open(m *message) {
 	}()
 }
 
-// runOne is one run, start to end, on an OS thread of its own: the task's
-// death signal, and the no_new_privs and Landlock domain it inherits, are
-// that thread's, and only that thread, its tracer, may release it. The
-// thread is never unlocked: it ends with the run, and nothing else ever
-// runs on it.
+// runOne is one run, start to end. It blocks in no system call: the
+// task's forker forks and releases it, the reaper waits for it
+// (spawn.go).
 func (s *server) runOne(m *message, stdout, stderr *os.File, r *srvRun) Status {
-	runtime.LockOSThread()
 	cfg := m.Config
 	// The marker comes first, so that every way out records when the run
 	// was over; its lock lives as long as the run.
@@ -187,28 +227,17 @@ func (s *server) runOne(m *message, stdout, stderr *os.File, r *srvRun) Status {
 	defer marker.close()
 	defer func() { marker.mark(time.Now().UnixMicro(), false) }()
 	opened := s.now()
-	s.startMu.RLock()
-	cmd, reason, detail := startTask(cfg, stdout, stderr)
-	if cmd != nil {
-		s.tmu.Lock()
-		s.tasks[cmd.Process.Pid] = true
-		s.tmu.Unlock()
-	}
-	s.startMu.RUnlock()
+	t, reason, detail := s.startTask(cfg, stdout, stderr, r)
 	stdout.Close()
 	stderr.Close()
 	if reason != "" {
 		return Status{Exited: true, InitReason: reason, InitErr: detail}
 	}
-	pid := cmd.Process.Pid
+	defer t.done()
+	pid := t.pid
 	r.mu.Lock()
 	r.pgid = pid
 	r.mu.Unlock()
-	defer func() {
-		s.tmu.Lock()
-		delete(s.tasks, pid)
-		s.tmu.Unlock()
-	}()
 	lapsed := s.watchLease(time.Duration(cfg.LeaseMs)*time.Millisecond, opened)
 	defer lapsed.stop()
 	if err := s.w.send(&message{Op: opHeld, Run: m.Run, Pid: pid}); err != nil {
@@ -236,10 +265,7 @@ func (s *server) runOne(m *message, stdout, stderr *os.File, r *srvRun) Status {
 				time.Duration(now-startBy)*time.Microsecond)}
 	}
 	if notRun.InitReason != "" {
-		r.mu.Lock()
-		r.reaped = true
-		killHeld(cmd)
-		r.mu.Unlock()
+		t.kill(r)
 		endGroup(cfg.Cgroups, pid)
 		if notRun.LeaseLapsed != "" {
 			notRun.KilledAtUs = time.Now().UnixMicro()
@@ -247,45 +273,26 @@ func (s *server) runOne(m *message, stdout, stderr *os.File, r *srvRun) Status {
 		}
 		return notRun
 	}
-	// ESRCH: the peer's stop killed it while held; await reaps it.
-	if err := unix.PtraceDetach(pid); err != nil && !errors.Is(err, unix.ESRCH) {
-		r.mu.Lock()
-		r.reaped = true
-		killHeld(cmd)
-		r.mu.Unlock()
+	if err := t.f.release(pid); err != nil {
+		t.kill(r)
 		return Status{Exited: true, InitReason: ReasonStartFailed, InitErr: fmt.Sprintf("release %s: %v", cfg.Argv[0], err)}
 	}
-	return s.await(cmd, r, cfg, marker, lapsed.c)
+	return s.await(t, r, cfg, marker, lapsed.c)
 }
 
 // await waits for a released task and ends what it leaves.
-func (s *server) await(cmd *exec.Cmd, r *srvRun, cfg *Config, marker *endMarker, lapsed <-chan string) Status {
+func (s *server) await(t *heldTask, r *srvRun, cfg *Config, marker *endMarker, lapsed <-chan string) Status {
 	var st Status
-	pid := cmd.Process.Pid
-	waited := make(chan error, 1)
-	go func() {
-		// Seen exited but not reaped yet: the peer's signals stop before
-		// the pid can be recycled.
-		var si unix.Siginfo
-		for {
-			err := unix.Waitid(unix.P_PID, pid, &si, unix.WEXITED|unix.WNOWAIT, nil)
-			if !errors.Is(err, unix.EINTR) {
-				break
-			}
-		}
-		r.mu.Lock()
-		r.reaped = true
-		err := cmd.Wait()
-		r.mu.Unlock()
-		waited <- err
-	}()
+	pid := t.pid
 	select {
-	case <-waited:
-		// The peer may be paused, cut off or dead and see this end only
-		// later, or never: end what the task left in its cgroup (or, without
-		// one, its process group) now, as the peer would when it looks, and
-		// stamp when the run was gone, so that the peer's journal records
-		// when the run ended, not when it noticed.
+	case x := <-t.w.exited:
+		// Reaped (no signal goes to its group any more). The peer may be
+		// paused, cut off or dead and see this end only later, or never:
+		// end what the task left in its cgroup (or, without one, its
+		// process group) now, as the peer would when it looks, and stamp
+		// when the run was gone, so that the peer's journal records when
+		// the run ended, not when it noticed.
+		t.exit = &x
 		endGroup(cfg.Cgroups, pid)
 		gone := time.Now().UnixMicro()
 		if len(cfg.Cgroups) > 0 {
@@ -301,26 +308,17 @@ func (s *server) await(cmd *exec.Cmd, r *srvRun, cfg *Config, marker *endMarker,
 		// The peer is stopped, cut off or dead: it cannot stop the run
 		// itself. Kill it whole, stamp when it is gone, record that, report.
 		r.signal(unix.SIGKILL) // not once reaped: the group ID may be recycled
-		<-waited
+		t.waitExit()
 		endGroup(cfg.Cgroups, pid)
 		st.KilledAtUs = time.Now().UnixMicro()
 		marker.mark(st.KilledAtUs, true)
 	}
-	ps := cmd.ProcessState
+	x := t.waitExit()
 	st.Exited = true
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
-		st.WaitStatus = uint32(ws)
-	}
-	st.UserUs = ps.UserTime().Microseconds()
-	st.SysUs = ps.SystemTime().Microseconds()
+	st.WaitStatus = uint32(x.ws)
+	st.UserUs = rusageUs(x.ru.Utime)
+	st.SysUs = rusageUs(x.ru.Stime)
 	return st
-}
-
-// killHeld kills a task held at its first instruction and reaps it.
-func killHeld(cmd *exec.Cmd) {
-	_ = unix.Kill(cmd.Process.Pid, unix.SIGKILL)
-	_ = unix.PtraceDetach(cmd.Process.Pid)
-	_ = cmd.Wait()
 }
 
 // leaseWatch is one run's view of the peer-wide lease.
@@ -399,50 +397,33 @@ func endGroup(cgroups []string, pgid int) {
 	})
 }
 
-// reapInterval paces the reaper's passes.
-const reapInterval = 100 * time.Millisecond
+// reapInterval paces the reaper's passes when no SIGCHLD comes: a safety
+// net only (every child's exit or stop sends one).
+const reapInterval = time.Second
 
-// reapOrphans reaps, as they die, the processes the supervisor adopted
-// from its tasks' trees (it is a child subreaper), so that a long run
-// whose processes daemonize does not fill the process table with zombies.
-// Tasks themselves are left to their own Wait.
-func (s *server) reapOrphans() (stop func()) {
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: child subreaper: %v (orphans of tasks without a cgroup go to init)\n", SupervisorArg0, err)
-	}
+// reapChildren runs the supervisor's one reaper until stop: a pass
+// (reapPass) on every SIGCHLD. It reaps the tasks, reports their stops
+// and exits to their runs, and reaps, as they die, the processes the
+// supervisor adopted from its tasks' trees (it is a child subreaper), so
+// that a long run whose processes daemonize does not fill the process
+// table with zombies.
+func (s *server) reapChildren() (stop func()) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, unix.SIGCHLD)
-	done := make(chan struct{})
+	done, ended := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(ended)
+		tick := time.NewTicker(reapInterval)
+		defer tick.Stop()
 		for {
 			select {
 			case <-sig:
+			case <-tick.C:
 			case <-done:
 				return
 			}
-			s.startMu.Lock()
-			for _, pid := range children() {
-				s.tmu.Lock()
-				task := s.tasks[pid]
-				s.tmu.Unlock()
-				if task {
-					continue
-				}
-				if st, err := ReadProcStat(pid); err == nil && st.State == 'Z' {
-					var ws unix.WaitStatus
-					_, _ = unix.Wait4(pid, &ws, unix.WNOHANG|unix.WALL, nil)
-				}
-			}
-			s.startMu.Unlock()
-			// Every task's exit is a SIGCHLD too: one pass per interval
-			// for all of them, not a pass per task (an orphan stays a
-			// zombie that long at most).
-			select {
-			case <-time.After(reapInterval):
-			case <-done:
-				return
-			}
+			s.reapPass()
 		}
 	}()
-	return func() { signal.Stop(sig); close(done) }
+	return func() { signal.Stop(sig); close(done); <-ended }
 }

@@ -38,7 +38,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -267,15 +266,15 @@ func KillUntilEmpty(wait time.Duration, round func() int) (survivors bool) {
 //     very file (a script runs its interpreter: the script was checked);
 //   - the credentials (setgroups([]), setgid, setuid) are switched by the
 //     fork before the execve;
-//   - no_new_privs comes from this thread, which forks it;
+//   - no_new_privs, and the run's Landlock domain, come from the forker's
+//     thread, which forks it (spawn.go);
 //   - the resource limits are set on it with prlimit, and it joins the
 //     run's cgroup, while it is stopped.
 //
-// It stays held (traced and stopped) until the caller, on this thread,
-// detaches it once the run's gate opens. No shell, no helper process per
-// run. The caller's goroutine must be locked to a thread that ends with
-// the run: no_new_privs and the Landlock domain are set on it.
-func startTask(cfg *Config, stdout, stderr *os.File) (cmd *exec.Cmd, reason, detail string) {
+// It stays held (traced and stopped) until the caller releases it on its
+// forker's thread once the run's gate opens. No shell, no helper process
+// per run.
+func (s *server) startTask(cfg *Config, stdout, stderr *os.File, r *srvRun) (t *heldTask, reason, detail string) {
 	if len(cfg.Argv) == 0 {
 		return nil, ReasonStartFailed, "empty argv"
 	}
@@ -283,47 +282,67 @@ func startTask(cfg *Config, stdout, stderr *os.File) (cmd *exec.Cmd, reason, det
 	if reason != "" {
 		return nil, reason, detail
 	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return nil, ReasonStartFailed, fmt.Sprintf("no_new_privs: %v", err)
+	f, own, err := s.forkerFor(cfg.Landlock)
+	if err != nil {
+		return nil, ReasonStartFailed, err.Error()
 	}
-	if cfg.Landlock != nil {
-		// This thread too: it only forks the task, writes its cgroup and
-		// the end marker, which the ruleset allows.
-		if err := cfg.Landlock.apply(); err != nil {
-			return nil, ReasonStartFailed, fmt.Sprintf("sandbox: %v", err)
+	pid, w, err := s.spawn(f, cfg, exe, stdout, stderr, r)
+	if err != nil {
+		if own {
+			f.stop()
 		}
-	}
-	cmd = &exec.Cmd{
-		Path:   exe,
-		Args:   cfg.Argv,
-		Env:    StripLoaderEnv(cfg.Env),
-		Dir:    cfg.Dir,
-		Stdout: stdout,
-		Stderr: stderr,
-		// The task dies with its supervisor (with this thread, which
-		// lives as long as the run), and is a process group of its own:
-		// the peer stops the run by signalling it.
-		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Ptrace: true, Setpgid: true},
-	}
-	if cfg.RunAs != nil {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: cfg.RunAs.UID, Gid: cfg.RunAs.GID, Groups: []uint32{}}
-	}
-	if err := cmd.Start(); err != nil {
 		return nil, ReasonStartFailed, fmt.Sprintf("start %s: %v", exe, err)
 	}
-	pid := cmd.Process.Pid
-	var ws unix.WaitStatus
-	if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return nil, ReasonStartFailed, fmt.Sprintf("start %s: not stopped after its execve (%v, status %#x)", exe, err, uint32(ws))
+	t = &heldTask{pid: pid, w: w, f: f, own: own}
+	select {
+	case <-w.stopped:
+	case x := <-w.exited:
+		t.exit = &x
+		t.done()
+		return nil, ReasonStartFailed, fmt.Sprintf("start %s: not stopped after its execve (status %#x)", exe, uint32(x.ws))
 	}
 	if reason, detail := confine(cfg, pid, exe); reason != "" {
-		killHeld(cmd)
+		t.kill(r)
+		t.done()
 		return nil, reason, detail
 	}
-	// Held: the caller detaches it (PTRACE_DETACH) once the gate opens.
-	return cmd, "", ""
+	// Held: the caller releases it once the gate opens.
+	return t, "", ""
+}
+
+// heldTask is a started task and what the reaper says of it.
+type heldTask struct {
+	pid  int
+	w    *taskWatch
+	f    *forker // its parent and tracer
+	own  bool    // f serves this run only: stopped once the task is reaped
+	exit *taskExit
+}
+
+// waitExit waits until the task is reaped.
+func (t *heldTask) waitExit() taskExit {
+	if t.exit == nil {
+		x := <-t.w.exited
+		t.exit = &x
+	}
+	return *t.exit
+}
+
+// kill kills the task (held or not; no signal to its group any more) and
+// waits until it is reaped.
+func (t *heldTask) kill(r *srvRun) {
+	r.mu.Lock()
+	r.reaped = true
+	_ = unix.Kill(t.pid, unix.SIGKILL)
+	r.mu.Unlock()
+	t.waitExit()
+}
+
+// done ends the run's own forker, once the task is reaped.
+func (t *heldTask) done() {
+	if t.own {
+		t.f.stop()
+	}
 }
 
 // confine checks and confines the stopped task pid.
