@@ -94,12 +94,7 @@ func liveBackfillScenario(t *testing.T, job string) {
 	waitFor(t, 30*time.Second, "the wide task started", func() bool { return started(wide) })
 	wideStart := u.task(wide).Segments[0].StartMs
 	for _, id := range long {
-		waitFor(t, 60*time.Second, id+" done", func() bool {
-			if tk := u.task(id); tk.State == ledger.TaskFailed {
-				t.Fatalf("%s failed: %s", id, tk.Reason)
-			}
-			return u.task(id).State == ledger.TaskDone
-		})
+		u.waitDone(t, 60*time.Second, id+" done", id)
 		if s := u.task(id).Segments[0].StartMs; s < wideStart {
 			t.Fatalf("%s started at %d, before the wide task (%d)", id, s, wideStart)
 		}

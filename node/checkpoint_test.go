@@ -185,13 +185,7 @@ func TestPreemptedTaskResumesElsewhere(t *testing.T) {
 		t.Fatalf("remaining %d of %d with a checkpoint of %d MFlop", tk.RemainingMFlop, tk.SizeMFlop, ck.ProgressMFlop)
 	}
 
-	waitFor(t, 30*time.Second, id+" done", func() bool {
-		s := sub.task(id).State
-		if s == ledger.TaskFailed {
-			t.Fatalf("%s failed: %+v", id, sub.task(id))
-		}
-		return s == ledger.TaskDone
-	})
+	sub.waitDone(t, 30*time.Second, id+" done", id)
 	tk := sub.task(id)
 	if len(tk.Segments) != 2 || tk.Segments[0].Machine != "ck-own/y1" || tk.Segments[0].Outcome != ledger.OutcomePreempted ||
 		tk.Segments[1].Machine != "ck-far/z1" || tk.Segments[1].Outcome != ledger.OutcomeDone {
@@ -357,13 +351,7 @@ func TestResumeAfterHolderLossOrCorruption(t *testing.T) {
 			if tc.crash && (tk.Checkpoint == nil || tk.Checkpoint.Hash != ck.Hash || tk.RemainingMFlop != tk.SizeMFlop-ck.ProgressMFlop) {
 				t.Fatalf("resumed, but the ledger has checkpoint %+v and %d MFlop remaining", tk.Checkpoint, tk.RemainingMFlop)
 			}
-			waitFor(t, 30*time.Second, id+" done", func() bool {
-				st := s.task(id).State
-				if st == ledger.TaskFailed {
-					t.Fatalf("%s failed: %+v", id, s.task(id))
-				}
-				return st == ledger.TaskDone
-			})
+			s.waitDone(t, 30*time.Second, id+" done", id)
 			out := stdoutOf(t, target, id)
 			t.Logf("stopped at %d, checkpoint %d MFlop, second run: %v", stopped, ck.ProgressMFlop, out)
 			if out["count"] != counterTarget {
@@ -622,13 +610,7 @@ func TestPeriodicCheckpointsSurviveACrash(t *testing.T) {
 	if ck == nil || ck.Holders[0] != ownID || len(ck.Holders) != 2 {
 		t.Fatalf("checkpoint %+v: want the crashed peer first and a replica", ck)
 	}
-	waitFor(t, 30*time.Second, id+" done", func() bool {
-		st := sub.task(id).State
-		if st == ledger.TaskFailed {
-			t.Fatalf("%s failed: %+v", id, sub.task(id))
-		}
-		return st == ledger.TaskDone
-	})
+	sub.waitDone(t, 30*time.Second, id+" done", id)
 	out := stdoutOf(t, far, id)
 	t.Logf("count on the crashed peer's disk %d, last recorded checkpoint %d MFlop, second run %v", onDisk, ck.ProgressMFlop, out)
 	if out["resumed"] == 0 || int64(out["resumed"])*counterWork != ck.ProgressMFlop || out["resumed"] > onDisk || out["count"] != counterTarget {

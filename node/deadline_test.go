@@ -38,13 +38,7 @@ func TestDeadlinesOnRealPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := resp.TaskIDs[0]
-	waitFor(t, 60*time.Second, id+" done", func() bool {
-		tk := a.task(id)
-		if tk.State == ledger.TaskFailed {
-			t.Fatalf("%s failed: %s", id, tk.Reason)
-		}
-		return tk.State == ledger.TaskDone
-	})
+	a.waitDone(t, 60*time.Second, id+" done", id)
 	tk := a.task(id)
 	if len(tk.Segments) != 1 || tk.Segments[0].Machine != "a/a1" {
 		t.Fatalf("the soft-deadline task ran on %+v, want only a/a1 (the one machine that meets its deadline)", tk.Segments)

@@ -60,13 +60,7 @@ func TestFederationRunsRealTasks(t *testing.T) {
 		t.Fatalf("task IDs %v", resp.TaskIDs)
 	}
 	for _, id := range resp.TaskIDs {
-		waitFor(t, 40*time.Second, id+" done", func() bool {
-			s := a.task(id).State
-			if s == ledger.TaskFailed {
-				t.Fatalf("task %s failed: %+v", id, a.task(id))
-			}
-			return s == ledger.TaskDone
-		})
+		a.waitDone(t, 40*time.Second, id+" done", id)
 	}
 
 	ranElsewhere := 0

@@ -73,13 +73,7 @@ func TestOwnersPoliciesSteerPlacement(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := one.TaskIDs[0]
-	waitFor(t, 30*time.Second, id+" done on a's machines", func() bool {
-		tk := a.task(id)
-		if tk.State == ledger.TaskFailed {
-			t.Fatalf("%s failed: %s", id, tk.Reason)
-		}
-		return tk.State == ledger.TaskDone
-	})
+	a.waitDone(t, 30*time.Second, id+" done on a's machines", id)
 	if seg := a.task(id).Segments; len(seg) != 1 || seg[0].MachineOrg != "a" {
 		t.Fatalf("/bin/true ran on %+v, want one of a's (the most efficient) machines", seg)
 	}
@@ -157,13 +151,7 @@ func TestSharedMachineAndPendingReasons(t *testing.T) {
 
 	gate.open(t)
 	for _, id := range quads {
-		waitFor(t, 60*time.Second, id+" done", func() bool {
-			tk := u.task(id)
-			if tk.State == ledger.TaskFailed {
-				t.Fatalf("%s failed: %s", id, tk.Reason)
-			}
-			return tk.State == ledger.TaskDone
-		})
+		u.waitDone(t, 60*time.Second, id+" done", id)
 	}
 	if s := u.task(matlab).State; s != ledger.TaskQueued {
 		t.Fatalf("the task requiring label.matlab is %s, want still queued", s)

@@ -116,13 +116,7 @@ func TestSlurmPeerInAFederation(t *testing.T) {
 	if out, err := c.Run("scancel", job); err != nil {
 		t.Fatalf("scancel: %v %s", err, out)
 	}
-	waitFor(t, 90*time.Second, id+" done after the scancel", func() bool {
-		tk := sub.task(id)
-		if tk.State == ledger.TaskFailed {
-			t.Fatalf("task %s failed: %+v", id, tk)
-		}
-		return tk.State == ledger.TaskDone
-	})
+	sub.waitDone(t, 90*time.Second, id+" done after the scancel", id)
 	if tk := sub.task(id); tk.Attempts < 2 {
 		t.Errorf("task %+v: want a second run after the cancellation", tk)
 	}
@@ -142,13 +136,7 @@ func TestSlurmPeerInAFederation(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, node+" undrained", func() bool { return !sub.machine(node).Drained })
-	waitFor(t, 90*time.Second, id+" done after the node came back", func() bool {
-		tk := sub.task(id)
-		if tk.State == ledger.TaskFailed {
-			t.Fatalf("task %s failed: %+v", id, tk)
-		}
-		return tk.State == ledger.TaskDone
-	})
+	sub.waitDone(t, 90*time.Second, id+" done after the node came back", id)
 	_ = hpc
 }
 
@@ -214,13 +202,7 @@ func TestSlurmPreemptedTaskResumesElsewhere(t *testing.T) {
 	if ck.Hash == "" || ck.ProgressMFlop == 0 {
 		t.Fatalf("checkpoint %+v: want one with progress", ck)
 	}
-	waitFor(t, 40*time.Second, id+" done", func() bool {
-		s := sub.task(id).State
-		if s == ledger.TaskFailed {
-			t.Fatalf("%s failed: %+v", id, sub.task(id))
-		}
-		return s == ledger.TaskDone
-	})
+	sub.waitDone(t, 40*time.Second, id+" done", id)
 	tk := sub.task(id)
 	if len(tk.Segments) != 2 || tk.Segments[0].Machine != node || tk.Segments[0].Outcome != ledger.OutcomePreempted ||
 		tk.Segments[1].Machine != "ck-far/z1" || tk.Segments[1].Outcome != ledger.OutcomeDone {
@@ -276,13 +258,7 @@ func TestSlurmPeerRestartAdoptsItsJob(t *testing.T) {
 		t.Fatalf("job %s %q after the peer died: want it running on", job, st)
 	}
 	hpc.start()
-	waitFor(t, 90*time.Second, id+" done", func() bool {
-		tk := sub.task(id)
-		if tk.State == ledger.TaskFailed {
-			t.Fatalf("task %s failed: %+v", id, tk)
-		}
-		return tk.State == ledger.TaskDone
-	})
+	sub.waitDone(t, 90*time.Second, id+" done", id)
 	tk := sub.task(id)
 	if tk.Attempts != 1 || len(tk.Segments) != 1 || tk.Segments[0].Machine != node || tk.Segments[0].Outcome != ledger.OutcomeDone {
 		t.Fatalf("task %+v: want one run, one segment on %s, done", tk, node)

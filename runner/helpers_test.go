@@ -4,37 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/executor"
+	"github.com/coopgrid/coopgrid/internal/testcluster"
 	"github.com/coopgrid/coopgrid/leader"
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
-	logging "github.com/ipfs/go-log/v2"
 )
 
-func TestMain(m *testing.M) {
-	// go-libp2p-raft logs through go-log; connections closing at the end of
-	// a test are not worth ERROR lines.
-	if os.Getenv("COOPGRID_TEST_LOG") == "" {
-		_ = logging.SetLogLevel("raftlib", "fatal")
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testcluster.Main(m) }
 
 // testLogger is silent unless COOPGRID_TEST_LOG is set.
-func testLogger(name string) *slog.Logger {
-	if os.Getenv("COOPGRID_TEST_LOG") == "" {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name)
-}
+func testLogger(name string) *slog.Logger { return testcluster.Logger(name) }
 
 // testLedger is a real single-peer federation: a libp2p host on loopback,
 // Raft on bolt stores, the EHOSEP leader, and one organisation, "alpha",

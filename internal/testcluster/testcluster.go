@@ -3,7 +3,8 @@
 // loopback, waiting for a leader and for convergence, encoding and
 // proposing commands. It does not import consensus (consensus' own
 // in-package tests use it): a peer's node is seen through Node, and each
-// package's test peer implements Member.
+// package's test peer implements Member. Its Main and Logger serve the
+// tests of node and runner too.
 package testcluster
 
 import (

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/coopgrid/coopgrid/api"
+	"github.com/coopgrid/coopgrid/ledger"
 )
 
 // shellPeer is a federation of one real peer of organisation org, on the
@@ -48,4 +49,18 @@ func (g gate) open(t testing.TB) {
 	if err := os.WriteFile(string(g), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitDone waits up to d, as waitFor does (what names the wait), until
+// task id is done as tn's ledger has it, and fails the test at once when
+// it failed instead.
+func (tn *tnode) waitDone(t testing.TB, d time.Duration, what, id string) {
+	t.Helper()
+	waitFor(t, d, what, func() bool {
+		tk := tn.task(id)
+		if tk.State == ledger.TaskFailed {
+			t.Fatalf("task %s failed: %+v", id, tk)
+		}
+		return tk.State == ledger.TaskDone
+	})
 }
