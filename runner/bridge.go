@@ -559,7 +559,13 @@ func (b *bridge) start(ctx context.Context, r *run) {
 	if needStop {
 		b.stopExec(ctx, r)
 	}
-	b.poke()
+	if err != nil || needStop {
+		// A run that will not go on: look at its machine again. A run
+		// that started cleanly changes nothing a pass would act on (it
+		// stays tracked, on the machine the ledger gave it), so it wakes
+		// no pass: one reconciliation fewer per task.
+		b.poke()
+	}
 }
 
 // watchRun starts what follows a run while it lasts: its periodic
