@@ -111,3 +111,35 @@ func cloneLedger(tb testing.TB, l *Ledger) *Ledger {
 	}
 	return nl
 }
+
+// BenchmarkOwnerListing is what the runner's reconciliation reads on every
+// wake-up (issue 22): an organisation of 64 machines, each holding a task
+// (variant A of make bench-e2e), listed in full (Allocations, which copies
+// every task and machine) or as placements, with its pending stops.
+func BenchmarkOwnerListing(b *testing.B) {
+	const n = 64
+	f := benchFederation(b, n)
+	ds := make([]Decision, n)
+	for i := range ds {
+		ds[i] = alloc(fmt.Sprintf("org-a-%d", i+1), fmt.Sprintf("org-a/n%04d", i))
+	}
+	f.must(decide("org-a", 3000, ds...))
+	b.Run("allocations", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if a := f.l.Allocations("org-a"); len(a) != n {
+				b.Fatalf("%d allocations", len(a))
+			}
+			_ = f.l.PendingStops("org-a")
+		}
+	})
+	b.Run("placements", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if p := f.l.Placements("org-a"); len(p) != n {
+				b.Fatalf("%d placements", len(p))
+			}
+			_ = f.l.PendingStops("org-a")
+		}
+	})
+}

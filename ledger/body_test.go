@@ -18,15 +18,15 @@ var kindTraits = map[Kind]struct{ report, wakes, leaderOnly bool }{
 	KindSubmitTasks:   {wakes: true},
 	KindCancelTask:    {wakes: true},
 	KindDecisions:     {leaderOnly: true},
-	KindTaskStarted:   {report: true, wakes: true},
+	KindTaskStarted:   {report: true},
 	KindTaskStopped:   {report: true, wakes: true},
 	KindTaskEnded:     {report: true, wakes: true},
 	KindHeartbeat:     {},
 	KindMachineLost:   {wakes: true},
 	KindCheckpoint:    {report: true},
 	// A batch wakes as its accepted items would (TestWakesScheduler); with
-	// an accepted start it does.
-	KindReports: {wakes: true},
+	// only an accepted start it does not.
+	KindReports: {},
 	// A zero membership body is a removal vote; an admission is
 	// leader-only (TestMembershipLeaderOnly).
 	KindMembership: {wakes: true},
@@ -181,6 +181,10 @@ func wakesSchedulerBefore(res *Result) bool {
 	switch res.Kind {
 	case KindHeartbeat, KindCheckpoint, KindDecisions:
 		return false
+	case KindTaskStarted:
+		// Changed in session 8 (issue 22): a start frees and queues
+		// nothing; the leader's tick covers the run's growing time.
+		return false
 	case KindSchedule:
 		// Added with the kind: a trigger is a pass, like decisions.
 		return false
@@ -192,7 +196,7 @@ func wakesSchedulerBefore(res *Result) bool {
 		return false
 	case KindReports:
 		for _, it := range res.Reports {
-			if it.Err == nil && it.Kind != KindCheckpoint {
+			if it.Err == nil && it.Kind != KindCheckpoint && it.Kind != KindTaskStarted {
 				return true
 			}
 		}
@@ -246,6 +250,9 @@ func TestWakesScheduler(t *testing.T) {
 		{"batch of checkpoints", Result{Kind: KindReports, Reports: []ReportResult{{Kind: KindCheckpoint}, {Kind: KindCheckpoint}}}, false},
 		{"batch with an accepted end", Result{Kind: KindReports, Reports: []ReportResult{{Kind: KindCheckpoint}, {Kind: KindTaskEnded}}}, true},
 		{"batch with a refused end", Result{Kind: KindReports, Reports: []ReportResult{{Kind: KindCheckpoint}, {Kind: KindTaskEnded, Err: refused}}}, false},
+		{"start", Result{Kind: KindTaskStarted}, false},
+		{"batch of starts", Result{Kind: KindReports, Reports: []ReportResult{{Kind: KindTaskStarted}, {Kind: KindTaskStarted}}}, false},
+		{"batch with a start and an end", Result{Kind: KindReports, Reports: []ReportResult{{Kind: KindTaskStarted}, {Kind: KindTaskEnded}}}, true},
 		{"batch with a malformed item", Result{Kind: KindReports, Reports: []ReportResult{{Err: &Error{Code: CodeMalformed}}}}, false},
 	} {
 		if got := WakesScheduler(&tc.res); got != tc.want {

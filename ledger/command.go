@@ -311,6 +311,15 @@ type TaskStarted struct {
 
 func (*TaskStarted) Kind() Kind { return KindTaskStarted }
 
+// wakesScheduler: a start turns an assigned task into a running one on the
+// machine that already held it, which frees no room and queues nothing;
+// the run's time, which the policy weighs for a preemption, grows with the
+// clock, which the leader's periodic tick covers (as it covers a recorded
+// checkpoint's progress, and the rare start that drops an unrestorable
+// checkpoint). Not waking on it saves a pass that would decide nothing
+// after every start (docs/BENCHMARKS.md, issue 22).
+func (*TaskStarted) wakesScheduler(*Result) bool { return false }
+
 // TaskStopped reports that the owner of Machine stopped a task the ledger had
 // preempted or cancelled there, with the energy measured for that segment
 // and, optionally, the checkpoint taken at the stop (applied while the task

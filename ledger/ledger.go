@@ -63,6 +63,10 @@ type Ledger struct {
 	// gangs (derived, gang.go) holds the IDs of the gangs with a part
 	// that has not ended.
 	gangs map[string]struct{}
+
+	// sigs remembers verified signatures (sigcache.go): no part of the
+	// state.
+	sigs *sigCache
 }
 
 // New returns an empty ledger at applied index 0.
@@ -83,6 +87,7 @@ func New() *Ledger {
 		forgotten:  map[string]*ForgottenTotals{},
 		memo:       &hashMemo{},
 		gangs:      map[string]struct{}{},
+		sigs:       newSigCache(),
 	}
 }
 

@@ -180,6 +180,60 @@ func (l *Ledger) Allocations(owner string) []Allocation {
 	return out
 }
 
+// Placement is an allocation without its copies: the machine and task
+// IDs and the little of the task an owner's reconciliation compares with
+// its runs on every wake-up (runner's bridge). Listing placements copies no
+// task, so it costs a few words per machine; Task gives the task itself
+// for the few an owner then starts.
+type Placement struct {
+	// Machine is the machine's ID, MachineName its name in its owner's
+	// machines file.
+	Machine     string `json:"machine"`
+	MachineName string `json:"machine_name"`
+	Task        string `json:"task"`
+	// State is TaskAssigned or TaskRunning; Attempts is the task's
+	// Attempts (its runs started so far).
+	State    TaskState `json:"state"`
+	Attempts int       `json:"attempts"`
+	// Checkpointable is the task's Spec.Checkpointable; StopOpen says a
+	// previous run of the task is still being stopped somewhere (an open
+	// preempting or cancelling segment), whose report may bring the
+	// checkpoint to resume from.
+	Checkpointable bool `json:"checkpointable,omitempty"`
+	StopOpen       bool `json:"stop_open,omitempty"`
+}
+
+// Placements lists what the machines of organisation owner hold, in the
+// order of Allocations (by machine ID, then the machine's Tasks order),
+// without copying the tasks.
+func (l *Ledger) Placements(owner string) []Placement {
+	ids := sortedKeys(l.byOrgM[owner])
+	out := make([]Placement, 0, len(ids))
+	for _, id := range ids {
+		m := l.machines[id]
+		if m.Task == "" {
+			continue
+		}
+		out = l.appendPlacement(out, m, m.Task)
+		for _, tid := range m.Also {
+			out = l.appendPlacement(out, m, tid)
+		}
+	}
+	return out
+}
+
+func (l *Ledger) appendPlacement(out []Placement, m *Machine, tid string) []Placement {
+	t := l.tasks[tid]
+	p := Placement{Machine: m.ID, MachineName: m.Name, Task: tid, State: t.State, Attempts: t.Attempts, Checkpointable: t.Spec.Checkpointable}
+	for i := range t.Segments {
+		if o := t.Segments[i].Outcome; o == OutcomePreempting || o == OutcomeCancelling {
+			p.StopOpen = true
+			break
+		}
+	}
+	return append(out, p)
+}
+
 // PendingStop is a run the ledger took off a machine (preempted or
 // cancelled) whose stop and energy the machine's owner has not reported yet.
 type PendingStop struct {
@@ -195,9 +249,15 @@ type PendingStop struct {
 
 // PendingStops lists the runs on owner's machines waiting for a TaskStopped
 // report, by machine, task and start.
+//
+// It walks the stopping index (the machines with such runs: usually none),
+// not the owner's machines.
 func (l *Ledger) PendingStops(owner string) []PendingStop {
 	var out []PendingStop
-	for _, id := range sortedKeys(l.byOrgM[owner]) {
+	for _, id := range sortedKeys(l.stopping) {
+		if m := l.machines[id]; m == nil || m.Org != owner {
+			continue
+		}
 		for _, tid := range sortedKeys(l.stopping[id]) {
 			for i, s := range l.tasks[tid].Segments {
 				if s.Machine == id && (s.Outcome == OutcomePreempting || s.Outcome == OutcomeCancelling) {

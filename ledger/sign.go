@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
@@ -113,13 +114,14 @@ func VerifySignature(c *Command) error {
 	return nil
 }
 
-func verifySignature(c *Command) *Error {
+func verifySignature(c *Command) *Error { return verifySignatureCached(c, nil) }
+
+// verifySignatureCached is verifySignature, remembering its successes in
+// cache (sigcache.go): a command verified once, by the dry run, is not
+// verified again by Apply. A nil cache verifies every time.
+func verifySignatureCached(c *Command, cache *sigCache) *Error {
 	if len(c.Sig) == 0 {
 		return errf(CodeBadSignature, "the command is not signed")
-	}
-	pk, err := PeerKey(c.Peer)
-	if err != nil {
-		return err.(*Error)
 	}
 	unsigned := *c
 	unsigned.Sig = nil
@@ -130,10 +132,23 @@ func verifySignature(c *Command) *Error {
 	if merr != nil {
 		return errf(CodeMalformed, "encode command: %v", merr)
 	}
-	ok, verr := pk.Verify(signingBytes(b), c.Sig)
+	msg := signingBytes(b)
+	var key [sha256.Size]byte
+	if cache != nil {
+		key = sigKey(c.Peer, msg, c.Sig)
+		if cache.verified(key) {
+			return nil
+		}
+	}
+	pk, err := PeerKey(c.Peer)
+	if err != nil {
+		return err.(*Error)
+	}
+	ok, verr := pk.Verify(msg, c.Sig)
 	if verr != nil || !ok {
 		return errf(CodeBadSignature, "the signature of this %s command is not peer %s's over its content", c.Kind(), c.Peer)
 	}
+	cache.remember(key)
 	return nil
 }
 
@@ -143,7 +158,7 @@ func verifySignature(c *Command) *Error {
 // only while no organisation signs (a log from before signatures).
 func (l *Ledger) authenticate(c *Command) *Error {
 	if len(c.Sig) > 0 {
-		return verifySignature(c)
+		return verifySignatureCached(c, l.sigs)
 	}
 	if o := l.orgs[c.Org]; o != nil {
 		if o.Signing {

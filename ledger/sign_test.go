@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -457,5 +458,76 @@ func BenchmarkVerifySignature(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestSignatureCacheKeepsVerdicts: once the dry run (Check) has verified a
+// signed command, its apply finds the verification remembered, and no
+// alteration of the command, its signature or its peer passes for it.
+func TestSignatureCacheKeepsVerdicts(t *testing.T) {
+	f := newSignedFed(t)
+	good := signedAs(t, Command{V: CommandVersion, Org: "sa", Peer: f.a.peer, AtMs: 5000, SetLimit: &SetLimit{LimitMilliW: 900_000}}, f.a, f.a.key)
+	c, err := DecodeCommand(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.l.Check(&c); err != nil {
+		t.Fatalf("check: %v", err)
+	}
+	unsigned := c
+	unsigned.Sig = nil
+	if !f.l.sigs.verified(sigKey(c.Peer, signingBytes(mustJSON(unsigned)), c.Sig)) {
+		t.Fatal("the dry run's verification is not remembered")
+	}
+	moved := c
+	moved.SetLimit, moved.CancelTask = nil, &CancelTask{Task: "sa-2"}
+	otherPeer := c
+	otherPeer.Peer = f.b.peer
+	otherSig := c
+	otherSig.Sig = bytes.Clone(c.Sig)
+	otherSig.Sig[0] ^= 1
+	for name, data := range map[string][]byte{
+		"altered in flight": bytes.Replace(good, []byte(`"limit_mw":900000`), []byte(`"limit_mw":1`), 1),
+		"signature moved":   mustJSON(moved),
+		"another peer":      mustJSON(otherPeer),
+		"signature flipped": mustJSON(otherSig),
+	} {
+		before := f.l.Hash()
+		if r := f.raw(data); r.Err == nil || r.Err.Code != CodeBadSignature {
+			t.Errorf("%s: got %v, want %s", name, r.Err, CodeBadSignature)
+		}
+		if f.l.Hash() != before {
+			t.Errorf("%s: the refusal changed the state", name)
+		}
+	}
+	if r := f.raw(good); !r.Applied() {
+		t.Fatalf("the checked command: %v", r.Err)
+	}
+	if o, _ := f.l.Org("sa"); o.LimitMilliW != 900_000 {
+		t.Fatalf("limit %d after the signed set_limit", o.LimitMilliW)
+	}
+}
+
+// TestSignatureCacheIsBounded: the cache forgets its oldest entries beyond
+// sigCacheSize.
+func TestSignatureCacheIsBounded(t *testing.T) {
+	s := newSigCache()
+	key := func(i int) [32]byte { return sigKey("p", []byte(strconv.Itoa(i)), nil) }
+	for i := range sigCacheSize + 10 {
+		s.remember(key(i))
+	}
+	if len(s.seen) != sigCacheSize || len(s.ring) != sigCacheSize {
+		t.Fatalf("%d entries, %d in the ring; want %d", len(s.seen), len(s.ring), sigCacheSize)
+	}
+	if s.verified(key(0)) || s.verified(key(9)) {
+		t.Fatal("the oldest entries are still remembered")
+	}
+	if !s.verified(key(10)) || !s.verified(key(sigCacheSize+9)) {
+		t.Fatal("recent entries forgotten")
+	}
+	var none *sigCache
+	none.remember(key(1))
+	if none.verified(key(1)) {
+		t.Fatal("a nil cache remembers")
 	}
 }

@@ -184,14 +184,19 @@ const stopWaitPoll = 100 * time.Millisecond
 
 // reconcile compares the local view of the ledger with the tracked runs. It
 // reports whether a start waits for the stop of a previous run.
+//
+// It runs on every wake-up (each decisions entry, each run started or
+// forgotten), so it reads the ledger's Placements, which copy no task, and
+// copies only the tasks it starts (startable). Lock order: b.mu, then the
+// ledger's (no View callback takes b.mu).
 func (b *bridge) reconcile(ctx context.Context) bool {
 	var (
-		allocs  []ledger.Allocation
-		stops   []ledger.PendingStop
-		applied uint64
+		placements []ledger.Placement
+		stops      []ledger.PendingStop
+		applied    uint64
 	)
 	b.cfg.Ledger.View(func(l *ledger.Ledger) {
-		allocs = l.Allocations(b.cfg.Org)
+		placements = l.Placements(b.cfg.Org)
 		stops = l.PendingStops(b.cfg.Org)
 		applied = l.AppliedIndex()
 	})
@@ -202,76 +207,86 @@ func (b *bridge) reconcile(ctx context.Context) bool {
 			delete(b.settled, id)
 		}
 	}
+	// The run each placement stands for: an assigned task's next attempt,
+	// a running task's current one.
+	current := make(map[string]runID, len(placements)) // task → run
+	for _, p := range placements {
+		want := p.Attempts
+		if p.State == ledger.TaskAssigned {
+			want++
+		}
+		current[p.Task] = runID{machine: p.Machine, attempt: want}
+	}
 	// A machine still holding a run the executor has not finished whose
 	// task the ledger no longer places there (one stopping after a
 	// preemption, say) takes no new run yet: the room the new run was
 	// given is the stopping run's. Runs of tasks still placed there are
 	// the machine's other shares (several tasks share a multi-CPU machine).
-	placed := make(map[string]string, len(allocs)) // task → machine
-	for _, a := range allocs {
-		placed[a.Task.ID] = a.Machine.ID
-	}
-	occupied := map[string]bool{}
+	var occupied map[string]bool
 	for _, r := range b.runs {
-		if r.phase != phaseReporting && placed[r.task.ID] != r.machine {
+		if r.phase != phaseReporting && current[r.task.ID].machine != r.machine {
+			if occupied == nil {
+				occupied = map[string]bool{}
+			}
 			occupied[r.machine] = true
 		}
 	}
-	// The run each allocation stands for: an assigned task's next attempt,
-	// a running task's current one.
-	current := map[string]string{} // task → runKey
-	waiting := map[string]bool{}
-	for _, a := range allocs {
-		t := a.Task
-		want := t.Attempts
-		if t.State == ledger.TaskAssigned {
-			want++
-		}
-		current[t.ID] = runKey(a.Machine.ID, want)
-		if _, ok := b.settled[t.ID]; ok {
+	var (
+		waiting map[string]bool
+		starts  []ledger.Placement
+	)
+	for _, p := range placements {
+		if _, ok := b.settled[p.Task]; ok {
 			continue
 		}
-		if b.runs[t.ID] != nil {
+		if b.runs[p.Task] != nil {
 			// Ours, or a previous run of it winding down or reporting its
 			// end (on another machine or this one): the next pass starts
 			// it once that one is gone.
 			continue
 		}
-		if !b.offered[a.Machine.Name] {
+		if !b.offered[p.MachineName] {
 			continue
 		}
-		switch t.State {
+		switch p.State {
 		case ledger.TaskAssigned:
-			if b.awaitStop(t) {
-				waiting[t.ID] = true
+			if b.awaitStop(p) {
+				if waiting == nil {
+					waiting = map[string]bool{}
+				}
+				waiting[p.Task] = true
 				continue
 			}
-			if !occupied[a.Machine.ID] {
-				b.startRun(ctx, a)
+			if !occupied[p.Machine] {
+				starts = append(starts, p)
 			}
 		case ledger.TaskRunning:
-			machine, task := a.Machine.ID, t.ID
+			machine, task := p.Machine, p.Task
 			b.orphan(ctx, "run "+machine, func(ctx context.Context) { b.orphanRun(ctx, machine, task) })
 		}
 	}
-	stopping := map[string]bool{} // task@runKey
+	b.startPlaced(ctx, starts)
+	var stopping map[stoppingRun]bool
 	for _, s := range stops {
-		key := runKey(s.Machine, s.Attempt)
-		stopping[s.Task+"@"+key] = true
+		if stopping == nil {
+			stopping = map[stoppingRun]bool{}
+		}
+		stopping[stoppingRun{task: s.Task, run: runID{machine: s.Machine, attempt: s.Attempt}}] = true
 		if _, ok := b.settled[s.Task]; ok {
 			continue
 		}
-		if r := b.runs[s.Task]; r != nil && r.key() == key {
+		if r := b.runs[s.Task]; r != nil && r.machine == s.Machine && r.attempt == s.Attempt {
 			b.requestStop(ctx, r, string(s.Outcome))
 			continue
 		}
 		// No run of ours is that run (a later run of the task may be
 		// tracked, even on the same machine: it is not the one to stop).
 		ps := s
-		b.orphan(ctx, "stop "+s.Task+"@"+key, func(ctx context.Context) { b.orphanStop(ctx, ps) })
+		b.orphan(ctx, "stop "+s.Task+"@"+runKey(s.Machine, s.Attempt), func(ctx context.Context) { b.orphanStop(ctx, ps) })
 	}
 	for _, r := range b.runs {
-		if r.phase == phaseReporting || current[r.task.ID] == r.key() || stopping[r.task.ID+"@"+r.key()] {
+		id := runID{machine: r.machine, attempt: r.attempt}
+		if r.phase == phaseReporting || current[r.task.ID] == id || stopping[stoppingRun{task: r.task.ID, run: id}] {
 			continue
 		}
 		// The ledger took the run off this machine without a stop to
@@ -291,6 +306,46 @@ func (b *bridge) reconcile(ctx context.Context) bool {
 	return len(waiting) > 0
 }
 
+// runID names one run of a task: its machine and attempt (runKey as a
+// map key that costs no string).
+type runID struct {
+	machine string
+	attempt int
+}
+
+// stoppingRun is a run the ledger waits a stop report for.
+type stoppingRun struct {
+	task string
+	run  runID
+}
+
+// startPlaced starts a run for each placement of starts, with the task as
+// the ledger holds it now: a placement the ledger changed since reconcile
+// read it (taken back, started elsewhere) is left to the next pass, which
+// the change's event wakes. b.mu is held.
+func (b *bridge) startPlaced(ctx context.Context, starts []ledger.Placement) {
+	if len(starts) == 0 {
+		return
+	}
+	allocs := make([]ledger.Allocation, 0, len(starts))
+	b.cfg.Ledger.View(func(l *ledger.Ledger) {
+		for _, p := range starts {
+			t, ok := l.Task(p.Task)
+			if !ok || t.State != ledger.TaskAssigned || t.Machine != p.Machine || t.Attempts != p.Attempts {
+				continue
+			}
+			m, ok := l.Machine(p.Machine)
+			if !ok {
+				continue
+			}
+			allocs = append(allocs, ledger.Allocation{Machine: m, Task: t})
+		}
+	})
+	for _, a := range allocs {
+		b.startRun(ctx, a)
+	}
+}
+
 // awaitStop says whether the start of assigned task t waits: it is
 // checkpointable and a previous run of it is still being stopped (its
 // segment is open, preempting), so the stop report may bring a checkpoint
@@ -298,26 +353,19 @@ func (b *bridge) reconcile(ctx context.Context) bool {
 // machine is declared lost (which closes the segment), or after
 // checkpoint.grace + 2 × checkpoint.transfer_timeout, when the task starts
 // from its recorded checkpoint anyway. b.mu is held.
-func (b *bridge) awaitStop(t ledger.Task) bool {
-	if !t.Spec.Checkpointable {
+func (b *bridge) awaitStop(p ledger.Placement) bool {
+	if !p.Checkpointable || !p.StopOpen {
 		return false
 	}
-	open := false
-	for _, s := range t.Segments {
-		open = open || s.Outcome == ledger.OutcomePreempting || s.Outcome == ledger.OutcomeCancelling
-	}
-	if !open {
-		return false
-	}
-	since, ok := b.waiting[t.ID]
+	since, ok := b.waiting[p.Task]
 	if !ok {
-		b.waiting[t.ID] = time.Now()
-		b.log.Info("start waits for the stop report of the previous run (its checkpoint)", "task", t.ID)
+		b.waiting[p.Task] = time.Now()
+		b.log.Info("start waits for the stop report of the previous run (its checkpoint)", "task", p.Task)
 		return true
 	}
 	ck := b.cfg.Checkpoint
 	if time.Since(since) > ck.Grace+2*ck.TransferTimeout {
-		b.log.Warn("stop report of the previous run still missing: starting from the recorded checkpoint", "task", t.ID, "waited", time.Since(since).Round(time.Second))
+		b.log.Warn("stop report of the previous run still missing: starting from the recorded checkpoint", "task", p.Task, "waited", time.Since(since).Round(time.Second))
 		return false
 	}
 	return true
@@ -511,7 +559,13 @@ func (b *bridge) start(ctx context.Context, r *run) {
 	if needStop {
 		b.stopExec(ctx, r)
 	}
-	b.poke()
+	if err != nil || needStop {
+		// A run that will not go on: look at its machine again. A run
+		// that started cleanly changes nothing a pass would act on (it
+		// stays tracked, on the machine the ledger gave it), so it wakes
+		// no pass: one reconciliation fewer per task.
+		b.poke()
+	}
 }
 
 // watchRun starts what follows a run while it lasts: its periodic
@@ -686,8 +740,14 @@ func (b *bridge) finish(ctx context.Context, r *run, res executor.Result) {
 		b.discardDir(res)
 	}
 	// A task that ended, or a checkpoint that replaced another, may leave
-	// archives to collect.
-	b.ck.poke()
+	// archives and a checkpoint directory to collect: only a
+	// checkpointable task, or one with a recorded checkpoint, has any. The
+	// collector's pass reads every task directory and a consistent view
+	// (checkpoints.gc), too much to pay after every end of a short task;
+	// its periodic pass still covers the rest.
+	if t.Spec.Checkpointable || t.Checkpoint != nil {
+		b.ck.poke()
+	}
 }
 
 // runOutcome names how a reported run ended, for Observer: "stopped" (the
