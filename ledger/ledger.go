@@ -60,6 +60,11 @@ type Ledger struct {
 	// pass reads them, kept between passes; nil when the federation's
 	// peers compute no passes.
 	queue *keptQueue
+	// keptMach (derived, keptview.go) is the policy view's machines and
+	// their prepared policy.Federation, kept between the passes that read
+	// the kept queue; nil until the next such pass after any change of a
+	// machine (machinesChanged).
+	keptMach *keptMachines
 	// gangs (derived, gang.go) holds the IDs of the gangs with a part
 	// that has not ended.
 	gangs map[string]struct{}
