@@ -3,6 +3,7 @@ package ledger
 import (
 	"fmt"
 	"reflect"
+	"sync"
 
 	"github.com/coopgrid/coopgrid/policy"
 )
@@ -36,9 +37,22 @@ type keptMachines struct {
 	drained []*Machine
 }
 
+// keptCache holds the kept machines: nil until the next kept pass after
+// any change of a machine (machinesChanged). Its lock: a kept pass may
+// build them under the state's read lock (Placeable), beside other
+// readers (CheckInvariants).
+type keptCache struct {
+	mu sync.Mutex
+	m  *keptMachines
+}
+
 // machinesChanged drops the kept machines: a machine the view shows, or
 // the organisations that own them, changed.
-func (l *Ledger) machinesChanged() { l.keptMach = nil }
+func (l *Ledger) machinesChanged() {
+	l.kept.mu.Lock()
+	l.kept.m = nil
+	l.kept.mu.Unlock()
+}
 
 // buildKeptMachines derives the kept machines from the state, as
 // policyView lists them.
@@ -79,22 +93,25 @@ func (l *Ledger) keptOrgIndex() map[string]int {
 // (schedulingPass with kept): the same State, with the kept queue q (nil:
 // the queued tasks listed) and the kept machines, which it shares with the
 // ledger (State.Machines, State.Federation and ViewMap.Machines): valid
-// only until the ledger changes. Apart from its running tasks and the
+// only until the ledger changes, and (for the MTBFs it refreshes) until
+// the next kept view: the leader's loop takes one at a time. Apart from its running tasks and the
 // organisations it costs no work per machine unless a machine changed
 // since the last kept pass (or, when the federation tracks stability,
 // one refresh of each machine's MTBF).
 func (l *Ledger) keptView(nowMs int64, checkpointBlockSeconds float64, q *policy.Queue) (*policy.State, *ViewMap) {
 	orgIdx := l.keptOrgIndex()
-	k := l.keptMach
+	l.kept.mu.Lock()
+	k := l.kept.m
 	if k == nil || k.nOrgs != len(l.order) {
 		k = l.buildKeptMachines(orgIdx)
-		l.keptMach = k
+		l.kept.m = k
 	}
 	if l.stability != nil {
 		for i, m := range k.mach {
 			k.ms[i].MTBFMs = l.stabilityOf(m, max(nowMs, 0)).MTBFMs
 		}
 	}
+	l.kept.mu.Unlock()
 	s := &policy.State{
 		Orgs:                   make([]policy.Org, len(l.order)),
 		Machines:               k.ms,
@@ -127,7 +144,9 @@ func (l *Ledger) keptView(nowMs int64, checkpointBlockSeconds float64, q *policy
 // are what a build from the state gives now (MTBFs aside: a pass
 // refreshes them).
 func (l *Ledger) checkKeptMachines(fail func(string, ...any)) {
-	k := l.keptMach
+	l.kept.mu.Lock()
+	defer l.kept.mu.Unlock()
+	k := l.kept.m
 	if k == nil || k.nOrgs != len(l.order) {
 		return
 	}

@@ -77,12 +77,12 @@ func TestKeptMachinesAgreeOverRandomSequences(t *testing.T) {
 			if i%3 != 0 {
 				continue
 			}
-			if last != nil && f.l.keptMach == last {
+			if last != nil && f.l.kept.m == last {
 				reused++
 			}
 			checkKeptPass(t, f.l, g.now)
 			checkKeptViewMachines(t, f.l, g.now)
-			last = f.l.keptMach
+			last = f.l.kept.m
 			if i%100 == 99 {
 				checkRestoredKeptPass(t, f.l, g.now)
 			}
@@ -132,7 +132,7 @@ func checkRestoredKeptPass(t *testing.T, l *Ledger, nowMs int64) {
 	if err := nl.Restore(bytes.NewReader(snapshotOf(t, l))); err != nil {
 		t.Fatal(err)
 	}
-	if nl.keptMach != nil {
+	if nl.kept.m != nil {
 		t.Fatal("a restored ledger has kept machines: they are not in the snapshot")
 	}
 	nowMs = max(nowMs, l.ScheduledAtMs())
@@ -151,7 +151,7 @@ func checkRestoredKeptPass(t *testing.T, l *Ledger, nowMs int64) {
 	if got := decide(nl); !reflect.DeepEqual(got, want) {
 		t.Fatalf("at %d ms: the restored ledger's kept pass decides %+v, the original's %+v", nowMs, got, want)
 	}
-	if nl.keptMach == nil {
+	if nl.kept.m == nil {
 		t.Fatal("the restored ledger's kept pass built no kept machines")
 	}
 	if err := nl.CheckInvariants(); err != nil {
