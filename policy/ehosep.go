@@ -164,7 +164,7 @@ func newEhosepPass(s *State, bestFit bool) *ehosepPass {
 	}
 	ms := s.Machines
 	w.free = newRankTree(len(ms), w.watt.energy)
-	w.victims = newBusySets(n, w.watt.pos, w.waste, ms)
+	w.victims = newBusySets(n, w.watt.pos, w.waste, w.watt.victim)
 	for k := range s.Running {
 		r := &s.Running[k]
 		m := r.Machine
@@ -328,7 +328,7 @@ func (w *ehosepPass) allocate(i, m int) {
 
 // place runs t on machine m; its organisation is detached.
 func (w *ehosepPass) place(t *Task, m int) {
-	mc := w.s.Machines[m]
+	mc := &w.s.Machines[m]
 	w.busy[m] = true
 	w.running[m] = t
 	w.waste[m], w.exec[m] = 0, 0
@@ -376,7 +376,7 @@ func (w *ehosepPass) preempt(i, z, upTo int) bool {
 		return false
 	}
 	m := int(y)
-	mc := w.s.Machines[m]
+	mc := &w.s.Machines[m]
 	// Line 6: the victim stays in excess, or the beneficiary's limit is lower.
 	if !(PREPreempt(w.alloc[z], w.quota[z], mc.MFLOPS) >= 0 || w.limit[i] < w.limit[z]) {
 		return false
@@ -403,7 +403,7 @@ func (w *ehosepPass) preempt(i, z, upTo int) bool {
 // and the work it keeps (Decision.VictimWasteMFlop, VictimKeptMFlop).
 func (w *ehosepPass) stopVictim(m int) (victim Task, waste, kept float64) {
 	victim = *w.running[m]
-	z, mc := victim.Org, w.s.Machines[m]
+	z, mc := victim.Org, &w.s.Machines[m]
 	waste, kept = w.waste[m], w.exec[m]-w.waste[m]
 	w.victims.remove(z, int32(m))
 	w.busy[m] = false

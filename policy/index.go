@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 )
@@ -106,8 +107,10 @@ type wattOrder struct {
 	watts []int64 // position → draw, ascending
 	byPos []int32 // position → machine index
 	// energy is each machine's rank in algorithm 4's order
-	// (energyBetter), which the free machines' tree compares.
-	energy []int32
+	// (energyBetter), which the free machines' tree compares; victim its
+	// rank in victimBetter's ties (smaller d, then ID), which the busy
+	// machines' treaps compare after the waste.
+	energy, victim []int32
 }
 
 func newWattOrder(ms []Machine) wattOrder {
@@ -143,6 +146,21 @@ func newWattOrder(ms []Machine) wattOrder {
 	w.energy = make([]int32, len(ms))
 	for r, m := range byEnergy {
 		w.energy[m] = int32(r)
+	}
+	slices.SortFunc(byEnergy, func(a, b int32) int { // now by victim ties
+		switch ma, mb := &ms[a], &ms[b]; {
+		case a == b:
+			return 0
+		case ma.MFLOPS != mb.MFLOPS:
+			return cmp.Compare(ma.MFLOPS, mb.MFLOPS)
+		case ma.ID < mb.ID:
+			return -1
+		}
+		return 1 // a total order: machine IDs are unique
+	})
+	w.victim = make([]int32, len(ms))
+	for r, m := range byEnergy {
+		w.victim[m] = int32(r)
 	}
 	return w
 }
