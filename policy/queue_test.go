@@ -357,7 +357,7 @@ func TestBusySetsPrefix(t *testing.T) {
 		}
 		better := func(a, b int32) bool { return victimBetter(waste[a], waste[b], ms[a], ms[b]) }
 		b := newBusySets(nOrg, pos, waste, newWattOrder(ms).victim) // ranked as victimBetter ties them
-		in := make([]int, nM) // org+1, 0 when in no set
+		in := make([]int, nM)                                       // org+1, 0 when in no set
 		for step := range 100 {
 			m := r.IntN(nM)
 			if in[m] > 0 {
