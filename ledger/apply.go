@@ -96,6 +96,7 @@ func (b *RegisterOrg) check(l *Ledger, c *Command) (change, *Error) {
 		if len(l.orgs) == 0 && b.Rules != nil {
 			l.rules = b.Rules.normalized()
 		}
+		l.machinesChanged() // the view's organisation count
 		l.orgs[c.Org] = &Org{Name: c.Org, Peer: c.Peer, LimitMilliW: b.LimitMilliW, RegisteredAt: index}
 		l.order = append(l.order, c.Org)
 		l.peers[c.Peer] = c.Org
@@ -109,6 +110,7 @@ func (b *RegisterOrg) check(l *Ledger, c *Command) (change, *Error) {
 }
 
 func (l *Ledger) putMachine(m *Machine) {
+	l.machinesChanged()
 	l.machines[m.ID] = m
 	l.byOrgM[m.Org][m.ID] = struct{}{}
 }
@@ -144,6 +146,7 @@ func (b *RemoveMachine) check(l *Ledger, c *Command) (change, *Error) {
 		return nil, errf(CodeMachineBusy, "machine %q has %d stopped runs whose energy is not reported yet (report them, or declare the machine lost)", m.ID, n)
 	}
 	return func(uint64, *Result) {
+		l.machinesChanged()
 		delete(l.machines, m.ID)
 		delete(l.byOrgM[m.Org], m.ID)
 	}, nil

@@ -29,5 +29,10 @@ func (b *DrainMachine) check(l *Ledger, c *Command) (change, *Error) {
 		return nil, err
 	}
 	drained := b.Drained
-	return func(uint64, *Result) { m.Drained = drained }, nil
+	return func(uint64, *Result) {
+		if m.Drained != drained {
+			l.machinesChanged()
+		}
+		m.Drained = drained
+	}, nil
 }

@@ -263,6 +263,7 @@ func (l *Ledger) CheckInvariants() error {
 	}
 
 	l.checkKeptQueue(fail)
+	l.checkKeptMachines(fail)
 
 	// Derived sums and limits.
 	for _, name := range l.order {

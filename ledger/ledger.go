@@ -60,6 +60,10 @@ type Ledger struct {
 	// pass reads them, kept between passes; nil when the federation's
 	// peers compute no passes.
 	queue *keptQueue
+	// kept (derived, keptview.go) holds the policy view's machines and
+	// their prepared policy.Federation, kept between the passes that read
+	// the kept queue.
+	kept *keptCache
 	// gangs (derived, gang.go) holds the IDs of the gangs with a part
 	// that has not ended.
 	gangs map[string]struct{}
@@ -88,6 +92,7 @@ func New() *Ledger {
 		memo:       &hashMemo{},
 		gangs:      map[string]struct{}{},
 		sigs:       newSigCache(),
+		kept:       &keptCache{},
 	}
 }
 

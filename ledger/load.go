@@ -39,6 +39,9 @@ func (b *MachineLoad) check(l *Ledger, c *Command) (change, *Error) {
 	}
 	load := b.LoadPermille
 	return func(uint64, *Result) {
+		if m.OwnerLoadPermille != load {
+			l.machinesChanged()
+		}
 		m.OwnerLoadPermille = load
 		m.OwnerLoadAtMs = max(m.OwnerLoadAtMs, c.AtMs)
 	}, nil

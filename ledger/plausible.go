@@ -395,5 +395,9 @@ func (l *Ledger) observeDone(t *Task, i int, m *Machine) {
 		return
 	}
 	s := &t.Segments[i]
+	was := m.EffectiveMFLOPS()
 	m.observe(t.SizeMFlop-s.FromMFlop, s.EndMs-s.StartMs)
+	if m.EffectiveMFLOPS() != was { // a corrected speed: the view's changed
+		l.machinesChanged()
+	}
 }

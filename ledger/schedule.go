@@ -178,11 +178,15 @@ func (l *Ledger) schedulingPass(nowMs int64, kept bool) (*Pass, *Error) {
 		// named policy gets here, and every such peer alike.
 		return nil, errf(CodePolicyFailed, "policy %q: %v", s.Policy, err)
 	}
-	var q *policy.Queue
+	var (
+		st *policy.State
+		vm *ViewMap
+	)
 	if kept {
-		q = l.keptPolicyQueue()
+		st, vm = l.keptView(nowMs, float64(s.CheckpointBlockMs)/1000, l.keptPolicyQueue())
+	} else {
+		st, vm = l.policyView(nowMs, float64(s.CheckpointBlockMs)/1000, nil)
 	}
-	st, vm := l.policyView(nowMs, float64(s.CheckpointBlockMs)/1000, q)
 	return &Pass{settings: s, policy: pol, state: st, view: vm}, nil
 }
 

@@ -121,8 +121,12 @@ func (l *Ledger) startHistory(m *Machine, atMs int64) {
 // atMs, when a change took m from available (was) to its present
 // availability; lost says the change was a loss (a failure), otherwise an
 // owner's reclaim. No change of availability, or no tracking, folds
-// nothing.
+// nothing. A change of availability drops the kept machines (keptview.go):
+// the machine enters or leaves the policy view.
 func (l *Ledger) foldAvailability(m *Machine, was bool, atMs int64, lost bool) {
+	if was != m.available() { // the machine enters or leaves the view
+		l.machinesChanged()
+	}
 	if l.stability == nil || was == m.available() {
 		return
 	}

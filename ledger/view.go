@@ -73,32 +73,43 @@ func (l *Ledger) policyView(nowMs int64, checkpointBlockSeconds float64, kept *p
 		pm.MTBFMs = l.stabilityOf(m, max(nowMs, 0)).MTBFMs
 		s.Machines = append(s.Machines, pm)
 	}
-	if kept != nil {
-		s.Queue = kept
-	} else {
-		for _, t := range l.bySeq {
-			if t.State == TaskQueued && t.Spec.Gang == nil {
-				s.Queued = append(s.Queued, policyTask(t, orgIdx))
-			}
-		}
-	}
+	l.viewQueued(s, kept, orgIdx)
 	for _, id := range vm.Machines {
 		for _, tid := range l.machines[id].Tasks() {
-			t := l.tasks[tid]
-			r := policy.Running{Task: policyTask(t, orgIdx), Machine: machIdx[id]}
-			if i := t.openSegment(id, OutcomeRunning); i >= 0 {
-				start := t.Segments[i].StartMs
-				r.RunSeconds = seconds(nowMs - start)
-				if ck := t.Checkpoint; ck != nil && ck.AtMs >= start {
-					r.HasCheckpoint = true
-					r.SinceCheckpointSeconds = seconds(nowMs - ck.AtMs)
-				}
-			}
-			s.Running = append(s.Running, r)
+			s.Running = append(s.Running, l.viewRunning(l.tasks[tid], id, machIdx[id], nowMs, orgIdx))
 		}
 	}
 	l.viewGangs(s, orgIdx)
 	return s, vm
+}
+
+// viewQueued gives the view its queued tasks: kept (State.Queue) when not
+// nil, else listed by submit sequence.
+func (l *Ledger) viewQueued(s *policy.State, kept *policy.Queue, orgIdx map[string]int) {
+	if kept != nil {
+		s.Queue = kept
+		return
+	}
+	for _, t := range l.bySeq {
+		if t.State == TaskQueued && t.Spec.Gang == nil {
+			s.Queued = append(s.Queued, policyTask(t, orgIdx))
+		}
+	}
+}
+
+// viewRunning is task t, placed on machine id (index machine in the
+// view), as the view shows it at nowMs.
+func (l *Ledger) viewRunning(t *Task, id string, machine int, nowMs int64, orgIdx map[string]int) policy.Running {
+	r := policy.Running{Task: policyTask(t, orgIdx), Machine: machine}
+	if i := t.openSegment(id, OutcomeRunning); i >= 0 {
+		start := t.Segments[i].StartMs
+		r.RunSeconds = seconds(nowMs - start)
+		if ck := t.Checkpoint; ck != nil && ck.AtMs >= start {
+			r.HasCheckpoint = true
+			r.SinceCheckpointSeconds = seconds(nowMs - ck.AtMs)
+		}
+	}
+	return r
 }
 
 // drainedInView leaves a drained machine (DrainMachine) out of the view, so

@@ -70,6 +70,8 @@ func BenchmarkEHOSEPScaling(b *testing.B) {
 		{10, 1_000, 10_000},
 		{100, 1_000, 10_000},
 		{1_000, 1_000, 10_000},
+		// Issue 22's goal rows, on the goal federation (10,000
+		// machines): 1,000 organisations, and (below) 1,000,000 queued.
 		{1_000, 10_000, 100_000},
 		{100, 10_000, 10_000},
 		{100, 10_000, 100_000},
@@ -102,6 +104,27 @@ func keptState(b *testing.B, s *State) *State {
 	}
 	return &State{Orgs: s.Orgs, Machines: s.Machines, Federation: fed, Queue: q, Running: s.Running,
 		CheckpointBlockSeconds: s.CheckpointBlockSeconds}
+}
+
+// BenchmarkEHOSEPSteady is a kept pass in a busy federation, the ledger's
+// usual pass: the goal federation (1,000 organisations, 10,000 machines,
+// 100,000 queued) with every machine but one in a hundred running a task
+// that has run for a while, so a pass has about a hundred machines to fill
+// (and whatever preemptions the organisations' deficits call for). What
+// it costs beyond its decisions is what a pass still pays per machine,
+// organisation and running task.
+func BenchmarkEHOSEPSteady(b *testing.B) {
+	s := keptState(b, benchState(1_000, 10_000, 100_000, 5))
+	for m := range s.Machines {
+		if m%100 == 0 {
+			continue
+		}
+		s.Running = append(s.Running, Running{
+			Task:    Task{ID: fmt.Sprintf("r%05d", m), Org: m % len(s.Orgs), SizeMFlop: 100_000_000, Seq: uint64(1_000_000 + m)},
+			Machine: m, RunSeconds: float64(m % 900)})
+	}
+	s.CheckpointBlockSeconds = 300
+	benchPass(b, EHOSEP{}, s)
 }
 
 // BenchmarkEHOSEPPreemption measures a pass dominated by algorithm 5: a

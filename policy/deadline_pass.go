@@ -49,9 +49,9 @@ import "slices"
 // allocateClassed is algorithm 4 for a task t with a class of
 // organisation i (detached, t already popped), def being the free
 // machine EHOSEP chose for it.
-func (w *ehosepPass) allocateClassed(i int, t Task, def int) {
-	m := deadlinePlace(w.s, &t, def, w.candidate(i))
-	if t.Class == SoftDeadline && !w.meets(&t, m, 0) && w.softElsewhere(i, t) {
+func (w *ehosepPass) allocateClassed(i int, t *Task, def int) {
+	m := deadlinePlace(w.s, t, def, w.candidate(i))
+	if t.Class == SoftDeadline && !w.meets(t, m, 0) && w.softElsewhere(i, t) {
 		return
 	}
 	w.free.set(w.watt.pos[m], -1)
@@ -98,12 +98,12 @@ func (w *ehosepPass) serveClassedHeads() bool {
 
 // softElsewhere is fig. 4.1's second and third branches for soft task t
 // of organisation i (detached): false when neither applies.
-func (w *ehosepPass) softElsewhere(i int, t Task) bool {
-	if m := w.niceVictim(i, &t); m >= 0 {
+func (w *ehosepPass) softElsewhere(i int, t *Task) bool {
+	if m := w.niceVictim(i, t); m >= 0 {
 		w.preemptNice(i, t, m)
 		return true
 	}
-	if m := w.slotBehind(i, &t, SoftDeadline); m >= 0 {
+	if m := w.slotBehind(i, t, SoftDeadline); m >= 0 {
 		w.reserve(t, m)
 		return true
 	}
@@ -181,7 +181,7 @@ func (w *ehosepPass) remaining(m int) int64 {
 // preemptNice stops the nice task on machine m (it goes back to its
 // organisation's queue keeping its checkpointed work) and starts soft task
 // t of organisation i (detached) there.
-func (w *ehosepPass) preemptNice(i int, t Task, m int) {
+func (w *ehosepPass) preemptNice(i int, t *Task, m int) {
 	z := w.running[m].Org
 	if z != i {
 		w.detach(z)
@@ -202,7 +202,7 @@ func (w *ehosepPass) preemptNice(i int, t Task, m int) {
 
 // reserve gives t the reservation slot of busy machine m for the rest of
 // the pass: t is not placed, and m is no longer anyone's victim.
-func (w *ehosepPass) reserve(t Task, m int) {
+func (w *ehosepPass) reserve(t *Task, m int) {
 	w.state().reserved[m] = t.ID
 	w.unlist(m)
 }

@@ -75,7 +75,10 @@ type ehosepPass struct {
 	watt    wattOrder
 	free    *minTree
 	victims *busySets // per organisation: machines running its tasks
-	running []Task    // per machine; valid when busy[m]
+	// running is, per machine, its task (valid when busy[m]): a pointer
+	// into the state or the queue, which no pass changes, so that a
+	// decision copies no Task (a Task is over 200 bytes).
+	running []*Task
 	busy    []bool
 	waste   []float64 // per machine: work lost if its task stops now
 	exec    []float64 // per machine: work done since its task started
@@ -118,16 +121,16 @@ func (q *passQueue) fromSource() bool {
 	return len(q.heap.items) == 0 || taskBefore(q.ahead[0], q.heap.items[0], q.heap.bestFit)
 }
 
-func (q *passQueue) pop() Task {
+func (q *passQueue) pop() *Task {
 	if !q.fromSource() {
-		return q.heap.pop()
+		return q.heap.popPtr()
 	}
 	t := q.ahead[0]
 	q.left--
 	if q.ahead = q.ahead[1:]; len(q.ahead) == 0 && q.left > 0 {
 		q.ahead = q.src.following(q.org, t, queueReadAhead, q.buf[:0])
 	}
-	return *t
+	return t
 }
 
 func newEhosepPass(s *State, bestFit bool) *ehosepPass {
@@ -144,7 +147,7 @@ func newEhosepPass(s *State, bestFit bool) *ehosepPass {
 		quota: tot.QuotaMFLOPS, pquota: tot.PowerQuotaMilliW,
 		limit: make([]int64, n), alloc: make([]int64, n), pi: make([]int64, n),
 		dp: make([]float64, n), queue: make([]passQueue, n), csqBase: make([]float64, n),
-		running: make([]Task, len(s.Machines)), busy: make([]bool, len(s.Machines)),
+		running: make([]*Task, len(s.Machines)), busy: make([]bool, len(s.Machines)),
 		waste: make([]float64, len(s.Machines)), exec: make([]float64, len(s.Machines)),
 		maxServices: 4*(s.queuedLen()+len(s.Running)+len(s.Machines)) + 16,
 	}
@@ -160,14 +163,15 @@ func newEhosepPass(s *State, bestFit bool) *ehosepPass {
 		w.watt = newWattOrder(s.Machines)
 	}
 	ms := s.Machines
-	w.free = newMinTree(len(ms), func(a, b int32) bool { return energyBetter(ms[a], ms[b]) })
-	w.victims = newBusySets(n, w.watt.pos, w.waste, ms)
-	for _, r := range s.Running {
+	w.free = newRankTree(len(ms), w.watt.energy)
+	w.victims = newBusySets(n, w.watt.pos, w.waste, w.watt.victim)
+	for k := range s.Running {
+		r := &s.Running[k]
 		m := r.Machine
 		w.busy[m] = true
-		w.running[m] = r.Task
-		w.waste[m] = Waste(r, ms[m].MFLOPS, s.CheckpointBlockSeconds)
-		w.exec[m] = Executed(r, ms[m].MFLOPS)
+		w.running[m] = &r.Task
+		w.waste[m] = Waste(*r, ms[m].MFLOPS, s.CheckpointBlockSeconds)
+		w.exec[m] = Executed(*r, ms[m].MFLOPS)
 		o := r.Task.Org
 		w.alloc[o] += ms[m].MFLOPS
 		w.pi[o] += ms[m].BusyMilliW
@@ -251,11 +255,17 @@ func (w *ehosepPass) attach(o int) {
 }
 
 func (w *ehosepPass) run() ([]Decision, error) {
+	// From an idle federation a pass places about one task per free
+	// machine: room for them up front, not a doubling slice's copies.
+	w.decisions = make([]Decision, 0, min(w.s.queuedLen(), max(len(w.s.Machines)-len(w.s.Running), 0))+1)
 	for services := 0; ; services++ {
 		if services > w.maxServices {
 			return nil, fmt.Errorf("ehosep: no quiescence after %d services (a bug: the pass must terminate)", services)
 		}
 		if !w.serveOne() {
+			if len(w.decisions) == 0 {
+				return nil, nil // as a pass that never had room made
+			}
 			return w.decisions, nil
 		}
 	}
@@ -317,8 +327,8 @@ func (w *ehosepPass) allocate(i, m int) {
 }
 
 // place runs t on machine m; its organisation is detached.
-func (w *ehosepPass) place(t Task, m int) {
-	mc := w.s.Machines[m]
+func (w *ehosepPass) place(t *Task, m int) {
+	mc := &w.s.Machines[m]
 	w.busy[m] = true
 	w.running[m] = t
 	w.waste[m], w.exec[m] = 0, 0
@@ -366,7 +376,7 @@ func (w *ehosepPass) preempt(i, z, upTo int) bool {
 		return false
 	}
 	m := int(y)
-	mc := w.s.Machines[m]
+	mc := &w.s.Machines[m]
 	// Line 6: the victim stays in excess, or the beneficiary's limit is lower.
 	if !(PREPreempt(w.alloc[z], w.quota[z], mc.MFLOPS) >= 0 || w.limit[i] < w.limit[z]) {
 		return false
@@ -392,8 +402,8 @@ func (w *ehosepPass) preempt(i, z, upTo int) bool {
 // queue with the work it keeps. It returns the task, the work it loses
 // and the work it keeps (Decision.VictimWasteMFlop, VictimKeptMFlop).
 func (w *ehosepPass) stopVictim(m int) (victim Task, waste, kept float64) {
-	victim = w.running[m]
-	z, mc := victim.Org, w.s.Machines[m]
+	victim = *w.running[m]
+	z, mc := victim.Org, &w.s.Machines[m]
 	waste, kept = w.waste[m], w.exec[m]-w.waste[m]
 	w.victims.remove(z, int32(m))
 	w.busy[m] = false

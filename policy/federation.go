@@ -9,15 +9,19 @@ import "fmt"
 // with NewFederation and sets State.Federation; Schedule then neither
 // re-validates nor re-derives the machines.
 //
-// The machines slice is taken over: it must not be modified afterwards. A
-// State whose Machines is not that very slice (same backing array and
+// The machines slice is taken over: it must not be modified afterwards,
+// except for each machine's MTBFMs, from which nothing is prepared (the
+// ledger refreshes them in place at every pass: they grow with the time).
+// A State whose Machines is not that very slice (same backing array and
 // length) or whose number of organisations differs is scheduled as if
 // Federation were nil.
 type Federation struct {
 	machines []Machine
 	nOrgs    int
 	tot      Totals
-	watt     wattOrder
+	// watt orders the machines by draw and ranks them by energy
+	// (algorithm 4's order), once for every pass.
+	watt wattOrder
 	// oneSlot: every machine is one slot open to every task (unitMachines).
 	oneSlot bool
 }

@@ -30,7 +30,7 @@ func newFreeIndex(ms []Machine, free, capa []Resources) *freeIndex {
 	for i := range x.order {
 		x.order[i] = i
 	}
-	sort.Slice(x.order, func(a, b int) bool { return energyBetter(ms[x.order[a]], ms[x.order[b]]) })
+	sort.Slice(x.order, func(a, b int) bool { return energyBefore(&ms[x.order[a]], &ms[x.order[b]]) })
 	for p, m := range x.order {
 		x.pos[m] = p
 	}

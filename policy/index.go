@@ -1,6 +1,10 @@
 package policy
 
-import "sort"
+import (
+	"cmp"
+	"slices"
+	"sort"
+)
 
 // minTree is a segment tree over machine positions (machines sorted by busy
 // watts, ascending) holding, for each node, the best present machine of its
@@ -11,6 +15,17 @@ type minTree struct {
 	size   int
 	node   []int32 // machine index, -1 when the range holds none
 	better func(a, b int32) bool
+	// rank, when not nil, replaces better: a is better than b when
+	// rank[a] < rank[b] (a static order precomputed once, compared
+	// without a call: the free machines' tree moves at every decision).
+	rank []int32
+}
+
+// newRankTree is a minTree whose order is rank's (a permutation).
+func newRankTree(n int, rank []int32) *minTree {
+	t := newMinTree(n, nil)
+	t.rank = rank
+	return t
 }
 
 func newMinTree(n int, better func(a, b int32) bool) *minTree {
@@ -30,6 +45,11 @@ func (t *minTree) pick(a, b int32) int32 {
 	case a < 0:
 		return b
 	case b < 0:
+		return a
+	case t.rank != nil:
+		if t.rank[b] < t.rank[a] {
+			return b
+		}
 		return a
 	case t.better(b, a):
 		return b
@@ -86,6 +106,11 @@ type wattOrder struct {
 	pos   []int   // machine index → position
 	watts []int64 // position → draw, ascending
 	byPos []int32 // position → machine index
+	// energy is each machine's rank in algorithm 4's order
+	// (energyBetter), which the free machines' tree compares; victim its
+	// rank in victimBetter's ties (smaller d, then ID), which the busy
+	// machines' treaps compare after the waste.
+	energy, victim []int32
 }
 
 func newWattOrder(ms []Machine) wattOrder {
@@ -105,6 +130,38 @@ func newWattOrder(ms []Machine) wattOrder {
 		w.pos[m] = p
 		w.watts[p] = ms[m].BusyMilliW
 	}
+	byEnergy := make([]int32, len(ms))
+	for i := range byEnergy {
+		byEnergy[i] = int32(i)
+	}
+	slices.SortFunc(byEnergy, func(a, b int32) int {
+		switch {
+		case a == b:
+			return 0
+		case energyBefore(&ms[a], &ms[b]):
+			return -1
+		}
+		return 1 // a total order: machine IDs are unique
+	})
+	w.energy = make([]int32, len(ms))
+	for r, m := range byEnergy {
+		w.energy[m] = int32(r)
+	}
+	slices.SortFunc(byEnergy, func(a, b int32) int { // now by victim ties
+		switch ma, mb := &ms[a], &ms[b]; {
+		case a == b:
+			return 0
+		case ma.MFLOPS != mb.MFLOPS:
+			return cmp.Compare(ma.MFLOPS, mb.MFLOPS)
+		case ma.ID < mb.ID:
+			return -1
+		}
+		return 1 // a total order: machine IDs are unique
+	})
+	w.victim = make([]int32, len(ms))
+	for r, m := range byEnergy {
+		w.victim[m] = int32(r)
+	}
 	return w
 }
 
@@ -116,7 +173,10 @@ func (w wattOrder) upTo(bound int64) int {
 // energyBetter orders machines for algorithm 4: least energy for a task,
 // E = s/d · c, that is least c/d (compared exactly as c_a·d_b < c_b·d_a);
 // ties: larger d (L835), then machine ID.
-func energyBetter(a, b Machine) bool {
+func energyBetter(a, b Machine) bool { return energyBefore(&a, &b) }
+
+// energyBefore is energyBetter without copying the machines.
+func energyBefore(a, b *Machine) bool {
 	ea, eb := a.BusyMilliW*b.MFLOPS, b.BusyMilliW*a.MFLOPS
 	if ea != eb {
 		return ea < eb

@@ -483,7 +483,7 @@ func newLivePass(s *State) *livePass {
 		b.energy[m] = m
 	}
 	slices.SortFunc(b.energy, func(x, y int) int {
-		if energyBetter(s.Machines[x], s.Machines[y]) {
+		if energyBefore(&s.Machines[x], &s.Machines[y]) {
 			return -1
 		}
 		return 1

@@ -192,30 +192,26 @@ type busySets struct {
 	left, right, best []int32 // per machine; best: the subtree's best victim
 	pos               []int   // machine → position in draw order
 	waste             []float64
-	ms                []Machine
+	tie               []int32 // machine → rank by victimBetter's ties (wattOrder.victim)
 }
 
-func newBusySets(nOrgs int, pos []int, waste []float64, ms []Machine) *busySets {
+func newBusySets(nOrgs int, pos []int, waste []float64, tie []int32) *busySets {
 	n := len(pos)
 	b := &busySets{root: make([]int32, nOrgs), left: make([]int32, n), right: make([]int32, n),
-		best: make([]int32, n), pos: pos, waste: waste, ms: ms}
+		best: make([]int32, n), pos: pos, waste: waste, tie: tie}
 	for i := range b.root {
 		b.root[i] = -1
 	}
 	return b
 }
 
-// better is victimBetter without copying the machines: least waste, then
-// smaller computing power, then ID.
+// better is victimBetter without reading the machines: least waste, then
+// the rank of the ties (smaller computing power, then ID).
 func (b *busySets) better(x, y int32) bool {
 	if wx, wy := b.waste[x], b.waste[y]; wx != wy {
 		return wx < wy
 	}
-	mx, my := &b.ms[x], &b.ms[y]
-	if mx.MFLOPS != my.MFLOPS {
-		return mx.MFLOPS < my.MFLOPS
-	}
-	return mx.ID < my.ID
+	return b.tie[x] < b.tie[y]
 }
 
 func (b *busySets) pick(x, y int32) int32 {
