@@ -23,6 +23,16 @@ import (
 // organisation the ledger registers to it; anyone else is refused.
 const ProtocolHeartbeat = protocol.ID("/coopgrid/heartbeat/direct/1.0.0")
 
+// ProtocolHeartbeatStream carries the same heartbeats and answers as
+// ProtocolHeartbeat, many on one long-lived stream (p2p.HandleSession):
+// each member keeps one stream to the leader, re-opened when it fails, is
+// refused, or the leader changes. Every heartbeat on it is checked as if
+// it came alone (membership, the organisation's registration, the rate
+// limit, the size cap), and a refusal ends the stream. A peer sends on it
+// and falls back to ProtocolHeartbeat for a leader that does not serve it
+// (an older version); both are served.
+const ProtocolHeartbeatStream = protocol.ID("/coopgrid/heartbeat/direct-stream/1.0.0")
+
 // Refusal codes of ProtocolHeartbeat (p2p.Error codes).
 const (
 	// CodeNotMember: the sender is not in the receiver's Raft
@@ -149,13 +159,15 @@ func (g *Gossip) sendDirect(data []byte) bool {
 	to, ok := g.cfg.Leader()
 	switch {
 	case !ok:
+		g.direct.Close()
 		return false
 	case to == g.self:
+		g.direct.Close()
 		return true
 	}
 	ctx, cancel := context.WithTimeout(g.ctx, min(g.cfg.Interval, 2*time.Second))
 	defer cancel()
-	resp, err := p2p.Request(ctx, g.host.Host, to, ProtocolHeartbeat, data, g.directOptions(min(g.cfg.Interval, 2*time.Second)))
+	resp, err := g.direct.Request(ctx, to, data)
 	if err != nil {
 		if g.ctx.Err() == nil {
 			g.log.Debug("direct heartbeat", "to", to, "err", err)
@@ -170,9 +182,24 @@ func (g *Gossip) sendDirect(data []byte) bool {
 	return r.Leader
 }
 
-// directServeTimeout bounds one direct heartbeat's stream on the
+// directServeTimeout bounds one direct heartbeat's exchange on the
 // receiver.
 const directServeTimeout = 5 * time.Second
+
+// directIdle ends a heartbeat stream on which nothing arrived for this
+// long: a sender's interval is at most a third of the heartbeat timeout,
+// well below it, so only a departed sender's stream ends so.
+const directIdle = 5 * time.Minute
+
+// serveDirectProtocols registers the direct heartbeat handlers on the
+// host: the long-lived stream and the one-shot protocol older peers use.
+func (g *Gossip) serveDirectProtocols() {
+	p2p.Handle(g.host.Host, ProtocolHeartbeat, g.serveDirect, g.directOptions(directServeTimeout))
+	p2p.HandleSession(g.host.Host, ProtocolHeartbeatStream, g.serveDirect,
+		p2p.SessionOptions{StreamOptions: g.directOptions(directServeTimeout), Idle: directIdle})
+	g.direct = p2p.NewSession(g.host.Host, ProtocolHeartbeatStream, ProtocolHeartbeat,
+		g.directOptions(min(g.cfg.Interval, 2*time.Second)))
+}
 
 // directOptions bounds a direct heartbeat's frames, and its exchange to
 // timeout.

@@ -221,8 +221,17 @@ func TestDirectHeartbeatsFollowTheLeader(t *testing.T) {
 	}
 	// Ten heartbeats later, none of them reached b on the topic (one
 	// forced heartbeat may have been pending still).
+	// The ten travel on one long-lived stream (forced heartbeats above,
+	// faster than the rate limit, may have been refused, which ends a
+	// stream; and on a loaded machine an exchange may outlast this test's
+	// 50 ms interval, which also ends it: a few more at most, where a
+	// stream per heartbeat would be ten).
 	heard := lastSeq(&gs["b"].guard, c)
+	opened := gs["c"].direct.Opened()
 	waitFor(t, "ten more heartbeats of c at the leader", func() bool { return lastSeq(&gs["a"].directGuard, c) >= heard+10 })
+	if n := gs["c"].direct.Opened() - opened; n > 3 {
+		t.Fatalf("c opened %d heartbeat streams to the leader for ten heartbeats, want one long-lived stream", n)
+	}
 	if heardDirectly(gs["b"], c) {
 		t.Fatal("b, not the leader, received a direct heartbeat")
 	}
@@ -232,6 +241,12 @@ func TestDirectHeartbeatsFollowTheLeader(t *testing.T) {
 
 	leader.set(b)
 	waitFor(t, "the new leader b to hear c directly", func() bool { return heardDirectly(gs["b"], c) })
+	opened = gs["c"].direct.Opened()
+	from := lastSeq(&gs["b"].directGuard, c)
+	waitFor(t, "ten more heartbeats of c at the new leader", func() bool { return lastSeq(&gs["b"].directGuard, c) >= from+10 })
+	if n := gs["c"].direct.Opened() - opened; n > 3 {
+		t.Fatalf("c opened %d heartbeat streams to the new leader for ten heartbeats, want one long-lived stream", n)
+	}
 	if ms, ok := gs["b"].OwnerClockMs("c/m1", time.Now()); !ok || ms <= 0 {
 		t.Fatalf("no owner clock for c/m1 on the new leader: %d %v", ms, ok)
 	}
@@ -356,5 +371,117 @@ func TestJoinersAddressesAreRemembered(t *testing.T) {
 				t.Fatal("a refused heartbeat counts as contact")
 			}
 		})
+	}
+}
+
+// TestDirectStreamChecksEveryHeartbeat: on a long-lived heartbeat stream
+// every heartbeat is checked as if it came alone: a member's stream,
+// established by an accepted heartbeat, carries a heartbeat for another
+// member's organisation (refused, unauthorised), and, once the member has
+// left the configuration, its own (refused, not a member); a refusal ends
+// the stream. A non-member is refused on its first heartbeat, oversized
+// ones are refused with their code, and the rate limit holds on one
+// stream as across many. Real hosts, the server the gossip registers.
+func TestDirectStreamChecksEveryHeartbeat(t *testing.T) {
+	hosts := newHosts(t, 3)
+	recv, member, stranger := hosts[0], hosts[1], hosts[2]
+	view := newLedgerView(t, map[string]peer.ID{"lead": recv.ID(), "mem": member.ID()})
+	var memberIn atomic.Bool
+	memberIn.Store(true)
+	g := New(Config{Org: "lead", Boot: 1, Interval: time.Hour, Logger: testLogger(),
+		IsMember: func(id peer.ID) bool { return id == recv.ID() || id == member.ID() && memberIn.Load() }})
+	defer g.Close()
+	if err := g.Join(recv, view); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := stranger.ConnectAddr(ctx, recv.FullAddrs()[0].String()); err != nil {
+		t.Fatal(err)
+	}
+	seq := uint64(0)
+	hb := func(org string) []byte {
+		seq++
+		return encode(t, Heartbeat{V: 1, Org: org, AtMs: time.Now().UnixMilli(), Boot: 1, Seq: seq, Machines: []MachineTelemetry{{Name: "m1", PowerMilliW: 5}}})
+	}
+	opts := p2p.StreamOptions{MaxMessageSize: 2 * MaxHeartbeatBytes}
+	mem := p2p.NewSession(member.Host, ProtocolHeartbeatStream, "", opts)
+	defer mem.Close()
+	out := p2p.NewSession(stranger.Host, ProtocolHeartbeatStream, "", opts)
+	defer out.Close()
+	send := func(s *p2p.Session, data []byte) error {
+		_, err := s.Request(ctx, recv.ID(), data)
+		return err
+	}
+	reset := func() { // a fresh rate budget for the member
+		g.limits.mu.Lock()
+		delete(g.limits.byPeer, member.ID())
+		g.limits.mu.Unlock()
+	}
+	steps := []struct {
+		name    string
+		s       *p2p.Session
+		data    func() []byte
+		out     bool // the member is out of the configuration
+		code    string
+		opened  int    // streams the session opened so far, after this step
+		records string // the machine the receiver hears of afterwards, "" for none
+	}{
+		{"member, its own organisation", mem, func() []byte { return hb("mem") }, false, "", 1, "mem/m1"},
+		{"member, again on the same stream", mem, func() []byte { return hb("mem") }, false, "", 1, "mem/m1"},
+		{"member claiming another member's organisation on its stream", mem, func() []byte { return hb("lead") }, false, CodeUnauthorised, 1, "mem/m1"},
+		{"member, after the refusal: a new stream", mem, func() []byte { return hb("mem") }, false, "", 2, "mem/m1"},
+		{"member, oversized on its stream", mem, func() []byte { return make([]byte, MaxHeartbeatBytes+1) }, false, p2p.CodeTooLarge, 2, "mem/m1"},
+		{"member, a new stream", mem, func() []byte { return hb("mem") }, false, "", 3, "mem/m1"},
+		{"member out of the configuration, on its stream", mem, func() []byte { return hb("mem") }, true, CodeNotMember, 3, "mem/m1"},
+		{"non-member claiming a member's organisation", out, func() []byte { return hb("mem") }, false, CodeNotMember, 1, "mem/m1"},
+		{"non-member, its own organisation", out, func() []byte { return hb("outsiders") }, false, CodeNotMember, 2, "mem/m1"},
+	}
+	for _, st := range steps {
+		memberIn.Store(!st.out)
+		reset()
+		before := lastSeq(&g.directGuard, member.ID())
+		err := send(st.s, st.data())
+		if got := p2p.Code(err); got != st.code {
+			t.Fatalf("%s: error %v (code %q), want %q", st.name, err, got, st.code)
+		}
+		if n := st.s.Opened(); n != st.opened {
+			t.Fatalf("%s: %d streams opened, want %d", st.name, n, st.opened)
+		}
+		if after := lastSeq(&g.directGuard, member.ID()); st.code != "" && after != before {
+			t.Fatalf("%s: refused, yet the member's heartbeat %d was accepted", st.name, after)
+		}
+		for _, id := range []string{"mem/m1", "lead/m1", "outsiders/m1"} {
+			if _, heard := g.LastSeen(id); heard != (id == st.records) {
+				t.Fatalf("%s: afterwards %s heard: %v", st.name, id, heard)
+			}
+		}
+	}
+	if heardDirectly(g, stranger.ID()) {
+		t.Fatal("the non-member counts as heard")
+	}
+
+	// The rate limit on one stream: a burst, then refused (which ends
+	// the stream).
+	memberIn.Store(true)
+	reset()
+	opened := mem.Opened()
+	for i := 0; ; i++ {
+		err := send(mem, hb("mem"))
+		if p2p.Code(err) == CodeRateLimited {
+			if i+1 < directBurst {
+				t.Fatalf("rate limited after %d heartbeats, before the burst of %d", i+1, directBurst)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatalf("heartbeat %d: %v", i, err)
+		}
+		if i > directBurst {
+			t.Fatalf("%d heartbeats accepted on one stream: no rate limit", i+1)
+		}
+	}
+	if n := mem.Opened(); n != opened+1 {
+		t.Fatalf("the burst opened %d streams, want one", n-opened)
 	}
 }

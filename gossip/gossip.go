@@ -86,7 +86,10 @@ type Gossip struct {
 	// would not relay it.
 	directGuard ReplayGuard
 	limits      directLimits
-	seq         atomic.Uint64
+	// direct is this peer's heartbeat stream to the leader (publishing
+	// loop only; set by Join).
+	direct *p2p.Session
+	seq    atomic.Uint64
 	// now asks the publishing loop for a heartbeat before its timer, and
 	// on the topic.
 	now chan struct{}
@@ -129,7 +132,7 @@ func (g *Gossip) Join(h *p2p.Host, state StateViewer) error {
 	if err := g.join(); err != nil {
 		return fmt.Errorf("start gossip: %w", err)
 	}
-	p2p.Handle(h.Host, ProtocolHeartbeat, g.serveDirect, g.directOptions(directServeTimeout))
+	g.serveDirectProtocols()
 	g.wg.Add(1)
 	go g.consume()
 	return nil
@@ -158,15 +161,21 @@ func (g *Gossip) join() error {
 // every peer pays for every message: a publisher floods its own messages
 // to every peer on the topic (gossipsub's flood publishing), and every
 // member keeps a connection to every other, so the mesh only relays
-// around a missing link. A mesh of 4 (not 6) peers, each a source of a
-// duplicate of every message; and gossip (IHAVE) to 2 peers each second
-// rather than to a quarter of all peers outside the mesh, which at 100
-// peers meant about 24 IHAVE messages sent and received by every peer
-// each second while any message was recent.
+// around a missing link. A mesh of 2 (not 6) peers, each a source of a
+// duplicate of every message (a random graph of degree 2 to 4 still
+// links every peer to the others through relays); gossip (IHAVE) to 1
+// peer per heartbeat rather than to a quarter of all peers outside the
+// mesh (at 100 peers about 24 IHAVE messages sent and received by every
+// peer each second while any message was recent); and gossipsub's own
+// heartbeat (mesh upkeep, IHAVE) every 2 s rather than every second.
+// The topic carries about one announcement a second whatever the size
+// (AnnounceInterval), and at 20 peers its traffic was still most of an
+// idle follower's system calls (docs/BENCHMARKS.md).
 func gossipSubParams() pubsub.GossipSubParams {
 	p := pubsub.DefaultGossipSubParams()
-	p.D, p.Dlo, p.Dhi, p.Dout, p.Dscore = 4, 3, 8, 1, 2
-	p.Dlazy, p.GossipFactor = 2, 0
+	p.D, p.Dlo, p.Dhi, p.Dout, p.Dscore = 2, 1, 4, 0, 1
+	p.Dlazy, p.GossipFactor = 1, 0
+	p.HeartbeatInterval = 2 * time.Second
 	return p
 }
 
@@ -176,9 +185,13 @@ func (g *Gossip) Close() {
 	g.closeOnce.Do(func() {
 		if g.host != nil {
 			g.host.RemoveStreamHandler(ProtocolHeartbeat)
+			g.host.RemoveStreamHandler(ProtocolHeartbeatStream)
 		}
 		g.cancel()
 		g.wg.Wait()
+		if g.direct != nil {
+			g.direct.Close()
+		}
 		if g.sub != nil {
 			g.sub.Cancel()
 		}

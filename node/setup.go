@@ -9,9 +9,13 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/executor"
 	"github.com/coopgrid/coopgrid/ledger"
+	"github.com/coopgrid/coopgrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 )
 
 // ErrNoWayToJoin is returned by Start for a peer that is not a member, has
@@ -50,7 +54,7 @@ func (n *Node) becomeMember(ctx context.Context, flagBootstrap []string) error {
 		bootstrap = n.knownAddrs()
 	}
 	if len(bootstrap) > 0 {
-		res, err := n.cons.Join(ctx, n.opts.Invitation, bootstrap...)
+		res, err := n.joinPatiently(ctx, bootstrap)
 		if err != nil {
 			return fmt.Errorf("join the federation: %w", err)
 		}
@@ -65,6 +69,53 @@ func (n *Node) becomeMember(ctx context.Context, flagBootstrap []string) error {
 	}
 	n.log.Info("started a new federation")
 	return nil
+}
+
+// joinAttemptTimeout bounds one attempt to join: a join refused for a
+// reason that passes (no leader, an election, no answer in time while the
+// leader admits other joiners one at a time) is sent again until the
+// join's own deadline (Options.JoinTimeout). Sending it again is safe: the
+// leader answers a peer already in the configuration with its suffrage
+// and records an invitation's admission once (consensus.Join). A forming
+// federation of a hundred peers on one host met all of these, and a
+// joiner whose one request waited out the whole join timeout for an
+// answer gave up, leaving its half-done join behind (docs/BENCHMARKS.md).
+const joinAttemptTimeout = 20 * time.Second
+
+// joinPatiently joins the federation through bootstrap, trying again
+// while the failure is one that passes, until ctx ends.
+func (n *Node) joinPatiently(ctx context.Context, bootstrap []string) (consensus.JoinResult, error) {
+	attempt := 0
+	var last error
+	res, err := backoff.Retry(ctx, func() (consensus.JoinResult, error) {
+		attempt++
+		actx, acancel := context.WithTimeout(ctx, joinAttemptTimeout)
+		defer acancel()
+		res, err := n.cons.Join(actx, n.opts.Invitation, bootstrap...)
+		last = err
+		switch {
+		case err == nil:
+			return res, nil
+		case ctx.Err() != nil || !joinRetryable(err):
+			return res, backoff.Permanent(err)
+		}
+		n.log.Warn("join failed; trying again", "attempt", attempt, "err", err)
+		return res, err
+	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(0))
+	if err != nil && ctx.Err() != nil && last != nil {
+		// Out of time: the last attempt says why.
+		return res, last
+	}
+	return res, err
+}
+
+// joinRetryable says whether a failed join may succeed if sent again: the
+// federation had no leader or was electing one, the answer did not come
+// in time, or the bootstrap peer could not be dialled (a loaded host
+// times out the security handshake).
+func joinRetryable(err error) bool {
+	var dial *swarm.DialError
+	return consensus.Retryable(err) || p2p.Code(err) == p2p.CodeTimeout || errors.As(err, &dial)
 }
 
 // knownAddrs turns the known peers into bootstrap addresses.

@@ -2,7 +2,9 @@
 // persistent Ed25519 identity, a private network guarded by a pre-shared key
 // (the "federation secret"), a file of known peers so that a restart needs no
 // bootstrap address, and small request/response streams with length-prefixed,
-// size-limited frames and versioned protocol IDs.
+// size-limited frames and versioned protocol IDs: one exchange per stream
+// (Handle, Request), or many on one long-lived stream for a peer that asks
+// often (HandleSession, Session).
 //
 // # Transports
 //

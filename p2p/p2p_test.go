@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/pnet"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	multiaddr "github.com/multiformats/go-multiaddr"
 )
 
 const echoProto = "/coopgrid/test-echo/1.0.0"
@@ -568,4 +569,61 @@ func TestKnownPeersFileRobustness(t *testing.T) {
 	if got := h2.Peerstore().Addrs(other.ID()); len(got) != 1 {
 		t.Fatalf("peerstore addrs %v, want the remembered one", got)
 	}
+}
+
+// TestKnownPeersWrittenOnceForManyChanges: changes to the known peers are
+// written together after KnownPeersSaveDelay (each write is synced, and a
+// forming federation changes them once per joiner on every member), and
+// Close writes what is pending.
+func TestKnownPeersWrittenOnceForManyChanges(t *testing.T) {
+	psk := mustSecret(t)
+	fileHas := func(dir string, ids ...peer.ID) bool {
+		b, err := os.ReadFile(filepath.Join(dir, KnownPeersFile))
+		if err != nil {
+			return false
+		}
+		for _, id := range ids {
+			if !strings.Contains(string(b), id.String()) {
+				return false
+			}
+		}
+		return true
+	}
+	addr, err := multiaddr.NewMultiaddr("/ip4/10.1.2.3/tcp/4001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]peer.ID, 3)
+	for i := range ids {
+		ids[i] = newTestHost(t, t.TempDir(), psk).ID()
+	}
+
+	t.Run("pending until Close", func(t *testing.T) {
+		dir := t.TempDir()
+		h := newTestHost(t, dir, psk, func(c *Config) { c.KnownPeersSaveDelay = time.Hour })
+		for _, id := range ids {
+			if err := h.Remember(peer.AddrInfo{ID: id, Addrs: []multiaddr.Multiaddr{addr}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if fileHas(dir, ids[0]) {
+			t.Fatal("the known peers were written at once, not after the delay")
+		}
+		if err := h.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !fileHas(dir, ids...) {
+			t.Fatal("Close did not write the pending known peers")
+		}
+	})
+	t.Run("written after the delay", func(t *testing.T) {
+		dir := t.TempDir()
+		h := newTestHost(t, dir, psk, func(c *Config) { c.KnownPeersSaveDelay = 10 * time.Millisecond })
+		for _, id := range ids {
+			if err := h.Remember(peer.AddrInfo{ID: id, Addrs: []multiaddr.Multiaddr{addr}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitUntil(t, "the known peers to be written", func() bool { return fileHas(dir, ids...) })
+	})
 }

@@ -189,6 +189,10 @@ func writeResponse(w io.Writer, resp []byte, herr error, limit int) error {
 			e = &Error{Code: CodeInternal, Message: herr.Error()}
 		}
 		b, _ := json.Marshal(e)
+		if len(b) > limit {
+			// A small limit still carries the code.
+			b, _ = json.Marshal(Error{Code: e.Code})
+		}
 		return writeFrame(w, append([]byte{statusErr}, b...), limit+1)
 	}
 	if len(resp) > limit {
@@ -247,6 +251,12 @@ func exchange(s network.Stream, req []byte, limit int) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("read response: %w", err)
 	}
+	return decodeResponse(frame)
+}
+
+// decodeResponse splits a response frame into its payload, or the
+// remote's *Error.
+func decodeResponse(frame []byte) ([]byte, error) {
 	if len(frame) == 0 {
 		return nil, fmt.Errorf("read response: empty frame: %w", ErrTruncated)
 	}

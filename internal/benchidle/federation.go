@@ -21,9 +21,15 @@ import (
 
 // Deadlines that bound a hung start; they measure nothing.
 const (
-	callTimeout  = 30 * time.Second
-	formTimeout  = 10 * time.Minute
-	readyTimeout = 2 * time.Minute
+	callTimeout = 30 * time.Second
+	// formTimeout bounds the wait for agreement once every peer printed
+	// ready (formTimeoutPerPeer more per peer: a quiet host forms 100
+	// peers in about a minute, a loaded one much later).
+	formTimeout        = 10 * time.Minute
+	formTimeoutPerPeer = 3 * time.Second
+	// readyTimeout bounds one start of a joiner: its join (the peer tries
+	// again for a minute, node.Options.JoinTimeout) and its catch-up.
+	readyTimeout = 4 * time.Minute
 	// initWorkers bounds the `peer init` run at once (not timed).
 	initWorkers = 4
 	// joinWave is how many peers start together once the voters have.
@@ -238,7 +244,8 @@ func (f *federation) parallel(ps []*peerProc, workers int, fn func(*peerProc) er
 // in order and a round stops at the first that disagrees, so that the
 // polling itself stays cheap; a peer that exits fails the wait.
 func (f *federation) waitFormed(ctx context.Context) error {
-	deadline := time.Now().Add(formTimeout)
+	wait := formTimeout + time.Duration(f.n)*formTimeoutPerPeer
+	deadline := time.Now().Add(wait)
 	seen := ""
 	for {
 		ok, why, err := f.formedRound(ctx)
@@ -253,7 +260,7 @@ func (f *federation) waitFormed(ctx context.Context) error {
 			seen = why
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not formed after %v; last seen: %s", formTimeout, why)
+			return fmt.Errorf("not formed after %v; last seen: %s", wait, why)
 		}
 		if err := sleep(ctx, 250*time.Millisecond); err != nil {
 			return err

@@ -133,13 +133,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			log.Warn("perf", "err", err)
 		}
 	}
+	var ferr error
 	if o.failover && o.n >= 3 {
-		if err := fed.failover(ctx, &res); err != nil {
-			return fmt.Errorf("fail-over: %w", err)
+		// A failed fail-over is a result too: the idle figures are
+		// printed with it, then the run fails.
+		if ferr = fed.failover(ctx, &res); ferr != nil {
+			ferr = fmt.Errorf("fail-over: %w", ferr)
+			res.FailoverErr = ferr.Error()
 		}
 	}
 	res.print(stdout)
-	return nil
+	return ferr
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -25,6 +25,30 @@ const clockTicks = 100
 type procCPU struct {
 	cpu time.Duration
 	rss int64 // bytes
+	// sleeps counts the times the process's threads blocked or slept
+	// (voluntary context switches, summed over /proc/PID/task/*): each is
+	// a wake-up later. Less sensitive to a loaded host than CPU time,
+	// which contention inflates.
+	sleeps int64
+}
+
+// voluntarySwitches sums voluntary_ctxt_switches over pid's threads.
+func voluntarySwitches(pid int) int64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var n int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread ended
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
+				k, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += k
+			}
+		}
+	}
+	return n
 }
 
 // readProcStat reads /proc/PID/stat. Fields after the command name (which
@@ -50,7 +74,8 @@ func readProcStat(pid int) (procCPU, error) {
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return procCPU{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
-	return procCPU{cpu: time.Duration(utime+stime) * time.Second / clockTicks, rss: rss * int64(os.Getpagesize())}, nil
+	return procCPU{cpu: time.Duration(utime+stime) * time.Second / clockTicks, rss: rss * int64(os.Getpagesize()),
+		sleeps: voluntarySwitches(pid)}, nil
 }
 
 // result is one measurement.
@@ -67,14 +92,19 @@ type result struct {
 	Voters    []float64 // followers that vote
 	NonVoters []float64
 	Total     float64 // every peer process together
-	LoadStart string  // /proc/loadavg at the window's start and end
-	LoadEnd   string
+	// Wake-ups a second (voluntary context switches) over the window.
+	LeaderWakeups   float64
+	VoterWakeups    []float64
+	NonVoterWakeups []float64
+	LoadStart       string // /proc/loadavg at the window's start and end
+	LoadEnd         string
 	// Fail-over: kill -9 of the leader until a surviving voter says it
 	// leads; and the new leader's log lines over the 10 s after.
 	// LeaderChanged: the peer that led at the window's start did not at
 	// its end (its figure then covers part of the window only).
 	LeaderChanged bool
 	FailoverMs    int64
+	FailoverErr   string // why no fail-over was measured
 	LogLines      int
 	HeartbeatErr  int
 }
@@ -103,14 +133,17 @@ func (f *federation) measureIdle(ctx context.Context, window time.Duration, res 
 			return fmt.Errorf("%s: %w", p.org, err)
 		}
 		pct := 100 * float64(after.cpu-before[i].cpu) / float64(window)
+		wakeups := float64(after.sleeps-before[i].sleeps) / window.Seconds()
 		res.Total += pct
 		switch {
 		case p == leader:
-			res.Leader, res.LeaderRSS = pct, after.rss
+			res.Leader, res.LeaderRSS, res.LeaderWakeups = pct, after.rss, wakeups
 		case voters[p.id]:
 			res.Voters = append(res.Voters, pct)
+			res.VoterWakeups = append(res.VoterWakeups, wakeups)
 		default:
 			res.NonVoters = append(res.NonVoters, pct)
+			res.NonVoterWakeups = append(res.NonVoterWakeups, wakeups)
 		}
 	}
 	if l2, _, err := f.roles(ctx, f.peers[0]); err != nil || l2 != leader {
@@ -267,9 +300,45 @@ func (r result) print(w io.Writer) {
 	fmt.Fprintf(w, "  voters (%3d)        mean %5.2f %%  max %5.2f %%\n", len(r.Voters), vm, vx)
 	fmt.Fprintf(w, "  non-voters (%3d)    mean %5.2f %%  median %5.2f %%  max %5.2f %%\n", len(r.NonVoters), nm, nmed, nx)
 	fmt.Fprintf(w, "  all peers together  %6.2f %% of a core\n", r.Total)
+	vw, _, _ := stats(r.VoterWakeups)
+	nw, _, _ := stats(r.NonVoterWakeups)
+	fmt.Fprintf(w, "  wake-ups a second   leader %.0f, voters mean %.0f, non-voters mean %.0f\n", r.LeaderWakeups, vw, nw)
 	if r.FailoverMs > 0 {
 		fmt.Fprintf(w, "  fail-over           %d ms (kill -9 of the leader to a voter leading); new leader's log: %d lines in 10 s, %d about failed heartbeats or appends\n", r.FailoverMs, r.LogLines, r.HeartbeatErr)
 	}
-	fmt.Fprintf(w, "RESULT n=%d formed_s=%.1f join_retries=%d window_s=%.0f leader_changed=%t leader_pct=%.2f voter_mean_pct=%.2f voter_max_pct=%.2f nonvoter_mean_pct=%.2f nonvoter_max_pct=%.2f total_pct=%.1f failover_ms=%d log_lines_10s=%d heartbeat_err_lines_10s=%d\n",
-		r.N, r.Formed.Seconds(), r.JoinRetries, r.Window.Seconds(), r.LeaderChanged, r.Leader, vm, vx, nm, nx, r.Total, r.FailoverMs, r.LogLines, r.HeartbeatErr)
+	r.printGoals(w, max(vx, nx))
+	fmt.Fprintf(w, "RESULT n=%d formed_s=%.1f join_retries=%d window_s=%.0f leader_changed=%t leader_pct=%.2f voter_mean_pct=%.2f voter_max_pct=%.2f nonvoter_mean_pct=%.2f nonvoter_max_pct=%.2f total_pct=%.1f leader_wakeups=%.0f voter_wakeups=%.0f nonvoter_wakeups=%.0f failover_ms=%d log_lines_10s=%d heartbeat_err_lines_10s=%d\n",
+		r.N, r.Formed.Seconds(), r.JoinRetries, r.Window.Seconds(), r.LeaderChanged, r.Leader, vm, vx, nm, nx, r.Total, r.LeaderWakeups, vw, nw, r.FailoverMs, r.LogLines, r.HeartbeatErr)
+}
+
+// Issue 17's goals for an idle federation (at 100 peers on one host).
+const (
+	goalFormed      = 60 * time.Second
+	goalLeaderPct   = 5.0
+	goalFollowerPct = 0.5
+	goalFailoverMs  = 1500
+)
+
+// printGoals writes one GOAL line per goal of issue 17, with this run's
+// figure and whether it meets it; followerMax is the busiest follower.
+func (r result) printGoals(w io.Writer, followerMax float64) {
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "NOT met"
+	}
+	fmt.Fprintf(w, "GOAL formed <= %.0f s: %.1f s: %s\n", goalFormed.Seconds(), r.Formed.Seconds(), verdict(r.Formed <= goalFormed))
+	fmt.Fprintf(w, "GOAL leader <= %.1f %% of a core: %.2f %%: %s\n", goalLeaderPct, r.Leader, verdict(r.Leader <= goalLeaderPct && !r.LeaderChanged))
+	fmt.Fprintf(w, "GOAL each follower <= %.1f %% of a core: busiest %.2f %%: %s\n", goalFollowerPct, followerMax, verdict(followerMax <= goalFollowerPct))
+	if r.FailoverErr != "" {
+		fmt.Fprintf(w, "GOAL fail-over <= %d ms: %s: NOT met\n", goalFailoverMs, r.FailoverErr)
+	} else if r.FailoverMs > 0 {
+		fmt.Fprintf(w, "GOAL fail-over <= %d ms: %d ms: %s\n", goalFailoverMs, r.FailoverMs, verdict(r.FailoverMs <= goalFailoverMs))
+	} else {
+		fmt.Fprintln(w, "GOAL fail-over: not measured")
+	}
+	if r.N < 100 {
+		fmt.Fprintf(w, "(the goals are for 100 peers; this run has %d)\n", r.N)
+	}
 }
