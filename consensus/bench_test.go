@@ -50,19 +50,7 @@ func BenchmarkCommitEntries(b *testing.B) {
 			start := time.Now()
 			for i := 0; i < bc.proposers; i++ {
 				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for range next {
-						res, err := p.node.Propose(ctx, cmd)
-						if err == nil && !res.Applied() {
-							err = res.Err
-						}
-						if err != nil {
-							errs <- err
-							return
-						}
-					}
-				}()
+				go proposeEach(ctx, &wg, p.node, cmd, next, errs)
 			}
 			for i := 0; i < b.N; i++ {
 				next <- struct{}{}
@@ -250,19 +238,7 @@ func BenchmarkFollowerCommitCPU(b *testing.B) {
 		cmd := command(p, ledger.Command{Heartbeat: &ledger.Heartbeat{Machine: p.org + "/m0"}})
 		for range 16 {
 			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range next {
-					res, err := p.node.Propose(ctx, cmd)
-					if err == nil && !res.Applied() {
-						err = res.Err
-					}
-					if err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
+			go proposeEach(ctx, &wg, p.node, cmd, next, errs)
 		}
 	}
 	for i := 0; i < b.N; i++ {
@@ -288,4 +264,20 @@ func processCPU(tb testing.TB) time.Duration {
 		tb.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// proposeEach proposes cmd once for every value received on next, and
+// sends the first failure (or refusal) to errs.
+func proposeEach(ctx context.Context, wg *sync.WaitGroup, n *Node, cmd []byte, next <-chan struct{}, errs chan<- error) {
+	defer wg.Done()
+	for range next {
+		res, err := n.Propose(ctx, cmd)
+		if err == nil && !res.Applied() {
+			err = res.Err
+		}
+		if err != nil {
+			errs <- err
+			return
+		}
+	}
 }

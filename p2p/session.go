@@ -117,13 +117,7 @@ func (srv *sessionServer) serveOne(s network.Stream, r *bufio.Reader, remote pee
 	_ = s.SetDeadline(deadline)
 	req, err := readFrame(r, srv.opts.MaxMessageSize)
 	if err != nil {
-		code := CodeBadRequest
-		switch {
-		case errors.Is(err, ErrTooLarge):
-			code = CodeTooLarge
-		case errors.Is(err, ErrTruncated):
-			code = CodeTruncated
-		}
+		code := frameErrorCode(err)
 		// The stream ends: the rest of an oversized payload is never read.
 		_ = writeResponse(s, nil, Errorf(code, "read request: %v", err), srv.opts.MaxMessageSize)
 		return false

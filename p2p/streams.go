@@ -156,13 +156,7 @@ func serveStream(s network.Stream, fn HandlerFunc, opts StreamOptions) {
 
 	req, err := readFrame(bufio.NewReader(s), opts.MaxMessageSize)
 	if err != nil {
-		code := CodeBadRequest
-		switch {
-		case errors.Is(err, ErrTooLarge):
-			code = CodeTooLarge
-		case errors.Is(err, ErrTruncated):
-			code = CodeTruncated
-		}
+		code := frameErrorCode(err)
 		// The deferred Close also closes the read side, so the rest of an
 		// oversized payload is discarded, never read.
 		_ = writeResponse(s, nil, Errorf(code, "read request: %v", err), opts.MaxMessageSize)
@@ -313,4 +307,16 @@ func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
 		return nil, fmt.Errorf("payload: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// frameErrorCode is the stable code a request that could not be read is
+// refused with.
+func frameErrorCode(err error) string {
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		return CodeTooLarge
+	case errors.Is(err, ErrTruncated):
+		return CodeTruncated
+	}
+	return CodeBadRequest
 }
