@@ -156,6 +156,9 @@ func (s *Server) routes() {
 	// Test-only fault injection (api/debug.go): refused unless the peer
 	// runs with --fault-injection.
 	s.handle("/v1/debug/faults", map[string]handlerFunc{http.MethodGet: s.getFaults, http.MethodPost: s.setFaults})
+	// The Go runtime's profiles, for the operator on the peer's host
+	// (api/pprof.go).
+	s.pprofRoutes()
 	// The web dashboard's static files (package dashboard); the mux
 	// redirects /ui to /ui/.
 	dash := dashboard.Handler()
