@@ -359,11 +359,16 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
-	if err := checkQuery(r); err != nil {
+	q, err := parsePageQuery(r)
+	if err != nil {
 		return err
 	}
 	st, err := s.b.Status(r.Context())
 	if err != nil {
+		return err
+	}
+	// A page of the organisations and their peers (statuspage.go).
+	if err := pageStatus(&st, q); err != nil {
 		return err
 	}
 	if st.Peers == nil {
