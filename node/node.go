@@ -726,9 +726,10 @@ const snapshotAtStopTimeout = 10 * time.Second
 // next start restores it and replays almost nothing (issue 17: restart to
 // serving in 5 s). A crash takes none: the next start replays what was
 // applied since the last snapshot, which the snapshot pacer bounds
-// (consensus/snapshotpace.go).
+// (consensus/snapshotpace.go). A peer that left the federation has no
+// state to keep.
 func (n *Node) snapshotAtStop(ctx context.Context) error {
-	if n.cons == nil || n.crashed.Load() {
+	if n.cons == nil || n.crashed.Load() || n.left.Load() {
 		return nil
 	}
 	sctx, cancel := context.WithTimeout(ctx, snapshotAtStopTimeout)
