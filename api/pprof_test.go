@@ -18,7 +18,7 @@ import (
 func TestPprofOnlyForTheOperatorOnItsHost(t *testing.T) {
 	b := apitest.New("alpha", "peeralpha", nil)
 	srv := serveBackend(t, b, api.ServerOptions{})
-	for _, path := range []string{api.PprofPrefix, api.PprofPrefix + "heap?debug=1", api.PprofPrefix + "goroutine?debug=1", api.PprofPrefix + "cmdline"} {
+	for _, path := range []string{api.PprofPrefix, api.PprofPrefix + "heap?debug=1", api.PprofPrefix + "goroutine?debug=1", api.PprofPrefix + "profile?seconds=1"} {
 		if r := call(t, srv, http.MethodGet, path, ""); r.status != http.StatusOK || len(r.body) == 0 {
 			t.Errorf("GET %s from loopback with the token: %d %.200s", path, r.status, r.body)
 		}
