@@ -219,13 +219,6 @@ func (c *Client) Health(ctx context.Context) error {
 	return err
 }
 
-// Status calls GET /v1/status.
-func (c *Client) Status(ctx context.Context) (Status, error) {
-	var s Status
-	_, err := c.do(ctx, http.MethodGet, "/v1/status", nil, nil, &s, true)
-	return s, err
-}
-
 // Tasks calls GET /v1/tasks with the query's filters: one page of
 // q.Limit tasks, or with no limit every task, ClientPageSize at a time
 // (page.go).

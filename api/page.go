@@ -51,9 +51,9 @@ func ValidatePageQuery(q PageQuery) error {
 }
 
 // parsePageQuery reads ?limit=&after=, the only parameters of a list
-// route.
-func parsePageQuery(r *http.Request) (PageQuery, error) {
-	if err := checkQuery(r, "limit", "after"); err != nil {
+// route besides the route's own others.
+func parsePageQuery(r *http.Request, others ...string) (PageQuery, error) {
+	if err := checkQuery(r, append([]string{"limit", "after"}, others...)...); err != nil {
 		return PageQuery{}, err
 	}
 	v := r.URL.Query()

@@ -156,6 +156,9 @@ func (s *Server) routes() {
 	// Test-only fault injection (api/debug.go): refused unless the peer
 	// runs with --fault-injection.
 	s.handle("/v1/debug/faults", map[string]handlerFunc{http.MethodGet: s.getFaults, http.MethodPost: s.setFaults})
+	// The Go runtime's profiles, for the operator on the peer's host
+	// (api/pprof.go).
+	s.pprofRoutes()
 	// The web dashboard's static files (package dashboard); the mux
 	// redirects /ui to /ui/.
 	dash := dashboard.Handler()
@@ -356,11 +359,16 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
-	if err := checkQuery(r); err != nil {
+	q, err := parsePageQuery(r)
+	if err != nil {
 		return err
 	}
 	st, err := s.b.Status(r.Context())
 	if err != nil {
+		return err
+	}
+	// A page of the organisations and their peers (statuspage.go).
+	if err := pageStatus(&st, q); err != nil {
 		return err
 	}
 	if st.Peers == nil {

@@ -430,7 +430,7 @@ func TestErrors(t *testing.T) {
 		{"negative limit", "GET", "/v1/tasks?limit=-1", "", 400, api.CodeBadRequest, "limit -1"},
 		{"bad org", "GET", "/v1/tasks?org=../x", "", 400, api.CodeBadRequest, "org"},
 		{"unknown parameter", "GET", "/v1/tasks?owner=alpha", "", 400, api.CodeBadRequest, `unknown query parameter "owner"`},
-		{"parameter on status", "GET", "/v1/status?verbose=1", "", 400, api.CodeBadRequest, "takes none"},
+		{"parameter on status", "GET", "/v1/status?verbose=1", "", 400, api.CodeBadRequest, `unknown query parameter "verbose" (want limit, after)`},
 		{"bad stream", "GET", "/v1/tasks/alpha-1/logs?stream=stdin", "", 400, api.CodeBadRequest, `stream "stdin"`},
 		{"bad task ID", "GET", "/v1/tasks/a%20b", "", 400, api.CodeBadRequest, "task ID"},
 		{"no tasks", "POST", "/v1/tasks", `{"tasks":[]}`, 400, api.CodeBadRequest, "no tasks"},

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -21,10 +22,17 @@ const (
 	MaxTimelinePoints      = 800 // the page's own series length
 )
 
-// TimelineQuery is GET /v1/timeline?window_s=&points=.
+// TimelineQuery is GET /v1/timeline?window_s=&points=&end_ms=&limit=&after=.
 type TimelineQuery struct {
 	WindowS int64
 	Points  int
+	// EndMs is the last sample time (unix ms; 0: now on the answering
+	// peer's clock). The pages of one timeline share it, so that their
+	// sample times are the same.
+	EndMs int64
+	// Page selects the organisations as GET /v1/orgs does (registration
+	// order, cursor: the last one's name; limit 0: all).
+	Page PageQuery
 }
 
 // TimelineView is the answer: TimesMs are the sample times (unix ms, oldest
@@ -55,7 +63,9 @@ type TimelineReader interface {
 }
 
 // ParseTimelineQuery reads and checks window_s (1 s to 7 days, default 20
-// minutes) and points (2 to 800, default 120).
+// minutes), points (2 to 800, default 120) and end_ms (a positive unix-ms
+// time at least window_s after the epoch; default now). The page
+// (limit, after) is read by the route, as on the other list routes.
 func ParseTimelineQuery(v url.Values) (TimelineQuery, error) {
 	q := TimelineQuery{WindowS: DefaultTimelineWindowS, Points: DefaultTimelinePoints}
 	if s := v.Get("window_s"); s != "" {
@@ -72,15 +82,28 @@ func ParseTimelineQuery(v url.Values) (TimelineQuery, error) {
 		}
 		q.Points = n
 	}
+	if s := v.Get("end_ms"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < q.WindowS*1000 || n > maxTimelineEndMs {
+			return q, Errorf(CodeBadRequest, "end_ms %q: want unix milliseconds from %d (window_s after the epoch) to %d", s, q.WindowS*1000, int64(maxTimelineEndMs))
+		}
+		q.EndMs = n
+	}
 	return q, nil
 }
 
+// maxTimelineEndMs bounds end_ms (the year 9999), far from overflowing.
+const maxTimelineEndMs = 253402300799999
+
 func (s *Server) timeline(w http.ResponseWriter, r *http.Request) error {
-	if err := checkQuery(r, "window_s", "points"); err != nil {
+	if err := checkQuery(r, "window_s", "points", "end_ms", "limit", "after"); err != nil {
 		return err
 	}
 	q, err := ParseTimelineQuery(r.URL.Query())
 	if err != nil {
+		return err
+	}
+	if q.Page, err = parsePageQuery(r, "window_s", "points", "end_ms"); err != nil {
 		return err
 	}
 	h, ok := s.b.(TimelineReader)
@@ -91,19 +114,60 @@ func (s *Server) timeline(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if v.Orgs, err = pageListed(v.Orgs, timelineOrgKey, q.Page); err != nil {
+		return err
+	}
 	v.TimesMs, v.Orgs = nonNil(v.TimesMs), nonNil(v.Orgs)
 	writeJSON(w, http.StatusOK, v)
 	return nil
 }
 
-// Timeline calls GET /v1/timeline.
+func timelineOrgKey(o OrgHistView) string { return o.Name }
+
+// Timeline calls GET /v1/timeline: one page of q.Page.Limit
+// organisations, or with no limit every organisation, ClientPageSize at a
+// time, all pages with the first one's sample times (end_ms).
 func (c *Client) Timeline(ctx context.Context, q TimelineQuery) (TimelineView, error) {
-	v := url.Values{}
+	if q.Page.Limit != 0 {
+		return c.TimelinePage(ctx, q)
+	}
+	q.Page.Limit = ClientPageSize
+	var out TimelineView
+	for first := true; ; first = false {
+		v, err := c.TimelinePage(ctx, q)
+		if err != nil {
+			return TimelineView{}, err
+		}
+		if first {
+			out.TimesMs, out.Note = v.TimesMs, v.Note
+			if len(v.TimesMs) > 0 {
+				q.EndMs = v.TimesMs[len(v.TimesMs)-1]
+			}
+		}
+		out.Orgs = append(out.Orgs, v.Orgs...)
+		if len(v.Orgs) < q.Page.Limit {
+			out.Orgs = nonNil(out.Orgs)
+			return out, nil
+		}
+		next := v.Orgs[len(v.Orgs)-1].Name
+		if next == q.Page.After {
+			return TimelineView{}, fmt.Errorf("timeline pages: the page after %q ends with it again", next)
+		}
+		q.Page.After = next
+	}
+}
+
+// TimelinePage calls GET /v1/timeline for one page.
+func (c *Client) TimelinePage(ctx context.Context, q TimelineQuery) (TimelineView, error) {
+	v := q.Page.values()
 	if q.WindowS > 0 {
 		v.Set("window_s", strconv.FormatInt(q.WindowS, 10))
 	}
 	if q.Points > 0 {
 		v.Set("points", strconv.Itoa(q.Points))
+	}
+	if q.EndMs > 0 {
+		v.Set("end_ms", strconv.FormatInt(q.EndMs, 10))
 	}
 	var out TimelineView
 	_, err := c.do(ctx, http.MethodGet, "/v1/timeline", v, nil, &out, true)

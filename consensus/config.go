@@ -48,6 +48,13 @@ type Config struct {
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
 	SnapshotRetain    int
+	// SnapshotAfterEntries and SnapshotAfterBytes bound what a restart
+	// after a crash replays: a snapshot is taken as soon as either many
+	// command entries, or entries of that many bytes, were applied since
+	// the last one (snapshotpace.go; 0: the defaults there). A clean stop
+	// snapshots anyway (SnapshotAtStop).
+	SnapshotAfterEntries uint64
+	SnapshotAfterBytes   uint64
 	// LogCacheSize is the number of recent entries kept in memory in front
 	// of bolt.
 	LogCacheSize int
@@ -194,6 +201,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TrailingLogs == 0 {
 		c.TrailingLogs = d.TrailingLogs
+	}
+	if c.SnapshotAfterEntries == 0 {
+		c.SnapshotAfterEntries = defaultSnapshotAfterEntries
+	}
+	if c.SnapshotAfterBytes == 0 {
+		c.SnapshotAfterBytes = defaultSnapshotAfterBytes
 	}
 	if c.SnapshotRetain <= 0 {
 		c.SnapshotRetain = d.SnapshotRetain

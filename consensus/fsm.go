@@ -49,6 +49,10 @@ type fsm struct {
 	// afterBatch is called, outside the lock, after every batch: on the
 	// leader a batch follows an advance of the commit index.
 	afterBatch func()
+
+	// replay counts the command entries applied since the state the
+	// newest snapshot holds (snapshotpace.go).
+	replay replayCost
 }
 
 var _ raft.BatchingFSM = (*fsm)(nil)
@@ -79,6 +83,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			out[i] = ledger.Result{Index: e.Index, Err: &ledger.Error{Code: ledger.CodeBadVersion, Msg: f.halted.Error()}}
 			continue
 		}
+		f.replay.add(len(e.Data))
 		res, newer := f.l.ApplyKnown(e.Index, e.Data)
 		out[i] = res
 		if newer != nil {
@@ -140,6 +145,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot ledger: %w", err)
 	}
+	f.replay.reset()
 	return &fsmSnapshot{data: buf.Bytes()}, nil
 }
 
@@ -155,6 +161,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.l = nl
 	f.halted = nil
+	f.replay.reset()
 	idx := nl.AppliedIndex()
 	f.seen = max(f.seen, idx)
 	if f.checkInvariants && f.invErr == nil {

@@ -79,6 +79,9 @@ type Node struct {
 	leaderless *leaderlessSince
 	// outState says whether the leader took this node out (takenout.go).
 	outState takenOut
+	// pacer takes the snapshots that bound a restart's replay
+	// (snapshotpace.go).
+	pacer *snapshotPacer
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -202,6 +205,7 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 	go n.watchLeadership()
 	go n.maintain()
 	n.startAutopilot()
+	n.startSnapshotPacer()
 	// A restarted peer dials the members it knows right away rather than
 	// at the first maintenance tick.
 	n.kick()
@@ -429,6 +433,7 @@ func (n *Node) afterApply(res *ledger.Result) {
 	if n.cfg.OnApply != nil {
 		n.cfg.OnApply(res)
 	}
+	n.noteApplied()
 }
 
 // afterRestore runs on the FSM goroutine after a snapshot replaced the

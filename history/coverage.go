@@ -284,6 +284,7 @@ func (s *Store) Range(ctx context.Context, from, to uint64, after Cursor, limit,
 		}
 		return nil
 	})
+	s.releaseMapped()
 	if err != nil {
 		return nil, nil, fmt.Errorf("history: read (%d, %d]: %w", from, to, err)
 	}
@@ -308,6 +309,7 @@ func (s *Store) PutRecords(recs []Record) error {
 	if err != nil {
 		return fmt.Errorf("history: store %d fetched records: %w", len(recs), err)
 	}
+	s.releaseMapped()
 	return nil
 }
 

@@ -55,6 +55,9 @@ type Store struct {
 	// (Applied; coverage.go), written to the file as "through" at the next
 	// write and at Close.
 	applied atomic.Uint64
+	// released is when the file's pages were last unmapped from the
+	// process (unix ns; unmap.go).
+	released atomic.Int64
 
 	mu sync.Mutex
 	// missed are the ranges whose records a failed write lost (a Put or
@@ -124,6 +127,7 @@ func (s *Store) Put(index uint64, tasks []ledger.Task) error {
 		s.miss(Gap{From: index - 1, To: index})
 		return fmt.Errorf("history: record %d tasks of index %d (noted as a gap to fetch from another member): %w", len(tasks), index, err)
 	}
+	s.releaseMapped()
 	return nil
 }
 
@@ -209,6 +213,7 @@ func (s *Store) List(ctx context.Context, q Query) (Page, error) {
 		}
 		return nil
 	})
+	s.releaseMapped()
 	if err != nil {
 		return Page{}, fmt.Errorf("history: list: %w", err)
 	}

@@ -57,6 +57,9 @@ type tpeer struct {
 	verdicts  map[uint64]ledger.Code
 	// kinds holds the kind of each applied log index.
 	kinds map[uint64]ledger.Kind
+	// onApply, when set, runs after each applied command on the state
+	// machine's goroutine (a test slows a replay with it).
+	onApply func(res *ledger.Result)
 }
 
 // record keeps the verdict of an applied entry (consensus' OnApply).
@@ -129,9 +132,13 @@ func (p *tpeer) start() {
 		p.tb.Fatalf("%s: leader: %v", p.name, err)
 	}
 	cfg.Admit = lead.Admit
+	onApply := p.onApply
 	cfg.OnApply = func(res *ledger.Result) {
 		p.record(res)
 		lead.Applied(res)
+		if onApply != nil {
+			onApply(res)
+		}
 	}
 	cfg.OnLeadership = func(ctx context.Context, n *consensus.Node) {
 		p.terms.Add(1)

@@ -138,7 +138,7 @@ func TestRetentionWaitsForEveryMembersVersion(t *testing.T) {
 	defer cancel()
 	r := countingReplica{Replica: leader.node, p: leader}
 	last, appends := leader.node.Raft().LastIndex(), leader.appends.Load()
-	if leader.lead.forgetOnce(ctx, r) || leader.appends.Load() != appends || leader.node.Raft().LastIndex() != last {
+	if more, _ := leader.lead.forgetOnce(ctx, r); more || leader.appends.Load() != appends || leader.node.Raft().LastIndex() != last {
 		t.Fatal("the leader appended a forget_tasks while a member applies only version 1")
 	}
 	var held bool
@@ -175,5 +175,74 @@ func TestCommandVersion(t *testing.T) {
 		if got := commandVersion([]byte(tc.data)); got != tc.want {
 			t.Errorf("commandVersion(%s) = %d, want %d", tc.data, got, tc.want)
 		}
+	}
+}
+
+// TestRestartProposesNoStaleForget: a leader that restarts replays the
+// entries committed before it while its duties already run. Its retention
+// duty waits for a barrier of its term first, so it never computes a
+// forget_tasks from a state half-way through the replay (one naming tasks
+// a later replayed entry forgets, refused by every peer as unknown_task:
+// a wasted entry after each restart). The replay is slowed here (one
+// entry a state-machine batch, 40 ms after each) so that the duty ticks
+// many times during it.
+func TestRestartProposesNoStaleForget(t *testing.T) {
+	rules := &ledger.Rules{Executors: ledger.ExecutorsSimulated, Retention: &ledger.Retention{AfterMs: 1}}
+	c := newClusterWithRules(t, 1, 1, rules, func(cc *consensus.Config, l *Config) {
+		cc.MaxAppendEntries = 1
+		l.DisableScheduler = true
+		l.RetentionInterval = 20 * time.Millisecond
+	})
+	p := c.waitLeader()
+	ids := submit(t, p, 12)
+	gone := func(id string) func() error {
+		return func() error {
+			var ok bool
+			p.node.View(func(l *ledger.Ledger) { _, ok = l.Task(id) })
+			if ok {
+				return fmt.Errorf("%s not forgotten yet", id)
+			}
+			return nil
+		}
+	}
+	// One cancel and one forget after another: every prefix of the replay
+	// has a cancelled task that the next entry forgets.
+	for _, id := range ids[:len(ids)-1] {
+		if res := mustPropose(t, p, ledger.Command{CancelTask: &ledger.CancelTask{Task: id}}); !res.Applied() {
+			t.Fatalf("cancel %s: %v", id, res.Err)
+		}
+		eventually(t, 20*time.Second, gone(id))
+	}
+	if _, refused := p.appliedKinds(); refused[ledger.KindForgetTasks] != 0 {
+		t.Fatalf("before the restart: %d forget_tasks refused", refused[ledger.KindForgetTasks])
+	}
+	last := p.node.AppliedIndex()
+
+	p.stop()
+	p.onApply = func(res *ledger.Result) {
+		if res.Index <= last {
+			time.Sleep(40 * time.Millisecond)
+		}
+	}
+	p.start()
+	c.waitLeader()
+	// The duty runs after the restart: the last task, cancelled now, is
+	// forgotten.
+	eventually(t, 20*time.Second, func() error {
+		if p.node.AppliedIndex() < last {
+			return fmt.Errorf("replayed to %d of %d", p.node.AppliedIndex(), last)
+		}
+		return nil
+	})
+	if res := mustPropose(t, p, ledger.Command{CancelTask: &ledger.CancelTask{Task: ids[len(ids)-1]}}); !res.Applied() {
+		t.Fatalf("cancel after the restart: %v", res.Err)
+	}
+	eventually(t, 20*time.Second, gone(ids[len(ids)-1]))
+	applied, refused := p.appliedKinds()
+	if refused[ledger.KindForgetTasks] != 0 {
+		t.Fatalf("after the restart: %d forget_tasks refused (computed from a state before the replay caught up)", refused[ledger.KindForgetTasks])
+	}
+	if applied[ledger.KindForgetTasks] != len(ids) {
+		t.Fatalf("%d forget_tasks applied, want one per task (%d)", applied[ledger.KindForgetTasks], len(ids))
 	}
 }

@@ -17,7 +17,11 @@ func (n *Node) Timeline(ctx context.Context, q api.TimelineQuery) (api.TimelineV
 	if err := n.requireReady(); err != nil {
 		return api.TimelineView{}, err
 	}
-	times := ledger.TimelineTimes(n.now().UnixMilli(), q.WindowS*1000, q.Points)
+	end := q.EndMs
+	if end == 0 {
+		end = n.now().UnixMilli()
+	}
+	times := ledger.TimelineTimes(end, q.WindowS*1000, q.Points)
 	var (
 		hist []ledger.OrgTimeline
 		err  error

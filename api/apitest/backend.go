@@ -520,7 +520,11 @@ var _ api.MachineReclaimer = (*Backend)(nil)
 func (b *Backend) Timeline(_ context.Context, q api.TimelineQuery) (api.TimelineView, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	times := ledger.TimelineTimes(b.now(), q.WindowS*1000, q.Points)
+	end := q.EndMs
+	if end == 0 {
+		end = b.now()
+	}
+	times := ledger.TimelineTimes(end, q.WindowS*1000, q.Points)
 	hist, err := b.l.Timeline(times)
 	if err != nil {
 		return api.TimelineView{}, apiconv.Error(err)

@@ -9,9 +9,14 @@
 # previous point (coopgrid_commit_seconds: propose to applied on this peer,
 # the cost of one apply as the peer's own clients see it) and the rate of
 # finished tasks.
-# At the end: the peer is stopped (SIGTERM) and started again, timed to its
-# `ready:` line and to its first /v1/status answer; then stopped again and
-# `peer verify` of its data directory is timed.
+# The RSS is also split into its anonymous part (the Go heap and stacks)
+# and its file-backed part (bbolt's memory maps of raft.db and history.db).
+# At the end: the peer is killed (SIGKILL: no snapshot at stop, the
+# restart replays what was applied since the last snapshot) and started
+# again, timed to its `ready:` line and to its first /v1/status answer;
+# then stopped (SIGTERM: a clean stop, which snapshots) and started again,
+# timed the same way; then stopped and `peer verify` of its data directory
+# is timed.
 #
 #   N=1000000 POINTS="10000 100000 1000000" MACHINES=100 KEEP=1000
 #   BATCH=10000 (tasks per submission) AHEAD=20000 (most tasks queued)
@@ -124,8 +129,11 @@ newest_snapshot() { # bytes of the newest Raft snapshot's state (0: none yet)
 	if [ -n "$f" ]; then stat -c %s "$f"; else echo 0; fi
 }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$PEER_PID/status"; }
+rss_split() { # anonymous and file-backed RSS in MiB
+	awk '/^RssAnon/ {a = $2} /^RssFile/ {f = $2} END {printf "%.0f\t%.0f", a/1024, f/1024}' "/proc/$PEER_PID/status"
+}
 
-printf 'finished\twall_s\trate_per_s\trss_mb\tsnapshot_b\traft_db_b\thistory_db_b\tcommit_mean_ms\tload\n' > "$OUT/results.tsv"
+printf 'finished\twall_s\trate_per_s\trss_mb\tsnapshot_b\traft_db_b\thistory_db_b\tcommit_mean_ms\tload\trss_anon_mb\trss_file_mb\n' > "$OUT/results.tsv"
 submitted=0
 t0=$(date +%s%N)
 tprev=$t0; dprev=0
@@ -151,18 +159,32 @@ for point in "$@"; do
 		-v rss="$(rss_kb)" -v snap="$snap" -v raft="$raftdb" -v hist="$hist" \
 		-v cs="$csum" -v csp="$csum_prev" -v cc="$ccnt" -v ccp="$ccnt_prev" -v load="$(cut -d' ' -f1 /proc/loadavg)" \
 		'BEGIN{cm = (cc > ccp) ? (cs - csp) / (cc - ccp) * 1000 : 0; printf "%d\t%.0f\t%s\t%.0f\t%d\t%d\t%d\t%.2f\t%s", d, w/1000, rate, rss/1024, snap, raft, hist, cm, load}')
+	row="$row	$(rss_split)"
 	echo "$row" >> "$OUT/results.tsv"
 	log "$row"
 	tprev=$now; dprev=$done_; csum_prev=$csum; ccnt_prev=$ccnt
 done
 
-log "restart: stopping the peer"
+restart() { # restart NAME LABEL: starts the peer again, times it
+	local t r s
+	t=$(date +%s%N)
+	start_peer "$OUT/$1"
+	read -r r s < <(wait_ready "$t" "$OUT/$1")
+	printf '%s_ready_s\t%s\n%s_status_s\t%s\n%s_rss_mb\t%s\n' "$2" "$r" "$2" "$s" "$2" "$(( $(rss_kb) / 1024 ))" >> "$OUT/results.tsv"
+	log "$2: ready in ${r}s, status in ${s}s"
+}
+# First a stop that is not clean, at the end of the load (SIGKILL: no
+# snapshot at stop; the restart replays what was applied since the last
+# snapshot, which the snapshot pacer bounds), then a clean one (SIGTERM:
+# the peer snapshots before it stops, the restart replays almost nothing).
+log "restart after SIGKILL"
+kill -KILL "$PEER_PID" 2>/dev/null || true
+wait "$PEER_PID" 2>/dev/null || true
+PEER_PID=""
+restart peer2 crash_restart
+log "restart after SIGTERM"
 stop_peer
-t=$(date +%s%N)
-start_peer "$OUT/peer2"
-read -r r s < <(wait_ready "$t" "$OUT/peer2")
-printf 'restart_ready_s\t%s\nrestart_status_s\t%s\nrestart_rss_mb\t%s\n' "$r" "$s" "$(( $(rss_kb) / 1024 ))" >> "$OUT/results.tsv"
-log "restart: ready in ${r}s, status in ${s}s"
+restart peer3 restart
 stop_peer
 t=$(date +%s%N)
 if "$BIN" verify --data "$data" >"$OUT/verify.log" 2>&1; then v=ok; else v="failed rc=$?"; fi

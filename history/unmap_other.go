@@ -1,0 +1,6 @@
+//go:build !linux
+
+package history
+
+// dropMapping does nothing where madvise is not used.
+func dropMapping(uintptr, int64) error { return nil }
