@@ -2,9 +2,11 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 )
 
 // Pages of GET /v1/status (issue 17). Its two lists grow with the
@@ -54,6 +56,11 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	q := PageQuery{Limit: ClientPageSize}
 	for {
 		st, err := c.StatusPage(ctx, q)
+		if q.After == "" && refusedPaging(err) {
+			// A peer of a build before the status had pages (a rolling
+			// upgrade): its answer is whole.
+			return c.StatusPage(ctx, PageQuery{})
+		}
 		if err != nil {
 			return Status{}, err
 		}
@@ -85,4 +92,13 @@ func (c *Client) StatusPage(ctx context.Context, q PageQuery) (Status, error) {
 	var s Status
 	_, err := c.do(ctx, http.MethodGet, "/v1/status", q.values(), nil, &s, true)
 	return s, err
+}
+
+// refusedPaging reports whether err is a peer's refusal of the paging
+// parameters themselves, as a peer built before a route had pages answers
+// (checkQuery's bad_request "unknown query parameter \"limit\"").
+func refusedPaging(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == CodeBadRequest &&
+		strings.Contains(e.Message, `unknown query parameter "limit"`)
 }

@@ -166,3 +166,53 @@ func TestClientFollowsStatusAndTimelinePages(t *testing.T) {
 		}
 	}
 }
+
+// TestClientReadsAnUnpagedPeer: a peer built before status and timeline had
+// pages refuses ?limit= (bad_request, "unknown query parameter"); the
+// Client then asks for the whole answer once (a rolling upgrade, where the
+// new CLI talks to an old peer), and does not retry on any other refusal.
+func TestClientReadsAnUnpagedPeer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		refuse string // the refusal's message when limit is present
+		ok     bool
+	}{
+		{"old peer", `unknown query parameter "limit": this route takes none`, true},
+		{"another refusal", `limit: must be at most 1000`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var unpaged int
+			old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				if r.URL.Query().Has("limit") {
+					w.WriteHeader(http.StatusBadRequest)
+					fmt.Fprintf(w, `{"error":{"code":"bad_request","message":%q}}`, tc.refuse)
+					return
+				}
+				unpaged++
+				switch r.URL.Path {
+				case "/v1/status":
+					fmt.Fprint(w, `{"self":"p1","leader":"p1","orgs":[{"name":"a"},{"name":"b"}],"peers":[{"id":"p1","org":"a"}]}`)
+				default:
+					fmt.Fprint(w, `{"times_ms":[1,2],"orgs":[{"name":"a"}]}`)
+				}
+			}))
+			defer old.Close()
+			c := api.NewClient(old.URL, "token", old.Client())
+			st, err := c.Status(context.Background())
+			tl, terr := c.Timeline(context.Background(), api.TimelineQuery{})
+			if !tc.ok {
+				if err == nil || terr == nil || unpaged != 0 {
+					t.Fatalf("another refusal was retried unpaged: status %v, timeline %v, %d unpaged calls", err, terr, unpaged)
+				}
+				return
+			}
+			if err != nil || terr != nil {
+				t.Fatalf("status %v, timeline %v", err, terr)
+			}
+			if len(st.Orgs) != 2 || st.Leader != "p1" || len(tl.Orgs) != 1 || len(tl.TimesMs) != 2 || unpaged != 2 {
+				t.Fatalf("status %+v, timeline %+v, %d unpaged calls", st, tl, unpaged)
+			}
+		})
+	}
+}

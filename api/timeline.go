@@ -135,6 +135,12 @@ func (c *Client) Timeline(ctx context.Context, q TimelineQuery) (TimelineView, e
 	var out TimelineView
 	for first := true; ; first = false {
 		v, err := c.TimelinePage(ctx, q)
+		if first && refusedPaging(err) {
+			// A peer of a build before the timeline had pages: its
+			// answer is whole.
+			q.Page = PageQuery{}
+			return c.TimelinePage(ctx, q)
+		}
 		if err != nil {
 			return TimelineView{}, err
 		}

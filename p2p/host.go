@@ -55,11 +55,11 @@ type Config struct {
 	// MaxKnownPeers bounds the known-peers file (default 512).
 	MaxKnownPeers int
 	// KnownPeersSaveDelay is how long a change to the known peers waits
-	// before the file is written (default 5 s), so that the changes of
-	// that time go in one write: each write is synced to disk, and while
-	// a federation forms every member learns of every joiner (at 100
-	// peers on one host, 10,000 synced writes; docs/BENCHMARKS.md). Close
-	// writes what is pending.
+	// before the file is synced to disk (default 5 s; it is written at
+	// once, unsynced), so that the changes of that time share one sync:
+	// while a federation forms every member learns of every joiner (at
+	// 100 peers on one host, 10,000 synced writes; docs/BENCHMARKS.md).
+	// Close writes and syncs what is pending.
 	KnownPeersSaveDelay time.Duration
 	// NATPortMap asks the router for a port mapping (UPnP / NAT-PMP).
 	NATPortMap bool
@@ -242,8 +242,8 @@ func New(cfg Config) (*Host, error) {
 	return h, nil
 }
 
-// saveSoon asks for the known peers to be written within
-// KnownPeersSaveDelay. It never blocks.
+// saveSoon asks for the known peers to be written (at once, unsynced; see
+// saveLoop). It never blocks.
 func (h *Host) saveSoon() {
 	select {
 	case h.saveKick <- struct{}{}:
@@ -251,8 +251,12 @@ func (h *Host) saveSoon() {
 	}
 }
 
-// saveLoop writes the known peers KnownPeersSaveDelay after a change,
-// once for all the changes of that time.
+// saveLoop writes the known peers at once after a change, without a sync,
+// and syncs them KnownPeersSaveDelay later, once for all the changes of
+// that time. The unsynced write is cheap and survives this process being
+// killed (a peer killed right after it learned of the other members still
+// finds them at its next start); the sync, the costly part, is what a
+// forming federation would otherwise pay once per joiner on every member.
 func (h *Host) saveLoop() {
 	defer h.wg.Done()
 	for {
@@ -261,14 +265,26 @@ func (h *Host) saveLoop() {
 			return
 		case <-h.saveKick:
 		}
-		select {
-		case <-h.done:
-			return // Close writes them
-		case <-time.After(h.cfg.KnownPeersSaveDelay):
+		h.saveKnown(false)
+		synced := time.After(h.cfg.KnownPeersSaveDelay)
+	pending:
+		for {
+			select {
+			case <-h.done:
+				return // Close writes and syncs them
+			case <-h.saveKick:
+				h.saveKnown(false)
+			case <-synced:
+				break pending
+			}
 		}
-		if err := h.known.save(); err != nil {
-			h.log.Warn("p2p: save known peers", "err", err)
-		}
+		h.saveKnown(true)
+	}
+}
+
+func (h *Host) saveKnown(sync bool) {
+	if err := h.known.save(sync); err != nil {
+		h.log.Warn("p2p: save known peers", "err", err)
 	}
 }
 
@@ -297,7 +313,7 @@ func (h *Host) Close() error {
 		close(h.done)
 		h.wg.Wait()
 		err := h.Host.Close()
-		if serr := h.known.save(); serr != nil && err == nil {
+		if serr := h.known.save(true); serr != nil && err == nil {
 			err = serr
 		}
 		h.closeErr = err
@@ -392,7 +408,7 @@ func (h *Host) KnownPeers() []KnownPeer { return h.known.list() }
 
 // Remember records addresses for a peer learnt some other way than a
 // connection (for example from a join response), in the peerstore and the
-// known-peers file (written within KnownPeersSaveDelay, or at Close).
+// known-peers file (written at once, synced within KnownPeersSaveDelay or at Close).
 func (h *Host) Remember(info peer.AddrInfo) error {
 	if info.ID == h.ID() || len(info.Addrs) == 0 {
 		return nil
@@ -405,7 +421,7 @@ func (h *Host) Remember(info peer.AddrInfo) error {
 }
 
 // Forget drops a peer from the known-peers file (for a peer that left the
-// federation for good), written within KnownPeersSaveDelay or at Close.
+// federation for good), written at once, synced within KnownPeersSaveDelay or at Close.
 func (h *Host) Forget(id peer.ID) error {
 	if h.known.forget(id) {
 		h.saveSoon()

@@ -77,7 +77,12 @@ func writeFileExclusive(path string, b []byte) error {
 
 // writeFileAtomic replaces path with b (mode 0600) through a temporary file
 // and a rename, so a crash leaves either the old or the new content.
-func writeFileAtomic(path string, b []byte) error {
+func writeFileAtomic(path string, b []byte) error { return replaceFile(path, b, true) }
+
+// replaceFile is writeFileAtomic, with the sync of the content optional: an
+// unsynced replacement survives the process being killed (the page cache
+// outlives it), not the machine losing power.
+func replaceFile(path string, b []byte, sync bool) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -97,10 +102,12 @@ func writeFileAtomic(path string, b []byte) error {
 		os.Remove(tmp)
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
+	if sync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			os.Remove(tmp)
+			return err
+		}
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(tmp)

@@ -164,7 +164,8 @@ func (kp *knownPeers) list() []KnownPeer {
 	return kp.sortedLocked()
 }
 
-func (kp *knownPeers) save() error {
+// save writes the file; synced, unless sync is false (see Host.saveLoop).
+func (kp *knownPeers) save(sync bool) error {
 	// The lock is held through the write so that two saves cannot land in
 	// the wrong order.
 	kp.mu.Lock()
@@ -181,7 +182,7 @@ func (kp *knownPeers) save() error {
 	if err != nil {
 		return fmt.Errorf("known peers: %w", err)
 	}
-	if err := writeFileAtomic(kp.path, append(b, '\n')); err != nil {
+	if err := replaceFile(kp.path, append(b, '\n'), sync); err != nil {
 		return fmt.Errorf("known peers %s: %w", kp.path, err)
 	}
 	return nil

@@ -571,11 +571,12 @@ func TestKnownPeersFileRobustness(t *testing.T) {
 	}
 }
 
-// TestKnownPeersWrittenOnceForManyChanges: changes to the known peers are
-// written together after KnownPeersSaveDelay (each write is synced, and a
-// forming federation changes them once per joiner on every member), and
-// Close writes what is pending.
-func TestKnownPeersWrittenOnceForManyChanges(t *testing.T) {
+// TestKnownPeersWrittenAtOnceSyncedLater: a change to the known peers is in
+// the file at once, before KnownPeersSaveDelay (a peer killed right after it
+// learnt of the others must find them at its next start), and Close leaves
+// the file complete; the sync of that time's changes is shared (not
+// observable here: it is a matter of cost, docs/BENCHMARKS.md).
+func TestKnownPeersWrittenAtOnceSyncedLater(t *testing.T) {
 	psk := mustSecret(t)
 	fileHas := func(dir string, ids ...peer.ID) bool {
 		b, err := os.ReadFile(filepath.Join(dir, KnownPeersFile))
@@ -598,7 +599,7 @@ func TestKnownPeersWrittenOnceForManyChanges(t *testing.T) {
 		ids[i] = newTestHost(t, t.TempDir(), psk).ID()
 	}
 
-	t.Run("pending until Close", func(t *testing.T) {
+	t.Run("in the file before the delay", func(t *testing.T) {
 		dir := t.TempDir()
 		h := newTestHost(t, dir, psk, func(c *Config) { c.KnownPeersSaveDelay = time.Hour })
 		for _, id := range ids {
@@ -606,9 +607,7 @@ func TestKnownPeersWrittenOnceForManyChanges(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if fileHas(dir, ids[0]) {
-			t.Fatal("the known peers were written at once, not after the delay")
-		}
+		waitUntil(t, "the known peers to be written within the hour's delay", func() bool { return fileHas(dir, ids...) })
 		if err := h.Close(); err != nil {
 			t.Fatal(err)
 		}
