@@ -143,9 +143,6 @@ func procsUnder(dir string) []int {
 			}
 		}
 	}
-	if !hasSubdirs(dir) {
-		return out
-	}
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
 		if e.IsDir() {
@@ -153,18 +150,6 @@ func procsUnder(dir string) []int {
 		}
 	}
 	return out
-}
-
-// hasSubdirs says whether cgroup directory dir may have cgroups under it:
-// the file system (kernfs) counts a directory's links as 2 plus its
-// subdirectories, so one stat spares listing the dozens of control files
-// of a cgroup that has none — the usual case. In doubt, yes.
-func hasSubdirs(dir string) bool {
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return true
-	}
-	return st.Nlink != 2
 }
 
 func (c *cgroupV1) empty() bool { return len(c.pids()) == 0 }
@@ -180,9 +165,6 @@ func (c *cgroupV1) removeNested() error {
 
 // removeUnder removes the cgroups under cgroup dir.
 func removeUnder(dir string) error {
-	if !hasSubdirs(dir) {
-		return nil
-	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return err
