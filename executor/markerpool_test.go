@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,7 +25,7 @@ func TestMachineMarkerReused(t *testing.T) {
 		if _, err := os.Stat(supervise.EndMarkerFile(e.cfg.TasksDir, id, r.Attempt)); !os.IsNotExist(err) {
 			t.Errorf("%s: a marker of its own in its attempt directory (%v)", id, err)
 		}
-		at, ok := supervise.ReadEndMarker(filepath.Join(e.cfg.TasksDir, e.markers["m1"]))
+		at, ok := supervise.ReadEndMarker(filepath.Join(e.cfg.TasksDir, supervise.SlotMarker(0)))
 		rs := runsOf(t, path, id)
 		if !ok || len(rs) != 1 || at < rs[0].StartUs {
 			t.Fatalf("%s: marker %d (%v), runs %+v: want a time at or after the run's start", id, at, ok, rs)
@@ -101,5 +102,57 @@ func TestBootReadsOnlyTheRunsOwnMarkerTime(t *testing.T) {
 				t.Errorf("abandoned at %d, want the boot's time (≥ %d), not the marker's %d", rs[0].EndUs, before, c.at)
 			}
 		})
+	}
+}
+
+// TestConcurrentRunsOfAMachineHoldTheirOwnMarkers: a machine with several
+// CPUs runs several tasks at once; each run in progress gets a marker no
+// other run holds (a marker found locked left a run without one), each
+// marker holds its own run's end, and a marker is handed out again once
+// its run is over.
+func TestConcurrentRunsOfAMachineHoldTheirOwnMarkers(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, RunJournalFile)
+	e := newProcCfg(t, ProcessConfig{TasksDir: filepath.Join(dir, "tasks"), Policy: allowShell(), DisableRAPL: true, JournalPath: path,
+		Machines: []MachineConfig{{Name: "m1", GFLOPS: 2, BusyWatts: 50, CPUs: 2}}})
+	gate := filepath.Join(dir, "go")
+	for _, id := range []string{"a", "b"} {
+		if err := e.Start(context.Background(), "m1", sh(id, "while [ ! -e "+gate+" ]; do sleep 0.02; done")); err != nil {
+			t.Fatalf("Start %s: %v", id, err)
+		}
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if r := next(t, e); r.Reason != ReasonOK {
+			t.Fatalf("%s: %s %s", r.ID, r.Reason, r.Detail)
+		}
+	}
+	r := run(t, e, sh("c", "true"))
+	if r.Reason != ReasonOK {
+		t.Fatalf("c: %s %s", r.Reason, r.Detail)
+	}
+	byTask := map[string]string{}
+	for _, rec := range readJournal(t, path) {
+		if rec.Event == JournalStart {
+			byTask[rec.Task] = rec.Marker
+		}
+	}
+	if byTask["a"] == byTask["b"] || byTask["a"] == "" || byTask["b"] == "" {
+		t.Fatalf("two runs at once on m1 hold markers %q and %q: want two different ones", byTask["a"], byTask["b"])
+	}
+	if want := supervise.SlotMarker(0); byTask["c"] != want {
+		t.Errorf("the run after them holds %q, want the machine's first marker %s again", byTask["c"], want)
+	}
+	for _, id := range []string{"a", "b"} {
+		at, ok := supervise.ReadEndMarker(filepath.Join(e.cfg.TasksDir, byTask[id]))
+		rs := runsOf(t, path, id)
+		if id == "a" && byTask[id] == supervise.SlotMarker(0) || id == "b" && byTask[id] == supervise.SlotMarker(0) {
+			continue // overwritten by c's run since
+		}
+		if !ok || len(rs) != 1 || at < rs[0].StartUs {
+			t.Errorf("%s: marker %s holds %d (%v), runs %+v: want its own end", id, byTask[id], at, ok, rs)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -93,9 +94,10 @@ type ProcessExecutor struct {
 	cgroups cgroupMaker
 	// sandbox: tasks without run_as run in a Landlock sandbox.
 	sandbox bool
-	// markers are the machines' end markers, relative to TasksDir
-	// (supervise.SlotMarker): each machine's runs reuse one.
-	markers map[string]string
+	// markers hands out the machines' end markers, relative to TasksDir
+	// (supervise.SlotMarker): each machine's runs reuse them, one per run
+	// in progress (a machine with several CPUs runs several at once).
+	markers *markerSet
 	// slots number the machines (sorted by name) for the names of their
 	// markers and cgroups.
 	slots map[string]int
@@ -218,10 +220,11 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 	if err := os.Mkdir(filepath.Join(dir, supervise.MarkersDir), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("process executor: %w", err)
 	}
-	markers, slots := map[string]string{}, map[string]int{}
+	slots := map[string]int{}
 	for i, m := range machineList(reg.machines) {
-		markers[m.Name], slots[m.Name] = supervise.SlotMarker(i), i
+		slots[m.Name] = i
 	}
+	markers := &markerSet{slots: slots, inUse: map[string][]bool{}}
 	cg, err := openCgroups(cfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("process executor: %w", err)
@@ -620,7 +623,10 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	// The end marker is where the supervisor records when the run was
 	// over, for a next boot to read should this peer die first: the
 	// machine's, which its previous run released before it ended.
-	marker := e.markers[m.Name]
+	marker, releaseMarker := e.markers.take(m.Name)
+	// The supervisor has released the marker's lock when the run is over,
+	// which is when execute returns.
+	defer releaseMarker()
 	sr, err := sup.Open(filepath.Join(e.cfg.TasksDir, marker), sc, stdout.w, stderr.w)
 	if err != nil {
 		meterEnd()
@@ -1192,4 +1198,36 @@ func (c *capture) abandon() {
 	if c.file != nil {
 		c.file.Close()
 	}
+}
+
+// markerSet hands each run an end marker that no other run in progress
+// holds: a machine's first run in progress gets the machine's marker
+// (supervise.SlotMarker), a second one running beside it (a machine with
+// several CPUs) the next, and so on; a marker is handed out again once its
+// run is over. Its supervisor locks it for the run (a marker found locked
+// would leave the run without one).
+type markerSet struct {
+	slots map[string]int
+	mu    sync.Mutex
+	inUse map[string][]bool
+}
+
+// take returns a free marker of machine and the function that frees it.
+func (s *markerSet) take(machine string) (string, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	used := s.inUse[machine]
+	k := slices.Index(used, false)
+	if k < 0 {
+		k = len(used)
+		used = append(used, false)
+	}
+	used[k] = true
+	s.inUse[machine] = used
+	release := func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.inUse[machine][k] = false
+	}
+	return supervise.SlotRunMarker(s.slots[machine], k), release
 }

@@ -49,6 +49,16 @@ func SlotMarker(slot int) string {
 	return filepath.Join(MarkersDir, strconv.Itoa(slot)+".end")
 }
 
+// SlotRunMarker is the marker of the k-th run in progress at once on the
+// machine numbered slot (k from 0: SlotMarker); a machine with several
+// CPUs runs several tasks at once, each needing a marker of its own.
+func SlotRunMarker(slot, k int) string {
+	if k == 0 {
+		return SlotMarker(slot)
+	}
+	return filepath.Join(MarkersDir, strconv.Itoa(slot)+"."+strconv.Itoa(k)+".end")
+}
+
 // endMarker is the supervisor's open, locked marker; nil when the peer
 // named none or it could not be created (the boot then journals its own
 // time, an upper bound).
