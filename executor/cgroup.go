@@ -51,10 +51,6 @@ type runCgroup interface {
 	kill(wait time.Duration) (survivors bool)
 	// remove deletes the (empty) cgroup.
 	remove() error
-	// empty says whether no process is in it or under it.
-	empty() bool
-	// removeNested deletes the (empty) cgroups made under it.
-	removeNested() error
 }
 
 // cgroupMaker makes the runs' cgroups.
@@ -150,33 +146,6 @@ func procsUnder(dir string) []int {
 		}
 	}
 	return out
-}
-
-func (c *cgroupV1) empty() bool { return len(c.pids()) == 0 }
-
-func (c *cgroupV1) removeNested() error {
-	for _, f := range c.files {
-		if err := removeUnder(filepath.Dir(f)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// removeUnder removes the cgroups under cgroup dir.
-func removeUnder(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		if e.IsDir() {
-			if err := removeCgroupDir(filepath.Join(dir, e.Name())); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 func (c *cgroupV1) signal(sig unix.Signal) {
@@ -284,74 +253,6 @@ func (c *cgroupV2) kill(wait time.Duration) bool {
 }
 
 func (c *cgroupV2) remove() error { return c.m.Delete() }
-
-func (c *cgroupV2) empty() bool {
-	ps, err := c.m.Procs(true)
-	return err == nil && len(ps) == 0
-}
-
-func (c *cgroupV2) removeNested() error { return removeUnder(filepath.Dir(c.file)) }
-
-// Each machine keeps its cgroup between runs (issue 22): making and
-// removing a cgroup in every v1 hierarchy for each run was a good part of
-// a short run's cost, in the peer and in the kernel's workers. A run's
-// cgroup is handed to the machine's next run only if nothing of the run
-// survived its kill, once the cgroups the run made under it are removed,
-// and if it is still empty when taken: every process in it is then the
-// new run's, counted and limited from its first instruction as before.
-// The limits are the policy's, the same for every run of the executor.
-// What a v1 memory cgroup keeps charged of the previous run's page cache
-// counts toward the next run's limit until the kernel reclaims it, which
-// it does before it would kill for memory.
-
-// takeCgroup is machine's idle cgroup, if it is still empty, or a new one.
-func (e *ProcessExecutor) takeCgroup(machine string, l cgroupLimits) (runCgroup, error) {
-	e.cgMu.Lock()
-	cg := e.idleCgroups[machine]
-	delete(e.idleCgroups, machine)
-	e.cgMu.Unlock()
-	if cg != nil {
-		if cg.empty() {
-			return cg, nil
-		}
-		// Something entered it between two runs: it is left as it is.
-		e.log.Warn("executor: a machine's idle cgroup is not empty; a new one is made", "machine", machine)
-	}
-	return e.cgroups.make(cgroupName("machine"+strconv.Itoa(e.slots[machine]), e.seq.Add(1)), l)
-}
-
-// putCgroup keeps the cgroup of machine's run that ended (every process
-// of it killed) for the machine's next run, or removes it.
-func (e *ProcessExecutor) putCgroup(machine string, cg runCgroup, task string) {
-	if err := cg.removeNested(); err == nil && cg.empty() {
-		e.cgMu.Lock()
-		closed := e.idleCgroups == nil
-		if !closed {
-			e.idleCgroups[machine] = cg
-		}
-		e.cgMu.Unlock()
-		if !closed {
-			return
-		}
-	}
-	if err := cg.remove(); err != nil {
-		e.log.Warn("task: remove the run's cgroup", "task", task, "err", err)
-	}
-}
-
-// removeIdleCgroups removes the idle cgroups once no run is left; none is
-// kept after.
-func (e *ProcessExecutor) removeIdleCgroups() {
-	e.cgMu.Lock()
-	idle := e.idleCgroups
-	e.idleCgroups = nil
-	e.cgMu.Unlock()
-	for m, cg := range idle {
-		if err := cg.remove(); err != nil {
-			e.log.Warn("executor: remove a machine's cgroup", "machine", m, "err", err)
-		}
-	}
-}
 
 // errNoCgroups: the policy sets a limit only a cgroup can enforce, and
 // this host gives the peer none.

@@ -3,15 +3,12 @@ package executor
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // needCgroups skips, saying why, when this host gives the executor no
@@ -23,14 +20,11 @@ func needCgroups(t *testing.T, e *ProcessExecutor) {
 	}
 }
 
-// machineCgroupFile finds a file of the cgroup of this process's
-// executor's machine number slot (its runs', reused), v1 or v2.
-func machineCgroupFile(slot int, controller, file string) string {
-	name := cgroupName("machine"+strconv.Itoa(slot), 0)
-	name = strings.TrimSuffix(name, "0") + "*"
+// runCgroupFile finds a file of the run's cgroup for task, v1 or v2.
+func runCgroupFile(task, controller, file string) string {
 	for _, pat := range []string{
-		filepath.Join("/sys/fs/cgroup", controller, DefaultCgroupParent, name, file),
-		filepath.Join("/sys/fs/cgroup", DefaultCgroupParent, name, file),
+		filepath.Join("/sys/fs/cgroup", controller, DefaultCgroupParent, task+"-*", file),
+		filepath.Join("/sys/fs/cgroup", DefaultCgroupParent, task+"-*", file),
 	} {
 		if m, _ := filepath.Glob(pat); len(m) == 1 {
 			return m[0]
@@ -90,7 +84,7 @@ func TestForkBombHeldByPidsLimit(t *testing.T) {
 		case r = <-e.Results():
 			done = true
 		case <-time.After(20 * time.Millisecond):
-			if f := machineCgroupFile(0, "pids", "pids.current"); f != "" {
+			if f := runCgroupFile("bomb", "pids", "pids.current"); f != "" {
 				if n, err := strconv.Atoi(strings.TrimSpace(readFileQuiet(f))); err == nil && n > peak {
 					peak = n
 				}
@@ -108,9 +102,8 @@ func TestForkBombHeldByPidsLimit(t *testing.T) {
 	if peak == 0 || peak > 30 {
 		t.Errorf("peak of %d processes, want 1..30", peak)
 	}
-	// The machine keeps the cgroup for its next run: empty.
-	if f := machineCgroupFile(0, "pids", "cgroup.procs"); f == "" || strings.TrimSpace(readFileQuiet(f)) != "" {
-		t.Errorf("the run's cgroup %q is not left empty: %q", f, readFileQuiet(f))
+	if f := runCgroupFile("bomb", "pids", "cgroup.procs"); f != "" {
+		t.Errorf("the run's cgroup is left: %s", f)
 	}
 }
 
@@ -206,11 +199,10 @@ func TestDiscardRemovesAttemptDir(t *testing.T) {
 	}
 }
 
-// TestRunCgroupRemovedWithNested: once a run is over its cgroup is empty
-// in every hierarchy (the machine keeps it for its next run) and the
-// cgroups the task made under its own are gone; a process the task moved
-// into one of those, out of its process group as well, is found there and
-// killed with the run. When the executor closes, the cgroup goes too.
+// TestRunCgroupRemovedWithNested: once a run is over its cgroup is gone in
+// every hierarchy, with the cgroups the task made under its own; a process
+// the task moved into one of those, out of its process group as well, is
+// found there and killed with the run.
 func TestRunCgroupRemovedWithNested(t *testing.T) {
 	e := newProc(t, allowShell())
 	v1, ok := e.cgroups.(*cgroupV1Maker)
@@ -243,68 +235,8 @@ func TestRunCgroupRemovedWithNested(t *testing.T) {
 	}
 	name := filepath.Base(fz)
 	for _, c := range v1Controllers {
-		dir := filepath.Join(v1.root, string(c), DefaultCgroupParent, name)
-		if _, err := os.Stat(filepath.Join(dir, "sub")); !os.IsNotExist(err) {
-			t.Errorf("%s cgroup %s/sub left after the run: %v", c, name, err)
-		}
-		if procs := strings.TrimSpace(readFileQuiet(filepath.Join(dir, "cgroup.procs"))); procs != "" {
-			t.Errorf("%s cgroup %s not empty after the run: %s", c, name, procs)
-		}
-	}
-	// The next run on the machine gets the same cgroup, and nothing of
-	// the previous run.
-	r2 := run(t, e, sh("nested-next", `sed -n 's/^[0-9]*:freezer://p' /proc/self/cgroup; cat /sys/fs/cgroup/freezer$(sed -n 's/^[0-9]*:freezer://p' /proc/self/cgroup)/cgroup.procs | wc -l`))
-	out := strings.Fields(readStream(t, r2.StdoutPath))
-	if !r2.OK() || len(out) != 2 || filepath.Base(out[0]) != name || out[1] != "3" {
-		t.Errorf("next run: %s %s, saw %q: want cgroup %s holding its own 3 processes (sh, cat, wc)", r2.Reason, r2.Detail, out, name)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := e.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range v1Controllers {
 		if _, err := os.Stat(filepath.Join(v1.root, string(c), DefaultCgroupParent, name)); !os.IsNotExist(err) {
-			t.Errorf("%s cgroup %s left after the executor closed: %v", c, name, err)
+			t.Errorf("%s cgroup %s left after the run: %v", c, name, err)
 		}
-	}
-}
-
-// TestIdleCgroupNotReusedOnceEntered: a machine's cgroup that is not empty
-// when its next run starts (something entered it between runs) is not
-// that run's: the run gets a new one, and what entered stays where it was.
-func TestIdleCgroupNotReusedOnceEntered(t *testing.T) {
-	e := newProc(t, allowShell())
-	if _, ok := e.cgroups.(*cgroupV1Maker); !ok {
-		t.Skip("needs cgroup v1 (this host's kind), run as root")
-	}
-	const where = `sed -n 's/^[0-9]*:freezer://p' /proc/self/cgroup`
-	r1 := run(t, e, sh("first", where))
-	first := strings.TrimSpace(readStream(t, r1.StdoutPath))
-	if !r1.OK() || first == "" {
-		t.Fatalf("%s %s %q", r1.Reason, r1.Detail, first)
-	}
-	intruder := exec.Command("sleep", "300")
-	if err := intruder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = intruder.Process.Kill(); _ = intruder.Wait() }()
-	procs := filepath.Join("/sys/fs/cgroup/freezer", first, "cgroup.procs")
-	if err := os.WriteFile(procs, []byte(strconv.Itoa(intruder.Process.Pid)), 0); err != nil {
-		t.Fatal(err)
-	}
-	r2 := run(t, e, sh("second", where))
-	second := strings.TrimSpace(readStream(t, r2.StdoutPath))
-	if !r2.OK() || second == "" || second == first {
-		t.Fatalf("second run in %q (%s %s), want a cgroup other than %q", second, r2.Reason, r2.Detail, first)
-	}
-	if got := strings.TrimSpace(readFileQuiet(procs)); got != strconv.Itoa(intruder.Process.Pid) || !alive(intruder.Process.Pid) {
-		t.Errorf("the intruder (%d) was disturbed: %s holds %q", intruder.Process.Pid, procs, got)
-	}
-	_ = intruder.Process.Kill()
-	_ = intruder.Wait()
-	_ = unix.Rmdir(filepath.Dir(procs))
-	for _, c := range v1Controllers[1:] {
-		_ = unix.Rmdir(filepath.Join("/sys/fs/cgroup", string(c), first))
 	}
 }

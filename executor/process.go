@@ -98,12 +98,6 @@ type ProcessExecutor struct {
 	// (supervise.SlotMarker): each machine's runs reuse them, one per run
 	// in progress (a machine with several CPUs runs several at once).
 	markers *markerSet
-	// slots number the machines (sorted by name) for the names of their
-	// markers and cgroups.
-	slots map[string]int
-	// idleCgroups are the machines' cgroups between two runs (cgroupPool).
-	cgMu        sync.Mutex
-	idleCgroups map[string]runCgroup
 	// copyBufs are the captures' buffers (*copyBuf), reused across runs.
 	copyBufs sync.Pool
 	// umask is the process's file mode creation mask, read once (-1:
@@ -230,7 +224,7 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 		return nil, fmt.Errorf("process executor: %w", err)
 	}
 	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{}), cgroups: cg, sandbox: sandbox, markers: markers,
-		slots: slots, idleCgroups: map[string]runCgroup{}, umask: readUmask()}
+		umask: readUmask()}
 	e.SetLease(cfg.Lease, cfg.Contact)
 	if cfg.JournalPath != "" {
 		if e.journal, err = openRunJournal(cfg.JournalPath, cfg.Journal, dir); err != nil {
@@ -370,7 +364,6 @@ func (e *ProcessExecutor) Close(ctx context.Context) error {
 		// open until the last run has recorded its end.
 		go func() {
 			e.reg.runs.Wait()
-			e.removeIdleCgroups()
 			close(e.stopSampler)
 			e.closeSupervisor()
 			if e.journal != nil {
@@ -381,9 +374,6 @@ func (e *ProcessExecutor) Close(ctx context.Context) error {
 			e.q.finish()
 		}()
 		waitGroup(ctx, &e.reg.runs)
-		if ctx.Err() == nil {
-			e.removeIdleCgroups() // every run is over: none is left when Close returns
-		}
 		if err == nil && ctx.Err() != nil {
 			err = fmt.Errorf("close executor: %w", ctx.Err())
 		}
@@ -575,7 +565,7 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	var goneAt time.Time // when the group was found empty
 	var survivors bool   // live processes left in the group or cgroup after SIGKILL
 	if e.cgroups != nil {
-		cg, err := e.takeCgroup(m.Name, pol.cgroupLimits())
+		cg, err := e.cgroups.make(cgroupName(spec.ID, e.seq.Add(1)), pol.cgroupLimits())
 		if err != nil {
 			return fail(failf(ReasonStartFailed, "%v", err))
 		}
@@ -584,7 +574,9 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 				e.log.Warn("task: processes of the run's cgroup survive SIGKILL; the cgroup is left", "task", spec.ID)
 				return
 			}
-			e.putCgroup(m.Name, cg, spec.ID)
+			if err := cg.remove(); err != nil {
+				e.log.Warn("task: remove the run's cgroup", "task", spec.ID, "err", err)
+			}
 		}()
 		run.mu.Lock()
 		run.cg = cg
