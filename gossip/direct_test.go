@@ -68,25 +68,9 @@ func heardDirectly(g *Gossip, id peer.ID) bool {
 // Real hosts: the receiver's handler sees the author the security
 // handshake authenticated, whatever the message claims.
 func TestDirectHeartbeatRefusals(t *testing.T) {
-	hosts := newHosts(t, 3)
-	recv, member, stranger := hosts[0], hosts[1], hosts[2]
-	view := newLedgerView(t, map[string]peer.ID{"lead": recv.ID(), "mem": member.ID()})
-	g := New(Config{Org: "lead", Boot: 1, Interval: time.Hour, Logger: testLogger(),
-		IsMember: func(id peer.ID) bool { return id == recv.ID() || id == member.ID() }})
-	defer g.Close()
-	if err := g.Join(recv, view); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := stranger.ConnectAddr(ctx, recv.FullAddrs()[0].String()); err != nil {
-		t.Fatal(err)
-	}
-	seq := uint64(0)
-	hb := func(org string) []byte {
-		seq++
-		return encode(t, Heartbeat{V: 1, Org: org, AtMs: time.Now().UnixMilli(), Boot: 1, Seq: seq, Machines: []MachineTelemetry{{Name: "m1", PowerMilliW: 5}}})
-	}
+	var memberIn atomic.Bool
+	memberIn.Store(true)
+	g, ctx, recv, member, stranger, hb := directReceiver(t, &memberIn)
 	send := func(from *p2p.Host, data []byte) error {
 		_, err := p2p.Request(ctx, from.Host, recv.ID(), ProtocolHeartbeat, data, p2p.StreamOptions{MaxMessageSize: MaxHeartbeatBytes})
 		return err
@@ -383,27 +367,9 @@ func TestJoinersAddressesAreRemembered(t *testing.T) {
 // ones are refused with their code, and the rate limit holds on one
 // stream as across many. Real hosts, the server the gossip registers.
 func TestDirectStreamChecksEveryHeartbeat(t *testing.T) {
-	hosts := newHosts(t, 3)
-	recv, member, stranger := hosts[0], hosts[1], hosts[2]
-	view := newLedgerView(t, map[string]peer.ID{"lead": recv.ID(), "mem": member.ID()})
 	var memberIn atomic.Bool
 	memberIn.Store(true)
-	g := New(Config{Org: "lead", Boot: 1, Interval: time.Hour, Logger: testLogger(),
-		IsMember: func(id peer.ID) bool { return id == recv.ID() || id == member.ID() && memberIn.Load() }})
-	defer g.Close()
-	if err := g.Join(recv, view); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := stranger.ConnectAddr(ctx, recv.FullAddrs()[0].String()); err != nil {
-		t.Fatal(err)
-	}
-	seq := uint64(0)
-	hb := func(org string) []byte {
-		seq++
-		return encode(t, Heartbeat{V: 1, Org: org, AtMs: time.Now().UnixMilli(), Boot: 1, Seq: seq, Machines: []MachineTelemetry{{Name: "m1", PowerMilliW: 5}}})
-	}
+	g, ctx, recv, member, stranger, hb := directReceiver(t, &memberIn)
 	opts := p2p.StreamOptions{MaxMessageSize: 2 * MaxHeartbeatBytes}
 	mem := p2p.NewSession(member.Host, ProtocolHeartbeatStream, "", opts)
 	defer mem.Close()
@@ -484,4 +450,32 @@ func TestDirectStreamChecksEveryHeartbeat(t *testing.T) {
 	if n := mem.Opened(); n != opened+1 {
 		t.Fatalf("the burst opened %d streams, want one", n-opened)
 	}
+}
+
+// directReceiver starts g, the direct-heartbeat receiver both refusal
+// tests use: recv leads organisation "lead", member is organisation "mem"'s peer
+// and a Raft member while memberIn holds, stranger is connected but never a
+// member. hb encodes the next heartbeat of org (a fresh sequence number).
+func directReceiver(t *testing.T, memberIn *atomic.Bool) (g *Gossip, ctx context.Context, recv, member, stranger *p2p.Host, hb func(org string) []byte) {
+	t.Helper()
+	hosts := newHosts(t, 3)
+	recv, member, stranger = hosts[0], hosts[1], hosts[2]
+	view := newLedgerView(t, map[string]peer.ID{"lead": recv.ID(), "mem": member.ID()})
+	g = New(Config{Org: "lead", Boot: 1, Interval: time.Hour, Logger: testLogger(),
+		IsMember: func(id peer.ID) bool { return id == recv.ID() || id == member.ID() && memberIn.Load() }})
+	t.Cleanup(func() { g.Close() })
+	if err := g.Join(recv, view); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	if _, err := stranger.ConnectAddr(ctx, recv.FullAddrs()[0].String()); err != nil {
+		t.Fatal(err)
+	}
+	seq := uint64(0)
+	hb = func(org string) []byte {
+		seq++
+		return encode(t, Heartbeat{V: 1, Org: org, AtMs: time.Now().UnixMilli(), Boot: 1, Seq: seq, Machines: []MachineTelemetry{{Name: "m1", PowerMilliW: 5}}})
+	}
+	return g, ctx, recv, member, stranger, hb
 }
