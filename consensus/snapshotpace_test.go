@@ -94,18 +94,25 @@ func TestSnapshotPacerBoundsTheReplay(t *testing.T) {
 			}
 			last := p.node.AppliedIndex()
 			// The pacer snapshots in the background: wait until what was
-			// applied since the last snapshot is within the bound.
+			// applied since the last snapshot is within the bound, and
+			// until that snapshot is on disk (the count is reset when the
+			// state is captured, before the snapshot is persisted).
 			replay := &p.node.fsm.replay
+			var since int64
 			eventually(t, 20*time.Second, func() error {
 				if replay.over(tc.entries, tc.bytes) {
 					return fmt.Errorf("%d entries, %d bytes since the last snapshot", replay.entries.Load(), replay.bytes.Load())
 				}
+				since = int64(replay.entries.Load())
+				snaps, err := p.node.snaps.List()
+				if err != nil || len(snaps) == 0 {
+					return fmt.Errorf("no snapshot after 40 entries (bound %d entries, %d bytes): %v", tc.entries, tc.bytes, err)
+				}
+				if snaps[0].Index+uint64(since) < last {
+					return fmt.Errorf("newest snapshot on disk at %d, %d entries since; applied %d", snaps[0].Index, since, last)
+				}
 				return nil
 			})
-			since := int64(replay.entries.Load())
-			if snaps, err := p.node.snaps.List(); err != nil || len(snaps) == 0 {
-				t.Fatalf("no snapshot after 40 entries (bound %d entries, %d bytes): %v", tc.entries, tc.bytes, err)
-			}
 			if got := replayed(t, p, last, false); got != since {
 				t.Fatalf("replayed %d entries after a crash, want the %d applied since the last snapshot", got, since)
 			}
