@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/containerd/cgroups/v3"
@@ -17,9 +18,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Each run lives in a cgroup of its own (containerd/cgroups: v2 where the
-// host has the unified hierarchy, v1 with the freezer, pids, memory and
-// cpu controllers otherwise), named <CgroupParent>/<task>-<n>. The
+// Each run in progress lives in a cgroup no other live run holds
+// (containerd/cgroups: v2 where the host has the unified hierarchy, v1
+// with the freezer, pids, memory and cpu controllers otherwise), named
+// <CgroupParent>/<slot>.<k>-<peer pid>-<tag> and kept for the machine's
+// next runs once it is checked vacant (cgroupPool). The
 // supervisor writes the task into it while it is held before its first
 // instruction, so every
 // process of the task is counted and limited from its first instruction,
@@ -51,6 +54,11 @@ type runCgroup interface {
 	kill(wait time.Duration) (survivors bool)
 	// remove deletes the (empty) cgroup.
 	remove() error
+	// vacant reports whether it may serve another run (cgroupPool): no
+	// process left and no cgroup under it in any hierarchy, and never
+	// frozen nor killed whole (a kill that had to act leaves it to be
+	// removed, not reused).
+	vacant() bool
 }
 
 // cgroupMaker makes the runs' cgroups.
@@ -118,6 +126,8 @@ func (m *cgroupV1Maker) make(name string, l cgroupLimits) (runCgroup, error) {
 type cgroupV1 struct {
 	cg    cgroup1.Cgroup
 	files []string
+	// froze: kill found processes and froze it (not reused).
+	froze atomic.Bool
 }
 
 func (c *cgroupV1) procsFiles() []string { return c.files }
@@ -127,7 +137,8 @@ func (c *cgroupV1) procsFiles() []string { return c.files }
 func (c *cgroupV1) pids() []int { return procsUnder(filepath.Dir(c.files[0])) }
 
 // procsUnder lists the processes in cgroup dir and its descendants: one
-// read of cgroup.procs and one directory read per cgroup. (The library's
+// read of cgroup.procs per cgroup, and a directory read only for a cgroup
+// whose link count says it has cgroups under it. (The library's
 // recursive Processes stats every control file of every cgroup on the
 // way: a fifth of a short run's cost in the peer, twice per run.)
 func procsUnder(dir string) []int {
@@ -138,6 +149,10 @@ func procsUnder(dir string) []int {
 				out = append(out, pid)
 			}
 		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err == nil && st.Nlink == 2 {
+		return out // no cgroup under it
 	}
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
@@ -160,6 +175,7 @@ func (c *cgroupV1) kill(wait time.Duration) bool {
 			return 0 // the common case: nothing left, nothing to freeze
 		}
 		// Frozen, nothing in it can fork while the list is killed.
+		c.froze.Store(true)
 		_ = c.cg.Freeze()
 		pids := c.pids()
 		for _, pid := range pids {
@@ -168,6 +184,18 @@ func (c *cgroupV1) kill(wait time.Duration) bool {
 		_ = c.cg.Thaw()
 		return len(pids)
 	})
+}
+
+func (c *cgroupV1) vacant() bool {
+	if c.froze.Load() {
+		return false
+	}
+	for _, f := range c.files {
+		if !cgroupDirEmpty(filepath.Dir(f)) {
+			return false
+		}
+	}
+	return true
 }
 
 // remove deletes the run's cgroup in each hierarchy, the cgroups the run
@@ -231,6 +259,8 @@ func (m *cgroupV2Maker) make(name string, l cgroupLimits) (runCgroup, error) {
 type cgroupV2 struct {
 	m    *cgroup2.Manager
 	file string
+	// killed: kill found processes and killed it whole (not reused).
+	killed atomic.Bool
 }
 
 func (c *cgroupV2) procsFiles() []string { return []string{c.file} }
@@ -246,6 +276,7 @@ func (c *cgroupV2) kill(wait time.Duration) bool {
 	return supervise.KillUntilEmpty(wait, func() int {
 		ps, _ := c.m.Procs(true)
 		if len(ps) > 0 {
+			c.killed.Store(true)
 			_ = c.m.Kill() // cgroup.kill, or freeze-kill-thaw before 5.14
 		}
 		return len(ps)
@@ -253,6 +284,10 @@ func (c *cgroupV2) kill(wait time.Duration) bool {
 }
 
 func (c *cgroupV2) remove() error { return c.m.Delete() }
+
+func (c *cgroupV2) vacant() bool {
+	return !c.killed.Load() && cgroupDirEmpty(filepath.Dir(c.file))
+}
 
 // errNoCgroups: the policy sets a limit only a cgroup can enforce, and
 // this host gives the peer none.
@@ -292,13 +327,6 @@ func (p Policy) cgroupLimits() cgroupLimits {
 	}
 }
 
-// cgroupName names a run's cgroup <task>-<peer pid>-<n>: unique among the
-// peers of one host (tests and demos run several), and telling which
-// leftovers belong to a peer that is gone.
-func cgroupName(task string, n uint64) string {
-	return fmt.Sprintf("%s-%d-%d", task, os.Getpid(), n)
-}
-
 // sweepCgroups removes the empty cgroups that peers no longer running
 // left under parent (a peer killed with SIGKILL cannot remove its own;
 // its supervisors killed their processes). A cgroup with processes in it
@@ -321,7 +349,8 @@ func sweepCgroups(root, parent string) {
 	}
 }
 
-// ownerGone reports whether the peer whose pid is in a cgroupName is dead.
+// ownerGone reports whether the peer whose pid is in a cgroup's name
+// (<...>-<pid>-<...>, cgroupPool.name) is dead.
 func ownerGone(name string) bool {
 	parts := strings.Split(name, "-")
 	if len(parts) < 3 {

@@ -20,14 +20,23 @@ func needCgroups(t *testing.T, e *ProcessExecutor) {
 	}
 }
 
-// runCgroupFile finds a file of the run's cgroup for task, v1 or v2.
-func runCgroupFile(task, controller, file string) string {
-	for _, pat := range []string{
-		filepath.Join("/sys/fs/cgroup", controller, DefaultCgroupParent, task+"-*", file),
-		filepath.Join("/sys/fs/cgroup", DefaultCgroupParent, task+"-*", file),
-	} {
-		if m, _ := filepath.Glob(pat); len(m) == 1 {
-			return m[0]
+// runCgroupFile is a file of the cgroup of task's run in progress, in
+// controller's hierarchy (v1) or the unified one (v2); "" when the run has
+// none (not started, or over).
+func runCgroupFile(e *ProcessExecutor, task, controller, file string) string {
+	run, ok := e.reg.get(task)
+	if !ok {
+		return ""
+	}
+	run.mu.Lock()
+	cg := run.cg
+	run.mu.Unlock()
+	if cg == nil {
+		return ""
+	}
+	for _, f := range cg.procsFiles() {
+		if _, ok := e.cgroups.(*cgroupV2Maker); ok || filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(f)))) == controller {
+			return filepath.Join(filepath.Dir(f), file)
 		}
 	}
 	return ""
@@ -77,6 +86,7 @@ func TestForkBombHeldByPidsLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	peak := 0
+	procs := "" // the run's pids cgroup.procs
 	deadline := time.Now().Add(30 * time.Second)
 	var r Result
 	for done := false; !done; {
@@ -84,7 +94,8 @@ func TestForkBombHeldByPidsLimit(t *testing.T) {
 		case r = <-e.Results():
 			done = true
 		case <-time.After(20 * time.Millisecond):
-			if f := runCgroupFile("bomb", "pids", "pids.current"); f != "" {
+			if f := runCgroupFile(e, "bomb", "pids", "pids.current"); f != "" {
+				procs = filepath.Join(filepath.Dir(f), "cgroup.procs")
 				if n, err := strconv.Atoi(strings.TrimSpace(readFileQuiet(f))); err == nil && n > peak {
 					peak = n
 				}
@@ -102,8 +113,9 @@ func TestForkBombHeldByPidsLimit(t *testing.T) {
 	if peak == 0 || peak > 30 {
 		t.Errorf("peak of %d processes, want 1..30", peak)
 	}
-	if f := runCgroupFile("bomb", "pids", "cgroup.procs"); f != "" {
-		t.Errorf("the run's cgroup is left: %s", f)
+	// Its cgroup is removed, or kept empty for the machine's next run.
+	if b, err := os.ReadFile(procs); err == nil && len(b) > 0 {
+		t.Errorf("processes left in the run's cgroup %s: %s", procs, b)
 	}
 }
 

@@ -90,8 +90,10 @@ type ProcessExecutor struct {
 	meter *raplMeter // nil: declared power
 	// journal is nil without ProcessConfig.JournalPath.
 	journal *runJournal
-	// cgroups is nil when runs get no cgroup.
+	// cgroups is nil when runs get no cgroup; cgpool hands its cgroups to
+	// the runs and keeps them between runs.
 	cgroups cgroupMaker
+	cgpool  *cgroupPool
 	// sandbox: tasks without run_as run in a Landlock sandbox.
 	sandbox bool
 	// markers hands out the machines' end markers, relative to TasksDir
@@ -225,6 +227,9 @@ func NewProcessExecutor(cfg ProcessConfig) (*ProcessExecutor, error) {
 	}
 	e := &ProcessExecutor{cfg: cfg, log: log, reg: reg, q: newResultQueue(), stopSampler: make(chan struct{}), cgroups: cg, sandbox: sandbox, markers: markers,
 		umask: readUmask()}
+	if cg != nil {
+		e.cgpool = newCgroupPool(cg, cfg.Policy.cgroupLimits(), slots)
+	}
 	e.SetLease(cfg.Lease, cfg.Contact)
 	if cfg.JournalPath != "" {
 		if e.journal, err = openRunJournal(cfg.JournalPath, cfg.Journal, dir); err != nil {
@@ -366,6 +371,9 @@ func (e *ProcessExecutor) Close(ctx context.Context) error {
 			e.reg.runs.Wait()
 			close(e.stopSampler)
 			e.closeSupervisor()
+			if e.cgpool != nil {
+				e.cgpool.close()
+			}
 			if e.journal != nil {
 				if jerr := e.journal.close(); jerr != nil {
 					e.log.Warn("run journal: close", "err", jerr)
@@ -564,8 +572,11 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	}
 	var goneAt time.Time // when the group was found empty
 	var survivors bool   // live processes left in the group or cgroup after SIGKILL
-	if e.cgroups != nil {
-		cg, err := e.cgroups.make(cgroupName(spec.ID, e.seq.Add(1)), pol.cgroupLimits())
+	var supErr error     // the supervisor died under the run
+	if e.cgpool != nil {
+		// A cgroup no other live run holds; it goes back to the machine's
+		// pool only once this run is over and it is checked vacant.
+		cg, err := e.cgpool.take(m.Name)
 		if err != nil {
 			return fail(failf(ReasonStartFailed, "%v", err))
 		}
@@ -574,7 +585,9 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 				e.log.Warn("task: processes of the run's cgroup survive SIGKILL; the cgroup is left", "task", spec.ID)
 				return
 			}
-			if err := cg.remove(); err != nil {
+			// Kept only when the run ended known and whole: its supervisor
+			// (which writes tasks into it) alive to report it.
+			if err := e.cgpool.give(m.Name, cg, supErr == nil); err != nil {
 				e.log.Warn("task: remove the run's cgroup", "task", spec.ID, "err", err)
 			}
 		}()
@@ -621,11 +634,13 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	defer releaseMarker()
 	sr, err := sup.Open(filepath.Join(e.cfg.TasksDir, marker), sc, stdout.w, stderr.w)
 	if err != nil {
+		supErr = err
 		meterEnd()
 		return fail(failf(ReasonStartFailed, "%v", err))
 	}
 	pid, refused, err := sr.Held()
 	if err != nil || refused != nil {
+		supErr = err
 		// Nothing of the task ran: refused before its first instruction
 		// (not allowed, limits that cannot be set), or no supervisor.
 		meterEnd()
@@ -645,7 +660,9 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	// abort ends a run whose gate never opened: nothing of the task ran.
 	abort := func() {
 		_ = sr.Abort()
-		_, _ = sr.Wait()
+		if _, err := sr.Wait(); err != nil {
+			supErr = err
+		}
 		killRun()
 		killGroup(pid, 5*time.Second)
 		meterEnd()
@@ -719,7 +736,8 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 		})
 	}
 
-	st, supErr := sr.Wait()
+	st, err := sr.Wait()
+	supErr = err
 	res.End = time.Now()
 	microJ, raplOK := meterEnd()
 	if wallTimer != nil {

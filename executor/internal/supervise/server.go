@@ -67,6 +67,8 @@ type server struct {
 	// first use.
 	fmu    sync.Mutex
 	shared *forker
+	// scripts: which executables are #! scripts (confine).
+	scripts scriptCache
 }
 
 // srvRun is one run the supervisor serves.

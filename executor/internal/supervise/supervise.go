@@ -41,6 +41,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -278,7 +279,7 @@ func (s *server) startTask(cfg *Config, stdout, stderr *os.File, r *srvRun) (t *
 	if len(cfg.Argv) == 0 {
 		return nil, ReasonStartFailed, "empty argv"
 	}
-	exe, reason, detail := Resolve(cfg.Argv[0], cfg.Dir, cfg.Allow, cfg.AllowAny, cfg.Path)
+	exe, checked, reason, detail := resolveStat(cfg.Argv[0], cfg.Dir, cfg.Allow, cfg.AllowAny, cfg.Path)
 	if reason != "" {
 		return nil, reason, detail
 	}
@@ -301,7 +302,7 @@ func (s *server) startTask(cfg *Config, stdout, stderr *os.File, r *srvRun) (t *
 		t.done()
 		return nil, ReasonStartFailed, fmt.Sprintf("start %s: not stopped after its execve (status %#x)", exe, uint32(x.ws))
 	}
-	if reason, detail := confine(cfg, pid, exe); reason != "" {
+	if reason, detail := s.confine(cfg, pid, exe, checked); reason != "" {
 		t.kill(r)
 		t.done()
 		return nil, reason, detail
@@ -345,12 +346,20 @@ func (t *heldTask) done() {
 	}
 }
 
-// confine checks and confines the stopped task pid.
-func confine(cfg *Config, pid int, exe string) (reason, detail string) {
-	if !isScript(exe) {
-		want, err1 := os.Stat(exe)
-		got, err2 := os.Stat(fmt.Sprintf("/proc/%d/exe", pid))
-		if err1 != nil || err2 != nil || !os.SameFile(want, got) {
+// confine checks and confines the stopped task pid. checked is the stat
+// of the file exe that was checked against the allow list (nil: none was,
+// allow_any): /proc/PID/exe must be that very file.
+func (s *server) confine(cfg *Config, pid int, exe string, checked os.FileInfo) (reason, detail string) {
+	want := checked
+	if want == nil {
+		var err error
+		if want, err = os.Stat(exe); err != nil {
+			return ReasonNotAllowed, fmt.Sprintf("executable %s changed between its check and its execve", exe)
+		}
+	}
+	if !s.scripts.isScript(exe, want) {
+		got, err := os.Stat(fmt.Sprintf("/proc/%d/exe", pid))
+		if err != nil || !os.SameFile(want, got) {
 			return ReasonNotAllowed, fmt.Sprintf("executable %s changed between its check and its execve", exe)
 		}
 	}
@@ -377,15 +386,73 @@ func confine(cfg *Config, pid int, exe string) (reason, detail string) {
 	return "", ""
 }
 
-// isScript reports whether path starts with "#!": the kernel runs its
-// interpreter, so /proc/PID/exe names that.
-func isScript(path string) bool {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
+// scriptCache remembers which executables are #! scripts, by the file's
+// identity: a file replaced or rewritten since (another device or inode,
+// size, modification or change time) is read again. Most runs exec the
+// same few files; reading each one's first bytes again cost an open, a
+// read and a close per run (issue 22).
+type scriptCache struct {
+	mu sync.Mutex
+	m  map[fileID]bool
+}
+
+// fileID is what tells one version of a file from another.
+type fileID struct {
+	dev, ino, size uint64
+	mtime, ctime   unix.Timespec
+}
+
+// scriptCacheMax bounds the cache; it is emptied when full.
+const scriptCacheMax = 1024
+
+// isScript reports whether the file exe, whose stat is fi, starts with
+// "#!": the kernel then runs its interpreter, so /proc/PID/exe names that.
+func (c *scriptCache) isScript(exe string, fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false // not a checked file: compared, not trusted
+	}
+	id := idOf(st)
+	c.mu.Lock()
+	v, hit := c.m[id]
+	c.mu.Unlock()
+	if hit {
+		return v
+	}
+	v, same := isScript(exe, id)
+	if !same {
+		// Not the file checked: not taken for a script, so /proc/PID/exe
+		// is compared with the checked one (and refused).
 		return false
 	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= scriptCacheMax {
+		c.m = map[fileID]bool{}
+	}
+	c.m[id] = v
+	c.mu.Unlock()
+	return v
+}
+
+func idOf(st *syscall.Stat_t) fileID {
+	return fileID{dev: st.Dev, ino: st.Ino, size: uint64(st.Size),
+		mtime: unix.Timespec{Sec: st.Mtim.Sec, Nsec: st.Mtim.Nsec}, ctime: unix.Timespec{Sec: st.Ctim.Sec, Nsec: st.Ctim.Nsec}}
+}
+
+// isScript reports whether path starts with "#!", and whether the file
+// it read is the version id (same: false when it is another, or cannot
+// be opened).
+func isScript(path string, id fileID) (script, same bool) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false, false
+	}
 	defer f.Close()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil || idOf(&st) != id {
+		return false, false
+	}
 	b := make([]byte, 2)
 	n, _ := io.ReadFull(f, b)
-	return n == 2 && string(b) == "#!"
+	return n == 2 && string(b) == "#!", true
 }
