@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+
+	"github.com/coopgrid/coopgrid/executor/internal/supervise"
 	"strconv"
 	"sync"
 	"syscall"
@@ -107,12 +109,7 @@ func cgroupDirEmpty(dir string) bool {
 // procsEmpty reports whether a cgroup.procs file lists no process (and
 // could be read).
 func procsEmpty(file string) bool {
-	f, err := os.Open(file)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	var b [1]byte
-	n, err := f.Read(b[:])
-	return n == 0 && err != nil
+	var buf [64]byte
+	b, err := supervise.ReadSmall(file, buf[:])
+	return err == nil && len(b) == 0
 }

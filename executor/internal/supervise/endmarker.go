@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -65,6 +66,62 @@ func SlotRunMarker(slot, k int) string {
 type endMarker struct {
 	f       *os.File
 	written bool
+	// kept, when set, takes the file back at close, for the marker's
+	// next run.
+	kept *markerFiles
+	path string
+}
+
+// markerFiles keeps the markers' files open between their runs: each
+// machine's runs reuse the same few markers, and an open and a close per
+// run were a good part of the supervisor's file work (issue 22). A file is
+// held by one run at a time; a marker asked for while its file is held
+// is opened anew (and then finds the lock taken, as before).
+type markerFiles struct {
+	mu   sync.Mutex
+	free map[string]*os.File
+}
+
+// markerFilesMax bounds the files kept; all are closed when it is reached.
+const markerFilesMax = 1024
+
+// open is openEndMarker, with a kept file when there is one.
+func (k *markerFiles) open(path string) *endMarker {
+	if path == "" {
+		return nil
+	}
+	k.mu.Lock()
+	f := k.free[path]
+	delete(k.free, path)
+	k.mu.Unlock()
+	if f != nil {
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Nlink == 0 {
+			f.Close() // removed meanwhile: make it again
+			f = nil
+		}
+	}
+	m := lockEndMarker(path, f)
+	if m != nil {
+		m.kept, m.path = k, path
+	}
+	return m
+}
+
+func (k *markerFiles) put(path string, f *os.File) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.free == nil || len(k.free) >= markerFilesMax {
+		for p, g := range k.free {
+			g.Close()
+			delete(k.free, p)
+		}
+		k.free = map[string]*os.File{}
+	}
+	if old := k.free[path]; old != nil {
+		old.Close()
+	}
+	k.free[path] = f
 }
 
 // openEndMarker opens path (created if missing), locks it, and empties
@@ -78,10 +135,18 @@ func openEndMarker(path string) *endMarker {
 	if path == "" {
 		return nil
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: end marker: %v\n", SupervisorArg0, err)
-		return nil
+	return lockEndMarker(path, nil)
+}
+
+// lockEndMarker is openEndMarker with f, path's file already open (nil:
+// open it).
+func lockEndMarker(path string, f *os.File) *endMarker {
+	if f == nil {
+		var err error
+		if f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: end marker: %v\n", SupervisorArg0, err)
+			return nil
+		}
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: end marker: lock: %v\n", SupervisorArg0, err)
@@ -120,10 +185,14 @@ func (m *endMarker) mark(atUs int64, sync bool) {
 // the descriptor until its execve, and with it the lock, which the next
 // run on the machine (SlotMarker) would find taken.
 func (m *endMarker) close() {
-	if m != nil {
-		_ = unix.Flock(int(m.f.Fd()), unix.LOCK_UN)
-		m.f.Close()
+	if m == nil {
+		return
 	}
+	if err := unix.Flock(int(m.f.Fd()), unix.LOCK_UN); err == nil && m.kept != nil {
+		m.kept.put(m.path, m.f)
+		return
+	}
+	m.f.Close()
 }
 
 // ReadEndMarker is the time a marker holds, if it holds a whole one.

@@ -60,3 +60,47 @@ func TestMarkerFreeWhileACopyOfItsDescriptorLives(t *testing.T) {
 	}
 	next.close()
 }
+
+// TestKeptMarkerFiles: the supervisor keeps a marker's file open between
+// its runs. The next run gets it locked and emptied; a marker asked for
+// while its run holds it is refused as before (the lock is taken); a
+// marker removed meanwhile is made again, so that its time lands where a
+// boot reads it.
+func TestKeptMarkerFiles(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "0.end")
+	var k markerFiles
+	first := k.open(p)
+	if first == nil {
+		t.Fatal("no marker")
+	}
+	if k.open(p) != nil {
+		t.Fatal("a marker its run holds was handed to another run")
+	}
+	first.mark(111, false)
+	first.close()
+	second := k.open(p)
+	if second == nil || second.f != first.f {
+		t.Fatalf("the marker's file was not kept for its next run")
+	}
+	if v, ok := readMarker(second.f); ok {
+		t.Fatalf("the next run's marker holds %d, want it emptied", v)
+	}
+	if other := openEndMarker(p); other != nil {
+		other.close()
+		t.Fatal("a kept marker's run does not hold its lock")
+	}
+	second.mark(222, false)
+	second.close()
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	third := k.open(p)
+	if third == nil {
+		t.Fatal("no marker after its file was removed")
+	}
+	third.mark(333, false)
+	third.close()
+	if v, ok := ReadEndMarker(p); !ok || v != 333 {
+		t.Fatalf("the marker on disk holds %d (%v), want 333: the removed file was written", v, ok)
+	}
+}

@@ -69,6 +69,10 @@ type server struct {
 	shared *forker
 	// scripts: which executables are #! scripts (confine).
 	scripts scriptCache
+	// procs writes tasks into their cgroups (confine).
+	procs procsWriter
+	// markers keeps the end markers' files open between runs.
+	markers markerFiles
 }
 
 // srvRun is one run the supervisor serves.
@@ -225,7 +229,7 @@ func (s *server) runOne(m *message, stdout, stderr *os.File, r *srvRun) Status {
 	cfg := m.Config
 	// The marker comes first, so that every way out records when the run
 	// was over; its lock lives as long as the run.
-	marker := openEndMarker(m.Marker)
+	marker := s.markers.open(m.Marker)
 	defer marker.close()
 	defer func() { marker.mark(time.Now().UnixMicro(), false) }()
 	opened := s.now()

@@ -193,7 +193,8 @@ type ProcStat struct {
 // the last ')'.
 func ReadProcStat(pid int) (ProcStat, error) {
 	name := "/proc/" + strconv.Itoa(pid) + "/stat"
-	b, err := os.ReadFile(name)
+	var buf [512]byte
+	b, err := ReadSmall(name, buf[:])
 	if err != nil {
 		return ProcStat{}, err
 	}
@@ -220,8 +221,9 @@ func ReadProcStat(pid int) (ProcStat, error) {
 func killCgroupProcs(files []string, wait time.Duration) {
 	KillUntilEmpty(wait, func() int {
 		n := 0
+		var buf [512]byte
 		for _, f := range files {
-			b, err := os.ReadFile(f)
+			b, err := ReadSmall(f, buf[:])
 			if err != nil {
 				continue
 			}
@@ -378,8 +380,9 @@ func (s *server) confine(cfg *Config, pid int, exe string, checked os.FileInfo) 
 			return ReasonStartFailed, fmt.Sprintf("resource limits: prlimit %s: %v", l.Name, err)
 		}
 	}
+	spid := []byte(strconv.Itoa(pid))
 	for _, procs := range cfg.Cgroups {
-		if err := os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0); err != nil {
+		if err := s.procs.write(procs, spid); err != nil {
 			return ReasonStartFailed, fmt.Sprintf("join cgroup %s: %v", procs, err)
 		}
 	}
