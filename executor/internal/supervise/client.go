@@ -122,6 +122,11 @@ func (c *Client) read() {
 // closes, its own copies). marker is the run's end marker. Held then says
 // whether the task is held or was refused.
 func (c *Client) Open(marker string, cfg *Config, stdout, stderr *os.File) (*Run, error) {
+	return c.OpenFds(marker, cfg, int(stdout.Fd()), int(stderr.Fd()))
+}
+
+// OpenFds is Open with the streams as descriptors.
+func (c *Client) OpenFds(marker string, cfg *Config, stdout, stderr int) (*Run, error) {
 	c.mu.Lock()
 	if c.runs == nil {
 		c.mu.Unlock()
@@ -131,7 +136,7 @@ func (c *Client) Open(marker string, cfg *Config, stdout, stderr *os.File) (*Run
 	r := &Run{c: c, id: c.next, held: make(chan int, 1), end: make(chan Status, 1)}
 	c.runs[r.id] = r
 	c.mu.Unlock()
-	if err := c.w.send(&message{Op: opOpen, Run: r.id, Marker: marker, Config: cfg}, stdout, stderr); err != nil {
+	if err := c.w.sendFds(&message{Op: opOpen, Run: r.id, Marker: marker, Config: cfg}, stdout, stderr); err != nil {
 		c.mu.Lock()
 		if c.runs != nil {
 			delete(c.runs, r.id)

@@ -61,8 +61,9 @@ type server struct {
 	tmu     sync.Mutex
 	tasks   map[int]*taskWatch
 
-	// devNull is every task's stdin.
-	devNull *os.File
+	// devNull is every task's stdin (devNullFd its descriptor).
+	devNull   *os.File
+	devNullFd uintptr
 	// shared forks the runs without a sandbox (spawn.go); started on
 	// first use.
 	fmu    sync.Mutex
@@ -99,7 +100,7 @@ func (r *srvRun) signal(sig unix.Signal) {
 func newServer(w *wire) *server {
 	s := &server{w: w, base: time.Now(), peerGone: make(chan struct{}), runs: map[uint64]*srvRun{}, tasks: map[int]*taskWatch{}}
 	if f, err := os.Open(os.DevNull); err == nil {
-		s.devNull = f
+		s.devNull, s.devNullFd = f, f.Fd()
 	} else {
 		fmt.Fprintf(os.Stderr, "%s: %v: every run will be refused\n", SupervisorArg0, err)
 	}
@@ -184,7 +185,7 @@ func (s *server) serve() {
 // open starts a run's goroutine; a request it cannot serve is refused
 // with an end report (nothing of the task ran).
 func (s *server) open(m *message) {
-	files, err := s.w.takeFiles(2)
+	files, err := s.w.takeFds(2)
 	refuse := func(detail string) {
 		_ = s.w.send(&message{Op: opEnd, Run: m.Run, Status: &Status{Exited: true, InitReason: ReasonStartFailed, InitErr: detail}})
 	}
@@ -201,13 +202,13 @@ func (s *server) open(m *message) {
 	s.mu.Unlock()
 	switch {
 	case m.Config == nil || m.Run == 0:
-		files[0].Close()
-		files[1].Close()
+		unix.Close(files[0])
+		unix.Close(files[1])
 		refuse(fmt.Sprintf("%s: a request without a run number or a config", SupervisorArg0))
 		return
 	case dup:
-		files[0].Close()
-		files[1].Close()
+		unix.Close(files[0])
+		unix.Close(files[1])
 		refuse(fmt.Sprintf("%s: run %d is already open", SupervisorArg0, m.Run))
 		return
 	}
@@ -225,7 +226,7 @@ func (s *server) open(m *message) {
 // runOne is one run, start to end. It blocks in no system call: the
 // task's forker forks and releases it, the reaper waits for it
 // (spawn.go).
-func (s *server) runOne(m *message, stdout, stderr *os.File, r *srvRun) Status {
+func (s *server) runOne(m *message, stdout, stderr int, r *srvRun) Status {
 	cfg := m.Config
 	// The marker comes first, so that every way out records when the run
 	// was over; its lock lives as long as the run.
@@ -234,8 +235,8 @@ func (s *server) runOne(m *message, stdout, stderr *os.File, r *srvRun) Status {
 	defer func() { marker.mark(time.Now().UnixMicro(), false) }()
 	opened := s.now()
 	t, reason, detail := s.startTask(cfg, stdout, stderr, r)
-	stdout.Close()
-	stderr.Close()
+	unix.Close(stdout)
+	unix.Close(stderr)
 	if reason != "" {
 		return Status{Exited: true, InitReason: reason, InitErr: detail}
 	}

@@ -3,7 +3,6 @@ package supervise
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"syscall"
 	"unsafe"
@@ -98,7 +97,7 @@ type taskExit struct {
 // spawn forks and execs exe on forker f, traced (stopped right after its
 // execve), in a process group of its own, with stdout and stderr, and
 // registers it with the reaper before the reaper can see it.
-func (s *server) spawn(f *forker, cfg *Config, exe string, stdout, stderr *os.File, r *srvRun) (int, *taskWatch, error) {
+func (s *server) spawn(f *forker, cfg *Config, exe string, stdout, stderr int, r *srvRun) (int, *taskWatch, error) {
 	sys := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Ptrace: true, Setpgid: true}
 	if cfg.RunAs != nil {
 		sys.Credential = &syscall.Credential{Uid: cfg.RunAs.UID, Gid: cfg.RunAs.GID, Groups: []uint32{}}
@@ -107,7 +106,7 @@ func (s *server) spawn(f *forker, cfg *Config, exe string, stdout, stderr *os.Fi
 	if env == nil {
 		env = []string{}
 	}
-	attr := &syscall.ProcAttr{Dir: cfg.Dir, Env: env, Files: []uintptr{s.devNull.Fd(), stdout.Fd(), stderr.Fd()}, Sys: sys}
+	attr := &syscall.ProcAttr{Dir: cfg.Dir, Env: env, Files: []uintptr{s.devNullFd, uintptr(stdout), uintptr(stderr)}, Sys: sys}
 	var (
 		pid int
 		w   *taskWatch

@@ -277,7 +277,7 @@ func KillUntilEmpty(wait time.Duration, round func() int) (survivors bool) {
 // It stays held (traced and stopped) until the caller releases it on its
 // forker's thread once the run's gate opens. No shell, no helper process
 // per run.
-func (s *server) startTask(cfg *Config, stdout, stderr *os.File, r *srvRun) (t *heldTask, reason, detail string) {
+func (s *server) startTask(cfg *Config, stdout, stderr int, r *srvRun) (t *heldTask, reason, detail string) {
 	if len(cfg.Argv) == 0 {
 		return nil, ReasonStartFailed, "empty argv"
 	}

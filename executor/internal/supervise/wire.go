@@ -74,6 +74,15 @@ func newWire(f *os.File) (*wire, error) {
 
 // send writes one frame, with files passed along (SCM_RIGHTS).
 func (w *wire) send(m *message, files ...*os.File) error {
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	return w.sendFds(m, fds...)
+}
+
+// sendFds writes one frame, with descriptors passed along (SCM_RIGHTS).
+func (w *wire) sendFds(m *message, fds ...int) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -83,13 +92,9 @@ func (w *wire) send(m *message, files ...*os.File) error {
 	copy(frame[4:], b)
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
-	if len(files) == 0 {
+	if len(fds) == 0 {
 		_, err := w.c.Write(frame)
 		return err
-	}
-	fds := make([]int, len(files))
-	for i, f := range files {
-		fds[i] = int(f.Fd())
 	}
 	n, _, err := w.c.WriteMsgUnix(frame, unix.UnixRights(fds...), nil)
 	if err == nil && n < len(frame) {
@@ -119,17 +124,16 @@ func (w *wire) recv() (*message, error) {
 	return &m, nil
 }
 
-// takeFiles returns the next n descriptors received.
-func (w *wire) takeFiles(n int) ([]*os.File, error) {
+// takeFds returns the next n descriptors received (the caller closes
+// them). Plain descriptors: an os.File would cost a system call each to
+// find its kind, for streams the supervisor only hands to a task.
+func (w *wire) takeFds(n int) ([]int, error) {
 	w.fr.mu.Lock()
 	defer w.fr.mu.Unlock()
 	if len(w.fr.fds) < n {
 		return nil, errors.New("a request came without its descriptors")
 	}
-	out := make([]*os.File, n)
-	for i, fd := range w.fr.fds[:n] {
-		out[i] = os.NewFile(uintptr(fd), "run-stream")
-	}
+	out := append([]int(nil), w.fr.fds[:n]...)
 	w.fr.fds = w.fr.fds[n:]
 	return out, nil
 }
@@ -155,10 +159,10 @@ func (r *fdReader) Read(p []byte) (int, error) {
 					continue
 				}
 				r.mu.Lock()
-				for _, fd := range fds {
-					unix.CloseOnExec(fd)
-					r.fds = append(r.fds, fd)
-				}
+				// Already close-on-exec: the net package receives with
+				// MSG_CMSG_CLOEXEC on Linux (a task forked meanwhile never
+				// inherits another run's streams).
+				r.fds = append(r.fds, fds...)
 				r.mu.Unlock()
 			}
 		}
