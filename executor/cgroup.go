@@ -59,6 +59,8 @@ type runCgroup interface {
 	// frozen nor killed whole (a kill that had to act leaves it to be
 	// removed, not reused).
 	vacant() bool
+	// acted says whether kill found processes to kill.
+	acted() bool
 }
 
 // cgroupMaker makes the runs' cgroups.
@@ -187,6 +189,8 @@ func (c *cgroupV1) kill(wait time.Duration) bool {
 	})
 }
 
+func (c *cgroupV1) acted() bool { return c.froze.Load() }
+
 func (c *cgroupV1) vacant() bool {
 	if c.froze.Load() {
 		return false
@@ -285,6 +289,8 @@ func (c *cgroupV2) kill(wait time.Duration) bool {
 }
 
 func (c *cgroupV2) remove() error { return c.m.Delete() }
+
+func (c *cgroupV2) acted() bool { return c.killed.Load() }
 
 func (c *cgroupV2) vacant() bool {
 	return !c.killed.Load() && cgroupDirEmpty(filepath.Dir(c.file))

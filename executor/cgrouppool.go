@@ -73,8 +73,12 @@ func (p *cgroupPool) name(machine string, k int) string {
 // give takes back the cgroup of a run that is over. keep says the run
 // ended known and whole (its processes found gone, its supervisor alive);
 // the cgroup is then kept if it is vacant, and removed otherwise.
-func (p *cgroupPool) give(machine string, cg runCgroup, keep bool) error {
-	if keep && cg.vacant() {
+// supVacant says the run's supervisor found it vacant as the task ended
+// (supervise.Status.CgroupsVacant), which then need not be read again:
+// only the peer's own kill since (which found it empty, or froze it)
+// counts.
+func (p *cgroupPool) give(machine string, cg runCgroup, keep, supVacant bool) error {
+	if keep && (supVacant && !cg.acted() || cg.vacant()) {
 		p.mu.Lock()
 		p.free[machine] = append(p.free[machine], cg)
 		p.mu.Unlock()

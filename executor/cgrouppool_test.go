@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // ownCgroup is the cgroup a task recorded (cat /proc/self/cgroup): its
@@ -110,7 +111,7 @@ func TestCgroupKeptOnlyWhenVacant(t *testing.T) {
 	if cg.vacant() {
 		t.Fatal("a cgroup with a process in it reads vacant")
 	}
-	if err := p.give("m1", cg, true); err == nil {
+	if err := p.give("m1", cg, true, false); err == nil {
 		t.Error("give removed a cgroup with a process in it")
 	}
 	next, err := p.take("m1")
@@ -120,7 +121,7 @@ func TestCgroupKeptOnlyWhenVacant(t *testing.T) {
 	if next.procsFiles()[0] == cg.procsFiles()[0] {
 		t.Fatalf("the occupied cgroup %s was handed out again", cg.procsFiles()[0])
 	}
-	if err := p.give("m1", next, true); err != nil {
+	if err := p.give("m1", next, true, false); err != nil {
 		t.Fatal(err)
 	}
 	again, err := p.take("m1")
@@ -130,7 +131,33 @@ func TestCgroupKeptOnlyWhenVacant(t *testing.T) {
 	if again.procsFiles()[0] != next.procsFiles()[0] {
 		t.Errorf("a vacant cgroup was not kept: got %s, want %s", again.procsFiles()[0], next.procsFiles()[0])
 	}
-	_ = p.give("m1", again, false)
+	_ = p.give("m1", again, false, false)
+
+	// A cgroup the peer's kill had to empty is not kept, whatever the
+	// supervisor said before.
+	acted, err := p.take("m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := exec.Command("sleep", "300")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = victim.Wait() }()
+	for _, f := range acted.procsFiles() {
+		if err := os.WriteFile(f, []byte(strconv.Itoa(victim.Process.Pid)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if acted.kill(5 * time.Second) {
+		t.Fatal("the kill left the sleep alive")
+	}
+	if err := p.give("m1", acted, true, true); err != nil {
+		t.Fatalf("give: %v", err)
+	}
+	if _, err := os.Stat(filepath.Dir(acted.procsFiles()[0])); !os.IsNotExist(err) {
+		t.Errorf("a cgroup the kill had to empty was kept (%v)", err)
+	}
 	// The occupied one is left to its process; once it is gone, remove it.
 	_ = sleep.Process.Kill()
 	_ = sleep.Wait()

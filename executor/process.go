@@ -573,6 +573,7 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	var goneAt time.Time // when the group was found empty
 	var survivors bool   // live processes left in the group or cgroup after SIGKILL
 	var supErr error     // the supervisor died under the run
+	var supVacant bool   // the supervisor found the run's cgroups vacant at its end
 	if e.cgpool != nil {
 		// A cgroup no other live run holds; it goes back to the machine's
 		// pool only once this run is over and it is checked vacant.
@@ -587,7 +588,7 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 			}
 			// Kept only when the run ended known and whole: its supervisor
 			// (which writes tasks into it) alive to report it.
-			if err := e.cgpool.give(m.Name, cg, supErr == nil); err != nil {
+			if err := e.cgpool.give(m.Name, cg, supErr == nil, supVacant); err != nil {
 				e.log.Warn("task: remove the run's cgroup", "task", spec.ID, "err", err)
 			}
 		}()
@@ -737,7 +738,7 @@ func (e *ProcessExecutor) execute(m MachineConfig, run *procRun, spec *TaskSpec)
 	}
 
 	st, err := sr.Wait()
-	supErr = err
+	supErr, supVacant = err, st.CgroupsVacant
 	res.End = time.Now()
 	microJ, raplOK := meterEnd()
 	if wallTimer != nil {

@@ -300,7 +300,7 @@ func (s *server) await(t *heldTask, r *srvRun, cfg *Config, marker *endMarker, l
 		// when the run was gone, so that the peer's journal records when
 		// the run ended, not when it noticed.
 		t.exit = &x
-		endGroup(cfg.Cgroups, pid)
+		st.CgroupsVacant = endGroup(cfg.Cgroups, pid)
 		gone := time.Now().UnixMicro()
 		if len(cfg.Cgroups) > 0 {
 			st.GoneAtUs = gone
@@ -382,13 +382,12 @@ func (s *server) watchLease(lease time.Duration, opened int64) leaseWatch {
 // moved itself into this group dies with the group's SIGKILL but is not
 // waited for (the peer's own kill of the group, before it journals the
 // end, finds it).
-func endGroup(cgroups []string, pgid int) {
+func endGroup(cgroups []string, pgid int) (cgroupsVacant bool) {
 	if len(cgroups) > 0 {
-		killCgroupProcs(cgroups, 5*time.Second)
-		return
+		return killCgroupProcs(cgroups, 5*time.Second)
 	}
 	if errors.Is(unix.Kill(-pgid, 0), unix.ESRCH) {
-		return
+		return false
 	}
 	KillUntilEmpty(5*time.Second, func() int {
 		if errors.Is(unix.Kill(-pgid, unix.SIGKILL), unix.ESRCH) {
@@ -402,6 +401,7 @@ func endGroup(cgroups []string, pgid int) {
 		}
 		return n
 	})
+	return false
 }
 
 // reapInterval paces the reaper's passes when no SIGCHLD comes: a safety

@@ -118,6 +118,11 @@ type Status struct {
 	// was left in its cgroup (unix µs); zero without a cgroup. The peer may
 	// have been paused then, and only see the end later.
 	GoneAtUs int64 `json:"gone_at_us,omitempty"`
+	// CgroupsVacant: the task's exit found the run's cgroups with no
+	// process left in them (nothing to kill) and no cgroup under them, in
+	// every hierarchy: the executor may keep them for another run without
+	// reading them again.
+	CgroupsVacant bool `json:"cgroups_vacant,omitempty"`
 }
 
 // readConfig reads a JSON config from fd to EOF.
@@ -217,9 +222,13 @@ func ReadProcStat(pid int) (ProcStat, error) {
 
 // killCgroupProcs SIGKILLs every process listed in the run's cgroup.procs
 // files until they list none (the pids limit bounds a fork race), or wait
-// has passed. The supervisor is not in the cgroup.
-func killCgroupProcs(files []string, wait time.Duration) {
-	KillUntilEmpty(wait, func() int {
+// has passed. The supervisor is not in the cgroup. It reports whether
+// the first reading found none (vacant, with no cgroup under any of
+// them).
+func killCgroupProcs(files []string, wait time.Duration) (vacant bool) {
+	rounds := 0
+	survivors := KillUntilEmpty(wait, func() int {
+		rounds++
 		n := 0
 		var buf [512]byte
 		for _, f := range files {
@@ -236,6 +245,16 @@ func killCgroupProcs(files []string, wait time.Duration) {
 		}
 		return n
 	})
+	if survivors || rounds != 1 {
+		return false
+	}
+	for _, f := range files {
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Dir(f), &st); err != nil || st.Nlink != 2 {
+			return false // a cgroup under it (a directory's links: 2 and one per subdirectory)
+		}
+	}
+	return true
 }
 
 // Rlimit is one resource limit the task init sets on itself.
