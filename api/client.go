@@ -123,8 +123,15 @@ type encodedJSON []byte
 // JSON (an encodedJSON as it is); a 2xx answer's body is decoded into out when out is a pointer, or
 // returned raw when out is nil. Any other answer becomes an *Error.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in any, out any, auth bool) ([]byte, error) {
+	data, _, err := c.exchange(ctx, method, path, query, in, out, auth)
+	return data, err
+}
+
+// exchange is do that also returns the API version the answer advertised
+// (peerAPIVersion; 0 when no answer came), error answers included.
+func (c *Client) exchange(ctx context.Context, method, path string, query url.Values, in any, out any, auth bool) ([]byte, int, error) {
 	if c.baseErr != nil {
-		return nil, &Error{Code: CodeBadRequest, Message: c.baseErr.Error()}
+		return nil, 0, &Error{Code: CodeBadRequest, Message: c.baseErr.Error()}
 	}
 	u := *c.base
 	u.Path += path
@@ -135,13 +142,13 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	} else if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return nil, fmt.Errorf("encode %s %s request: %w", method, path, err)
+			return nil, 0, fmt.Errorf("encode %s %s request: %w", method, path, err)
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, 0, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -154,15 +161,16 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if err != nil {
 		// The caller's own cancellation is not the server's fault.
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s %s: %w", method, path, ctx.Err())
+			return nil, 0, fmt.Errorf("%s %s: %w", method, path, ctx.Err())
 		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, &Error{Code: CodeUnreachable, Message: fmt.Sprintf("cannot reach the peer's API at %s: %v", c.BaseURL(), err)}
+		return nil, 0, &Error{Code: CodeUnreachable, Message: fmt.Sprintf("cannot reach the peer's API at %s: %v", c.BaseURL(), err)}
 	}
 	defer resp.Body.Close()
+	version := peerAPIVersion(resp.Header)
 	max := c.MaxResponseBytes
 	if max <= 0 {
 		max = DefaultMaxResponseBytes
@@ -170,22 +178,22 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	data, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s %s: %w", method, path, ctx.Err())
+			return nil, version, fmt.Errorf("%s %s: %w", method, path, ctx.Err())
 		}
-		return nil, &Error{Code: CodeUnreachable, Message: fmt.Sprintf("reading the answer of %s %s from %s: %v", method, path, c.BaseURL(), err)}
+		return nil, version, &Error{Code: CodeUnreachable, Message: fmt.Sprintf("reading the answer of %s %s from %s: %v", method, path, c.BaseURL(), err)}
 	}
 	if int64(len(data)) > max {
-		return nil, fmt.Errorf("%s %s: answer larger than %d bytes", method, path, max)
+		return nil, version, fmt.Errorf("%s %s: answer larger than %d bytes", method, path, max)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, decodeError(resp.StatusCode, data)
+		return nil, version, decodeError(resp.StatusCode, data)
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			return nil, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+			return nil, version, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
 		}
 	}
-	return data, nil
+	return data, version, nil
 }
 
 // decodeError reads an error answer. A body that is not the API's JSON

@@ -203,6 +203,8 @@ func (s *Server) handle(path string, byMethod map[string]handlerFunc) {
 // ServeHTTP logs, authenticates and routes one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	// Every answer says which API this peer serves (apiversion.go).
+	w.Header().Set(APIVersionHeader, strconv.Itoa(APIVersion))
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	_, pattern := s.mux.Handler(r)
 	if pattern == "/" || pattern == "" {

@@ -2,11 +2,9 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 )
 
 // Pages of GET /v1/status (issue 17). Its two lists grow with the
@@ -55,10 +53,10 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	)
 	q := PageQuery{Limit: ClientPageSize}
 	for {
-		st, err := c.StatusPage(ctx, q)
-		if q.After == "" && refusedPaging(err) {
+		st, version, err := c.statusPage(ctx, q)
+		if q.After == "" && refusedAsUnpaged(version, err) {
 			// A peer of a build before the status had pages (a rolling
-			// upgrade): its answer is whole.
+			// upgrade; it advertises no API version): its answer is whole.
 			return c.StatusPage(ctx, PageQuery{})
 		}
 		if err != nil {
@@ -89,16 +87,13 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 
 // StatusPage calls GET /v1/status for one page (q.Limit 0: all of it).
 func (c *Client) StatusPage(ctx context.Context, q PageQuery) (Status, error) {
-	var s Status
-	_, err := c.do(ctx, http.MethodGet, "/v1/status", q.values(), nil, &s, true)
+	s, _, err := c.statusPage(ctx, q)
 	return s, err
 }
 
-// refusedPaging reports whether err is a peer's refusal of the paging
-// parameters themselves, as a peer built before a route had pages answers
-// (checkQuery's bad_request "unknown query parameter \"limit\"").
-func refusedPaging(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && e.Code == CodeBadRequest &&
-		strings.Contains(e.Message, `unknown query parameter "limit"`)
+// statusPage is StatusPage with the API version the peer advertised.
+func (c *Client) statusPage(ctx context.Context, q PageQuery) (Status, int, error) {
+	var s Status
+	_, version, err := c.exchange(ctx, http.MethodGet, "/v1/status", q.values(), nil, &s, true)
+	return s, version, err
 }

@@ -168,25 +168,38 @@ func TestClientFollowsStatusAndTimelinePages(t *testing.T) {
 }
 
 // TestClientReadsAnUnpagedPeer: a peer built before status and timeline had
-// pages refuses ?limit= (bad_request, "unknown query parameter"); the
-// Client then asks for the whole answer once (a rolling upgrade, where the
-// new CLI talks to an old peer), and does not retry on any other refusal.
+// pages advertises no API version (api.APIVersionHeader) and refuses
+// ?limit= (bad_request); the Client then asks for the whole answer once (a
+// rolling upgrade, where the new CLI talks to an old peer), whatever the
+// refusal's wording. A peer that advertises paged routes is never asked
+// unpaged, even when its refusal reads like an old peer's; nor is an old
+// peer that fails otherwise.
 func TestClientReadsAnUnpagedPeer(t *testing.T) {
+	const oldWording = `unknown query parameter "limit": this route takes none`
 	for _, tc := range []struct {
-		name   string
-		refuse string // the refusal's message when limit is present
-		ok     bool
+		name    string
+		version string // the advertised API version, "" none
+		status  int    // the answer to a paged request
+		code    string
+		refuse  string
+		ok      bool
 	}{
-		{"old peer", `unknown query parameter "limit": this route takes none`, true},
-		{"another refusal", `limit: must be at most 1000`, false},
+		{"old peer", "", http.StatusBadRequest, api.CodeBadRequest, oldWording, true},
+		{"old peer, other wording", "", http.StatusBadRequest, api.CodeBadRequest, `limit: not a parameter of this route`, true},
+		{"paged peer's refusal", "2", http.StatusBadRequest, api.CodeBadRequest, oldWording, false},
+		{"paged peer's other refusal", "2", http.StatusBadRequest, api.CodeBadRequest, `limit: must be at most 1000`, false},
+		{"old peer unavailable", "", http.StatusServiceUnavailable, api.CodeUnavailable, `no leader`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var unpaged int
 			old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
+				if tc.version != "" {
+					w.Header().Set(api.APIVersionHeader, tc.version)
+				}
 				if r.URL.Query().Has("limit") {
-					w.WriteHeader(http.StatusBadRequest)
-					fmt.Fprintf(w, `{"error":{"code":"bad_request","message":%q}}`, tc.refuse)
+					w.WriteHeader(tc.status)
+					fmt.Fprintf(w, `{"error":{"code":%q,"message":%q}}`, tc.code, tc.refuse)
 					return
 				}
 				unpaged++
@@ -203,7 +216,7 @@ func TestClientReadsAnUnpagedPeer(t *testing.T) {
 			tl, terr := c.Timeline(context.Background(), api.TimelineQuery{})
 			if !tc.ok {
 				if err == nil || terr == nil || unpaged != 0 {
-					t.Fatalf("another refusal was retried unpaged: status %v, timeline %v, %d unpaged calls", err, terr, unpaged)
+					t.Fatalf("a refusal was retried unpaged: status %v, timeline %v, %d unpaged calls", err, terr, unpaged)
 				}
 				return
 			}
@@ -214,5 +227,37 @@ func TestClientReadsAnUnpagedPeer(t *testing.T) {
 				t.Fatalf("status %+v, timeline %+v, %d unpaged calls", st, tl, unpaged)
 			}
 		})
+	}
+}
+
+// TestEveryAnswerAdvertisesTheAPIVersion: the server's answers — a page,
+// an error, a refused token, an unknown route, the dashboard's files —
+// all carry api.APIVersionHeader with api.APIVersion, which is what a
+// client reads to choose paging.
+func TestEveryAnswerAdvertisesTheAPIVersion(t *testing.T) {
+	srv := serveBackend(t, manyOrgs(t, 1), api.ServerOptions{})
+	want := fmt.Sprint(api.APIVersion)
+	for _, tc := range []struct {
+		path, auth string
+		status     int
+	}{
+		{"/v1/status?limit=1", "", http.StatusOK},
+		{"/v1/timeline?limit=1", "", http.StatusOK},
+		{"/v1/status?limit=-1", "", http.StatusBadRequest},
+		{"/v1/status", "Bearer wrong", http.StatusUnauthorized},
+		{"/v1/nothing", "", http.StatusNotFound},
+		{"/healthz", "-", http.StatusOK},
+	} {
+		var auth []string
+		if tc.auth != "" {
+			auth = []string{tc.auth}
+		}
+		r := call(t, srv, http.MethodGet, tc.path, "", auth...)
+		if r.status != tc.status || r.header.Get(api.APIVersionHeader) != want {
+			t.Errorf("GET %s: %d with %s %q, want %d with %q", tc.path, r.status, api.APIVersionHeader, r.header.Get(api.APIVersionHeader), tc.status, want)
+		}
+	}
+	if api.APIVersion < 2 {
+		t.Fatalf("APIVersion %d: the paged status needs 2", api.APIVersion)
 	}
 }

@@ -134,10 +134,10 @@ func (c *Client) Timeline(ctx context.Context, q TimelineQuery) (TimelineView, e
 	q.Page.Limit = ClientPageSize
 	var out TimelineView
 	for first := true; ; first = false {
-		v, err := c.TimelinePage(ctx, q)
-		if first && refusedPaging(err) {
-			// A peer of a build before the timeline had pages: its
-			// answer is whole.
+		v, version, err := c.timelinePage(ctx, q)
+		if first && refusedAsUnpaged(version, err) {
+			// A peer of a build before the timeline had pages (it
+			// advertises no API version): its answer is whole.
 			q.Page = PageQuery{}
 			return c.TimelinePage(ctx, q)
 		}
@@ -165,6 +165,12 @@ func (c *Client) Timeline(ctx context.Context, q TimelineQuery) (TimelineView, e
 
 // TimelinePage calls GET /v1/timeline for one page.
 func (c *Client) TimelinePage(ctx context.Context, q TimelineQuery) (TimelineView, error) {
+	v, _, err := c.timelinePage(ctx, q)
+	return v, err
+}
+
+// timelinePage is TimelinePage with the API version the peer advertised.
+func (c *Client) timelinePage(ctx context.Context, q TimelineQuery) (TimelineView, int, error) {
 	v := q.Page.values()
 	if q.WindowS > 0 {
 		v.Set("window_s", strconv.FormatInt(q.WindowS, 10))
@@ -176,6 +182,6 @@ func (c *Client) TimelinePage(ctx context.Context, q TimelineQuery) (TimelineVie
 		v.Set("end_ms", strconv.FormatInt(q.EndMs, 10))
 	}
 	var out TimelineView
-	_, err := c.do(ctx, http.MethodGet, "/v1/timeline", v, nil, &out, true)
-	return out, err
+	_, version, err := c.exchange(ctx, http.MethodGet, "/v1/timeline", v, nil, &out, true)
+	return out, version, err
 }

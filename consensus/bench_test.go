@@ -3,6 +3,7 @@ package consensus
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -29,41 +30,13 @@ func BenchmarkCommitEntries(b *testing.B) {
 		{"follower/64-proposers", 64, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			c := newCluster(b, 3, 1, func(cfg *Config) { cfg.CheckInvariants = false })
-			p := c.waitLeader()
+			leader, followers := benchCluster(b, 3)
+			p := leader
 			if bc.follower {
-				for _, q := range c.peers {
-					if q != p {
-						p = q
-						break
-					}
-				}
+				p = followers[0]
 			}
 			cmd := command(p, ledger.Command{Heartbeat: &ledger.Heartbeat{Machine: p.org + "/m0"}})
-			ctx := context.Background()
-			var (
-				wg   sync.WaitGroup
-				next = make(chan struct{})
-				errs = make(chan error, bc.proposers)
-			)
-			b.ResetTimer()
-			start := time.Now()
-			for i := 0; i < bc.proposers; i++ {
-				wg.Add(1)
-				go proposeEach(ctx, &wg, p.node, cmd, next, errs)
-			}
-			for i := 0; i < b.N; i++ {
-				next <- struct{}{}
-			}
-			close(next)
-			wg.Wait()
-			elapsed := time.Since(start)
-			b.StopTimer()
-			select {
-			case err := <-errs:
-				b.Fatal(err)
-			default:
-			}
+			elapsed := proposeConcurrently(b, slices.Repeat([]proposal{{p.node, cmd}}, bc.proposers))
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "entries/s")
 		})
 	}
@@ -77,8 +50,7 @@ func BenchmarkCommitEntries(b *testing.B) {
 func BenchmarkDecisionBatches(b *testing.B) {
 	for _, n := range []int{1, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("batch-%d", n), func(b *testing.B) {
-			c := newCluster(b, 3, 1, func(cfg *Config) { cfg.CheckInvariants = false })
-			leader := c.waitLeader()
+			leader, _ := benchCluster(b, 3)
 			a, bb := prepareSwap(b, leader, n)
 			cmds := [2][]byte{
 				decisionsCommand(b, leader, bb, a), // place set b, evicting a
@@ -187,12 +159,8 @@ func decisionsCommand(b *testing.B, leader *tpeer, to, from swapSet) []byte {
 // followers' replication loops are then parked in paced idle appends,
 // pacing.go): the commit latency a federation sees between bursts.
 func BenchmarkSparseCommit(b *testing.B) {
-	c := newCluster(b, 4, 1, func(cfg *Config) { cfg.CheckInvariants = false })
-	leader := c.waitLeader()
-	p := c.peers[0]
-	if p == leader {
-		p = c.peers[1]
-	}
+	_, followers := benchCluster(b, 4)
+	p := followers[0]
 	cmd := command(p, ledger.Command{Heartbeat: &ledger.Heartbeat{Machine: p.org + "/m0"}})
 	ctx := context.Background()
 	var total time.Duration
@@ -219,29 +187,58 @@ func BenchmarkSparseCommit(b *testing.B) {
 // command at a time, as the owners' reports do in make bench-e2e B. CPU
 // time, unlike the rate, depends little on what else runs on the machine.
 func BenchmarkFollowerCommitCPU(b *testing.B) {
-	c := newCluster(b, 4, 1, func(cfg *Config) { cfg.CheckInvariants = false })
-	leader := c.waitLeader()
-	var followers []*tpeer
+	_, followers := benchCluster(b, 4)
+	var proposals []proposal
+	for _, p := range followers {
+		cmd := command(p, ledger.Command{Heartbeat: &ledger.Heartbeat{Machine: p.org + "/m0"}})
+		proposals = append(proposals, slices.Repeat([]proposal{{p.node, cmd}}, 16)...)
+	}
+	cpu0 := processCPU(b)
+	elapsed := proposeConcurrently(b, proposals)
+	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/commit")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "commits/s")
+}
+
+// benchCluster is a running cluster of size voters without the invariant
+// checks (their cost is not the replication's): its leader and the
+// others.
+func benchCluster(b *testing.B, size int) (leader *tpeer, followers []*tpeer) {
+	b.Helper()
+	c := newCluster(b, size, 1, func(cfg *Config) { cfg.CheckInvariants = false })
+	leader = c.waitLeader()
 	for _, p := range c.peers {
 		if p != leader {
 			followers = append(followers, p)
 		}
 	}
+	return leader, followers
+}
+
+// proposal is one concurrent proposer: the node it proposes through and
+// the command it proposes again and again.
+type proposal struct {
+	node *Node
+	cmd  []byte
+}
+
+// proposeConcurrently runs one goroutine per proposal, proposing b.N
+// commands between them (each takes the next as soon as its previous one
+// is applied), and returns the time they took, which the benchmark's
+// timer also counts alone. The first failure or refusal fails b.
+func proposeConcurrently(b *testing.B, proposals []proposal) time.Duration {
 	ctx := context.Background()
-	next := make(chan struct{})
-	errs := make(chan error, 16*len(followers))
-	var wg sync.WaitGroup
-	cpu0 := processCPU(b)
+	var (
+		wg   sync.WaitGroup
+		next = make(chan struct{})
+		errs = make(chan error, len(proposals))
+	)
 	b.ResetTimer()
 	start := time.Now()
-	for _, p := range followers {
-		cmd := command(p, ledger.Command{Heartbeat: &ledger.Heartbeat{Machine: p.org + "/m0"}})
-		for range 16 {
-			wg.Add(1)
-			go proposeEach(ctx, &wg, p.node, cmd, next, errs)
-		}
+	for _, p := range proposals {
+		wg.Add(1)
+		go proposeEach(ctx, &wg, p.node, p.cmd, next, errs)
 	}
-	for i := 0; i < b.N; i++ {
+	for range b.N {
 		next <- struct{}{}
 	}
 	close(next)
@@ -253,8 +250,7 @@ func BenchmarkFollowerCommitCPU(b *testing.B) {
 		b.Fatal(err)
 	default:
 	}
-	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/commit")
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "commits/s")
+	return elapsed
 }
 
 // processCPU is the CPU time this process used so far.

@@ -55,10 +55,6 @@ type Config struct {
 	// snapshots anyway (SnapshotAtStop).
 	SnapshotAfterEntries uint64
 	SnapshotAfterBytes   uint64
-	// NoSnapshotAtStop makes SnapshotAtStop do nothing: for tests that
-	// verify the log up to an index that the stop's snapshot, with a tiny
-	// TrailingLogs, would compact away (internal/audit's TestVerifyRealPeer).
-	NoSnapshotAtStop bool
 	// LogCacheSize is the number of recent entries kept in memory in front
 	// of bolt.
 	LogCacheSize int

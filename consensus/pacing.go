@@ -2,6 +2,7 @@ package consensus
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -96,6 +97,9 @@ type pacedTransport struct {
 	leaderCommit func(term uint64) (uint64, bool)
 	done         chan struct{}
 	closeOnce    sync.Once
+	// woken counts the paced waits that news ended before their slot
+	// (read by pacing_wiring_test.go).
+	woken atomic.Uint64
 
 	mu sync.Mutex
 	// suffrage, read at readAt: the non-voters and how many.
@@ -130,6 +134,7 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		select {
 		case <-timer.C:
 		case <-news:
+			t.woken.Add(1)
 		case <-t.done:
 			timer.Stop()
 			return raft.ErrTransportShutdown

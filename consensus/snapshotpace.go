@@ -123,7 +123,7 @@ func (n *Node) paceSnapshots() {
 // start then replays from the previous snapshot, as after a crash (the
 // pacer bounds that).
 func (n *Node) SnapshotAtStop(ctx context.Context) error {
-	if n.cfg.NoSnapshotAtStop || n.fsm.replay.entries.Load() == 0 {
+	if n.fsm.replay.entries.Load() == 0 {
 		return nil
 	}
 	f := n.raft.Snapshot()

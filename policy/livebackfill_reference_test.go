@@ -390,6 +390,36 @@ func randomLiveState(r *rand.Rand) *State {
 	return s
 }
 
+// planAgreesWithReference plans the random state number i in mode with
+// LiveBackfill and with the reference, fails the test unless the plans
+// are equal, and returns LiveBackfill's.
+func planAgreesWithReference(t *testing.T, i int, mode string, s *State) LivePlan {
+	t.Helper()
+	got, err := LiveBackfill{Mode: mode}.Plan(s)
+	if err != nil {
+		t.Fatalf("state %d %s: %v", i, mode, err)
+	}
+	want, err := referenceLiveBackfill(mode, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("state %d %s:\n got %+v\nwant %+v\nstate %+v", i, mode, got, want, s)
+	}
+	return got
+}
+
+// planIgnoresOrder fails the test unless a copy of s whose slices shuffle
+// reorders (what: which) plans got again.
+func planIgnoresOrder(t *testing.T, i int, mode string, s *State, got LivePlan, what string, shuffle func(sh *State)) {
+	t.Helper()
+	sh := *s
+	shuffle(&sh)
+	if again, _ := (LiveBackfill{Mode: mode}).Plan(&sh); !reflect.DeepEqual(again, got) {
+		t.Fatalf("state %d %s: shuffled %s planned %+v, want %+v", i, mode, what, again, got)
+	}
+}
+
 // TestLiveBackfillAgreesWithReference: on random federations, the fast
 // plan and the reference's agree decision for decision and reservation
 // for reservation, in every mode, and shuffling the input slices changes
@@ -400,26 +430,14 @@ func TestLiveBackfillAgreesWithReference(t *testing.T) {
 	for i := range 3000 {
 		s := randomLiveState(r)
 		for _, mode := range JobModes() {
-			got, err := LiveBackfill{Mode: mode}.Plan(s)
-			if err != nil {
-				t.Fatalf("state %d %s: %v", i, mode, err)
-			}
-			want, err := referenceLiveBackfill(mode, s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("state %d %s:\n got %+v\nwant %+v\nstate %+v", i, mode, got, want, s)
-			}
+			got := planAgreesWithReference(t, i, mode, s)
 			reserved += len(got.Reservations)
 			// The order of the input slices does not matter.
-			sh := *s
-			sh.Queued, sh.Running = slices.Clone(s.Queued), slices.Clone(s.Running)
-			r.Shuffle(len(sh.Queued), func(i, j int) { sh.Queued[i], sh.Queued[j] = sh.Queued[j], sh.Queued[i] })
-			r.Shuffle(len(sh.Running), func(i, j int) { sh.Running[i], sh.Running[j] = sh.Running[j], sh.Running[i] })
-			if again, _ := (LiveBackfill{Mode: mode}).Plan(&sh); !reflect.DeepEqual(again, got) {
-				t.Fatalf("state %d %s: shuffled input planned %+v, want %+v", i, mode, again, got)
-			}
+			planIgnoresOrder(t, i, mode, s, got, "queued and running", func(sh *State) {
+				sh.Queued, sh.Running = slices.Clone(s.Queued), slices.Clone(s.Running)
+				r.Shuffle(len(sh.Queued), func(i, j int) { sh.Queued[i], sh.Queued[j] = sh.Queued[j], sh.Queued[i] })
+				r.Shuffle(len(sh.Running), func(i, j int) { sh.Running[i], sh.Running[j] = sh.Running[j], sh.Running[i] })
+			})
 		}
 	}
 	if reserved < 500 {
@@ -441,17 +459,7 @@ func TestLiveBackfillGangsAgreeWithReference(t *testing.T) {
 		// base), never LiveBackfill's input on a live federation.
 		s.Held = nil
 		for _, mode := range JobModes() {
-			got, err := LiveBackfill{Mode: mode}.Plan(s)
-			if err != nil {
-				t.Fatalf("state %d %s: %v", i, mode, err)
-			}
-			want, err := referenceLiveBackfill(mode, s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("state %d %s:\n got %+v\nwant %+v\nstate %+v", i, mode, got, want, s)
-			}
+			got := planAgreesWithReference(t, i, mode, s)
 			if _, err := ApplyDecisions(gangsQueued(s), got.Starts); err != nil {
 				t.Fatalf("state %d %s: %v", i, mode, err)
 			}
@@ -473,12 +481,10 @@ func TestLiveBackfillGangsAgreeWithReference(t *testing.T) {
 					}
 				}
 			}
-			sh := *s
-			sh.Gangs = slices.Clone(s.Gangs)
-			r.Shuffle(len(sh.Gangs), func(i, j int) { sh.Gangs[i], sh.Gangs[j] = sh.Gangs[j], sh.Gangs[i] })
-			if again, _ := (LiveBackfill{Mode: mode}).Plan(&sh); !reflect.DeepEqual(again, got) {
-				t.Fatalf("state %d %s: shuffled gangs planned %+v, want %+v", i, mode, again, got)
-			}
+			planIgnoresOrder(t, i, mode, s, got, "gangs", func(sh *State) {
+				sh.Gangs = slices.Clone(s.Gangs)
+				r.Shuffle(len(sh.Gangs), func(i, j int) { sh.Gangs[i], sh.Gangs[j] = sh.Gangs[j], sh.Gangs[i] })
+			})
 		}
 	}
 	if started < 300 || reserved < 300 {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -351,8 +352,30 @@ func newBrowser(ctx context.Context, t *testing.T, tmp string) (*browser, func()
 // login opens the peer's address and gives the token.
 func (b *browser) login(base, tok string) {
 	b.t.Helper()
-	b.do("open", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token-input")))
+	b.loginAt(base+"/", tok)
+}
+
+// loginAt opens the dashboard at url and gives it the token.
+func (b *browser) loginAt(url, tok string) {
+	b.t.Helper()
+	b.do("open", chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS("#token-input")))
 	b.do("token", chromedp.SendKeys(chromedp.CSS("#token-input"), tok), chromedp.Click(chromedp.CSS("#token-submit")))
+}
+
+// recordFetches makes the page note every URL it fetches (window.__fetched).
+func (b *browser) recordFetches() {
+	b.t.Helper()
+	b.eval(`(() => { window.__fetched = []; const f = window.fetch; window.fetch = (u, init) => { window.__fetched.push(String(u)); return f(u, init); }; return "ok"; })()`)
+}
+
+// fetched is every URL the page fetched since recordFetches.
+func (b *browser) fetched() []string {
+	b.t.Helper()
+	urls, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`window.__fetched || []`))
+	if err != nil {
+		b.t.Fatalf("fetched URLs: %v", err)
+	}
+	return urls
 }
 
 // TestDashboardHealthWithAKilledPeer opens the first view of a real
@@ -416,7 +439,11 @@ func TestDashboardHealthWithAKilledPeer(t *testing.T) {
 	voters, _, votes := status()
 
 	b, exceptions := newBrowser(ctx, t, tmp)
-	b.login(alpha.URL, alpha.Token)
+	// Pages of two (?page=2): the three organisations' status, timeline,
+	// machines and members come on two pages each, which the page follows.
+	b.do("open", chromedp.Navigate(alpha.URL+"/ui/?page=2"), chromedp.WaitVisible(chromedp.CSS("#token-input")))
+	b.recordFetches()
+	b.do("token", chromedp.SendKeys(chromedp.CSS("#token-input"), alpha.Token), chromedp.Click(chromedp.CSS("#token-submit")))
 	b.waitEqual("#org-name", "alpha")
 	b.waitText("#health", "healthy", func(string) bool { return b.eval(`document.getElementById("health").dataset.health`) == "healthy" })
 	b.waitEqual("#health-verdict", "Healthy")
@@ -432,6 +459,31 @@ func TestDashboardHealthWithAKilledPeer(t *testing.T) {
 	b.waitEqual(`#machines-table tr[data-machine="alpha/m1"] .state`, "drained")
 	b.waitEqual(`#orgmachines-table tr[data-org="alpha"] .drained`, "1")
 	b.waitEqual("#machines-drained", "1")
+	// Every organisation shows, the third from the second pages.
+	for _, org := range []string{"alpha", "beta", "gamma"} {
+		b.waitEqual(`#orgmachines-table tr[data-org="`+org+`"] td:nth-child(2)`, "1")
+	}
+	urls := b.fetched()
+	for _, want := range []struct {
+		prefix string
+		parts  []string
+	}{
+		{"/v1/status?limit=2", []string{"after="}},
+		{"/v1/machines?limit=2", []string{"after="}},
+		{"/v1/members?limit=2", []string{"after="}},
+		{"/v1/timeline?window_s=", []string{"limit=2", "end_ms=", "after="}},
+	} {
+		if !slices.ContainsFunc(urls, func(u string) bool {
+			return strings.HasPrefix(u, want.prefix) && !slices.ContainsFunc(want.parts, func(p string) bool { return !strings.Contains(u, p) })
+		}) {
+			t.Errorf("the page never asked for a second page %s…%v: it fetched %q", want.prefix, want.parts, urls)
+		}
+	}
+	for _, u := range urls {
+		if path, _, _ := strings.Cut(u, "?"); (path == "/v1/status" || path == "/v1/timeline" || path == "/v1/machines" || path == "/v1/members") && !strings.Contains(u, "limit=") {
+			t.Errorf("the page asked for a whole list: %s", u)
+		}
+	}
 	b.shot("h1-healthy")
 
 	// The charts open with the past: the energy chart holds samples from

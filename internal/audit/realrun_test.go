@@ -16,11 +16,13 @@ import (
 )
 
 // A real single-peer federation (libp2p on loopback, Raft on bolt, the
-// process executor running /bin/sh) runs tasks, takes a snapshot that
-// compacts its log (4 trailing entries), runs more, and stops. Its data
-// directory verifies clean: from the snapshot, to the applied index and
-// state hash the live peer reported, and over the whole log (the entries
-// its shutdown added included).
+// process executor running /bin/sh) runs tasks and stops: its stop's
+// snapshot compacts the log (4 trailing entries). Started again (with the
+// default trailing log, so that its own stop keeps what follows), it runs
+// more and stops. Its data directory verifies clean: from the first stop's
+// snapshot, to the applied index and state hash the live peer reported
+// after the restart, and over the whole log (the entries its shutdown
+// added included, and the second stop's snapshot matched by the replay).
 func TestVerifyRealPeer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real peer and runs real processes")
@@ -37,26 +39,20 @@ func TestVerifyRealPeer(t *testing.T) {
 		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, API: "127.0.0.1:0"}); err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.Start(ctx, node.Options{DataDir: data, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Consensus: func(c *consensus.Config) {
-			c.TrailingLogs = 4
-			// The stop's own snapshot would compact the log past the
-			// index the live peer reports below.
-			c.NoSnapshotAtStop = true
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := false
-	defer func() {
-		if !closed {
-			n.Close(context.Background())
+	start := func(trailing uint64) *node.Node {
+		t.Helper()
+		n, err := node.Start(ctx, node.Options{DataDir: data, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Consensus: func(c *consensus.Config) { c.TrailingLogs = trailing }})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-	if err := n.WaitReady(ctx); err != nil {
-		t.Fatal(err)
+		t.Cleanup(func() { n.Close(context.Background()) })
+		if err := n.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
-	runTasks := func(k int) {
+	runTasks := func(n *node.Node, k int) {
 		t.Helper()
 		req := api.SubmitRequest{}
 		for i := 0; i < k; i++ {
@@ -82,11 +78,13 @@ func TestVerifyRealPeer(t *testing.T) {
 			}
 		}
 	}
-	runTasks(4)
-	if err := n.Consensus().Snapshot(); err != nil {
+	n := start(4)
+	runTasks(n, 4)
+	if err := n.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	runTasks(3)
+	n = start(0) // the default trailing log
+	runTasks(n, 3)
 	live, err := n.Ledger(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +96,6 @@ func TestVerifyRealPeer(t *testing.T) {
 	if err := n.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	closed = true
 
 	r, err := VerifyDataDir(ctx, data, Options{UpTo: live.AppliedIndex})
 	if err != nil {
@@ -122,6 +119,9 @@ func TestVerifyRealPeer(t *testing.T) {
 	}
 	if !whole.OK() || whole.Index != whole.LastIndex || whole.Index < r.Index {
 		t.Errorf("whole log: %+v", whole)
+	}
+	if len(whole.Snapshots) != 2 || !whole.Snapshots[0].Base || !whole.Snapshots[1].Matched {
+		t.Errorf("whole log: want the first stop's snapshot as the base and the second's matched by the replay: %+v", whole.Snapshots)
 	}
 	t.Logf("verified: log %d-%d from the snapshot at %d, %d commands, hash %.16s at %d", r.FirstIndex, r.LastIndex, r.BaseIndex, r.Commands, r.Hash, r.Index)
 }

@@ -16,6 +16,11 @@
   const MAX_TASK_ROWS = 1000;
   const SEED_WINDOW_S = 1200; // the charts open with the last 20 minutes (GET /v1/timeline)
   const SEED_POINTS = 120;
+  // PAGE is how many items the page asks for at a time when it follows a
+  // list's pages (?limit=&after=, docs/HISTORY.md "Pages of the lists"),
+  // as the Go client does (api.ClientPageSize); ?page=N in the dashboard's
+  // address asks for smaller pages.
+  const PAGE = Math.min(10000, Math.max(1, parseInt(new URLSearchParams(location.search).get("page"), 10) || 1000));
   const PALETTE = ["#2457c5", "#d1495b", "#2e933c", "#edae49", "#7b2cbf", "#00798c", "#8d6a00", "#e76f51", "#3d405b", "#6a994e"];
 
   const $ = (sel) => document.querySelector(sel);
@@ -72,6 +77,55 @@
     if (opts.text) return r.text();
     if (r.status === 204) return null;
     return r.json();
+  }
+
+  // pages calls GET path page by page, PAGE items at a time: items(answer)
+  // is an answer's list, key(item) an item's cursor (the next page's
+  // after), and a page shorter than PAGE is the last. more(first), if
+  // given, adds parameters to every page after the first (the timeline's
+  // end_ms). It returns the answers in order.
+  async function pages(path, items, key, more) {
+    const sep = path.includes("?") ? "&" : "?";
+    const out = [];
+    let after = "", extra = "";
+    for (;;) {
+      const a = await api(path + sep + "limit=" + PAGE + extra + (after ? "&after=" + encodeURIComponent(after) : ""));
+      out.push(a);
+      const list = (a && items(a)) || [];
+      if (list.length < PAGE) return out;
+      const next = key(list[list.length - 1]);
+      if (next === after) throw new ApiError(0, "bad_page", path + ": the page after " + after + " ends with it again");
+      after = next;
+      if (out.length === 1 && more) extra = more(a);
+    }
+  }
+
+  // getStatus is GET /v1/status followed page by page: the last page's
+  // figures with every organisation, and every peer once (a peer whose
+  // organisation registered between two pages may come twice).
+  async function getStatus() {
+    const ps = await pages("/v1/status", (st) => st.orgs, (o) => o.name);
+    const st = ps[ps.length - 1];
+    const seen = new Set();
+    st.orgs = ps.flatMap((p) => p.orgs || []);
+    st.peers = ps.flatMap((p) => p.peers || []).filter((p) => !seen.has(p.id) && seen.add(p.id));
+    return st;
+  }
+
+  // getTimeline is GET /v1/timeline?query followed page by page, every
+  // page at the first one's sample times (its last one as end_ms).
+  async function getTimeline(query) {
+    const ps = await pages("/v1/timeline?" + query, (h) => h.orgs, (o) => o.name,
+      (first) => (first.times_ms && first.times_ms.length ? "&end_ms=" + first.times_ms[first.times_ms.length - 1] : ""));
+    const h = ps[0];
+    h.orgs = ps.flatMap((p) => p.orgs || []);
+    return h;
+  }
+
+  // getMachines is GET /v1/machines followed page by page.
+  async function getMachines() {
+    const ps = await pages("/v1/machines", (ms) => ms, (m) => m.id);
+    return ps.flat();
   }
 
   // --- small DOM helpers -------------------------------------------------
@@ -212,7 +266,7 @@
     if (!t) return;
     token = t;
     try {
-      await api("/v1/status");
+      await api("/v1/status?limit=1"); // the token's check
     } catch (e) {
       if (e.status === 401) return wrongToken();
       $("#token-error").hidden = false;
@@ -360,7 +414,7 @@
     if (polling || !token) return;
     polling = true;
     try {
-      const [st, ms, led, ts, mem] = await Promise.all([api("/v1/status"), api("/v1/machines"), api("/v1/ledger"), api(taskPath()), members()]);
+      const [st, ms, led, ts, mem] = await Promise.all([getStatus(), getMachines(), api("/v1/ledger"), api(taskPath()), members()]);
       if (!timer) return; // logged out meanwhile
       status = st;
       lastTasks = ts;
@@ -391,7 +445,10 @@
   async function members() {
     if (!membersAPI) return null;
     try {
-      return await api("/v1/members");
+      const ps = await pages("/v1/members", (v) => v.members, (m) => m.id);
+      const v = ps[ps.length - 1]; // the figures are the whole membership's
+      v.members = ps.flatMap((p) => p.members || []);
+      return v;
     } catch (e) {
       if (e.status === 401) throw e;
       // 404: a peer without the route; anything else (no leader to ask):
@@ -407,7 +464,7 @@
   async function seedHistory() {
     let h;
     try {
-      h = await api("/v1/timeline?window_s=" + SEED_WINDOW_S + "&points=" + SEED_POINTS);
+      h = await getTimeline("window_s=" + SEED_WINDOW_S + "&points=" + SEED_POINTS);
     } catch (e) {
       if (e.status === 401) return wrongToken();
       return; // an older peer: the charts start empty
@@ -857,7 +914,7 @@
     $("#task-search").addEventListener("input", () => status && renderTasks(status));
     if (token) {
       // A token from earlier in this tab: check it before showing anything.
-      api("/v1/status").then(start, (e) => (e.status === 401 ? wrongToken() : showLogin("Cannot reach the peer: " + e.message)));
+      api("/v1/status?limit=1").then(start, (e) => (e.status === 401 ? wrongToken() : showLogin("Cannot reach the peer: " + e.message)));
     } else {
       showLogin("");
     }
