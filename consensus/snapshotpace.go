@@ -92,10 +92,15 @@ func (n *Node) noteApplied() {
 
 func (n *Node) paceSnapshots() {
 	defer n.wg.Done()
+	release := time.NewTicker(logMapRelease)
+	defer release.Stop()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
+		case <-release.C:
+			n.releaseLogMap()
+			continue
 		case <-n.pacer.kick:
 		}
 		if !n.fsm.replay.over(n.cfg.SnapshotAfterEntries, n.cfg.SnapshotAfterBytes) {
@@ -103,6 +108,9 @@ func (n *Node) paceSnapshots() {
 		}
 		err := n.raft.Snapshot().Error()
 		if err == nil || errors.Is(err, raft.ErrNothingNewToSnapshot) {
+			// The snapshot compacted the log: the pages of the entries
+			// it dropped are mapped for nothing (raftmap.go).
+			n.releaseLogMap()
 			continue
 		}
 		if n.ctx.Err() != nil {
