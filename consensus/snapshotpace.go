@@ -158,11 +158,10 @@ func (n *Node) SnapshotAtStop(ctx context.Context) error {
 // from the start to the first and to the last of them (docs/BENCHMARKS.md:
 // what a restart after a crash costs).
 type catchUp struct {
-	start      time.Time
-	last       uint64 // the log's last index at start
-	first      uint64 // the first index applied, 0 until one is
-	firstAt    time.Time
-	replayedAt time.Time
+	start   time.Time
+	last    uint64 // the log's last index at start
+	first   uint64 // the first index applied, 0 until one is
+	firstAt time.Time
 }
 
 // startingReplay reads the log's last index at start: nil when the log is
@@ -188,7 +187,11 @@ func (c *catchUp) note(from, seen uint64, log interface{ Info(string, ...any) })
 	if seen < c.last {
 		return c
 	}
-	log.Info("consensus: replayed the log after the snapshot", "entries", c.last-c.first+1,
+	entries := uint64(0)
+	if c.first <= c.last {
+		entries = c.last - c.first + 1
+	}
+	log.Info("consensus: replayed the log after the snapshot", "entries", entries,
 		"first_after", c.firstAt.Sub(c.start).Round(time.Millisecond), "done_after", now.Sub(c.start).Round(time.Millisecond),
 		"replay_took", now.Sub(c.firstAt).Round(time.Millisecond))
 	return nil
