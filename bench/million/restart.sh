@@ -46,6 +46,7 @@ data="$work/data"
 api=$(awk '/^api:/ {print $2}' "$src/config.yaml" | tr -d '"')
 call() { curl -sS --max-time 10 -H "Authorization: Bearer $(cat "$data/api.token")" "$@"; }
 start_peer() { # start_peer LOGPREFIX [perf data file]
+	UNDER_PERF="${2:-}"
 	if [ -n "${2:-}" ]; then
 		perf record -F 499 -g -o "$2" -- "$BIN" run --data "$data" --log-level "$LOG_LEVEL" >"$1.out" 2>"$1.err" &
 	else
@@ -53,9 +54,10 @@ start_peer() { # start_peer LOGPREFIX [perf data file]
 	fi
 	PEER_PID=$!
 }
-peer_pid() { # the peer's own pid (under perf, its child)
-	local c
-	c=$(pgrep -P "$PEER_PID" -x peer 2>/dev/null | head -1 || true)
+UNDER_PERF=""
+peer_pid() { # the peer's own pid (under perf, perf's child)
+	local c=""
+	if [ -n "$UNDER_PERF" ]; then c=$(pgrep -P "$PEER_PID" 2>/dev/null | head -1 || true); fi
 	echo "${c:-$PEER_PID}"
 }
 wait_ready() { # T0 LOGPREFIX: prints seconds to ready: and to /v1/status
