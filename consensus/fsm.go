@@ -53,6 +53,9 @@ type fsm struct {
 	// replay counts the command entries applied since the state the
 	// newest snapshot holds (snapshotpace.go).
 	replay replayCost
+	// catchUp times the start's replay of the log after the snapshot
+	// (snapshotpace.go); nil when there is none to time (guarded by mu).
+	catchUp *catchUp
 }
 
 var _ raft.BatchingFSM = (*fsm)(nil)
@@ -97,6 +100,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 				f.log.Error("consensus: ledger invariant broken", "index", e.Index, "err", err)
 			}
 		}
+	}
+	if len(logs) > 0 {
+		f.catchUp = f.catchUp.note(logs[0].Index, f.seen, f.log)
 	}
 	f.signalLocked()
 	f.mu.Unlock()

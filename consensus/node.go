@@ -129,6 +129,7 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 
 	hlog := newRaftLogger(n.log)
 	var err error
+	opened := time.Now()
 	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, RaftDBFile), NoSync: cfg.NoSync})
 	if err != nil {
 		return nil, fmt.Errorf("consensus: open %s: %w", RaftDBFile, err)
@@ -183,12 +184,18 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 	// The leader's new entries and commits end the paced waits (pacing.go).
 	n.fsm.afterBatch = n.paced.announce
 	n.paced.leaderCommit = n.commitAsLeader
+	n.fsm.catchUp = n.startingReplay(opened)
+	started := time.Now()
 	n.raft, err = raft.NewRaft(rc, n.fsm, newsLogStore{n.logs, n.paced.announce}, stableStore, n.snaps, n.paced)
 	if err != nil {
 		n.trans.Close()
 		n.store.Close()
 		return nil, fmt.Errorf("consensus: start raft: %w", err)
 	}
+	// NewRaft restores the newest snapshot and reads the log after it for
+	// configuration entries; the replay of its commands comes later, once
+	// the commit index is known (snapshotpace.go).
+	n.log.Info("consensus: raft started", "stores_took", started.Sub(opened).Round(time.Millisecond), "restore_took", time.Since(started).Round(time.Millisecond), "snapshot_index", n.fsm.appliedIndex())
 	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.PeerObservation)
 		return ok

@@ -1,46 +1,25 @@
 package history
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 
+	"github.com/coopgrid/coopgrid/internal/bboltmap"
 	"github.com/coopgrid/coopgrid/ledger"
 )
 
 // mappedKiB is the resident size of this process's mappings of the file
-// at path (the Rss lines of /proc/self/smaps for its mappings).
+// at path.
 func mappedKiB(t *testing.T, path string) int {
 	t.Helper()
-	f, err := os.Open("/proc/self/smaps")
+	n, err := bboltmap.MappedKiB(path)
 	if err != nil {
 		t.Skipf("no smaps: %v", err)
 	}
-	defer f.Close()
-	total, in := 0, false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		fields := strings.Fields(line)
-		if len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
-			in = len(fields) >= 6 && fields[5] == path
-			continue
-		}
-		if in && len(fields) == 3 && fields[0] == "Rss:" {
-			n, err := strconv.Atoi(fields[1])
-			if err != nil {
-				t.Fatalf("smaps: %q", line)
-			}
-			total += n
-		}
-	}
-	return total
+	return n
 }
 
 // TestReleaseMappedKeepsTheRecords: a listing of the whole store maps its

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 
 	"github.com/coopgrid/coopgrid/policy"
@@ -149,6 +150,12 @@ func (l *Ledger) checkKeptQueue(fail func(string, ...any)) {
 		return
 	}
 	for i := range got {
+		// DeepEqual first: the printed forms, which do not tell a nil
+		// slice from an empty one, cost a restart of 20,000 queued tasks
+		// a quarter of its restore (issue 17).
+		if reflect.DeepEqual(got[i], want[i]) {
+			continue
+		}
 		if g, w := fmt.Sprintf("%+v", got[i]), fmt.Sprintf("%+v", want[i]); g != w {
 			fail("kept queue: task %s kept as %s, queued as %s", got[i].ID, g, w)
 			return

@@ -168,6 +168,9 @@ type ForgottenTotals struct {
 // energy in the forgotten totals and their records in res.
 func (l *Ledger) forget(ts []*Task, res *Result) {
 	gone := make(map[string]struct{}, len(ts))
+	// One allocation for the records: growing it task by task copied a
+	// forget of a thousand tasks' records many times (issue 17: replay).
+	res.Forgotten = slices.Grow(res.Forgotten, len(ts))
 	for _, t := range ts {
 		res.Forgotten = append(res.Forgotten, t.clone())
 		l.forgottenOf(t.Org).Tasks++

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -154,24 +155,25 @@ func (l *Ledger) WriteSnapshot(w io.Writer) error {
 // whose hash does not match its content and one whose state breaks an
 // invariant; in every such case the ledger keeps its previous state.
 func (l *Ledger) Restore(r io.Reader) error {
-	data, err := io.ReadAll(io.LimitReader(r, MaxSnapshotBytes+1))
-	if err != nil {
+	// A bytes.Buffer grows by doubling: io.ReadAll's smaller steps copied
+	// a snapshot of megabytes many times over (issue 17: restart cost).
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(io.LimitReader(r, MaxSnapshotBytes+1)); err != nil {
 		return fmt.Errorf("restore ledger snapshot: read: %w", err)
 	}
+	data := buf.Bytes()
 	if len(data) > MaxSnapshotBytes {
 		return fmt.Errorf("restore ledger snapshot: more than %d bytes", int64(MaxSnapshotBytes))
 	}
-	var hdr struct {
-		V *int `json:"v"`
-	}
-	if err := json.Unmarshal(data, &hdr); err != nil {
+	v, err := snapshotVersion(data)
+	if err != nil {
 		return fmt.Errorf("restore ledger snapshot: decode: %w", err)
 	}
-	if hdr.V == nil {
+	if v == nil {
 		return fmt.Errorf("restore ledger snapshot: no version field \"v\"")
 	}
-	if *hdr.V < MinSnapshotVersion || *hdr.V > SnapshotVersion {
-		return fmt.Errorf("restore ledger snapshot: version %d: this ledger reads versions %d to %d", *hdr.V, MinSnapshotVersion, SnapshotVersion)
+	if *v < MinSnapshotVersion || *v > SnapshotVersion {
+		return fmt.Errorf("restore ledger snapshot: version %d: this ledger reads versions %d to %d", *v, MinSnapshotVersion, SnapshotVersion)
 	}
 	var s snapshotFile
 	if err := decodeStrict(data, &s); err != nil {
@@ -326,4 +328,36 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// snapshotVersion reads the snapshot's "v" field (nil when it has none)
+// without decoding the rest: WriteSnapshot writes it first, so a restart
+// does not scan megabytes of state for it before the decode proper. Any
+// other member is skipped until "v" is found; the value that follows is
+// decoded (and checked) by Restore.
+func snapshotVersion(data []byte) (*int, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil {
+		return nil, err
+	} else if t != json.Delim('{') {
+		return nil, fmt.Errorf("want a JSON object, got %v", t)
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		if key, _ := t.(string); key == "v" {
+			var v *int
+			if err := dec.Decode(&v); err != nil {
+				return nil, err
+			}
+			return v, nil
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
 }

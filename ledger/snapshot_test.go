@@ -3,6 +3,7 @@ package ledger
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -99,6 +100,11 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 		{"no version", bytes.Replace(good, []byte(`{"v":2,`), []byte(`{`), 1), "no version"},
 		{"unknown version", bytes.Replace(good, []byte(`{"v":2,`), []byte(`{"v":3,`), 1), "version 3"},
 		{"version 0", bytes.Replace(good, []byte(`{"v":2,`), []byte(`{"v":0,`), 1), "version 0"},
+		// The version is read without decoding the state (snapshotVersion):
+		// wherever it stands, and whatever is not an object.
+		{"unknown version, last", versionLast(good, 3), "version 3"},
+		{"null version", bytes.Replace(good, []byte(`{"v":2,`), []byte(`{"v":null,`), 1), "no version"},
+		{"not an object", []byte(`[{"v":2}]`), "decode"},
 		{"unknown field", bytes.Replace(good, []byte(`{"v":2,`), []byte(`{"v":2,"extra":0,`), 1), "unknown field"},
 		{"trailing data", append(bytes.Clone(good), []byte(" {}")...), "decode"},
 		{"tampered value", bytes.Replace(good, []byte(`"limit_mw":300000`), []byte(`"limit_mw":300001`), 1), "does not match"},
@@ -127,6 +133,25 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 			// And it still works.
 			f.must(ended("uni-a", "uni-a-1", "uni-a/m1", 4000, 5, false))
 		})
+	}
+}
+
+// versionLast moves a snapshot's version field to the end, as v.
+func versionLast(snap []byte, v int) []byte {
+	b := bytes.Replace(snap, []byte(`{"v":2,`), []byte(`{`), 1)
+	return append(b[:bytes.LastIndexByte(b, '}')], []byte(fmt.Sprintf(`,"v":%d}`, v))...)
+}
+
+// TestRestoreReadsTheVersionAnywhere: a snapshot whose version is not its
+// first field (WriteSnapshot writes it first) restores the same state.
+func TestRestoreReadsTheVersionAnywhere(t *testing.T) {
+	f := busy(t)
+	nl := New()
+	if err := nl.Restore(bytes.NewReader(versionLast(snapshotOf(t, f.l), 2))); err != nil {
+		t.Fatal(err)
+	}
+	if nl.Hash() != f.l.Hash() || nl.AppliedIndex() != f.l.AppliedIndex() {
+		t.Fatal("restored a different state")
 	}
 }
 

@@ -184,11 +184,14 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		{"membership", func() error { return n.join(ctx) }},
 	}
 	for _, s := range steps {
+		t := time.Now()
 		if err := s.run(); err != nil {
 			n.log.Debug("start: step failed", "step", s.name, "err", err)
 			n.shutdown(context.Background())
 			return nil, err
 		}
+		// What a restart costs, step by step (docs/BENCHMARKS.md).
+		n.log.Info("start: step done", "step", s.name, "took", time.Since(t).Round(time.Millisecond))
 	}
 	n.wg.Add(1)
 	go n.setup()

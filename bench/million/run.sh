@@ -21,6 +21,8 @@
 #   N=1000000 POINTS="10000 100000 1000000" MACHINES=100 KEEP=1000
 #   BATCH=10000 (tasks per submission) AHEAD=20000 (most tasks queued)
 #   OUT=bench-million.out (results.tsv, the peer's logs), KEEP_DIR=1
+#   CRASH_COPY=DIR: a copy of the data directory just after the SIGKILL,
+#   before any restart touched it, for bench/million/restart.sh's trials
 #
 # Everything started here is a child ended by pid on exit.
 set -euo pipefail
@@ -181,6 +183,10 @@ log "restart after SIGKILL"
 kill -KILL "$PEER_PID" 2>/dev/null || true
 wait "$PEER_PID" 2>/dev/null || true
 PEER_PID=""
+if [ -n "${CRASH_COPY:-}" ]; then
+	rm -rf "$CRASH_COPY" && cp -a "$data" "$CRASH_COPY"
+	log "crashed data directory copied to $CRASH_COPY"
+fi
 restart peer2 crash_restart
 log "restart after SIGTERM"
 stop_peer

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package history
+package bboltmap
 
 // dropMapping does nothing where madvise is not used.
 func dropMapping(uintptr, int64) error { return nil }

@@ -1,4 +1,4 @@
-package history
+package bboltmap
 
 import "syscall"
 
