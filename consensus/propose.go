@@ -244,8 +244,11 @@ func (n *Node) isMember(id peer.ID) (bool, error) {
 	if err := f.Error(); err != nil {
 		return false, raftError(err, "configuration", CodeMembership)
 	}
+	// The ID's text form (base58) once, not once per server: this runs on
+	// every forwarded proposal.
+	want := raft.ServerID(id.String())
 	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == id.String() {
+		if s.ID == want {
 			return true, nil
 		}
 	}

@@ -14,12 +14,23 @@ import (
 // The reporter group-commits this peer's reports on its runs (task_started,
 // task_stopped, task_ended, checkpoint): while one batch is being committed,
 // the reports that arrive queue up, and the next batch carries all of them
-// as one `reports` log entry (docs/LEDGER.md, "The reports batch"). There is
-// no timer: a lone report goes out at once, as a command of its own, and
-// batches grow only when reports arrive faster than the log commits them,
-// which is exactly when one entry per report would be the bottleneck (one
-// Raft round trip, one fsync, and on a follower one forwarded request,
-// each).
+// as one `reports` log entry (docs/LEDGER.md, "The reports batch"). Each
+// entry costs one Raft round trip, an fsync on every peer, an Apply on
+// every peer and, on a follower, one request forwarded to the leader, so
+// fewer entries per report is what a busy peer saves.
+//
+// A short linger lets reports that arrive close together share an entry
+// even when none is in flight. When a report arrives less than
+// lingerBusyWindow (100 ms) after the previous one, the peer is reporting
+// steadily and the batch the report heads waits, from the report's
+// arrival, for about the time between this peer's recent reports (a moving
+// average of the gaps, so that one more report is likely to join), at most
+// Config.ReportLinger (20 ms by default), and leaves early once full. A
+// report that finds the peer quiet (no report in the last
+// lingerBusyWindow) goes at once, and no report waits more than the linger
+// beyond when it would have left without it: reports that queued behind an
+// entry in flight are already older than that when it commits. A lone
+// report is still proposed as a command of its own.
 //
 // Every caller gets its own report's result, as if it had proposed it
 // alone: the batch's index, the item's verdict and notes. A batch whose
@@ -32,10 +43,20 @@ type reporter struct {
 	now     func() time.Time
 	propose ProposeFunc
 	log     *slog.Logger
+	// linger bounds how long a report that arrives on a busy peer waits
+	// for company (0: never); busyWindow is how recent the previous report
+	// must be for the peer to count as busy (lingerBusyWindow; tests
+	// change both).
+	linger, busyWindow time.Duration
 
-	mu   sync.Mutex
-	q    []*pendingReport
-	wake chan struct{}
+	mu sync.Mutex
+	q  []*pendingReport
+	// lastArrival is when the latest report was queued (monotonic); gap
+	// the moving average of the gaps between reports, each capped at
+	// busyWindow (which it starts at).
+	lastArrival time.Time
+	gap         time.Duration
+	wake        chan struct{}
 	// Counters for tests and diagnostics: commands proposed, reports sent.
 	commands atomic.Uint64
 	sent     atomic.Uint64
@@ -44,6 +65,10 @@ type reporter struct {
 type pendingReport struct {
 	item ledger.Report
 	size int // encoded size as a command of its own
+	// at is when it was queued; wait how long a batch it heads lingers
+	// after at (0 when it found the peer quiet).
+	at   time.Time
+	wait time.Duration
 	done chan struct{}
 	res  ledger.Result
 	err  error
@@ -56,8 +81,17 @@ const (
 	maxReportBatchSize = 1 << 20
 )
 
+// DefaultReportLinger is Config.ReportLinger's default. lingerBusyWindow is
+// how recent the previous report must be for a new one to linger: a peer
+// whose reports come further apart than that gains little from waiting.
+const (
+	DefaultReportLinger = 20 * time.Millisecond
+	lingerBusyWindow    = 100 * time.Millisecond
+)
+
 func newReporter(cfg Config) *reporter {
-	return &reporter{org: cfg.Org, self: cfg.Self.String(), now: cfg.Now, propose: cfg.Propose, log: cfg.Logger, wake: make(chan struct{}, 1)}
+	return &reporter{org: cfg.Org, self: cfg.Self.String(), now: cfg.Now, propose: cfg.Propose, log: cfg.Logger,
+		linger: cfg.ReportLinger, busyWindow: lingerBusyWindow, gap: lingerBusyWindow, wake: make(chan struct{}, 1)}
 }
 
 // report queues body's report and waits for its result. body must set one
@@ -76,8 +110,9 @@ func (r *reporter) report(ctx context.Context, body func(*ledger.Command)) (ledg
 	if err != nil {
 		return ledger.Result{}, err
 	}
-	p := &pendingReport{item: item, size: len(data), done: make(chan struct{})}
+	p := &pendingReport{item: item, size: len(data), at: time.Now(), done: make(chan struct{})}
 	r.mu.Lock()
+	p.wait = r.lingerFor(p.at)
 	r.q = append(r.q, p)
 	r.mu.Unlock()
 	select {
@@ -104,6 +139,10 @@ func (r *reporter) loop(ctx context.Context) {
 		case <-r.wake:
 		}
 		for {
+			if !r.waitLinger(ctx) {
+				r.failAll(errClosed)
+				return
+			}
 			batch := r.take()
 			if len(batch) == 0 {
 				break
@@ -111,6 +150,59 @@ func (r *reporter) loop(ctx context.Context) {
 			r.send(ctx, batch)
 		}
 	}
+}
+
+// lingerFor records a report arriving at and returns how long a batch it
+// heads waits for company. Called under mu.
+func (r *reporter) lingerFor(at time.Time) time.Duration {
+	first := r.lastArrival.IsZero()
+	gap := min(at.Sub(r.lastArrival), r.busyWindow)
+	r.lastArrival = at
+	if first || gap >= r.busyWindow {
+		r.gap = r.busyWindow
+		return 0
+	}
+	r.gap = (3*r.gap + gap) / 4
+	return min(r.gap, r.linger)
+}
+
+// waitLinger waits while the queue's next batch lingers (lingerUntil). It
+// reports false when ctx ended first.
+func (r *reporter) waitLinger(ctx context.Context) bool {
+	for {
+		d := time.Until(r.lingerUntil())
+		if d <= 0 {
+			return true
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		case <-r.wake:
+			// Another report: the batch may be full now.
+			t.Stop()
+		}
+	}
+}
+
+// lingerUntil is when the queue's next batch may leave: the zero time when
+// it may leave now (empty queue, a head that found the peer quiet, no
+// linger, or a full batch), else the linger after its head's arrival.
+func (r *reporter) lingerUntil() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.q) == 0 || r.q[0].wait <= 0 || len(r.q) >= maxReportsPerBatch {
+		return time.Time{}
+	}
+	size := 0
+	for _, p := range r.q {
+		if size += p.size; size >= maxReportBatchSize {
+			return time.Time{}
+		}
+	}
+	return r.q[0].at.Add(r.q[0].wait)
 }
 
 // take removes the next batch from the queue.

@@ -135,6 +135,10 @@ type Config struct {
 	// ReconcileInterval paces the bridge's reconciliation against the
 	// ledger (default 2s); committed changes wake it earlier.
 	ReconcileInterval time.Duration
+	// ReportLinger is how long a report that arrives while this peer is
+	// reporting steadily waits for others to share its log entry
+	// (reporter.go); 0 means DefaultReportLinger, a negative value none.
+	ReportLinger time.Duration
 	// Now is the clock of the commands' envelopes and of the declared
 	// energy estimates (default time.Now).
 	Now func() time.Time
@@ -187,6 +191,12 @@ func New(cfg Config) (*Runner, error) {
 	}
 	if cfg.ReconcileInterval <= 0 {
 		cfg.ReconcileInterval = 2 * time.Second
+	}
+	switch {
+	case cfg.ReportLinger == 0:
+		cfg.ReportLinger = DefaultReportLinger
+	case cfg.ReportLinger < 0:
+		cfg.ReportLinger = 0
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -237,7 +237,7 @@ func measureOnce(ctx context.Context, log *slog.Logger, o runOptions, stdout io.
 	fmt.Fprintf(stdout, "RESULT %s %d %.3f %.3f %.3f %.3f\n", name, m.Tasks,
 		m.Elapsed().Seconds(), m.Submitted.Sub(m.Start).Seconds(), resolution, m.LedgerElapsed().Seconds())
 
-	tl := buildTimeline(r, m.Start.UnixMilli(), m.Detected.UnixMilli())
+	tl := buildTimeline(r, m.Start.UnixMilli(), m.Detected.UnixMilli(), leader.id)
 	if o.profile == "" {
 		return nil
 	}

@@ -154,7 +154,10 @@ type timeline struct {
 	Passes      int
 	Allocations int
 	// ReportItems counts the applied items of reports batches.
-	ReportItems  int
+	ReportItems int
+	// Forwarded counts the entries proposed by a peer other than leader
+	// (buildTimeline's argument): each was a request forwarded to it.
+	Forwarded    int
 	Rejected     int
 	FirstSubmit  int64
 	LastEndApp   int64
@@ -171,8 +174,9 @@ func ms(t time.Time) int64 {
 // buildTimeline indexes the entries of the measurement: appended (or
 // proposed) at or after since and appended at or before until (Unix ms;
 // 0: no end). Entries after the measurement, such as the machines a
-// stopping peer declares lost, are left out.
-func buildTimeline(r *replay, since, until int64) *timeline {
+// stopping peer declares lost, are left out. leader is the peer ID of the
+// leader whose log r is: an entry another peer proposed was forwarded.
+func buildTimeline(r *replay, since, until int64, leader string) *timeline {
 	tl := &timeline{Tasks: map[string]*taskTimes{}, Kinds: map[ledger.Kind]int{}, FromSnapshot: r.FromSnapshot}
 	get := func(id string) *taskTimes {
 		t := tl.Tasks[id]
@@ -189,6 +193,9 @@ func buildTimeline(r *replay, since, until int64) *timeline {
 		}
 		k := e.Cmd.Kind()
 		tl.Kinds[k]++
+		if leader != "" && e.Cmd.Peer != leader {
+			tl.Forwarded++
+		}
 		switch k {
 		case ledger.KindSubmitTasks:
 			for _, id := range e.Res.TaskIDs {
@@ -364,6 +371,10 @@ func (tl *timeline) report(w io.Writer, machines int) {
 	}
 	if span > 0 {
 		fmt.Fprintf(w, "log entries per second: %.0f\n", float64(total)*1000/float64(span))
+	}
+	if n := len(tl.Tasks); n > 0 {
+		fmt.Fprintf(w, "per task: %.2f entries, %.2f of them proposed by another peer than the leader (forwarded requests)\n",
+			float64(total)/float64(n), float64(tl.Forwarded)/float64(n))
 	}
 	fmt.Fprintf(w, "\n| phase (ms) | n | mean | p50 | p90 | max | share of machine time |\n|---|---|---|---|---|---|---|\n")
 	var machineTime int64

@@ -89,7 +89,7 @@ func TestTimelineFromRealLog(t *testing.T) {
 	if err := r.Ledger.CheckInvariants(); err != nil {
 		t.Fatal(err)
 	}
-	tl := buildTimeline(r, 1_000_010, 0)
+	tl := buildTimeline(r, 1_000_010, 0, "")
 	a1, a2 := tl.Tasks["a-1"], tl.Tasks["a-2"]
 	if a1 == nil || a2 == nil || !a1.complete() || !a2.complete() {
 		t.Fatalf("tasks not complete: %+v %+v", a1, a2)
@@ -174,13 +174,20 @@ func TestTimelineReportsBatch(t *testing.T) {
 	if r.HashAt != r.Ledger.Hash() {
 		t.Fatalf("hash at the last index %q differs from the final hash %q", r.HashAt, r.Ledger.Hash())
 	}
-	tl := buildTimeline(r, 1_000_010, 1_000_083)
+	tl := buildTimeline(r, 1_000_010, 1_000_083, "12D3KooWLeader")
 	a1 := tl.Tasks["a-1"]
 	if a1 == nil || !a1.complete() || a1.StartAt != 1_000_080 || a1.EndAt != 1_000_080 || a1.EndApp != 1_000_083 {
 		t.Fatalf("a-1: %+v", a1)
 	}
 	if tl.ReportItems != 2 || tl.Kinds[ledger.KindReports] != 1 {
 		t.Fatalf("report items %d, batches %d; want 2 and 1", tl.ReportItems, tl.Kinds[ledger.KindReports])
+	}
+	// Another peer than the leader proposed the three entries of the run.
+	if tl.Forwarded != 3 {
+		t.Fatalf("%d entries forwarded, want 3 (submission, decisions, batch)", tl.Forwarded)
+	}
+	if own := buildTimeline(r, 1_000_010, 1_000_083, "12D3KooWPeer"); own.Forwarded != 0 {
+		t.Fatalf("%d entries forwarded by the leader's own peer, want 0", own.Forwarded)
 	}
 	if st, ok := r.Ledger.Task("a-1"); !ok || st.State != ledger.TaskDone {
 		t.Fatalf("a-1 after the replay: %+v", st)
