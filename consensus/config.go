@@ -70,6 +70,13 @@ type Config struct {
 	// fewer voters than this, a non-voter after. A non-voter is promoted when
 	// a voter goes. Odd values avoid split votes; 5 tolerates 2 failures.
 	MaxVoters int
+	// MaxCatchingUp bounds the peers the leader has admitted that are
+	// still catching up with the log; a joiner beyond it is answered
+	// CodeAdmissionPaced and asks again (joinpace.go). 0 takes the
+	// default; negative admits every joiner at once. CatchUpTimeout is how
+	// long an admitted peer counts as catching up at most.
+	MaxCatchingUp  int
+	CatchUpTimeout time.Duration
 	// MaintenanceInterval paces the background upkeep: reconnecting to
 	// members, promoting non-voters, taking out the peers the ledger
 	// removed, and the leader's autopilot rounds (voters.go).
@@ -156,6 +163,8 @@ func DefaultConfig(dataDir string) Config {
 		SnapshotRetain:      2,
 		LogCacheSize:        1024,
 		MaxVoters:           5,
+		MaxCatchingUp:       3,
+		CatchUpTimeout:      time.Minute,
 		MaintenanceInterval: 2 * time.Second,
 		DeadServerTimeout:   30 * time.Second,
 		ApplyTimeout:        10 * time.Second,
@@ -197,6 +206,10 @@ func (c Config) withDefaults() Config {
 	setDur(&c.DeadServerTimeout, d.DeadServerTimeout)
 	setDur(&c.ApplyTimeout, d.ApplyTimeout)
 	setDur(&c.LeaderWaitTimeout, d.LeaderWaitTimeout)
+	setDur(&c.CatchUpTimeout, d.CatchUpTimeout)
+	if c.MaxCatchingUp == 0 {
+		c.MaxCatchingUp = d.MaxCatchingUp
+	}
 	if c.MaxAppendEntries <= 0 {
 		c.MaxAppendEntries = d.MaxAppendEntries
 	}

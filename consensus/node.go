@@ -75,6 +75,9 @@ type Node struct {
 	dialing map[peer.ID]bool
 	// pilot runs raft-autopilot while this node leads (voters.go).
 	pilot *pilot
+	// joins are the peers this leader admitted that are catching up
+	// (joinpace.go).
+	joins catchingUp
 	// leaderless tells how long no leader has been known (quorum.go).
 	leaderless *leaderlessSince
 	// outState says whether the leader took this node out (takenout.go).
@@ -459,6 +462,7 @@ func (n *Node) watchLeadership() {
 			stop()
 			stop = func() {}
 			gen := n.term.begin()
+			n.joins.reset()
 			if !leader {
 				n.leaderless.leadEnded(time.Now())
 				n.log.Info("consensus: lost leadership")
