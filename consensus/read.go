@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/coopgrid/coopgrid/ledger"
 	"github.com/coopgrid/coopgrid/p2p"
+	"github.com/hashicorp/raft"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -56,10 +58,81 @@ func (n *Node) readIndexOnce(ctx context.Context) (uint64, error) {
 
 // leaderReadIndex returns the ledger index every committed command has
 // reached, after confirming leadership.
+//
+// Once this leadership's first barrier has passed (catchUp), it writes
+// nothing: the commit index, read before a heartbeat round confirms that
+// this peer still leads (Raft's "read index", §6.4 of Ongaro's thesis),
+// covers every entry committed before the call, and the state machine
+// is waited for until it has applied every command up to it. A barrier
+// entry per read, as before, cost every member a synced log write: while
+// a hundred peers formed on one host, the reads of joiners and of status
+// polls were half of the log (docs/BENCHMARKS.md, "100 peers, session 9").
 func (n *Node) leaderReadIndex(ctx context.Context) (uint64, error) {
 	if !n.IsLeader() {
 		return 0, errorf(CodeNotLeader, "not the leader")
 	}
+	gen := n.term.gen.Load()
+	if n.term.isCaughtUp() {
+		commit := n.raft.CommitIndex()
+		if err := waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
+			return 0, raftError(err, "verify leader", CodeNotLeader)
+		}
+		// Still the leadership whose barrier passed: the commit index
+		// was not read early in a later one.
+		if n.term.gen.Load() == gen && n.term.isCaughtUp() {
+			if err := n.waitCommandsApplied(ctx, commit); err != nil {
+				return 0, err
+			}
+			return n.fsm.appliedIndex(), nil
+		}
+	}
+	return n.barrierReadIndex(ctx)
+}
+
+// maxMarkerScan bounds the log entries waitCommandsApplied reads to see
+// that the state machine has nothing left to apply below an index.
+const maxMarkerScan = 64
+
+// waitCommandsApplied waits until the state machine has applied every
+// command and configuration entry up to index. Raft never hands it
+// barriers and no-ops, so the last index it saw may stay below index for
+// good: it is done once every entry between the two is one of those.
+func (n *Node) waitCommandsApplied(ctx context.Context, index uint64) error {
+	for {
+		seen, ch := n.fsm.seenIndex()
+		if seen >= index || n.onlyMarkers(seen+1, index) {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Millisecond): // the gap may be markers not stored yet
+		case <-ctx.Done():
+			return errorf(CodeTimeout, "waiting for the state machine to reach index %d (at %d): %v", index, seen, ctx.Err())
+		}
+	}
+}
+
+// onlyMarkers says whether the log entries from..to are all barriers or
+// no-ops (entries the state machine never sees).
+func (n *Node) onlyMarkers(from, to uint64) bool {
+	if to-from >= maxMarkerScan {
+		return false
+	}
+	for i := from; i <= to; i++ {
+		var l raft.Log
+		if err := n.logs.GetLog(i, &l); err != nil {
+			return false
+		}
+		if l.Type != raft.LogBarrier && l.Type != raft.LogNoop {
+			return false
+		}
+	}
+	return true
+}
+
+// barrierReadIndex is leaderReadIndex for a leadership whose first
+// barrier has not passed yet.
+func (n *Node) barrierReadIndex(ctx context.Context) (uint64, error) {
 	// The barrier returns once every entry before it is applied here,
 	// including those of earlier terms.
 	if err := waitFuture(ctx, n.raft.Barrier(n.cfg.ApplyTimeout)); err != nil {
