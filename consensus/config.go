@@ -150,10 +150,15 @@ type Config struct {
 // DefaultConfig returns LAN defaults for a data directory.
 func DefaultConfig(dataDir string) Config {
 	return Config{
-		DataDir:             dataDir,
-		HeartbeatTimeout:    400 * time.Millisecond,
-		ElectionTimeout:     400 * time.Millisecond,
-		LeaderLeaseTimeout:  300 * time.Millisecond,
+		DataDir:          dataDir,
+		HeartbeatTimeout: 400 * time.Millisecond,
+		ElectionTimeout:  400 * time.Millisecond,
+		// The lease as long as Raft allows (the heartbeat timeout): a
+		// leader on a busy host that heard from its voters 300-400 ms
+		// ago stepped down, and the federation elected again
+		// (docs/BENCHMARKS.md, "100 peers"). Fail-over does not depend
+		// on it: the followers' heartbeat timeout does.
+		LeaderLeaseTimeout:  400 * time.Millisecond,
 		CommitTimeout:       20 * time.Millisecond,
 		TransportTimeout:    2 * time.Second,
 		MaxAppendEntries:    256,

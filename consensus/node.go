@@ -78,6 +78,8 @@ type Node struct {
 	// joins are the peers this leader admitted that are catching up
 	// (joinpace.go).
 	joins catchingUp
+	// starve says whether this process's timers run late (starve.go).
+	starve starvation
 	// leaderless tells how long no leader has been known (quorum.go).
 	leaderless *leaderlessSince
 	// outState says whether the leader took this node out (takenout.go).
@@ -208,6 +210,8 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 	go n.watchLeadership()
 	go n.maintain()
 	n.startAutopilot()
+	n.wg.Add(1)
+	go n.watchStarvation()
 	n.startSnapshotPacer()
 	// A restarted peer dials the members it knows right away rather than
 	// at the first maintenance tick.
