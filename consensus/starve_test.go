@@ -5,33 +5,32 @@ import (
 	"time"
 )
 
-// TestStarvationStretchesVoterTimeouts: a tick later than the threshold
-// makes a voter's follower timeouts starveStretch times the preset's until
-// starveCalm has passed without another; a tick on time changes nothing,
-// and a non-voter's timeouts (long already) are never stretched.
+// TestStarvationStretchesVoterTimeouts: a starved reading makes a voter's
+// follower timeouts starveStretch times the preset's until starveCalm has
+// passed without another; a host that keeps up changes nothing, and a
+// non-voter's timeouts (long already) are never stretched.
 func TestStarvationStretchesVoterTimeouts(t *testing.T) {
 	cfg := DefaultConfig(t.TempDir())
 	hb, el := cfg.HeartbeatTimeout, cfg.ElectionTimeout
 	t0 := time.Unix(1000, 0)
-	threshold := hb / 4
 	cases := []struct {
 		name        string
-		late        time.Duration // of the one tick observed at t0
+		starved     bool          // the one reading, at t0
 		at          time.Duration // when the timeouts are asked, after t0
 		heartbeat   time.Duration // the unstretched follower timeout
 		wantChanged bool
 		wantHB      time.Duration
 	}{
-		{"on time", threshold / 2, 0, hb, false, hb},
-		{"late", 2 * threshold, 0, hb, true, starveStretch * hb},
-		{"late, still within the calm", 2 * threshold, starveCalm - time.Second, hb, true, starveStretch * hb},
-		{"late, calm since", 2 * threshold, starveCalm + time.Second, hb, true, hb},
-		{"late, a non-voter", 2 * threshold, 0, 10 * hb, true, 10 * hb},
+		{"keeping up", false, 0, hb, false, hb},
+		{"starved", true, 0, hb, true, starveStretch * hb},
+		{"starved, still within the calm", true, starveCalm - time.Second, hb, true, starveStretch * hb},
+		{"starved, calm since", true, starveCalm + time.Second, hb, true, hb},
+		{"starved, a non-voter", true, 0, 10 * hb, true, 10 * hb},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var s starvation
-			if changed := s.observe(t0.Add(-tc.late), t0, threshold); changed != tc.wantChanged {
+			if changed := s.observe(tc.starved, t0); changed != tc.wantChanged {
 				t.Fatalf("changed %t, want %t", changed, tc.wantChanged)
 			}
 			gotHB, gotEl := s.stretch(cfg, tc.heartbeat, el, t0.Add(tc.at))
@@ -42,5 +41,25 @@ func TestStarvationStretchesVoterTimeouts(t *testing.T) {
 				t.Fatalf("election timeout %s, want %s", gotEl, wantEl)
 			}
 		})
+	}
+}
+
+// TestPressureSome10 reads the "some avg10" share of /proc/pressure/cpu.
+func TestPressureSome10(t *testing.T) {
+	cases := []struct {
+		in   string
+		want float64
+		ok   bool
+	}{
+		{"some avg10=97.97 avg60=97.36 avg300=97.05 total=37058753811\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n", 97.97, true},
+		{"full avg10=12.00 avg60=0.00 avg300=0.00 total=0\n", 0, false},
+		{"some avg10=x avg60=1\n", 0, false},
+		{"", 0, false},
+	}
+	for _, tc := range cases {
+		got, ok := pressureSome10(tc.in)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("pressureSome10(%q) = %v, %t; want %v, %t", tc.in, got, ok, tc.want, tc.ok)
+		}
 	}
 }
