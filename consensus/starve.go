@@ -39,8 +39,8 @@ const (
 	starveTick     = time.Second
 	starveIdle     = 5 * time.Second // the tick while this peer is no voter
 	starveCalm     = 10 * time.Second
-	starveStretch  = 4
-	starvePressure = 90.0 // % of the last 10 s with a task waiting for a CPU
+	starveStretch  = 2
+	starvePressure = 95.0 // % of the last 10 s with a task waiting for a CPU
 	starveLoad     = 4.0  // runnable tasks per CPU, without pressure stall information
 )
 
