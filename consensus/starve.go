@@ -94,7 +94,11 @@ func (n *Node) watchStarvation() {
 			tick := starveIdle
 			if n.isVoter() {
 				tick = starveTick
-				if n.starve.observe(hostStarved(), now) {
+				starved := hostStarved
+				if n.cfg.hostStarved != nil {
+					starved = n.cfg.hostStarved
+				}
+				if n.starve.observe(starved(), now) {
 					n.log.Info("consensus: host starved of CPU: election timeouts stretched while it lasts", "starved", n.starve.starved(now))
 					n.kick()
 				}

@@ -1,6 +1,7 @@
 package consensus
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -62,4 +63,25 @@ func TestPressureSome10(t *testing.T) {
 			t.Errorf("pressureSome10(%q) = %v, %t; want %v, %t", tc.in, got, ok, tc.want, tc.ok)
 		}
 	}
+}
+
+// TestStarvedVotersStretchTheirTimeouts: in a real federation of three on
+// a host that reads as starved, the followers reload starveStretch times
+// the preset's heartbeat timeout; the leader keeps the preset's.
+func TestStarvedVotersStretchTheirTimeouts(t *testing.T) {
+	c := newCluster(t, 3, 1, func(cfg *Config) { cfg.hostStarved = func() bool { return true } })
+	leader := c.waitLeader()
+	preset := DefaultConfig("").HeartbeatTimeout
+	eventually(t, 20*time.Second, func() error {
+		for _, p := range c.peers {
+			want := starveStretch * preset
+			if p == leader {
+				want = preset
+			}
+			if got := p.node.Raft().ReloadableConfig().HeartbeatTimeout; got != want {
+				return fmt.Errorf("%s: heartbeat timeout %v, want %v", p.name, got, want)
+			}
+		}
+		return nil
+	})
 }
