@@ -39,7 +39,7 @@ const (
 	starveTick     = time.Second
 	starveIdle     = 5 * time.Second // the tick while this peer is no voter
 	starveCalm     = 10 * time.Second
-	starveStretch  = 2 // 4 split every vote for 30 s after a kill at 40 peers (docs/BENCHMARKS.md)
+	starveStretch  = 2    // 4 split every vote for 30 s after a kill at 40 peers (docs/BENCHMARKS.md)
 	starvePressure = 95.0 // % of the last 10 s with a task waiting for a CPU
 	starveLoad     = 4.0  // runnable tasks per CPU, without pressure stall information
 )
