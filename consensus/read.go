@@ -80,54 +80,74 @@ func (n *Node) leaderReadIndex(ctx context.Context) (uint64, error) {
 		// Still the leadership whose barrier passed: the commit index
 		// was not read early in a later one.
 		if n.term.gen.Load() == gen && n.term.isCaughtUp() {
-			if err := n.waitCommandsApplied(ctx, commit); err != nil {
+			done, err := n.waitCommandsApplied(ctx, commit)
+			if err != nil {
 				return 0, err
 			}
-			return n.fsm.appliedIndex(), nil
+			if done {
+				return n.fsm.appliedIndex(), nil
+			}
 		}
 	}
 	return n.barrierReadIndex(ctx)
 }
 
-// maxMarkerScan bounds the log entries waitCommandsApplied reads to see
-// that the state machine has nothing left to apply below an index.
-const maxMarkerScan = 64
+// maxMarkerScan bounds the log entries waitCommandsApplied reads at once
+// to see that the state machine has nothing left to apply below an index.
+const maxMarkerScan = 1024
 
 // waitCommandsApplied waits until the state machine has applied every
 // command and configuration entry up to index. Raft never hands it
 // barriers and no-ops, so the last index it saw may stay below index for
-// good: it is done once every entry between the two is one of those.
-func (n *Node) waitCommandsApplied(ctx context.Context, index uint64) error {
+// good: it is done once every entry between the two is one of those. It
+// says false, having waited for nothing, when more than maxMarkerScan such
+// entries follow the last it saw (barriers an older leader wrote one per
+// read): the caller then passes a barrier.
+func (n *Node) waitCommandsApplied(ctx context.Context, index uint64) (bool, error) {
 	for {
 		seen, ch := n.fsm.seenIndex()
-		if seen >= index || n.onlyMarkers(seen+1, index) {
-			return nil
+		if seen >= index {
+			return true, nil
+		}
+		switch n.markersUpTo(seen+1, index) {
+		case markersAll:
+			return true, nil
+		case markersTooMany:
+			return false, nil
 		}
 		select {
 		case <-ch:
-		case <-time.After(5 * time.Millisecond): // the gap may be markers not stored yet
+		case <-time.After(5 * time.Millisecond): // the gap may hold entries not stored yet
 		case <-ctx.Done():
-			return errorf(CodeTimeout, "waiting for the state machine to reach index %d (at %d): %v", index, seen, ctx.Err())
+			return false, errorf(CodeTimeout, "waiting for the state machine to reach index %d (at %d): %v", index, seen, ctx.Err())
 		}
 	}
 }
 
-// onlyMarkers says whether the log entries from..to are all barriers or
-// no-ops (entries the state machine never sees).
-func (n *Node) onlyMarkers(from, to uint64) bool {
-	if to-from >= maxMarkerScan {
-		return false
-	}
+// What the log holds between two indexes (markersUpTo).
+const (
+	markersAll     = iota // only barriers and no-ops
+	markersNot            // an entry the state machine applies, or one not readable yet
+	markersTooMany        // more than maxMarkerScan barriers and no-ops first
+)
+
+// markersUpTo reads the log entries from..to, from the first, and says
+// whether they are all barriers or no-ops (entries the state machine never
+// sees).
+func (n *Node) markersUpTo(from, to uint64) int {
 	for i := from; i <= to; i++ {
+		if i-from >= maxMarkerScan {
+			return markersTooMany
+		}
 		var l raft.Log
 		if err := n.logs.GetLog(i, &l); err != nil {
-			return false
+			return markersNot
 		}
 		if l.Type != raft.LogBarrier && l.Type != raft.LogNoop {
-			return false
+			return markersNot
 		}
 	}
-	return true
+	return markersAll
 }
 
 // barrierReadIndex is leaderReadIndex for a leadership whose first
