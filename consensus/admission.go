@@ -102,6 +102,13 @@ func (n *Node) admitPeer(ctx context.Context, joiner peer.ID, token string) (vot
 	}
 	for _, s := range f.Configuration().Servers {
 		if string(s.ID) == joiner.String() {
+			// The latest configuration may not be committed yet (an
+			// earlier attempt of this join lost its leader while
+			// committing it): a new leader can still drop it, so the
+			// joiner is told it is a member only once it is committed.
+			if err := n.commitConfiguration(ctx, f.Index()); err != nil {
+				return false, err
+			}
 			if token != "" {
 				if _, err := n.recordAdmission(ctx, joiner, token); err != nil {
 					n.log.Debug("consensus: member presented an invitation", "peer", joiner, "err", err)
@@ -117,6 +124,9 @@ func (n *Node) admitPeer(ctx context.Context, joiner peer.ID, token string) (vot
 	if err != nil {
 		return false, err
 	}
+	if err := n.admissionPaced(ctx); err != nil {
+		return false, err
+	}
 	voter = n.safeToAddVoter(f.Configuration())
 	sid, addr := raft.ServerID(joiner.String()), raft.ServerAddress(joiner.String())
 	n.pilot.forget(sid)
@@ -127,6 +137,7 @@ func (n *Node) admitPeer(ctx context.Context, joiner peer.ID, token string) (vot
 	if err := waitFuture(ctx, fut); err != nil {
 		return false, raftError(err, "add "+joiner.String(), CodeMembership)
 	}
+	n.joins.add(joiner, fut.Index(), time.Now())
 	if !spent {
 		if err := n.appendAdmission(ctx, leaderOrg, a); err != nil {
 			n.log.Warn("consensus: admission not recorded; taking the peer out again", "peer", joiner, "err", err)
@@ -138,6 +149,15 @@ func (n *Node) admitPeer(ctx context.Context, joiner peer.ID, token string) (vot
 	}
 	n.log.Info("consensus: peer admitted", "joiner", joiner, "org", a.Org, "invited_by", a.InviterOrg, "voter", voter)
 	return voter, nil
+}
+
+// commitConfiguration makes sure the configuration entry at index is
+// committed: a barrier when the commit index is behind it.
+func (n *Node) commitConfiguration(ctx context.Context, index uint64) error {
+	if n.raft.CommitIndex() >= index {
+		return nil
+	}
+	return raftError(waitFuture(ctx, n.raft.Barrier(n.cfg.ApplyTimeout)), "commit the configuration", CodeTimeout)
 }
 
 // recordAdmission records token's admission of joiner, a member already,

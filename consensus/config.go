@@ -66,6 +66,13 @@ type Config struct {
 	// fewer voters than this, a non-voter after. A non-voter is promoted when
 	// a voter goes. Odd values avoid split votes; 5 tolerates 2 failures.
 	MaxVoters int
+	// MaxCatchingUp bounds the peers the leader has admitted that are
+	// still catching up with the log; a joiner beyond it is answered
+	// CodeAdmissionPaced and asks again (joinpace.go). 0 takes the
+	// default; negative admits every joiner at once. CatchUpTimeout is how
+	// long an admitted peer counts as catching up at most.
+	MaxCatchingUp  int
+	CatchUpTimeout time.Duration
 	// MaintenanceInterval paces the background upkeep: reconnecting to
 	// members, promoting non-voters, taking out the peers the ledger
 	// removed, and the leader's autopilot rounds (voters.go).
@@ -102,6 +109,10 @@ type Config struct {
 	// and stable store and the write waits that long: a slow disk, for
 	// fault injection only (nil in production).
 	StoreDelay func() time.Duration
+	// hostStarved, when set, replaces the reading of the host's CPU
+	// pressure (starve.go; tests whose timings must not depend on the
+	// load of the machine running them).
+	hostStarved func() bool
 	// storeFail, when set, fails every Raft log write while it returns
 	// an error (a log store refusing writes, as on a full disk; tests
 	// only).
@@ -139,10 +150,15 @@ type Config struct {
 // DefaultConfig returns LAN defaults for a data directory.
 func DefaultConfig(dataDir string) Config {
 	return Config{
-		DataDir:             dataDir,
-		HeartbeatTimeout:    400 * time.Millisecond,
-		ElectionTimeout:     400 * time.Millisecond,
-		LeaderLeaseTimeout:  300 * time.Millisecond,
+		DataDir:          dataDir,
+		HeartbeatTimeout: 400 * time.Millisecond,
+		ElectionTimeout:  400 * time.Millisecond,
+		// The lease as long as Raft allows (the heartbeat timeout): a
+		// leader on a busy host that heard from its voters 300-400 ms
+		// ago stepped down, and the federation elected again
+		// (docs/BENCHMARKS.md, "100 peers"). Fail-over does not depend
+		// on it: the followers' heartbeat timeout does.
+		LeaderLeaseTimeout:  400 * time.Millisecond,
 		CommitTimeout:       20 * time.Millisecond,
 		TransportTimeout:    2 * time.Second,
 		MaxAppendEntries:    256,
@@ -152,6 +168,8 @@ func DefaultConfig(dataDir string) Config {
 		SnapshotRetain:      2,
 		LogCacheSize:        1024,
 		MaxVoters:           5,
+		MaxCatchingUp:       3,
+		CatchUpTimeout:      time.Minute,
 		MaintenanceInterval: 2 * time.Second,
 		DeadServerTimeout:   30 * time.Second,
 		ApplyTimeout:        10 * time.Second,
@@ -193,6 +211,10 @@ func (c Config) withDefaults() Config {
 	setDur(&c.DeadServerTimeout, d.DeadServerTimeout)
 	setDur(&c.ApplyTimeout, d.ApplyTimeout)
 	setDur(&c.LeaderWaitTimeout, d.LeaderWaitTimeout)
+	setDur(&c.CatchUpTimeout, d.CatchUpTimeout)
+	if c.MaxCatchingUp == 0 {
+		c.MaxCatchingUp = d.MaxCatchingUp
+	}
 	if c.MaxAppendEntries <= 0 {
 		c.MaxAppendEntries = d.MaxAppendEntries
 	}

@@ -63,7 +63,7 @@ func Retryable(err error) bool {
 	var pe *p2p.Error
 	if errors.As(err, &pe) {
 		switch pe.Code {
-		case CodeNoLeader, CodeNoQuorum, CodeNotLeader, CodeOutcomeUnknown, CodeTimeout, p2p.CodeUnavailable:
+		case CodeNoLeader, CodeNoQuorum, CodeNotLeader, CodeOutcomeUnknown, CodeTimeout, p2p.CodeUnavailable, CodeAdmissionPaced:
 			return true
 		}
 		return false

@@ -75,13 +75,20 @@ type JoinResult struct {
 // voter while that keeps the configuration safe (voters.go), else as a
 // non-voter, promoted later. Joining again while a member is harmless and
 // needs no invitation: the leader answers with the current membership.
+// While peers it admitted before are catching up, the leader answers
+// CodeAdmissionPaced (joinpace.go) and Join returns that at once: ask
+// again after a backoff.
 //
 // The returned membership's addresses are remembered, so that this node can
+// reach every member (and restart) without a bootstrap address.
+func (n *Node) Join(ctx context.Context, invitation string, bootstrap ...string) (JoinResult, error) {
+	return n.join(ctx, invitation, bootstrap)
+}
+
 // requestJoin sends the join request to via, again every election timeout
 // while the answer says it certainly was not applied (the member knew no
 // leader yet, or leadership was changing hands: an election is running),
-// until ctx ends. A join whose outcome is unknown is not resent: its
-// invitation may be spent.
+// until ctx ends. A paced answer is returned at once.
 func (n *Node) requestJoin(ctx context.Context, via peer.ID, req []byte) ([]byte, error) {
 	var last error
 	resp, err := backoff.Retry(ctx, func() ([]byte, error) {
@@ -90,7 +97,9 @@ func (n *Node) requestJoin(ctx context.Context, via peer.ID, req []byte) ([]byte
 		// (leadership lost while committing it): the leader answers a
 		// peer already in the configuration with its suffrage and
 		// records a spent invitation at most once (admitPeer).
-		if err != nil && !Retryable(err) {
+		// A paced admission is the caller's to wait for (it may wait
+		// longer than this attempt: node.joinPatiently).
+		if err != nil && (!Retryable(err) || paced(err)) {
 			return nil, backoff.Permanent(err)
 		}
 		last = err
@@ -106,8 +115,8 @@ func (n *Node) requestJoin(ctx context.Context, via peer.ID, req []byte) ([]byte
 	return resp, err
 }
 
-// reach every member (and restart) without a bootstrap address.
-func (n *Node) Join(ctx context.Context, invitation string, bootstrap ...string) (JoinResult, error) {
+// join is Join.
+func (n *Node) join(ctx context.Context, invitation string, bootstrap []string) (JoinResult, error) {
 	if len(bootstrap) == 0 {
 		return JoinResult{}, errors.New("join: no bootstrap address")
 	}
@@ -132,6 +141,11 @@ func (n *Node) Join(ctx context.Context, invitation string, bootstrap ...string)
 			n.gate.tell([]peer.ID{via})
 		}
 		resp, err := n.requestJoin(ctx, via, req)
+		if paced(err) {
+			// The leader answered: asking it through another member
+			// would get the same answer.
+			return JoinResult{}, fmt.Errorf("join via %s: %w", addr, err)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("join via %s: %w", addr, err))
 			continue

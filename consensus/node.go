@@ -75,6 +75,11 @@ type Node struct {
 	dialing map[peer.ID]bool
 	// pilot runs raft-autopilot while this node leads (voters.go).
 	pilot *pilot
+	// joins are the peers this leader admitted that are catching up
+	// (joinpace.go).
+	joins catchingUp
+	// starve says whether this process's timers run late (starve.go).
+	starve starvation
 	// leaderless tells how long no leader has been known (quorum.go).
 	leaderless *leaderlessSince
 	// outState says whether the leader took this node out (takenout.go).
@@ -212,6 +217,8 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 	go n.watchLeadership()
 	go n.maintain()
 	n.startAutopilot()
+	n.wg.Add(1)
+	go n.watchStarvation()
 	n.startSnapshotPacer()
 	// A restarted peer dials the members it knows right away rather than
 	// at the first maintenance tick.
@@ -466,6 +473,7 @@ func (n *Node) watchLeadership() {
 			stop()
 			stop = func() {}
 			gen := n.term.begin()
+			n.joins.reset()
 			if !leader {
 				n.leaderless.leadEnded(time.Now())
 				n.log.Info("consensus: lost leadership")

@@ -286,6 +286,9 @@ func (c Config) followerTimeouts(cfg raft.Configuration, self raft.ServerID) (he
 // (or the number of non-voters) calls for others.
 func (n *Node) adjustTiming() {
 	hb, el := n.cfg.followerTimeouts(n.gate.configuration(), raft.ServerID(n.self.String()))
+	if !n.IsLeader() {
+		hb, el = n.starve.stretch(n.cfg, hb, el, time.Now()) // starve.go
+	}
 	cur := n.raft.ReloadableConfig()
 	if cur.HeartbeatTimeout == hb && cur.ElectionTimeout == el {
 		return

@@ -25,6 +25,7 @@ func TestJoinRetryable(t *testing.T) {
 		{"leadership lost while committing", wrap(p2p.Errorf(consensus.CodeOutcomeUnknown, "leadership lost")), true},
 		{"no answer in time", wrap(fmt.Errorf("read response: %w", context.DeadlineExceeded)), true},
 		{"bootstrap peer not dialled", wrap(fmt.Errorf("failed to dial: %w", &swarm.DialError{Cause: errors.New("all dials failed")})), true},
+		{"admission paced", wrap(p2p.Errorf(consensus.CodeAdmissionPaced, "3 peers admitted before are still catching up")), true},
 		{"bad invitation", wrap(p2p.Errorf(consensus.CodeInvitation, "expired")), false},
 		{"invitation required", wrap(p2p.Errorf(consensus.CodeInvitationRequired, "not a member")), false},
 	}

@@ -427,11 +427,14 @@ func (n *Node) startRunner() (err error) {
 }
 
 // join makes this peer a member of the federation (or bootstraps one),
-// within the join timeout.
+// within the join timeout: the time without progress, which the leader's
+// paced answers (it admits others first) extend.
 func (n *Node) join(ctx context.Context) error {
-	jctx, cancel := context.WithTimeout(ctx, n.opts.JoinTimeout)
+	jctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	return n.becomeMember(jctx, n.opts.Bootstrap)
+	deadline := time.AfterFunc(n.opts.JoinTimeout, cancel)
+	defer deadline.Stop()
+	return n.becomeMember(jctx, n.opts.Bootstrap, func() { deadline.Reset(n.opts.JoinTimeout) })
 }
 
 // baseLog is the logger the options gave, without the node's attributes

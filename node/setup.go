@@ -35,7 +35,10 @@ var ErrNoWayToJoin = errors.New("not a member of a federation and no way to join
 //   - Otherwise, only a peer initialised with --new-federation bootstraps
 //     a one-member federation. Any other peer refuses to start: a second
 //     federation must never be created by accident.
-func (n *Node) becomeMember(ctx context.Context, flagBootstrap []string) error {
+//
+// progress is called when the join makes progress (a paced admission: the
+// leader has this peer in its queue).
+func (n *Node) becomeMember(ctx context.Context, flagBootstrap []string, progress func()) error {
 	bootstrap := append(slices.Clone(flagBootstrap), n.cfg.Bootstrap...)
 	has, err := n.cons.HasState()
 	if err != nil {
@@ -55,7 +58,7 @@ func (n *Node) becomeMember(ctx context.Context, flagBootstrap []string) error {
 		bootstrap = n.knownAddrs()
 	}
 	if len(bootstrap) > 0 {
-		res, err := n.joinPatiently(ctx, bootstrap)
+		res, err := n.joinPatiently(ctx, bootstrap, progress)
 		if err != nil {
 			return fmt.Errorf("join the federation: %w", err)
 		}
@@ -83,11 +86,20 @@ func (n *Node) becomeMember(ctx context.Context, flagBootstrap []string) error {
 // answer gave up, leaving its half-done join behind (docs/BENCHMARKS.md).
 const joinAttemptTimeout = 20 * time.Second
 
+// joinRetryMax bounds the backoff between two join attempts: a joiner the
+// leader paces asks again at most this long after (and at least as often),
+// so that a queue of joiners costs the leader a few requests a second.
+const joinRetryMax = 5 * time.Second
+
 // joinPatiently joins the federation through bootstrap, trying again
-// while the failure is one that passes, until ctx ends.
-func (n *Node) joinPatiently(ctx context.Context, bootstrap []string) (consensus.JoinResult, error) {
-	attempt := 0
+// while the failure is one that passes, until ctx ends. A paced admission
+// (consensus.CodeAdmissionPaced: the leader admits others first) is
+// waited for and reported to progress.
+func (n *Node) joinPatiently(ctx context.Context, bootstrap []string, progress func()) (consensus.JoinResult, error) {
+	attempt, paced := 0, 0
 	var last error
+	b := backoff.NewExponentialBackOff()
+	b.MaxInterval = joinRetryMax
 	res, err := backoff.Retry(ctx, func() (consensus.JoinResult, error) {
 		attempt++
 		actx, acancel := context.WithTimeout(ctx, joinAttemptTimeout)
@@ -99,10 +111,19 @@ func (n *Node) joinPatiently(ctx context.Context, bootstrap []string) (consensus
 			return res, nil
 		case ctx.Err() != nil || !joinRetryable(err):
 			return res, backoff.Permanent(err)
+		case p2p.Code(err) == consensus.CodeAdmissionPaced:
+			if paced++; paced == 1 {
+				n.log.Info("the leader admits other peers first; waiting for this peer's turn", "err", err)
+			}
+			progress()
+			return res, err
 		}
 		n.log.Warn("join failed; trying again", "attempt", attempt, "err", err)
 		return res, err
-	}, backoff.WithBackOff(backoff.NewExponentialBackOff()), backoff.WithMaxElapsedTime(0))
+	}, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(0))
+	if paced > 0 && err == nil {
+		n.log.Info("admitted after waiting for this peer's turn", "paced_answers", paced)
+	}
 	if err != nil && ctx.Err() != nil && last != nil {
 		// Out of time: the last attempt says why.
 		return res, last

@@ -32,8 +32,9 @@ const (
 	readyTimeout = 4 * time.Minute
 	// initWorkers bounds the `peer init` run at once (not timed).
 	initWorkers = 4
-	// joinWave is how many peers start together once the voters have.
-	joinWave = 5
+	// defaultInFlight is how many joiners may be started and not ready
+	// yet at once, once the voters have joined (--join-in-flight).
+	defaultInFlight = 8
 )
 
 // peerProc is one organisation's data directory and `peer run` process.
@@ -53,6 +54,8 @@ type federation struct {
 	set      map[string]string
 	logLevel string
 	log      *slog.Logger
+	// inFlight bounds the joiners started and not ready yet.
+	inFlight int
 	peers    []*peerProc
 	// retries counts the joiners started again (join).
 	retries atomic.Int64
@@ -111,23 +114,20 @@ func (f *federation) start(ctx context.Context) (time.Duration, error) {
 	if len(addrs) == 0 {
 		return 0, fmt.Errorf("%s printed no full multiaddr", first.org)
 	}
-	// The voters join one at a time, then the others in waves of
-	// joinWave: institutions do not all join in the same second, and a
-	// stampede of starting processes on a small host delays the second
-	// voter's answers past the leader's lease (docs/BENCHMARKS.md).
+	// The voters join one at a time, then the others with at most
+	// inFlight started and not ready at any moment, the next started as
+	// soon as one is ready: institutions do not all join in the same
+	// second, and a stampede of starting processes on a small host delays
+	// the voters' answers past the leader's lease (docs/BENCHMARKS.md).
+	// The leader paces the admissions itself (consensus/joinpace.go).
 	rest := f.peers[1:]
-	for len(rest) > 0 {
-		k := joinWave
-		if done := f.n - len(rest); done < wantVoters(f.n) {
-			k = 1
-		}
-		wave := rest[:min(k, len(rest))]
-		rest = rest[len(wave):]
-		if err := f.parallel(wave, len(wave), func(p *peerProc) error {
-			return f.join(ctx, p, addrs[0])
-		}); err != nil {
-			return 0, err
-		}
+	voters := rest[:min(wantVoters(f.n)-1, len(rest))]
+	join := func(p *peerProc) error { return f.join(ctx, p, addrs[0]) }
+	if err := f.parallel(voters, 1, join); err != nil {
+		return 0, err
+	}
+	if err := f.parallel(rest[len(voters):], max(f.inFlight, 1), join); err != nil {
+		return 0, err
 	}
 	if err := f.waitFormed(ctx); err != nil {
 		return 0, err
@@ -346,4 +346,19 @@ func (f *federation) stop() {
 		}()
 	}
 	wg.Wait()
+}
+
+// cpuSeconds is the CPU time every running peer process has used so far
+// (what forming cost, when read at formation).
+func (f *federation) cpuSeconds() float64 {
+	var sum time.Duration
+	for _, p := range f.peers {
+		if p.proc == nil || p.proc.Exited() {
+			continue
+		}
+		if st, err := readProcStat(p.proc.Cmd.Process.Pid); err == nil {
+			sum += st.cpu
+		}
+	}
+	return sum.Seconds()
 }

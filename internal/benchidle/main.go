@@ -58,6 +58,7 @@ type options struct {
 	root     string
 	set      map[string]string
 	logLevel string
+	inFlight int
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -74,6 +75,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory")
 	fs.StringVar(&o.root, "dir", "", "work directory (default: a new one under $TMPDIR)")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "the peers' --log-level")
+	fs.IntVar(&o.inFlight, "join-in-flight", defaultInFlight, "joiners started and not ready yet at once (after the voters)")
 	fs.Func("set", "config.yaml key=value for every peer (repeatable), e.g. heartbeat.interval=5s", func(s string) error {
 		k, v, ok := strings.Cut(s, "=")
 		if !ok || k == "" {
@@ -114,13 +116,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		o.set["executor.kind"] = "sim"
 	}
 
-	fed := &federation{bin: o.peerBin, root: o.root, n: o.n, set: o.set, logLevel: o.logLevel, log: log}
+	fed := &federation{bin: o.peerBin, root: o.root, n: o.n, set: o.set, logLevel: o.logLevel, log: log, inFlight: o.inFlight}
 	defer fed.stop()
 	formed, err := fed.start(ctx)
 	if err != nil {
 		return err
 	}
-	log.Info("formed", "peers", o.n, "seconds", formed.Seconds())
+	log.Info("formed", "peers", o.n, "seconds", formed.Seconds(), "cpu_seconds_of_all_peers", fed.cpuSeconds(), "load", loadavg())
 	if err := sleep(ctx, o.settle); err != nil {
 		return err
 	}

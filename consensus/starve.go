@@ -1,0 +1,155 @@
+package consensus
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Voters on a starved host (issue 17). The `lan` preset's timeouts assume
+// that a voter's goroutines run within a few milliseconds of when they are
+// due. On a host whose CPUs are oversubscribed (a hundred peers forming on
+// two cores, load 100+), every hop of a heartbeat or a vote waits in a run
+// queue: a follower starts an election against a live leader, a candidate's
+// votes come back after its election timeout, the host spends its CPU on
+// elections, and the federation went minutes without a leader
+// (docs/BENCHMARKS.md, "100 peers").
+//
+// So each voter reads, every starveTick, how starved of CPU its host is:
+// the kernel's pressure stall information (/proc/pressure/cpu, "some
+// avg10": the share of the last 10 s in which some runnable task waited
+// for a CPU), or where that is missing the 1-minute load average per CPU.
+// At starvePressure (or starveLoad) and for starveCalm after, a follower
+// voter waits starveStretch times the preset's heartbeat and election
+// timeouts before it starts an election; on a host that keeps up nothing
+// changes, so fail-over keeps the preset's timing. A leader keeps the
+// preset's timeouts (its heartbeat interval derives from them, and its
+// followers, on other hosts, may not be stretched); only when it is a
+// follower again does the stretch apply to it. (A process's own timer
+// lateness is no such signal: at a load of 140 on two cores a sleeping
+// Go process still woke within 35 ms, while Raft's round trips through
+// busy peers took more than the 400 ms timeout.)
+
+const (
+	starveTick     = time.Second
+	starveIdle     = 5 * time.Second // the tick while this peer is no voter
+	starveCalm     = 10 * time.Second
+	starveStretch  = 2    // 4 split every vote for 30 s after a kill at 40 peers (docs/BENCHMARKS.md)
+	starvePressure = 95.0 // % of the last 10 s with a task waiting for a CPU
+	starveLoad     = 4.0  // runnable tasks per CPU, without pressure stall information
+)
+
+// starvation records when this process last found its host starved.
+type starvation struct {
+	mu        sync.Mutex
+	lastStarv time.Time
+}
+
+// observe records whether the host was starved at now; it says whether
+// the starved state changed.
+func (s *starvation) observe(starved bool, now time.Time) (changed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was := !s.lastStarv.IsZero() && now.Sub(s.lastStarv) < starveCalm
+	if starved {
+		s.lastStarv = now
+	}
+	is := !s.lastStarv.IsZero() && now.Sub(s.lastStarv) < starveCalm
+	return was != is
+}
+
+// starved says whether a late tick was seen within starveCalm of now.
+func (s *starvation) starved(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.lastStarv.IsZero() && now.Sub(s.lastStarv) < starveCalm
+}
+
+// stretch returns the follower timeouts to use: the preset's, times
+// starveStretch while this process is starved and they are the preset's
+// voter timeouts (a non-voter's are long already).
+func (s *starvation) stretch(cfg Config, heartbeat, election time.Duration, now time.Time) (time.Duration, time.Duration) {
+	if heartbeat != cfg.HeartbeatTimeout || !s.starved(now) {
+		return heartbeat, election
+	}
+	return starveStretch * heartbeat, starveStretch * election
+}
+
+// watchStarvation ticks while the node runs and kicks maintain (which
+// reloads Raft's timeouts, adjustTiming) when the starved state changes.
+func (n *Node) watchStarvation() {
+	defer n.wg.Done()
+	t := time.NewTimer(starveTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case now := <-t.C:
+			tick := starveIdle
+			if n.isVoter() {
+				tick = starveTick
+				starved := hostStarved
+				if n.cfg.hostStarved != nil {
+					starved = n.cfg.hostStarved
+				}
+				if n.starve.observe(starved(), now) {
+					n.log.Info("consensus: host starved of CPU: election timeouts stretched while it lasts", "starved", n.starve.starved(now))
+					n.kick()
+				}
+			}
+			t.Reset(tick)
+		}
+	}
+}
+
+// hostStarved reads the host's CPU pressure (or, without it, the load
+// average per CPU).
+func hostStarved() bool {
+	if b, err := os.ReadFile("/proc/pressure/cpu"); err == nil {
+		if p, ok := pressureSome10(string(b)); ok {
+			return p >= starvePressure
+		}
+	}
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return false
+	}
+	load, err := strconv.ParseFloat(f[0], 64)
+	return err == nil && load/float64(runtime.NumCPU()) >= starveLoad
+}
+
+// pressureSome10 parses the "some avg10=" figure of /proc/pressure/cpu.
+func pressureSome10(s string) (float64, bool) {
+	for _, line := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(line, "some ") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, "avg10="); ok {
+				p, err := strconv.ParseFloat(v, 64)
+				return p, err == nil
+			}
+		}
+	}
+	return 0, false
+}
+
+// isVoter says whether this node votes in the configuration it knows.
+func (n *Node) isVoter() bool {
+	for _, s := range n.gate.configuration().Servers {
+		if string(s.ID) == n.self.String() {
+			return s.Suffrage == raft.Voter
+		}
+	}
+	return false
+}

@@ -1,0 +1,87 @@
+package consensus
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestStarvationStretchesVoterTimeouts: a starved reading makes a voter's
+// follower timeouts starveStretch times the preset's until starveCalm has
+// passed without another; a host that keeps up changes nothing, and a
+// non-voter's timeouts (long already) are never stretched.
+func TestStarvationStretchesVoterTimeouts(t *testing.T) {
+	cfg := DefaultConfig(t.TempDir())
+	hb, el := cfg.HeartbeatTimeout, cfg.ElectionTimeout
+	t0 := time.Unix(1000, 0)
+	cases := []struct {
+		name        string
+		starved     bool          // the one reading, at t0
+		at          time.Duration // when the timeouts are asked, after t0
+		heartbeat   time.Duration // the unstretched follower timeout
+		wantChanged bool
+		wantHB      time.Duration
+	}{
+		{"keeping up", false, 0, hb, false, hb},
+		{"starved", true, 0, hb, true, starveStretch * hb},
+		{"starved, still within the calm", true, starveCalm - time.Second, hb, true, starveStretch * hb},
+		{"starved, calm since", true, starveCalm + time.Second, hb, true, hb},
+		{"starved, a non-voter", true, 0, 10 * hb, true, 10 * hb},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var s starvation
+			if changed := s.observe(tc.starved, t0); changed != tc.wantChanged {
+				t.Fatalf("changed %t, want %t", changed, tc.wantChanged)
+			}
+			gotHB, gotEl := s.stretch(cfg, tc.heartbeat, el, t0.Add(tc.at))
+			if gotHB != tc.wantHB {
+				t.Fatalf("heartbeat timeout %s, want %s", gotHB, tc.wantHB)
+			}
+			if wantEl := el * (tc.wantHB / tc.heartbeat); gotEl != wantEl {
+				t.Fatalf("election timeout %s, want %s", gotEl, wantEl)
+			}
+		})
+	}
+}
+
+// TestPressureSome10 reads the "some avg10" share of /proc/pressure/cpu.
+func TestPressureSome10(t *testing.T) {
+	cases := []struct {
+		in   string
+		want float64
+		ok   bool
+	}{
+		{"some avg10=97.97 avg60=97.36 avg300=97.05 total=37058753811\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n", 97.97, true},
+		{"full avg10=12.00 avg60=0.00 avg300=0.00 total=0\n", 0, false},
+		{"some avg10=x avg60=1\n", 0, false},
+		{"", 0, false},
+	}
+	for _, tc := range cases {
+		got, ok := pressureSome10(tc.in)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("pressureSome10(%q) = %v, %t; want %v, %t", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestStarvedVotersStretchTheirTimeouts: in a real federation of three on
+// a host that reads as starved, the followers reload starveStretch times
+// the preset's heartbeat timeout; the leader keeps the preset's.
+func TestStarvedVotersStretchTheirTimeouts(t *testing.T) {
+	c := newCluster(t, 3, 1, func(cfg *Config) { cfg.hostStarved = func() bool { return true } })
+	leader := c.waitLeader()
+	preset := DefaultConfig("").HeartbeatTimeout
+	eventually(t, 20*time.Second, func() error {
+		for _, p := range c.peers {
+			want := starveStretch * preset
+			if p == leader {
+				want = preset
+			}
+			if got := p.node.Raft().ReloadableConfig().HeartbeatTimeout; got != want {
+				return fmt.Errorf("%s: heartbeat timeout %v, want %v", p.name, got, want)
+			}
+		}
+		return nil
+	})
+}
