@@ -82,6 +82,9 @@ type Node struct {
 	// pacer takes the snapshots that bound a restart's replay
 	// (snapshotpace.go).
 	pacer *snapshotPacer
+	// loss hastens the election when the leader disconnects
+	// (leaderloss.go).
+	loss *leaderLoss
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -119,6 +122,7 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 		obsCh:        make(chan raft.Observation, 64),
 		dialing:      map[peer.ID]bool{},
 		leaderless:   newLeaderlessSince(time.Now()),
+		loss:         newLeaderLoss(),
 	}
 	n.fsm = newFSM(cfg.CheckInvariants, n.log)
 	n.fsm.afterApply = n.afterApply
@@ -201,9 +205,10 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 	h.Handle(ProtoMembership, n.handleMembership)
 	h.Handle(ProtoReadIndex, n.handleReadIndex)
 
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.watchLeadership()
 	go n.maintain()
+	go n.watchLeaderLoss()
 	n.startAutopilot()
 	n.startSnapshotPacer()
 	// A restarted peer dials the members it knows right away rather than

@@ -1,0 +1,137 @@
+package consensus
+
+import (
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// A dead leader's voters give it up together (issue 17: fail-over ≤ 1.5 s
+// at the LAN preset). Raft notices a dead leader only by its follower
+// timer, which fires every HeartbeatTimeout to 2×HeartbeatTimeout: a voter
+// stands once a check finds the last contact a heartbeat timeout old, so
+// the voters give the leader up at different moments, 0.4 to 1.2 s after
+// its last heartbeat. A voter that still knows a leader refuses to
+// pre-vote for another, so the first candidate is usually refused and
+// waits an election timeout (0.4-0.8 s) before it stands again: fail-over
+// took 0.9-1.6 s (docs/BENCHMARKS.md).
+//
+// When the leader's process ends, its connections close at once (the
+// kernel closes its sockets), and every peer sees the leader disconnect.
+// A voter whose leader disconnects waits until its last contact with the
+// leader is a leader lease old and, if the leader is still disconnected
+// and still the one it knows, shortens its Raft heartbeat and election
+// timeouts to the lease (the least Raft accepts, LeaderLeaseTimeout ≤
+// HeartbeatTimeout) for hastenFor: Raft's follower loop re-checks at
+// once, finds the contact that old and stands. Every voter does so
+// within one heartbeat interval of the others, so the third candidate
+// finds a quorum that knows no leader. A leader that is alive is not
+// deposed by a dropped connection alone: its heartbeats redial, and a
+// voter stands only when none arrived for a lease (instead of a heartbeat
+// timeout), and only a quorum of such voters elects another leader.
+// A leader that hangs without closing its connections (a partition, a
+// stopped process) is noticed by the timer alone, as before.
+
+// hastenFactor: the shortened timeouts last hastenFactor heartbeat
+// timeouts (1.6 s at the LAN preset), long enough for an election and a
+// retry, then the preset's come back.
+const hastenFactor = 4
+
+// leaderLoss watches the connection to the leader (see above).
+type leaderLoss struct {
+	// lost receives the peers whose last connection closed.
+	lost     chan peer.ID
+	notifiee *network.NotifyBundle
+
+	// mu serialises the reloads of Raft's timeouts (adjustTiming).
+	mu sync.Mutex
+	// until is when the shortened timeouts end (zero: none).
+	until time.Time
+}
+
+func newLeaderLoss() *leaderLoss {
+	l := &leaderLoss{lost: make(chan peer.ID, 1)}
+	l.notifiee = &network.NotifyBundle{DisconnectedF: func(nw network.Network, c network.Conn) {
+		p := c.RemotePeer()
+		if nw.Connectedness(p) == network.Connected {
+			return // another connection to p remains
+		}
+		select {
+		case l.lost <- p:
+		default: // one already waits; a leader's loss is seen again at the next
+		}
+	}}
+	return l
+}
+
+// watchLeaderLoss runs until the node stops: it hastens the election when
+// the leader disconnects, and restores the timeouts after hastenFor.
+func (n *Node) watchLeaderLoss() {
+	defer n.wg.Done()
+	n.host.Network().Notify(n.loss.notifiee)
+	defer n.host.Network().StopNotify(n.loss.notifiee)
+	var restore <-chan time.Time
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-restore:
+			restore = nil
+			n.adjustTiming()
+		case p := <-n.loss.lost:
+			if n.leaderGone(p) {
+				n.hasten(time.Now())
+				restore = time.After(hastenFactor * n.cfg.HeartbeatTimeout)
+			}
+		}
+	}
+}
+
+// leaderGone says whether p, which just disconnected, is the leader of
+// this voter and stays disconnected until this voter's last contact with
+// it is a lease old (it waits until then).
+func (n *Node) leaderGone(p peer.ID) bool {
+	if !n.followsAsVoter(p) {
+		return false
+	}
+	if wait := time.Until(n.raft.LastContact().Add(n.cfg.LeaderLeaseTimeout)); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-n.ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return n.host.Network().Connectedness(p) != network.Connected && n.followsAsVoter(p)
+}
+
+// followsAsVoter says whether this peer is a voting follower of leader p.
+func (n *Node) followsAsVoter(p peer.ID) bool {
+	if n.raft.State() != raft.Follower {
+		return false
+	}
+	if _, id := n.raft.LeaderWithID(); id != raft.ServerID(p.String()) {
+		return false
+	}
+	self := raft.ServerID(n.self.String())
+	for _, s := range n.gate.configuration().Servers {
+		if s.ID == self {
+			return s.Suffrage == raft.Voter
+		}
+	}
+	return false
+}
+
+// hasten shortens this voter's timeouts from now on (see above).
+func (n *Node) hasten(now time.Time) {
+	n.loss.mu.Lock()
+	n.loss.until = now.Add(hastenFactor * n.cfg.HeartbeatTimeout)
+	n.loss.mu.Unlock()
+	n.log.Info("consensus: the leader disconnected; standing for election after a lease without contact",
+		"lease", n.cfg.LeaderLeaseTimeout)
+	n.adjustTiming()
+}
