@@ -184,6 +184,7 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 		return nil, fmt.Errorf("consensus: raft config: %w", err)
 	}
 	n.paced = newPacedTransport(noPipeline{n.trans}, cfg.HeartbeatTimeout, n.gate.configuration)
+	n.paced.lease = cfg.LeaderLeaseTimeout
 	// The leader's new entries and commits end the paced waits (pacing.go).
 	n.fsm.afterBatch = n.paced.announce
 	n.paced.leaderCommit = n.commitAsLeader

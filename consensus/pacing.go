@@ -51,16 +51,15 @@ import (
 // HeartbeatTimeout and an election. Their idle AppendEntries, which only
 // repeat the heartbeats when there is no news, go once per
 // HeartbeatTimeout instead of every CommitTimeout. Their heartbeats go
-// once per VoterHeartbeatInterval (a quarter of the heartbeat timeout)
-// rather than Raft's every tenth to fifth of it: at the LAN preset about
-// 10 a second to each voter instead of about 17, which was the largest
-// part of an idle leader's and voters' CPU (docs/BENCHMARKS.md). A
-// follower still hears from the leader four times per heartbeat timeout,
-// and the leader from a quorum three times per lease (LeaderLeaseTimeout
-// is at most the heartbeat timeout and, in the presets, three quarters
-// of it). A heartbeat that waits leaves at once when someone asks the
-// leader to verify its leadership (hurry), so a read-index still takes a
-// round trip, not a heartbeat slot.
+// once per VoterHeartbeatInterval (a quarter of the heartbeat timeout, at
+// most a third of the leader lease) rather than Raft's every tenth to
+// fifth of the heartbeat timeout: at the LAN preset 10 a second to each
+// voter instead of about 17, which was the largest part of an idle
+// leader's and voters' CPU (docs/BENCHMARKS.md). A follower still hears
+// from the leader four times per heartbeat timeout, and the leader from
+// a quorum three times per lease. A heartbeat that waits leaves at once
+// when someone asks the leader to verify its leadership (hurry), so a
+// read-index still takes a round trip, not a heartbeat slot.
 
 // Pacing of the leader's no-news RPCs to non-voters.
 const (
@@ -84,9 +83,13 @@ const (
 
 // VoterHeartbeatInterval is the least time between two heartbeats the
 // leader sends one voter: a quarter of the heartbeat timeout (100 ms at the
-// LAN preset).
-func VoterHeartbeatInterval(heartbeatTimeout time.Duration) time.Duration {
-	return heartbeatTimeout / voterHeartbeatsPerTimeout
+// LAN preset), at most a third of the leader lease (0: no lease given).
+func VoterHeartbeatInterval(heartbeatTimeout, leaderLease time.Duration) time.Duration {
+	d := heartbeatTimeout / voterHeartbeatsPerTimeout
+	if leaderLease > 0 {
+		d = min(d, leaderLease/3)
+	}
+	return d
 }
 
 // NonVoterInterval is the time between two no-news AppendEntries the leader
@@ -109,6 +112,8 @@ func NonVoterHeartbeatTimeout(nonVoters int, heartbeatTimeout time.Duration) tim
 type pacedTransport struct {
 	noPipeline
 	heartbeatTimeout time.Duration
+	// lease is the leader lease (VoterHeartbeatInterval; 0: none).
+	lease time.Duration
 	// configuration reads the latest Raft configuration.
 	configuration func() raft.Configuration
 	// leaderCommit is this peer's commit index, and whether it leads in
@@ -239,7 +244,7 @@ func (t *pacedTransport) slot(id raft.ServerID, args *raft.AppendEntriesRequest,
 // point, not once for each: on an idle host a wake-up (the scheduler,
 // the kernel's switch) costs more than the small RPC it sends.
 func (t *pacedTransport) onGrid(at time.Time) time.Time {
-	g := VoterHeartbeatInterval(t.heartbeatTimeout)
+	g := VoterHeartbeatInterval(t.heartbeatTimeout, t.lease)
 	if g <= 0 {
 		return at
 	}
@@ -253,7 +258,7 @@ func (t *pacedTransport) onGrid(at time.Time) time.Time {
 
 // beatSlotLocked is slot for a heartbeat to voter id.
 func (t *pacedTransport) beatSlotLocked(id raft.ServerID, now time.Time) (time.Duration, <-chan struct{}) {
-	every := VoterHeartbeatInterval(t.heartbeatTimeout)
+	every := VoterHeartbeatInterval(t.heartbeatTimeout, t.lease)
 	at := t.beat[id]
 	if now.Before(t.hurryUntil) || !at.After(now) {
 		// Raft asks again a tenth to a fifth of the heartbeat timeout

@@ -125,6 +125,25 @@ func TestPacerSlots(t *testing.T) {
 	}
 }
 
+// TestVoterHeartbeatInterval: a quarter of the heartbeat timeout, never
+// more than a third of the lease (the leader hears from a quorum three
+// times per lease).
+func TestVoterHeartbeatInterval(t *testing.T) {
+	lan, wan := DefaultConfig(""), WANConfig("")
+	for _, tc := range []struct {
+		hb, lease, want time.Duration
+	}{
+		{lan.HeartbeatTimeout, lan.LeaderLeaseTimeout, 100 * time.Millisecond},
+		{wan.HeartbeatTimeout, wan.LeaderLeaseTimeout, 500 * time.Millisecond},
+		{time.Second, 150 * time.Millisecond, 50 * time.Millisecond},
+		{time.Second, 0, 250 * time.Millisecond},
+	} {
+		if got := VoterHeartbeatInterval(tc.hb, tc.lease); got != tc.want {
+			t.Errorf("heartbeat timeout %v, lease %v: %v, want %v", tc.hb, tc.lease, got, tc.want)
+		}
+	}
+}
+
 // TestPacerHurriesHeartbeats: news does not end a voter's heartbeat wait
 // (the replication loop carries it), hurry does, and for a heartbeat
 // timeout every voter's heartbeat goes at once; then the slots resume.
@@ -137,8 +156,8 @@ func TestPacerHurriesHeartbeats(t *testing.T) {
 	heartbeat := &raft.AppendEntriesRequest{Term: 2}
 	p.slot("v1", heartbeat, now)
 	wait, hurried := p.slot("v1", heartbeat, now)
-	if wait != VoterHeartbeatInterval(lan) || hurried == nil {
-		t.Fatalf("second heartbeat: wait %v (wakeable %v), want %v", wait, hurried != nil, VoterHeartbeatInterval(lan))
+	if wait != VoterHeartbeatInterval(lan, 0) || hurried == nil {
+		t.Fatalf("second heartbeat: wait %v (wakeable %v), want %v", wait, hurried != nil, VoterHeartbeatInterval(lan, 0))
 	}
 	p.slot("v0", &raft.AppendEntriesRequest{Entries: []*raft.Log{{Index: 1}}}, now)
 	p.announce()
@@ -160,7 +179,7 @@ func TestPacerHurriesHeartbeats(t *testing.T) {
 	}
 	// The last went at lan - 1 ms: the next slot is the second grid
 	// point after it.
-	if wait, _ := p.slot("v1", heartbeat, now.Add(lan)); wait != VoterHeartbeatInterval(lan) {
+	if wait, _ := p.slot("v1", heartbeat, now.Add(lan)); wait != VoterHeartbeatInterval(lan, 0) {
 		t.Fatalf("a heartbeat timeout after hurry: wait %v, want the slot after the last heartbeat", wait)
 	}
 }
@@ -174,7 +193,7 @@ func TestPacerWaitsEndOnTheGrid(t *testing.T) {
 	p := newPacedTransport(noPipeline{}, lan, func() raft.Configuration { return cfg })
 	t0 := time.Unix(1_000_000, 0)
 	p.gridBase = t0.Add(-7 * time.Millisecond)
-	grid := VoterHeartbeatInterval(lan)
+	grid := VoterHeartbeatInterval(lan, 0)
 	heartbeat := &raft.AppendEntriesRequest{Term: 2}
 	ends := map[time.Time][]raft.ServerID{}
 	for i, s := range cfg.Servers {
