@@ -25,8 +25,9 @@ import (
 // leader is a leader lease old and, if the leader is still disconnected
 // and still the one it knows, shortens its Raft heartbeat and election
 // timeouts to the lease (the least Raft accepts, LeaderLeaseTimeout ≤
-// HeartbeatTimeout) for hastenFor: Raft's follower loop re-checks at
-// once, finds the contact that old and stands. Every voter does so
+// HeartbeatTimeout) until it knows a leader again, at most hastenFactor
+// heartbeat timeouts: Raft's follower loop re-checks at once, finds the
+// contact that old and stands. Every voter does so
 // within one heartbeat interval of the others, so the third candidate
 // finds a quorum that knows no leader. A leader that is alive is not
 // deposed by a dropped connection alone: its heartbeats redial, and a
@@ -35,9 +36,9 @@ import (
 // A leader that hangs without closing its connections (a partition, a
 // stopped process) is noticed by the timer alone, as before.
 
-// hastenFactor: the shortened timeouts last hastenFactor heartbeat
-// timeouts (1.6 s at the LAN preset), long enough for an election and a
-// retry, then the preset's come back.
+// hastenFactor: the shortened timeouts last until a leader is known
+// again, at most hastenFactor heartbeat timeouts (1.6 s at the LAN
+// preset), long enough for an election and a retry.
 const hastenFactor = 4
 
 // leaderLoss watches the connection to the leader (see above).
@@ -50,6 +51,8 @@ type leaderLoss struct {
 	mu sync.Mutex
 	// until is when the shortened timeouts end (zero: none).
 	until time.Time
+	// times counts the hastenings (tests).
+	times int
 }
 
 func newLeaderLoss() *leaderLoss {
@@ -67,27 +70,65 @@ func newLeaderLoss() *leaderLoss {
 	return l
 }
 
+// hastenPoll is how often a hastened voter checks whether a leader is
+// known again.
+const hastenPoll = 20 * time.Millisecond
+
 // watchLeaderLoss runs until the node stops: it hastens the election when
-// the leader disconnects, and restores the timeouts after hastenFor.
+// the leader disconnects, and restores the timeouts as soon as this peer
+// knows a leader again (a new leader is busy in its first moments: a
+// voter that kept the short timeouts would give it up sooner than the
+// preset says), or after hastenFactor heartbeat timeouts.
 func (n *Node) watchLeaderLoss() {
 	defer n.wg.Done()
 	n.host.Network().Notify(n.loss.notifiee)
 	defer n.host.Network().StopNotify(n.loss.notifiee)
-	var restore <-chan time.Time
+	var (
+		lost    peer.ID
+		restore <-chan time.Time
+		poll    *time.Ticker
+		polls   <-chan time.Time
+	)
+	end := func() {
+		poll.Stop()
+		restore, poll, polls = nil, nil, nil
+		n.loss.mu.Lock()
+		n.loss.until = time.Time{}
+		n.loss.mu.Unlock()
+		n.adjustTiming()
+	}
+	defer func() {
+		if poll != nil {
+			poll.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-restore:
-			restore = nil
-			n.adjustTiming()
+			end()
+		case <-polls:
+			if n.knowsLeaderBesides(lost) {
+				end()
+			}
 		case p := <-n.loss.lost:
-			if n.leaderGone(p) {
+			if poll == nil && n.leaderGone(p) {
+				lost = p
 				n.hasten(time.Now())
 				restore = time.After(hastenFactor * n.cfg.HeartbeatTimeout)
+				poll = time.NewTicker(hastenPoll)
+				polls = poll.C
 			}
 		}
 	}
+}
+
+// knowsLeaderBesides says whether this peer knows a leader other than
+// lost (itself included).
+func (n *Node) knowsLeaderBesides(lost peer.ID) bool {
+	_, id := n.raft.LeaderWithID()
+	return id != "" && id != raft.ServerID(lost.String())
 }
 
 // leaderGone says whether p, which just disconnected, is the leader of
@@ -130,6 +171,7 @@ func (n *Node) followsAsVoter(p peer.ID) bool {
 func (n *Node) hasten(now time.Time) {
 	n.loss.mu.Lock()
 	n.loss.until = now.Add(hastenFactor * n.cfg.HeartbeatTimeout)
+	n.loss.times++
 	n.loss.mu.Unlock()
 	n.log.Info("consensus: the leader disconnected; standing for election after a lease without contact",
 		"lease", n.cfg.LeaderLeaseTimeout)
