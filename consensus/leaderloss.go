@@ -1,7 +1,7 @@
 package consensus
 
 import (
-	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,15 +23,16 @@ import (
 // When the leader's process ends, its connections close at once (the
 // kernel closes its sockets), and every peer sees the leader disconnect.
 // A voter whose leader disconnects waits until its last contact with the
-// leader is a leader lease old (and a random few tens of milliseconds
-// more) and, if the leader is still disconnected
+// leader is a leader lease old (and, in an order all voters agree on, a
+// few tens of milliseconds more: standDelay) and, if the leader is
+// still disconnected
 // and still the one it knows, shortens its Raft heartbeat and election
 // timeouts to the lease (the least Raft accepts, LeaderLeaseTimeout ≤
 // HeartbeatTimeout) until it knows a leader again, at most hastenFactor
 // heartbeat timeouts: Raft's follower loop re-checks at once, finds the
-// contact that old and stands. The voters stand within a few tens of
-// milliseconds of each other: the first are refused by those that still
-// know the leader, the third to stand finds a quorum that knows none.
+// contact that old and stands. The first voters to stand are refused by
+// those that still know the leader; the next finds a quorum that knows
+// none and is elected.
 // A leader that is alive is not
 // deposed by a dropped connection alone: its heartbeats redial, and a
 // voter stands only when none arrived for a lease (instead of a heartbeat
@@ -73,9 +74,40 @@ func newLeaderLoss() *leaderLoss {
 	return l
 }
 
-// leaderLossJitter: a voter stands up to a fifth of the lease (60 ms at
-// the LAN preset) after its lease without contact, at random.
-const leaderLossJitter = 5
+// leaderLossStep: the voters stand a fifth of the lease apart (60 ms at
+// the LAN preset), in standOrder.
+const leaderLossStep = 5
+
+// standDelay is how long after its lease without contact voter self
+// stands when leader lost disconnected: the surviving voters, ordered by
+// ID, stand so that exactly one of them is the first to find a quorum
+// that knows no leader. A pre-vote passes only with a quorum of the
+// configuration's voters, the candidate included, that knows no leader;
+// so the first quorum-1 survivors stand at once (they are refused, by
+// those that still know the leader, and wait), the next one a step later
+// (it finds them and is elected), each further one a step after that
+// (by then a leader normally reached it, and it does not stand). 0 for a
+// peer not among the voters.
+func standDelay(cfg raft.Configuration, self, lost raft.ServerID, step time.Duration) time.Duration {
+	var voters []raft.ServerID
+	total := 0
+	for _, s := range cfg.Servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		total++
+		if s.ID != lost {
+			voters = append(voters, s.ID)
+		}
+	}
+	slices.Sort(voters)
+	rank := slices.Index(voters, self)
+	first := total / 2 // the quorum, total/2+1, less the candidate
+	if rank < first {
+		return 0
+	}
+	return time.Duration(rank-first+1) * step
+}
 
 // hastenPoll is how often a hastened voter checks whether a leader is
 // known again.
@@ -145,13 +177,11 @@ func (n *Node) leaderGone(p peer.ID) bool {
 	if !n.followsAsVoter(p) {
 		return false
 	}
-	// A few tens of milliseconds apart (leaderLossJitter): voters that
+	// In an order every voter computes alike (standOrder): voters that
 	// stand at the same instant all pass the pre-vote and split the vote,
 	// and the election waits for a timeout (seen at 20 peers: 0.7 s).
-	// Spread out, the first ones are refused by those that still know
-	// the leader, and the third to stand finds a quorum that knows none.
-	jitter := rand.N(n.cfg.LeaderLeaseTimeout/leaderLossJitter + 1)
-	if wait := time.Until(n.raft.LastContact().Add(n.cfg.LeaderLeaseTimeout + jitter)); wait > 0 {
+	delay := standDelay(n.gate.configuration(), raft.ServerID(n.self.String()), raft.ServerID(p.String()), n.cfg.LeaderLeaseTimeout/leaderLossStep)
+	if wait := time.Until(n.raft.LastContact().Add(n.cfg.LeaderLeaseTimeout + delay)); wait > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {

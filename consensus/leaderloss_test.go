@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // TestVotersHastenWhenTheLeaderDisconnects: four real peers, three voters.
@@ -74,4 +76,34 @@ func TestVotersHastenWhenTheLeaderDisconnects(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestStandDelay: of the voters left when the leader goes, quorum-1 stand
+// at once and the next ones a step apart, in an order each computes alike
+// (by ID); the dead leader and non-voters take no rank.
+func TestStandDelay(t *testing.T) {
+	const step = 60 * time.Millisecond
+	five := configOf(5, 3) // voters v0..v4, non-voters n0..n2
+	three := configOf(3, 0)
+	for _, tc := range []struct {
+		name      string
+		cfg       raft.Configuration
+		self      raft.ServerID
+		lost      raft.ServerID
+		wantDelay time.Duration
+	}{
+		{"5 voters, first of 4", five, "v0", "v2", 0},
+		{"5 voters, second of 4", five, "v1", "v2", 0},
+		{"5 voters, third of 4: the one elected", five, "v3", "v2", step},
+		{"5 voters, fourth of 4", five, "v4", "v2", 2 * step},
+		{"5 voters, the leader was the first", five, "v1", "v0", 0},
+		{"5 voters, the leader was the first, third of 4", five, "v3", "v0", step},
+		{"3 voters, first of 2", three, "v0", "v1", 0},
+		{"3 voters, second of 2: the one elected", three, "v2", "v1", step},
+		{"a non-voter", five, "n0", "v2", 0},
+	} {
+		if got := standDelay(tc.cfg, tc.self, tc.lost, step); got != tc.wantDelay {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.wantDelay)
+		}
+	}
 }
