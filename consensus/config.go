@@ -25,9 +25,13 @@ type Config struct {
 	DataDir string
 
 	// Raft timing. The defaults are LAN values: a follower notices a dead
-	// leader after HeartbeatTimeout to 2×HeartbeatTimeout and an election
-	// takes a round trip, so failover stays well under 1.5 s. Raise all
-	// three together for WAN federations (see WANConfig).
+	// leader after HeartbeatTimeout to 2×HeartbeatTimeout, or after
+	// LeaderLeaseTimeout when the leader's connection closed (its process
+	// ended: leaderloss.go), and an election takes a round trip, so
+	// failover stays well under 1.5 s. The leader sends each voter a
+	// heartbeat every HeartbeatTimeout/4, at most LeaderLeaseTimeout/3
+	// (VoterHeartbeatInterval). Raise all three together for WAN
+	// federations (see WANConfig).
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration

@@ -87,6 +87,9 @@ type Node struct {
 	// pacer takes the snapshots that bound a restart's replay
 	// (snapshotpace.go).
 	pacer *snapshotPacer
+	// loss hastens the election when the leader disconnects
+	// (leaderloss.go).
+	loss *leaderLoss
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -124,6 +127,7 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 		obsCh:        make(chan raft.Observation, 64),
 		dialing:      map[peer.ID]bool{},
 		leaderless:   newLeaderlessSince(time.Now()),
+		loss:         newLeaderLoss(),
 	}
 	n.fsm = newFSM(cfg.CheckInvariants, n.log)
 	n.fsm.afterApply = n.afterApply
@@ -186,6 +190,7 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 		return nil, fmt.Errorf("consensus: raft config: %w", err)
 	}
 	n.paced = newPacedTransport(noPipeline{n.trans}, cfg.HeartbeatTimeout, n.gate.configuration)
+	n.paced.lease = cfg.LeaderLeaseTimeout
 	// The leader's new entries and commits end the paced waits (pacing.go).
 	n.fsm.afterBatch = n.paced.announce
 	n.paced.leaderCommit = n.commitAsLeader
@@ -213,9 +218,10 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 	h.Handle(ProtoMembership, n.handleMembership)
 	h.Handle(ProtoReadIndex, n.handleReadIndex)
 
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.watchLeadership()
 	go n.maintain()
+	go n.watchLeaderLoss()
 	n.startAutopilot()
 	n.wg.Add(1)
 	go n.watchStarvation()

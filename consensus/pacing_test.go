@@ -80,14 +80,20 @@ func TestPacerSlots(t *testing.T) {
 		name  string
 		steps []step
 	}{
-		{"a voter's heartbeats are never paced, its idle appends once per heartbeat timeout", []step{
+		{"a voter's heartbeats go once per quarter heartbeat timeout, its idle appends once per heartbeat timeout", []step{
 			{"heartbeat", "v1", heartbeat(), 0, 0, 0, false},
-			{"heartbeat again", "v1", heartbeat(), time.Millisecond, 0, 0, false},
+			{"heartbeat again", "v1", heartbeat(), time.Millisecond, 0, lan/4 - time.Millisecond, true},
 			{"first idle append", "v1", idle(9), 2 * time.Millisecond, 9, 0, false},
-			{"heartbeat after it", "v1", heartbeat(), 3 * time.Millisecond, 9, 0, false},
-			{"next idle append", "v1", idle(9), 4 * time.Millisecond, 9, lan - 2*time.Millisecond, true},
+			{"a third heartbeat takes the next slot", "v1", heartbeat(), 3 * time.Millisecond, 9, 2*lan/4 - 3*time.Millisecond, true},
+			// Slots fall on the grid: the next after 2 ms + lan.
+			{"next idle append", "v1", idle(9), 4 * time.Millisecond, 9, lan + lan/4 - 4*time.Millisecond, true},
 			{"entries", "v1", entries, 5 * time.Millisecond, 9, 0, false},
 			{"a new commit", "v1", idle(10), 6 * time.Millisecond, 9, 0, false},
+			{"a heartbeat after its slots", "v1", heartbeat(), lan, 9, 0, false},
+		}},
+		{"another voter has its own heartbeat slots", []step{
+			{"v0", "v0", heartbeat(), 0, 0, 0, false},
+			{"v2", "v2", heartbeat(), 0, 0, 0, false},
 		}},
 		{"no-news RPCs to a non-voter take successive slots", []step{
 			{"first heartbeat goes at once", "n1", heartbeat(), 0, 0, 0, false},
@@ -106,6 +112,7 @@ func TestPacerSlots(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPacedTransport(noPipeline{}, lan, func() raft.Configuration { return cfg })
+			p.gridBase = t0
 			for _, s := range tc.steps {
 				p.acked[s.to] = s.acked
 				p.commit = 9
@@ -115,6 +122,98 @@ func TestPacerSlots(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestVoterHeartbeatInterval: a quarter of the heartbeat timeout, never
+// more than a third of the lease (the leader hears from a quorum three
+// times per lease).
+func TestVoterHeartbeatInterval(t *testing.T) {
+	lan, wan := DefaultConfig(""), WANConfig("")
+	for _, tc := range []struct {
+		hb, lease, want time.Duration
+	}{
+		{lan.HeartbeatTimeout, lan.LeaderLeaseTimeout, 100 * time.Millisecond},
+		{wan.HeartbeatTimeout, wan.LeaderLeaseTimeout, 500 * time.Millisecond},
+		{time.Second, 150 * time.Millisecond, 50 * time.Millisecond},
+		{time.Second, 0, 250 * time.Millisecond},
+	} {
+		if got := VoterHeartbeatInterval(tc.hb, tc.lease); got != tc.want {
+			t.Errorf("heartbeat timeout %v, lease %v: %v, want %v", tc.hb, tc.lease, got, tc.want)
+		}
+	}
+}
+
+// TestPacerHurriesHeartbeats: news does not end a voter's heartbeat wait
+// (the replication loop carries it), hurry does, and for a heartbeat
+// timeout every voter's heartbeat goes at once; then the slots resume.
+func TestPacerHurriesHeartbeats(t *testing.T) {
+	const lan = 400 * time.Millisecond
+	cfg := configOf(3, 4)
+	p := newPacedTransport(noPipeline{}, lan, func() raft.Configuration { return cfg })
+	now := time.Unix(1_000_000, 0)
+	p.gridBase = now
+	heartbeat := &raft.AppendEntriesRequest{Term: 2}
+	p.slot("v1", heartbeat, now)
+	wait, hurried := p.slot("v1", heartbeat, now)
+	if wait != VoterHeartbeatInterval(lan, 0) || hurried == nil {
+		t.Fatalf("second heartbeat: wait %v (wakeable %v), want %v", wait, hurried != nil, VoterHeartbeatInterval(lan, 0))
+	}
+	p.slot("v0", &raft.AppendEntriesRequest{Entries: []*raft.Log{{Index: 1}}}, now)
+	p.announce()
+	select {
+	case <-hurried:
+		t.Fatal("news ended a heartbeat's wait")
+	default:
+	}
+	p.hurry(now)
+	select {
+	case <-hurried:
+	default:
+		t.Fatal("hurry did not end the heartbeat's wait")
+	}
+	for _, at := range []time.Duration{0, time.Millisecond, lan - time.Millisecond} {
+		if wait, _ := p.slot("v1", heartbeat, now.Add(at)); wait != 0 {
+			t.Fatalf("%v after hurry: heartbeat waits %v", at, wait)
+		}
+	}
+	// The last went at lan - 1 ms: the next slot is the second grid
+	// point after it.
+	if wait, _ := p.slot("v1", heartbeat, now.Add(lan)); wait != VoterHeartbeatInterval(lan, 0) {
+		t.Fatalf("a heartbeat timeout after hurry: wait %v, want the slot after the last heartbeat", wait)
+	}
+}
+
+// TestPacerWaitsEndOnTheGrid: every wait ends on the grid, and the
+// heartbeats to different voters, asked at different moments, end at the
+// same instant (one wake-up of the leader for all of them).
+func TestPacerWaitsEndOnTheGrid(t *testing.T) {
+	const lan = 400 * time.Millisecond
+	cfg := configOf(4, 6)
+	p := newPacedTransport(noPipeline{}, lan, func() raft.Configuration { return cfg })
+	t0 := time.Unix(1_000_000, 0)
+	p.gridBase = t0.Add(-7 * time.Millisecond)
+	grid := VoterHeartbeatInterval(lan, 0)
+	heartbeat := &raft.AppendEntriesRequest{Term: 2}
+	ends := map[time.Time][]raft.ServerID{}
+	for i, s := range cfg.Servers {
+		at := t0.Add(time.Duration(i*13) * time.Millisecond)
+		p.slot(s.ID, heartbeat, at) // the first goes at once
+		at = at.Add(time.Duration(41+i*3) * time.Millisecond)
+		wait, _ := p.slot(s.ID, heartbeat, at)
+		if wait <= 0 {
+			t.Fatalf("%s: second heartbeat did not wait", s.ID)
+		}
+		end := at.Add(wait)
+		if off := end.Sub(p.gridBase) % grid; off != 0 {
+			t.Fatalf("%s: wait ends %v after a grid point", s.ID, off)
+		}
+		if s.Suffrage == raft.Voter {
+			ends[end] = append(ends[end], s.ID)
+		}
+	}
+	if len(ends) != 1 {
+		t.Fatalf("the waits of 4 voters, asked within %v, end at %d instants: %v", grid/2, len(ends), ends)
 	}
 }
 

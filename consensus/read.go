@@ -161,6 +161,7 @@ func (n *Node) barrierReadIndex(ctx context.Context) (uint64, error) {
 	idx := n.fsm.appliedIndex()
 	// A deposed leader could have passed the barrier on its own; verifying
 	// leadership with a quorum after reading the index closes that gap.
+	n.paced.hurry(time.Now()) // the verifying heartbeats must not wait for their slots
 	if err := waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
 		return 0, raftError(err, "verify leader", CodeNotLeader)
 	}

@@ -420,9 +420,36 @@ func (g *Gossip) publishInterval() time.Duration {
 	return PublishInterval(g.topicPeers(), g.cfg.Interval, g.cfg.MaxInterval)
 }
 
+// nextSend is how long after now this peer's next heartbeat goes: the
+// interval iv, ended on the next point of a grid of the given step on the
+// wall clock (sendGrid). Every member sends on the same grid, so the
+// heartbeats reach the leader together, in bursts, instead of one by one
+// (on one host of 20 peers, 20 separate wake-ups of the leader a second):
+// an idle leader pays more per wake-up than per heartbeat. A timer that
+// fires late by less than a quarter step keeps its point, so an interval
+// that is a multiple of the step stays exact; any other is rounded to the
+// grid: between two heartbeats of a peer there are iv - step/4 to iv +
+// 3step/4. The members' clocks need not agree (a skew only spreads the
+// bursts).
+func nextSend(now time.Time, iv, step time.Duration) time.Duration {
+	if step <= 0 {
+		return iv
+	}
+	target := now.Add(iv - step/4).UnixNano()
+	at := target - target%int64(step)
+	if at < target {
+		at += int64(step)
+	}
+	return max(time.Duration(at-now.UnixNano()), step/2)
+}
+
+// sendGrid is the step of nextSend's grid: a quarter of the configured
+// interval.
+func (g *Gossip) sendGrid() time.Duration { return g.cfg.Interval / 4 }
+
 func (g *Gossip) publishLoop(src Source) {
 	defer g.wg.Done()
-	t := time.NewTimer(g.publishInterval())
+	t := time.NewTimer(nextSend(time.Now(), g.publishInterval(), g.sendGrid()))
 	defer t.Stop()
 	forced := false
 	for {
@@ -439,9 +466,9 @@ func (g *Gossip) publishLoop(src Source) {
 		case <-g.now:
 			forced = true
 			// Reset discards a pending expiry (Go 1.23 timers).
-			t.Reset(g.publishInterval())
+			t.Reset(nextSend(time.Now(), g.publishInterval(), g.sendGrid()))
 		case <-t.C:
-			t.Reset(g.publishInterval())
+			t.Reset(nextSend(time.Now(), g.publishInterval(), g.sendGrid()))
 		}
 	}
 }

@@ -118,3 +118,42 @@ func TestPublishIntervalFollowsTheTopic(t *testing.T) {
 		}
 	}
 }
+
+// TestNextSendEndsOnTheGrid: every heartbeat goes on a point of the grid,
+// peers that start at different moments within a step send together, a
+// timer late by less than a quarter step keeps its point, and the interval
+// stays within iv - step/4 and iv + 3 step/4.
+func TestNextSendEndsOnTheGrid(t *testing.T) {
+	const step = 250 * time.Millisecond
+	grid := time.Unix(1_700_000_000, 0) // a point of the grid
+	for _, tc := range []struct {
+		name     string
+		after    time.Duration // now, after a grid point
+		iv, want time.Duration
+	}{
+		{"on time", 0, time.Second, time.Second},
+		{"a timer 3 ms late keeps its point", 3 * time.Millisecond, time.Second, time.Second - 3*time.Millisecond},
+		{"a peer 60 ms into the step joins the same point", 60 * time.Millisecond, time.Second, time.Second - 60*time.Millisecond},
+		{"an interval between two points is rounded up", 0, 2450 * time.Millisecond, 2500 * time.Millisecond},
+		{"or down by less than a quarter step", 0, 2300 * time.Millisecond, 2250 * time.Millisecond},
+		{"a short interval waits half a step at least", 0, 10 * time.Millisecond, step / 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := nextSend(grid.Add(tc.after), tc.iv, step); got != tc.want {
+				t.Fatalf("next heartbeat in %v, want %v", got, tc.want)
+			}
+		})
+	}
+	for after := time.Duration(0); after < 3*step; after += 7 * time.Millisecond {
+		for _, iv := range []time.Duration{time.Second, 1700 * time.Millisecond, 5 * time.Second} {
+			now := grid.Add(after)
+			d := nextSend(now, iv, step)
+			if off := now.Add(d).Sub(grid) % step; off != 0 {
+				t.Fatalf("now %v, iv %v: sends %v off the grid", after, iv, off)
+			}
+			if d < iv-step/4 || d > iv+3*step/4 {
+				t.Fatalf("now %v, iv %v: next in %v, outside [iv - step/4, iv + 3 step/4]", after, iv, d)
+			}
+		}
+	}
+}

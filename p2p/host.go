@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/core/pnet"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 )
@@ -132,6 +133,25 @@ func parseTCPAddrs(what string, ss []string) ([]ma.Multiaddr, error) {
 	return out, nil
 }
 
+// KeepAliveInterval is how long a connection may stay silent before its
+// multiplexer (yamux) pings the other end: 2 minutes, not yamux's 30 s.
+// Every peer keeps a connection to every member, most of them idle (a
+// non-voter talks to the leader and two gossip neighbours), and every
+// ping wakes both ends: at 100 peers, with 30 s, each peer took part in
+// about 3 pings a second (issue 17). A connection whose other end vanished
+// without closing it is noticed later, by the ping or by whoever uses it
+// first (Raft, the heartbeats and the requests all have their own
+// deadlines).
+const KeepAliveInterval = 2 * time.Minute
+
+// muxer is libp2p's yamux with KeepAliveInterval (a copy: the package's
+// default is shared by every host of the process).
+func muxer() *yamux.Transport {
+	t := *yamux.DefaultTransport
+	t.KeepAliveInterval = KeepAliveInterval
+	return &t
+}
+
 // Host is a libp2p host of the private federation. It embeds host.Host, so
 // it can be passed wherever a libp2p host is expected.
 type Host struct {
@@ -206,6 +226,7 @@ func New(cfg Config) (*Host, error) {
 		// Metrics would register in the process-wide Prometheus registry;
 		// several hosts in one process (tests, simulations) must not share it.
 		libp2p.DisableMetrics(),
+		libp2p.Muxer(yamux.ID, muxer()),
 	}
 	if len(announce) > 0 {
 		opts = append(opts, libp2p.AddrsFactory(func([]ma.Multiaddr) []ma.Multiaddr { return announce }))

@@ -1,0 +1,222 @@
+package consensus
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// A dead leader's voters give it up together (issue 17: fail-over ≤ 1.5 s
+// at the LAN preset). Raft notices a dead leader only by its follower
+// timer, which fires every HeartbeatTimeout to 2×HeartbeatTimeout: a voter
+// stands once a check finds the last contact a heartbeat timeout old, so
+// the voters give the leader up at different moments, 0.4 to 1.2 s after
+// its last heartbeat. A voter that still knows a leader refuses to
+// pre-vote for another, so the first candidate is usually refused and
+// waits an election timeout (0.4-0.8 s) before it stands again: fail-over
+// took 0.9-1.6 s (docs/BENCHMARKS.md).
+//
+// When the leader's process ends, its connections close at once (the
+// kernel closes its sockets), and every peer sees the leader disconnect.
+// A voter whose leader disconnects waits until its last contact with the
+// leader is a leader lease old (and, in an order all voters agree on, a
+// few tens of milliseconds more: standDelay) and, if the leader is
+// still disconnected
+// and still the one it knows, shortens its Raft heartbeat and election
+// timeouts to the lease (the least Raft accepts, LeaderLeaseTimeout ≤
+// HeartbeatTimeout) until it knows a leader again, at most hastenFactor
+// heartbeat timeouts: Raft's follower loop re-checks at once, finds the
+// contact that old and stands. The first voters to stand are refused by
+// those that still know the leader; the next finds a quorum that knows
+// none and is elected.
+// A leader that is alive is not
+// deposed by a dropped connection alone: its heartbeats redial, and a
+// voter stands only when none arrived for a lease (instead of a heartbeat
+// timeout), and only a quorum of such voters elects another leader.
+// A leader that hangs without closing its connections (a partition, a
+// stopped process) is noticed by the timer alone, as before.
+
+// hastenFactor: the shortened timeouts last until a leader is known
+// again, at most hastenFactor heartbeat timeouts (1.6 s at the LAN
+// preset), long enough for an election and a retry.
+const hastenFactor = 4
+
+// leaderLoss watches the connection to the leader (see above).
+type leaderLoss struct {
+	// lost receives the peers whose last connection closed.
+	lost     chan peer.ID
+	notifiee *network.NotifyBundle
+
+	// mu serialises the reloads of Raft's timeouts (adjustTiming).
+	mu sync.Mutex
+	// until is when the shortened timeouts end (zero: none).
+	until time.Time
+	// times counts the hastenings (tests).
+	times int
+}
+
+func newLeaderLoss() *leaderLoss {
+	l := &leaderLoss{lost: make(chan peer.ID, 1)}
+	l.notifiee = &network.NotifyBundle{DisconnectedF: func(nw network.Network, c network.Conn) {
+		p := c.RemotePeer()
+		if nw.Connectedness(p) == network.Connected {
+			return // another connection to p remains
+		}
+		select {
+		case l.lost <- p:
+		default: // one already waits; a leader's loss is seen again at the next
+		}
+	}}
+	return l
+}
+
+// leaderLossStep: the voters stand a fifth of the lease apart (60 ms at
+// the LAN preset), in standOrder.
+const leaderLossStep = 5
+
+// standDelay is how long after its lease without contact voter self
+// stands when leader lost disconnected: the surviving voters, ordered by
+// ID, stand so that exactly one of them is the first to find a quorum
+// that knows no leader. A pre-vote passes only with a quorum of the
+// configuration's voters, the candidate included, that knows no leader;
+// so the first quorum-1 survivors stand at once (they are refused, by
+// those that still know the leader, and wait), the next one a step later
+// (it finds them and is elected), each further one a step after that
+// (by then a leader normally reached it, and it does not stand). 0 for a
+// peer not among the voters.
+func standDelay(cfg raft.Configuration, self, lost raft.ServerID, step time.Duration) time.Duration {
+	var voters []raft.ServerID
+	total := 0
+	for _, s := range cfg.Servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		total++
+		if s.ID != lost {
+			voters = append(voters, s.ID)
+		}
+	}
+	slices.Sort(voters)
+	rank := slices.Index(voters, self)
+	first := total / 2 // the quorum, total/2+1, less the candidate
+	if rank < first {
+		return 0
+	}
+	return time.Duration(rank-first+1) * step
+}
+
+// hastenPoll is how often a hastened voter checks whether a leader is
+// known again.
+const hastenPoll = 20 * time.Millisecond
+
+// watchLeaderLoss runs until the node stops: it hastens the election when
+// the leader disconnects, and restores the timeouts as soon as this peer
+// knows a leader again (a new leader is busy in its first moments: a
+// voter that kept the short timeouts would give it up sooner than the
+// preset says), or after hastenFactor heartbeat timeouts.
+func (n *Node) watchLeaderLoss() {
+	defer n.wg.Done()
+	n.host.Network().Notify(n.loss.notifiee)
+	defer n.host.Network().StopNotify(n.loss.notifiee)
+	var (
+		lost    peer.ID
+		restore <-chan time.Time
+		poll    *time.Ticker
+		polls   <-chan time.Time
+	)
+	end := func() {
+		poll.Stop()
+		restore, poll, polls = nil, nil, nil
+		n.loss.mu.Lock()
+		n.loss.until = time.Time{}
+		n.loss.mu.Unlock()
+		n.adjustTiming()
+	}
+	defer func() {
+		if poll != nil {
+			poll.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-restore:
+			end()
+		case <-polls:
+			if n.knowsLeaderBesides(lost) {
+				end()
+			}
+		case p := <-n.loss.lost:
+			if poll == nil && n.leaderGone(p) {
+				lost = p
+				n.hasten(time.Now())
+				restore = time.After(hastenFactor * n.cfg.HeartbeatTimeout)
+				poll = time.NewTicker(hastenPoll)
+				polls = poll.C
+			}
+		}
+	}
+}
+
+// knowsLeaderBesides says whether this peer knows a leader other than
+// lost (itself included).
+func (n *Node) knowsLeaderBesides(lost peer.ID) bool {
+	_, id := n.raft.LeaderWithID()
+	return id != "" && id != raft.ServerID(lost.String())
+}
+
+// leaderGone says whether p, which just disconnected, is the leader of
+// this voter and stays disconnected until this voter's last contact with
+// it is a lease old (it waits until then).
+func (n *Node) leaderGone(p peer.ID) bool {
+	if !n.followsAsVoter(p) {
+		return false
+	}
+	// In an order every voter computes alike (standOrder): voters that
+	// stand at the same instant all pass the pre-vote and split the vote,
+	// and the election waits for a timeout (seen at 20 peers: 0.7 s).
+	delay := standDelay(n.gate.configuration(), raft.ServerID(n.self.String()), raft.ServerID(p.String()), n.cfg.LeaderLeaseTimeout/leaderLossStep)
+	if wait := time.Until(n.raft.LastContact().Add(n.cfg.LeaderLeaseTimeout + delay)); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-n.ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return n.host.Network().Connectedness(p) != network.Connected && n.followsAsVoter(p)
+}
+
+// followsAsVoter says whether this peer is a voting follower of leader p.
+func (n *Node) followsAsVoter(p peer.ID) bool {
+	if n.raft.State() != raft.Follower {
+		return false
+	}
+	if _, id := n.raft.LeaderWithID(); id != raft.ServerID(p.String()) {
+		return false
+	}
+	self := raft.ServerID(n.self.String())
+	for _, s := range n.gate.configuration().Servers {
+		if s.ID == self {
+			return s.Suffrage == raft.Voter
+		}
+	}
+	return false
+}
+
+// hasten shortens this voter's timeouts from now on (see above).
+func (n *Node) hasten(now time.Time) {
+	n.loss.mu.Lock()
+	n.loss.until = now.Add(hastenFactor * n.cfg.HeartbeatTimeout)
+	n.loss.times++
+	n.loss.mu.Unlock()
+	n.log.Info("consensus: the leader disconnected; standing for election after a lease without contact",
+		"lease", n.cfg.LeaderLeaseTimeout)
+	n.adjustTiming()
+}
