@@ -284,3 +284,21 @@ func (alwaysHeard) LastSeen(string) (time.Time, bool) { return time.Now(), true 
 func (alwaysHeard) OwnerClockMs(_ string, now time.Time) (int64, bool) {
 	return now.UnixMilli(), true
 }
+
+// assignedMachines waits until every task of ids is assigned and returns
+// the machine each is assigned to.
+func assignedMachines(tb testing.TB, l *testLedger, ids []string) map[string]string {
+	tb.Helper()
+	machineOf := map[string]string{}
+	waitFor(tb, 30*time.Second, "every task assigned", func() bool {
+		for _, id := range ids {
+			tk := l.task(id)
+			if tk.State != ledger.TaskAssigned {
+				return false
+			}
+			machineOf[id] = tk.Machine
+		}
+		return true
+	})
+	return machineOf
+}

@@ -34,17 +34,7 @@ func BenchmarkReporterLinger(b *testing.B) {
 						sizes[i] = 1000
 					}
 					ids := l.submit(sizes...)
-					machineOf := map[string]string{}
-					waitFor(b, 30*time.Second, "every task assigned", func() bool {
-						for _, id := range ids {
-							tk := l.task(id)
-							if tk.State != ledger.TaskAssigned {
-								return false
-							}
-							machineOf[id] = tk.Machine
-						}
-						return true
-					})
+					machineOf := assignedMachines(b, l, ids)
 					cfg := l.config(nil)
 					cfg.Now = time.Now
 					cfg.ReportLinger = linger

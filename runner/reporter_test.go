@@ -24,17 +24,7 @@ func TestReportsBatchBehindAnEntryInFlight(t *testing.T) {
 		c.StoreDelay = func() time.Duration { return delay }
 	})
 	ids := l.submit(1000, 1000, 1000)
-	machineOf := map[string]string{}
-	waitFor(t, 20*time.Second, "every task assigned", func() bool {
-		for _, id := range ids {
-			tk := l.task(id)
-			if tk.State != ledger.TaskAssigned {
-				return false
-			}
-			machineOf[id] = tk.Machine
-		}
-		return true
-	})
+	machineOf := assignedMachines(t, l, ids)
 
 	cfg := l.config(nil)
 	cfg.Now = time.Now
@@ -113,17 +103,7 @@ func TestReportsBatchBehindAnEntryInFlight(t *testing.T) {
 func TestReportLingerGathersCloseReports(t *testing.T) {
 	l := startLedger(t, simMachines(4), nil)
 	ids := l.submit(1000, 1000, 1000, 1000)
-	machineOf := map[string]string{}
-	waitFor(t, 20*time.Second, "every task assigned", func() bool {
-		for _, id := range ids {
-			tk := l.task(id)
-			if tk.State != ledger.TaskAssigned {
-				return false
-			}
-			machineOf[id] = tk.Machine
-		}
-		return true
-	})
+	machineOf := assignedMachines(t, l, ids)
 	start := func(task string) func(*ledger.Command) {
 		return func(c *ledger.Command) { c.TaskStarted = &ledger.TaskStarted{Task: task, Machine: machineOf[task]} }
 	}
