@@ -74,6 +74,7 @@ func (n *Node) leaderReadIndex(ctx context.Context) (uint64, error) {
 	gen := n.term.gen.Load()
 	if n.term.isCaughtUp() {
 		commit := n.raft.CommitIndex()
+		n.paced.hurry(time.Now()) // the verifying heartbeats must not wait for their slots
 		if err := waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
 			return 0, raftError(err, "verify leader", CodeNotLeader)
 		}
