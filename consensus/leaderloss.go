@@ -201,13 +201,7 @@ func (n *Node) followsAsVoter(p peer.ID) bool {
 	if _, id := n.raft.LeaderWithID(); id != raft.ServerID(p.String()) {
 		return false
 	}
-	self := raft.ServerID(n.self.String())
-	for _, s := range n.gate.configuration().Servers {
-		if s.ID == self {
-			return s.Suffrage == raft.Voter
-		}
-	}
-	return false
+	return n.isVoter() // starve.go
 }
 
 // hasten shortens this voter's timeouts from now on (see above).

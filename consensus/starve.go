@@ -55,18 +55,22 @@ type starvation struct {
 func (s *starvation) observe(starved bool, now time.Time) (changed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	was := !s.lastStarv.IsZero() && now.Sub(s.lastStarv) < starveCalm
+	was := s.within(now)
 	if starved {
 		s.lastStarv = now
 	}
-	is := !s.lastStarv.IsZero() && now.Sub(s.lastStarv) < starveCalm
-	return was != is
+	return was != s.within(now)
 }
 
-// starved says whether a late tick was seen within starveCalm of now.
+// starved says whether the host was found starved within starveCalm of now.
 func (s *starvation) starved(now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.within(now)
+}
+
+// within is starved with s.mu held.
+func (s *starvation) within(now time.Time) bool {
 	return !s.lastStarv.IsZero() && now.Sub(s.lastStarv) < starveCalm
 }
 
