@@ -11,6 +11,9 @@
 # finished tasks.
 # The RSS is also split into its anonymous part (the Go heap and stacks)
 # and its file-backed part (bbolt's memory maps of raft.db and history.db).
+# The peer's CPU (user + system, /proc/PID/stat) per task finished since the
+# previous point is the cost of applying a task, independent of the wait
+# for the CPU that the commit latency includes on a loaded host.
 # At the end: the peer is killed (SIGKILL: no snapshot at stop, the
 # restart replays what was applied since the last snapshot) and started
 # again, timed to its `ready:` line and to its first /v1/status answer;
@@ -131,14 +134,18 @@ newest_snapshot() { # bytes of the newest Raft snapshot's state (0: none yet)
 	if [ -n "$f" ]; then stat -c %s "$f"; else echo 0; fi
 }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$PEER_PID/status"; }
+cpu_ticks() { # the peer's user + system CPU so far, in clock ticks
+	awk '{print $14 + $15}' "/proc/$PEER_PID/stat"
+}
 rss_split() { # anonymous and file-backed RSS in MiB
 	awk '/^RssAnon/ {a = $2} /^RssFile/ {f = $2} END {printf "%.0f\t%.0f", a/1024, f/1024}' "/proc/$PEER_PID/status"
 }
 
-printf 'finished\twall_s\trate_per_s\trss_mb\tsnapshot_b\traft_db_b\thistory_db_b\tcommit_mean_ms\tload\trss_anon_mb\trss_file_mb\n' > "$OUT/results.tsv"
+printf 'finished\twall_s\trate_per_s\trss_mb\tsnapshot_b\traft_db_b\thistory_db_b\tcommit_mean_ms\tload\trss_anon_mb\trss_file_mb\tcpu_ms_per_task\n' > "$OUT/results.tsv"
 submitted=0
 t0=$(date +%s%N)
 tprev=$t0; dprev=0
+hz=$(getconf CLK_TCK); cpu_prev=$(cpu_ticks)
 csum_prev=$(metric '^coopgrid_commit_seconds_sum'); ccnt_prev=$(metric '^coopgrid_commit_seconds_count')
 set -- $POINTS
 for point in "$@"; do
@@ -161,7 +168,9 @@ for point in "$@"; do
 		-v rss="$(rss_kb)" -v snap="$snap" -v raft="$raftdb" -v hist="$hist" \
 		-v cs="$csum" -v csp="$csum_prev" -v cc="$ccnt" -v ccp="$ccnt_prev" -v load="$(cut -d' ' -f1 /proc/loadavg)" \
 		'BEGIN{cm = (cc > ccp) ? (cs - csp) / (cc - ccp) * 1000 : 0; printf "%d\t%.0f\t%s\t%.0f\t%d\t%d\t%d\t%.2f\t%s", d, w/1000, rate, rss/1024, snap, raft, hist, cm, load}')
-	row="$row	$(rss_split)"
+	cpu=$(cpu_ticks)
+	row="$row	$(rss_split)	$(awk -v c="$((cpu - cpu_prev))" -v hz="$hz" -v n="$((done_ - dprev))" 'BEGIN{printf "%.3f", (n > 0) ? c * 1000 / hz / n : 0}')"
+	cpu_prev=$cpu
 	echo "$row" >> "$OUT/results.tsv"
 	log "$row"
 	tprev=$now; dprev=$done_; csum_prev=$csum; ccnt_prev=$ccnt
