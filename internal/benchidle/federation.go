@@ -44,6 +44,9 @@ type peerProc struct {
 	client *api.Client
 	proc   *peerproc.Proc
 	id     string // libp2p peer ID, once formed
+	// readyCPU is the process's CPU time when its ready line was seen:
+	// what its own start, join, catch-up and registration cost.
+	readyCPU time.Duration
 }
 
 // federation is the N peers; the first creates the federation.
@@ -110,6 +113,7 @@ func (f *federation) start(ctx context.Context) (time.Duration, error) {
 	if _, err := first.proc.WaitLine(`(?m)^ready: `, callTimeout); err != nil {
 		return 0, err
 	}
+	first.noteReady()
 	addrs := first.proc.Addrs()
 	if len(addrs) == 0 {
 		return 0, fmt.Errorf("%s printed no full multiaddr", first.org)
@@ -173,6 +177,7 @@ func (f *federation) join(ctx context.Context, p *peerProc, boot string) error {
 			return err
 		}
 		if _, last = p.proc.WaitLine(`(?m)^ready: `, readyTimeout); last == nil {
+			p.noteReady()
 			return nil
 		}
 		if !p.proc.Exited() {
@@ -346,6 +351,59 @@ func (f *federation) stop() {
 		}()
 	}
 	wg.Wait()
+}
+
+// noteReady records p's CPU time at its ready line.
+func (p *peerProc) noteReady() {
+	if st, err := readProcStat(p.proc.Cmd.Process.Pid); err == nil {
+		p.readyCPU = st.cpu
+	}
+}
+
+// formationCost splits the CPU time every running peer used until now
+// (formation) into what each spent until its own ready line (its start,
+// join, catch-up and registration) and what it spent after, as a member
+// while the others joined: the first peer (the leader while forming) and
+// the voters, then the others. Per joiner, the second part is the
+// members' work for each new member (gossip, connections, configuration
+// entries); it grows with N if that work does.
+type formationCost struct {
+	Total, Own, FirstAfter, VotersAfter, OthersAfter time.Duration
+}
+
+func (f *federation) formationCost() formationCost {
+	var c formationCost
+	nv := wantVoters(f.n)
+	for i, p := range f.peers {
+		if p.proc == nil || p.proc.Exited() {
+			continue
+		}
+		st, err := readProcStat(p.proc.Cmd.Process.Pid)
+		if err != nil {
+			continue
+		}
+		c.Total += st.cpu
+		c.Own += p.readyCPU
+		after := st.cpu - p.readyCPU
+		switch {
+		case i == 0:
+			c.FirstAfter += after
+		case i < nv:
+			c.VotersAfter += after
+		default:
+			c.OthersAfter += after
+		}
+	}
+	return c
+}
+
+// log writes the split, per joiner.
+func (c formationCost) log(log *slog.Logger, n int) {
+	j := float64(max(n-1, 1))
+	log.Info("formation cost (CPU-s)", "all_peers", c.Total.Seconds(), "per_joiner", c.Total.Seconds()/j,
+		"own_until_ready_per_joiner", c.Own.Seconds()/j,
+		"members_after_ready_per_joiner", (c.FirstAfter+c.VotersAfter+c.OthersAfter).Seconds()/j,
+		"first_after_ready", c.FirstAfter.Seconds(), "voters_after_ready", c.VotersAfter.Seconds(), "others_after_ready", c.OthersAfter.Seconds())
 }
 
 // cpuSeconds is the CPU time every running peer process has used so far
