@@ -581,6 +581,16 @@ func (n *Node) gossipLeader() (peer.ID, bool) {
 	return n.cons.Leader()
 }
 
+// gossipMembers is the federation's size for gossip's intervals
+// (gossip.Config.Members): the members of the Raft configuration, 0 while
+// none is known.
+func (n *Node) gossipMembers() int {
+	if n.cons == nil {
+		return 0
+	}
+	return n.cons.MemberCount()
+}
+
 // isMember reports whether p is in the Raft configuration.
 func (n *Node) isMember(p peer.ID) bool {
 	members, err := n.cons.Members()
