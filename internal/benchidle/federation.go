@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -62,6 +63,40 @@ type federation struct {
 	peers    []*peerProc
 	// retries counts the joiners started again (join).
 	retries atomic.Int64
+	// portMu guards nextPort, the next API port apiPort tries.
+	portMu   sync.Mutex
+	nextPort int
+}
+
+// API ports are taken below the kernel's ephemeral range (Linux's default
+// 32768-60999), from a random point of [apiPortLow, apiPortHigh): a port
+// found free there at `peer init` stays free until `peer run` binds it.
+// One found free in the ephemeral range did not: at 100 peers on one host
+// the libp2p connections' own local ports took two API ports between the
+// two, and those peers exited and were started again (docs/BENCHMARKS.md,
+// "Forming 100 peers, session 10").
+const (
+	apiPortLow  = 10000
+	apiPortHigh = 32000
+)
+
+// apiPort returns a loopback port free now, below the ephemeral range,
+// distinct from those it returned before.
+func (f *federation) apiPort() (int, error) {
+	f.portMu.Lock()
+	defer f.portMu.Unlock()
+	if f.nextPort == 0 {
+		f.nextPort = apiPortLow + rand.IntN(apiPortHigh-apiPortLow-4*f.n)
+	}
+	for f.nextPort < apiPortHigh {
+		p := f.nextPort
+		f.nextPort++
+		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
+			l.Close()
+			return p, nil
+		}
+	}
+	return peerproc.FreePort()
 }
 
 // machinesFile offers one simulated machine, with its figures given so
@@ -191,7 +226,7 @@ func (f *federation) join(ctx context.Context, p *peerProc, boot string) error {
 // applies the --set keys.
 func (f *federation) initPeer(ctx context.Context, p *peerProc, extra ...string) error {
 	machines := filepath.Join(f.root, "machines.yaml")
-	port, err := peerproc.FreePort()
+	port, err := f.apiPort()
 	if err != nil {
 		return err
 	}
