@@ -120,6 +120,8 @@ func (n *Node) admitPeer(ctx context.Context, joiner peer.ID, token string) (vot
 	if token == "" {
 		return false, errorf(CodeInvitationRequired, "peer %s is not a member: joining needs an invitation from a member organisation (peer invite ORG on a member, then peer run --invitation)", joiner)
 	}
+	// The invitation before the pace: a bad one is refused at once, never
+	// told to wait for a turn (TestPacedLeaderRefusesBadInvitationsFirst).
 	a, leaderOrg, spent, err := n.checkInvitation(joiner, token)
 	if err != nil {
 		return false, err

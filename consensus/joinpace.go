@@ -11,8 +11,8 @@ import (
 )
 
 // Admissions are paced (issue 17): a new peer first receives the whole log
-// (or a snapshot) from the leader and applies it, then every member dials
-// it and it registers its organisation. On a small host where many peers
+// (or a snapshot) from the leader and applies it, then the voters and a
+// few others dial it (mesh.go) and it registers its organisation. On a small host where many peers
 // start at once, admitting every joiner the moment it asks had dozens
 // catching up together: the host starved, the voters missed the `lan`
 // preset's heartbeats and the federation spent minutes electing

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/coopgrid/coopgrid/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -182,5 +183,61 @@ func TestCatchingUpForgets(t *testing.T) {
 				t.Fatalf("expired %v, %d left; want %d expired, %d left", expired, c.count(), tc.wantExpire, tc.wantLeft)
 			}
 		})
+	}
+}
+
+// TestPacedLeaderRefusesBadInvitationsFirst: while the leader paces
+// admissions (a peer it admitted has not caught up: it died right after
+// joining, and holds the only catch-up slot), a joiner with a good
+// invitation is answered CodeAdmissionPaced, but one with no invitation
+// or a bad one gets its refusal, not "ask again shortly": admitPeer checks
+// the invitation before the pace (an invalid invitation must not be told
+// to wait for a turn it will never get).
+func TestPacedLeaderRefusesBadInvitationsFirst(t *testing.T) {
+	oneSlot := func(cfg *Config) {
+		cfg.MaxVoters = 1 // every joiner a non-voter
+		cfg.MaxCatchingUp = 1
+		cfg.CatchUpTimeout = 5 * time.Minute // the dead joiner keeps its slot for the whole test
+	}
+	c := newCluster(t, 1, 1, oneSlot)
+	leader := c.peers[0]
+	join := func(p *tpeer, token string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := p.node.Join(ctx, token, leader.addr())
+		return err
+	}
+	dead := startPeer(t, "dead", c.psk, oneSlot)
+	c.peers = append(c.peers, dead)
+	if err := join(dead, c.invite(dead)); err != nil {
+		t.Fatalf("first joiner: %v", err)
+	}
+	dead.stop() // admitted, never reports its catch-up
+
+	waiting := startPeer(t, "waiting", c.psk, oneSlot)
+	c.peers = append(c.peers, waiting)
+	good := c.invite(waiting)
+	if err := join(waiting, good); p2p.Code(err) != CodeAdmissionPaced {
+		t.Fatalf("a good invitation while the slot is held: %v, want %s (the leader is not pacing: the test proves nothing)", err, CodeAdmissionPaced)
+	}
+
+	bad := startPeer(t, "bad", c.psk, oneSlot)
+	c.peers = append(c.peers, bad)
+	cases := []struct {
+		name, token, want string
+	}{
+		{"none", "", CodeInvitationRequired},
+		{"garbage", "not-an-invitation", CodeInvitation},
+		{"another peer's", good, CodeInvitation},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := join(bad, tc.token); p2p.Code(err) != tc.want {
+				t.Fatalf("join: %v, want %s", err, tc.want)
+			}
+		})
+	}
+	if memberIDs(t, leader)[bad.node.ID()] {
+		t.Fatal("the peer with a bad invitation is a member")
 	}
 }

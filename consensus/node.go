@@ -394,6 +394,16 @@ func (n *Node) Members() ([]Member, error) {
 	return out, nil
 }
 
+// MemberCount is the number of members in the configuration this node
+// knows (0 when it knows none): Members without decoding every ID.
+func (n *Node) MemberCount() int {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	return len(f.Configuration().Servers)
+}
+
 // View runs fn on the local ledger under the read lock: a possibly stale
 // read (a follower may be behind the leader). fn must not keep l or anything
 // reachable from it that is not a copy (the ledger's accessors return
@@ -558,17 +568,19 @@ func (n *Node) maintain() {
 	}
 }
 
-// reconnect dials, in the background, the members this node is not
-// connected to. Raft dials by peer ID too, but a member that restarted on a
-// new port is only found through its known addresses or its own dial.
+// reconnect dials, in the background, the members this node keeps
+// connections to (meshPeers) and is not connected to. Raft dials by peer
+// ID too, but a member that restarted on a new port is only found through
+// its known addresses or its own dial.
 func (n *Node) reconnect() {
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
 		return
 	}
+	keep := meshPeers(f.Configuration(), raft.ServerID(n.self.String()), meshRing)
 	for _, s := range f.Configuration().Servers {
 		id, err := peer.Decode(string(s.ID))
-		if err != nil || id == n.self {
+		if err != nil || id == n.self || !keep[s.ID] {
 			continue
 		}
 		if n.host.Network().Connectedness(id) == network.Connected {

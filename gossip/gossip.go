@@ -48,6 +48,12 @@ type Config struct {
 	// unreachable, not leading any more). Unset, every heartbeat goes on
 	// the topic.
 	Leader func() (peer.ID, bool)
+	// Members, when set, is the federation's size (its Raft
+	// configuration's members), which sizes the intervals below; unset,
+	// the peers this peer sees on the topic do. A non-voter keeps
+	// connections to a few members only (consensus/mesh.go), so it sees
+	// far fewer on the topic than there are.
+	Members func() int
 	// AnnounceMin, when longer, is the interval between this peer's
 	// announcements on the topic instead of AnnounceInterval's.
 	AnnounceMin time.Duration
@@ -159,9 +165,11 @@ func (g *Gossip) join() error {
 
 // gossipSubParams are gossipsub's defaults with less redundancy, which
 // every peer pays for every message: a publisher floods its own messages
-// to every peer on the topic (gossipsub's flood publishing), and every
-// member keeps a connection to every other, so the mesh only relays
-// around a missing link. A mesh of 2 (not 6) peers, each a source of a
+// to every peer on the topic it is connected to (gossipsub's flood
+// publishing): every voter keeps a connection to every member and every
+// non-voter to every voter and a few others (consensus/mesh.go), so the
+// voters receive every message from its publisher and the mesh relays it
+// to the non-voters. A mesh of 2 (not 6) peers, each a source of a
 // duplicate of every message (a random graph of degree 2 to 4 still
 // links every peer to the others through relays); gossip (IHAVE) to 1
 // peer per heartbeat rather than to a quarter of all peers outside the
@@ -403,8 +411,14 @@ func needsTopic(delivered, forced, addrsChanged bool, sinceLast, announce time.D
 }
 
 // topicPeers is the number of peers on the topic, this one included: the
-// federation's size as far as this peer can tell.
+// federation's size as far as this peer can tell (Config.Members when
+// set).
 func (g *Gossip) topicPeers() int {
+	if g.cfg.Members != nil {
+		if k := g.cfg.Members(); k > 0 {
+			return k
+		}
+	}
 	if g.topic == nil {
 		return 1
 	}

@@ -149,12 +149,7 @@ func Decode(data []byte) (*Heartbeat, error) {
 func authorise(state StateViewer, author peer.ID, hb *Heartbeat) error {
 	var registered string
 	var removed bool
-	state.View(func(l *ledger.Ledger) {
-		if o, ok := l.Org(hb.Org); ok {
-			registered = o.Peer
-			removed = l.IsRemoved(hb.Org)
-		}
-	})
+	state.View(func(l *ledger.Ledger) { registered, removed, _ = l.OrgPeer(hb.Org) })
 	switch {
 	case removed && registered == author.String():
 		return fmt.Errorf("%w: %q was removed from the federation", ErrNotMember, hb.Org)

@@ -157,3 +157,46 @@ func TestNextSendEndsOnTheGrid(t *testing.T) {
 		}
 	}
 }
+
+// TestIntervalsSizedByMembers: with Config.Members set, the intervals are
+// sized by the federation's members, not by the peers this one sees on
+// the topic (a non-voter is connected to a few only: consensus/mesh.go);
+// without it, or while it knows none, by the topic (here this peer alone,
+// on a real host).
+func TestIntervalsSizedByMembers(t *testing.T) {
+	psk, err := p2p.GenerateSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := p2p.New(p2p.Config{DataDir: filepath.Join(t.TempDir(), "p2p"), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Secret: psk, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	view := newLedgerView(t, map[string]peer.ID{"o": h.ID()})
+	leader := func() (peer.ID, bool) { return "", false }
+	cases := []struct {
+		name                   string
+		members                func() int
+		wantPublish, wantTopic time.Duration
+	}{
+		{"100 members", func() int { return 100 }, 5 * time.Second, 100 * time.Second},
+		{"none known yet", func() int { return 0 }, time.Second, time.Second},
+		{"unset", nil, time.Second, time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New(Config{Org: "o", Interval: time.Second, MaxInterval: 10 * time.Second, Leader: leader, Members: tc.members, Logger: testLogger()})
+			defer g.Close()
+			if err := g.Join(h, view); err != nil {
+				t.Fatal(err)
+			}
+			if got := g.publishInterval(); got != tc.wantPublish {
+				t.Errorf("publish interval %v, want %v", got, tc.wantPublish)
+			}
+			if got := g.announceInterval(); got != tc.wantTopic {
+				t.Errorf("announce interval %v, want %v", got, tc.wantTopic)
+			}
+		})
+	}
+}

@@ -41,51 +41,84 @@ func (l *Ledger) Orgs() []OrgInfo {
 		out[i] = OrgInfo{Org: *l.orgs[n], AllocatedMFLOPS: l.alloc[n], PIMilliW: l.pi[n]}
 	}
 	for _, m := range l.machines {
-		o := &out[idx[m.Org]]
-		o.Machines++
-		if m.State == MachineUp {
-			o.MachinesUp++
-			o.QuotaMFLOPS += m.MFLOPS
-			o.PowerQuotaMilliW += m.BusyMilliW
-		}
+		out[idx[m.Org]].countMachine(m)
 	}
 	for _, t := range l.tasks {
-		o := &out[idx[t.Org]]
-		switch t.State {
-		case TaskQueued:
-			o.Queued++
-		case TaskAssigned:
-			o.Assigned++
-		case TaskRunning:
-			o.Running++
-		case TaskDone:
-			o.Done++
-		case TaskFailed:
-			o.Failed++
-		case TaskCancelled:
-			o.Cancelled++
-		}
+		out[idx[t.Org]].countTask(t.State)
 	}
 	for i := range out {
-		if out[i].QuotaMFLOPS > 0 {
-			dp := policy.DP(out[i].AllocatedMFLOPS, out[i].QuotaMFLOPS)
-			out[i].DP = &dp
-		}
+		out[i].setDP()
 	}
 	return out
 }
 
-// Org returns one organisation.
+// Org returns one organisation. It counts that organisation's machines
+// and tasks only: the heartbeat validator of every peer asked it for each
+// heartbeat received, and building every organisation's record for it cost
+// O(organisations) each time, O(N³) over a forming federation of N peers
+// (issue 17, docs/BENCHMARKS.md).
 func (l *Ledger) Org(name string) (OrgInfo, bool) {
-	if l.orgs[name] == nil {
+	o := l.orgs[name]
+	if o == nil {
 		return OrgInfo{}, false
 	}
-	for _, o := range l.Orgs() {
-		if o.Name == name {
-			return o, true
+	info := OrgInfo{Org: *o, AllocatedMFLOPS: l.alloc[name], PIMilliW: l.pi[name]}
+	for _, m := range l.machines {
+		if m.Org == name {
+			info.countMachine(m)
 		}
 	}
-	return OrgInfo{}, false
+	for _, t := range l.tasks {
+		if t.Org == name {
+			info.countTask(t.State)
+		}
+	}
+	info.setDP()
+	return info, true
+}
+
+// OrgPeer is the peer org is registered to and whether the federation
+// removed it, without the derived quantities Org counts (O(1)): what a
+// check of who may speak for org needs.
+func (l *Ledger) OrgPeer(org string) (peer string, removed, ok bool) {
+	o := l.orgs[org]
+	if o == nil {
+		return "", false, false
+	}
+	return o.Peer, l.IsRemoved(org), true
+}
+
+func (o *OrgInfo) countMachine(m *Machine) {
+	o.Machines++
+	if m.State == MachineUp {
+		o.MachinesUp++
+		o.QuotaMFLOPS += m.MFLOPS
+		o.PowerQuotaMilliW += m.BusyMilliW
+	}
+}
+
+func (o *OrgInfo) countTask(s TaskState) {
+	switch s {
+	case TaskQueued:
+		o.Queued++
+	case TaskAssigned:
+		o.Assigned++
+	case TaskRunning:
+		o.Running++
+	case TaskDone:
+		o.Done++
+	case TaskFailed:
+		o.Failed++
+	case TaskCancelled:
+		o.Cancelled++
+	}
+}
+
+func (o *OrgInfo) setDP() {
+	if o.QuotaMFLOPS > 0 {
+		dp := policy.DP(o.AllocatedMFLOPS, o.QuotaMFLOPS)
+		o.DP = &dp
+	}
 }
 
 // OrgOfPeer returns the organisation the peer acts for.

@@ -388,7 +388,7 @@ func (n *Node) startReplication() error {
 		n.opts.Consensus(&ccfg)
 	}
 	n.gossip = gossip.New(gossip.Config{Org: n.org, Boot: n.boot, Interval: n.cfg.Heartbeat.Interval, MaxInterval: n.cfg.Heartbeat.Timeout / 3,
-		Now: n.now, Logger: n.log, IsMember: n.gossipMember, Leader: n.gossipLeader})
+		Now: n.now, Logger: n.log, IsMember: n.gossipMember, Leader: n.gossipLeader, Members: n.gossipMembers})
 	lead, err := n.newLeader(ccfg)
 	if err != nil {
 		return err

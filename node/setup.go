@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"runtime"
 	"runtime/debug"
+	rtmetrics "runtime/metrics"
 	"slices"
 	"time"
 
@@ -210,17 +211,40 @@ func (n *Node) setup() {
 	close(n.ready)
 	n.gossip.PublishNow()
 	n.log.Info("ready", "machines", len(n.machines))
-	// The start's restore and replay decoded megabytes that are garbage
-	// now; the runtime would keep that heap for minutes before its
-	// scavenger returned it. Returned at once, the RSS after a restart is
-	// the state's (issue 17: 97 MiB anonymous after a restart at 100,000
-	// finished tasks, 57 after one collection; docs/BENCHMARKS.md).
-	debug.FreeOSMemory()
+	releaseStartGarbage()
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		n.keepRetention(n.ctx)
 	}()
+}
+
+// startGarbageFloor is the heap below which the start's garbage is left
+// to the runtime (releaseStartGarbage).
+const startGarbageFloor = 64 << 20
+
+// releaseStartGarbage returns the start's garbage to the system at once
+// when the heap is large. A restore and replay decode megabytes that are
+// garbage by the time the peer is ready; the runtime would keep that heap
+// for minutes before its scavenger returned it. Returned at once, the RSS
+// after a restart is the state's (issue 17: 97 MiB anonymous after a
+// restart at 100,000 finished tasks, 57 after one collection;
+// docs/BENCHMARKS.md). A small heap (a new peer of a young federation: 20
+// MiB) is not worth the forced collection, which was about a twentieth
+// of a joiner's CPU until ready (docs/BENCHMARKS.md, "Forming 100 peers,
+// session 10").
+func releaseStartGarbage() {
+	s := []rtmetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
+	rtmetrics.Read(s)
+	var heap uint64
+	for _, v := range s {
+		if v.Value.Kind() == rtmetrics.KindUint64 {
+			heap += v.Value.Uint64()
+		}
+	}
+	if heap >= startGarbageFloor {
+		debug.FreeOSMemory()
+	}
 }
 
 type fatalError struct{ msg string }
@@ -555,6 +579,16 @@ func (n *Node) gossipLeader() (peer.ID, bool) {
 		return "", false
 	}
 	return n.cons.Leader()
+}
+
+// gossipMembers is the federation's size for gossip's intervals
+// (gossip.Config.Members): the members of the Raft configuration, 0 while
+// none is known.
+func (n *Node) gossipMembers() int {
+	if n.cons == nil {
+		return 0
+	}
+	return n.cons.MemberCount()
 }
 
 // isMember reports whether p is in the Raft configuration.

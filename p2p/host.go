@@ -135,9 +135,10 @@ func parseTCPAddrs(what string, ss []string) ([]ma.Multiaddr, error) {
 
 // KeepAliveInterval is how long a connection may stay silent before its
 // multiplexer (yamux) pings the other end: 2 minutes, not yamux's 30 s.
-// Every peer keeps a connection to every member, most of them idle (a
-// non-voter talks to the leader and two gossip neighbours), and every
-// ping wakes both ends: at 100 peers, with 30 s, each peer took part in
+// A voter keeps a connection to every member, a non-voter to every voter
+// and a few others (consensus/mesh.go), most of them idle (a non-voter
+// talks to the leader and two gossip neighbours), and every ping wakes
+// both ends: at 100 peers, with 30 s, each peer took part in
 // about 3 pings a second (issue 17). A connection whose other end vanished
 // without closing it is noticed later, by the ping or by whoever uses it
 // first (Raft, the heartbeats and the requests all have their own

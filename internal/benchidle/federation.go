@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -44,6 +45,9 @@ type peerProc struct {
 	client *api.Client
 	proc   *peerproc.Proc
 	id     string // libp2p peer ID, once formed
+	// readyCPU is the process's CPU time when its ready line was seen:
+	// what its own start, join, catch-up and registration cost.
+	readyCPU time.Duration
 }
 
 // federation is the N peers; the first creates the federation.
@@ -59,6 +63,40 @@ type federation struct {
 	peers    []*peerProc
 	// retries counts the joiners started again (join).
 	retries atomic.Int64
+	// portMu guards nextPort, the next API port apiPort tries.
+	portMu   sync.Mutex
+	nextPort int
+}
+
+// API ports are taken below the kernel's ephemeral range (Linux's default
+// 32768-60999), from a random point of [apiPortLow, apiPortHigh): a port
+// found free there at `peer init` stays free until `peer run` binds it.
+// One found free in the ephemeral range did not: at 100 peers on one host
+// the libp2p connections' own local ports took two API ports between the
+// two, and those peers exited and were started again (docs/BENCHMARKS.md,
+// "Forming 100 peers, session 10").
+const (
+	apiPortLow  = 10000
+	apiPortHigh = 32000
+)
+
+// apiPort returns a loopback port free now, below the ephemeral range,
+// distinct from those it returned before.
+func (f *federation) apiPort() (int, error) {
+	f.portMu.Lock()
+	defer f.portMu.Unlock()
+	if f.nextPort == 0 {
+		f.nextPort = apiPortLow + rand.IntN(apiPortHigh-apiPortLow-4*f.n)
+	}
+	for f.nextPort < apiPortHigh {
+		p := f.nextPort
+		f.nextPort++
+		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
+			l.Close()
+			return p, nil
+		}
+	}
+	return peerproc.FreePort()
 }
 
 // machinesFile offers one simulated machine, with its figures given so
@@ -110,6 +148,7 @@ func (f *federation) start(ctx context.Context) (time.Duration, error) {
 	if _, err := first.proc.WaitLine(`(?m)^ready: `, callTimeout); err != nil {
 		return 0, err
 	}
+	first.noteReady()
 	addrs := first.proc.Addrs()
 	if len(addrs) == 0 {
 		return 0, fmt.Errorf("%s printed no full multiaddr", first.org)
@@ -173,6 +212,7 @@ func (f *federation) join(ctx context.Context, p *peerProc, boot string) error {
 			return err
 		}
 		if _, last = p.proc.WaitLine(`(?m)^ready: `, readyTimeout); last == nil {
+			p.noteReady()
 			return nil
 		}
 		if !p.proc.Exited() {
@@ -186,7 +226,7 @@ func (f *federation) join(ctx context.Context, p *peerProc, boot string) error {
 // applies the --set keys.
 func (f *federation) initPeer(ctx context.Context, p *peerProc, extra ...string) error {
 	machines := filepath.Join(f.root, "machines.yaml")
-	port, err := peerproc.FreePort()
+	port, err := f.apiPort()
 	if err != nil {
 		return err
 	}
@@ -346,6 +386,59 @@ func (f *federation) stop() {
 		}()
 	}
 	wg.Wait()
+}
+
+// noteReady records p's CPU time at its ready line.
+func (p *peerProc) noteReady() {
+	if st, err := readProcStat(p.proc.Cmd.Process.Pid); err == nil {
+		p.readyCPU = st.cpu
+	}
+}
+
+// formationCost splits the CPU time every running peer used until now
+// (formation) into what each spent until its own ready line (its start,
+// join, catch-up and registration) and what it spent after, as a member
+// while the others joined: the first peer (the leader while forming) and
+// the voters, then the others. Per joiner, the second part is the
+// members' work for each new member (gossip, connections, configuration
+// entries); it grows with N if that work does.
+type formationCost struct {
+	Total, Own, FirstAfter, VotersAfter, OthersAfter time.Duration
+}
+
+func (f *federation) formationCost() formationCost {
+	var c formationCost
+	nv := wantVoters(f.n)
+	for i, p := range f.peers {
+		if p.proc == nil || p.proc.Exited() {
+			continue
+		}
+		st, err := readProcStat(p.proc.Cmd.Process.Pid)
+		if err != nil {
+			continue
+		}
+		c.Total += st.cpu
+		c.Own += p.readyCPU
+		after := st.cpu - p.readyCPU
+		switch {
+		case i == 0:
+			c.FirstAfter += after
+		case i < nv:
+			c.VotersAfter += after
+		default:
+			c.OthersAfter += after
+		}
+	}
+	return c
+}
+
+// log writes the split, per joiner.
+func (c formationCost) log(log *slog.Logger, n int) {
+	j := float64(max(n-1, 1))
+	log.Info("formation cost (CPU-s)", "all_peers", c.Total.Seconds(), "per_joiner", c.Total.Seconds()/j,
+		"own_until_ready_per_joiner", c.Own.Seconds()/j,
+		"members_after_ready_per_joiner", (c.FirstAfter+c.VotersAfter+c.OthersAfter).Seconds()/j,
+		"first_after_ready", c.FirstAfter.Seconds(), "voters_after_ready", c.VotersAfter.Seconds(), "others_after_ready", c.OthersAfter.Seconds())
 }
 
 // cpuSeconds is the CPU time every running peer process has used so far

@@ -123,6 +123,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log.Info("formed", "peers", o.n, "seconds", formed.Seconds(), "cpu_seconds_of_all_peers", fed.cpuSeconds(), "load", loadavg())
+	fed.formationCost().log(log, o.n)
 	if err := sleep(ctx, o.settle); err != nil {
 		return err
 	}
