@@ -42,7 +42,9 @@ type Node struct {
 	cfg  Config
 	host *p2p.Host
 	self peer.ID
-	log  *slog.Logger
+	// selfID is self's Raft server ID (its text form, encoded once).
+	selfID raft.ServerID
+	log    *slog.Logger
 
 	fsm   *fsm
 	hub   *hub
@@ -121,6 +123,7 @@ func New(cfg Config, h *p2p.Host, opts ...Option) (*Node, error) {
 		cfg:      cfg,
 		host:     h,
 		self:     h.ID(),
+		selfID:   raft.ServerID(h.ID().String()),
 		log:      cfg.Logger.With("peer", shortID(h.ID())),
 		hub:      newHub(),
 		notifyCh: make(chan bool, 8),
@@ -177,7 +180,7 @@ func New(cfg Config, h *p2p.Host, opts ...Option) (*Node, error) {
 	}
 
 	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(n.self.String())
+	rc.LocalID = n.selfID
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout

@@ -80,13 +80,13 @@ func TestPacerSlots(t *testing.T) {
 		name  string
 		steps []step
 	}{
-		{"a voter's heartbeats go once per quarter heartbeat timeout, its idle appends once per heartbeat timeout", []step{
+		{"a voter's heartbeats go once per quarter heartbeat timeout, its idle appends once per voterIdleAppends heartbeat timeouts", []step{
 			{"heartbeat", "v1", heartbeat(), 0, 0, 0, false},
 			{"heartbeat again", "v1", heartbeat(), time.Millisecond, 0, lan/4 - time.Millisecond, true},
 			{"first idle append", "v1", idle(9), 2 * time.Millisecond, 9, 0, false},
 			{"a third heartbeat takes the next slot", "v1", heartbeat(), 3 * time.Millisecond, 9, 2*lan/4 - 3*time.Millisecond, true},
-			// Slots fall on the grid: the next after 2 ms + lan.
-			{"next idle append", "v1", idle(9), 4 * time.Millisecond, 9, lan + lan/4 - 4*time.Millisecond, true},
+			// Slots fall on the grid: the next after 2 ms + 5 lan.
+			{"next idle append", "v1", idle(9), 4 * time.Millisecond, 9, voterIdleAppends*lan + lan/4 - 4*time.Millisecond, true},
 			{"entries", "v1", entries, 5 * time.Millisecond, 9, 0, false},
 			{"a new commit", "v1", idle(10), 6 * time.Millisecond, 9, 0, false},
 			{"a heartbeat after its slots", "v1", heartbeat(), lan, 9, 0, false},
