@@ -52,14 +52,14 @@ import (
 // HeartbeatTimeout and an election. Their idle AppendEntries, which only
 // repeat the heartbeats when there is no news, go once per
 // voterIdleAppends heartbeat timeouts instead of every CommitTimeout.
-// Their heartbeats go
-// once per VoterHeartbeatInterval (a quarter of the heartbeat timeout, at
-// most a third of the leader lease) rather than Raft's every tenth to
-// fifth of the heartbeat timeout: at the LAN preset 10 a second to each
-// voter instead of about 17, which was the largest part of an idle
-// leader's and voters' CPU (docs/BENCHMARKS.md). A follower still hears
-// from the leader four times per heartbeat timeout, and the leader from
-// a quorum three times per lease. A heartbeat that waits leaves at once
+// Their heartbeats go once per VoterHeartbeatInterval (a third of the
+// heartbeat timeout, at most a third of the leader lease) rather than
+// Raft's every tenth to fifth of the heartbeat timeout: at the LAN preset
+// 7.5 a second to each voter instead of about 17, which was the largest
+// part of an idle leader's and voters' CPU (docs/BENCHMARKS.md; a quarter,
+// 10 a second, until session 10). A follower still hears from the leader
+// three times per heartbeat timeout, and the leader from a quorum three
+// times per lease. A heartbeat that waits leaves at once
 // when someone asks the leader to verify its leadership (hurry), so a
 // read-index still takes a round trip, not a heartbeat slot.
 
@@ -80,7 +80,7 @@ const (
 	suffrageTTL = 250 * time.Millisecond
 	// voterHeartbeatsPerTimeout is how many heartbeats a voter receives
 	// per heartbeat timeout (VoterHeartbeatInterval).
-	voterHeartbeatsPerTimeout = 4
+	voterHeartbeatsPerTimeout = 3
 	// voterIdleAppends is the interval, in heartbeat timeouts, of the
 	// idle AppendEntries to a voter (2 s at the LAN preset): they carry
 	// nothing the heartbeats do not (news goes at once, and ends a
@@ -90,7 +90,7 @@ const (
 )
 
 // VoterHeartbeatInterval is the least time between two heartbeats the
-// leader sends one voter: a quarter of the heartbeat timeout (100 ms at the
+// leader sends one voter: a third of the heartbeat timeout (133 ms at the
 // LAN preset), at most a third of the leader lease (0: no lease given).
 func VoterHeartbeatInterval(heartbeatTimeout, leaderLease time.Duration) time.Duration {
 	d := heartbeatTimeout / voterHeartbeatsPerTimeout

@@ -66,6 +66,8 @@ func TestPacerSlots(t *testing.T) {
 	}
 	entries := &raft.AppendEntriesRequest{Term: 2, PrevLogEntry: 9, Entries: []*raft.Log{{Index: 10}}, LeaderCommitIndex: 9}
 	t0 := time.Unix(1_000_000, 0)
+	g := VoterHeartbeatInterval(lan, 0)                                          // the grid
+	onGrid := func(d time.Duration) time.Duration { return (d + g - 1) / g * g } // after t0
 
 	type step struct {
 		name     string
@@ -80,13 +82,13 @@ func TestPacerSlots(t *testing.T) {
 		name  string
 		steps []step
 	}{
-		{"a voter's heartbeats go once per quarter heartbeat timeout, its idle appends once per voterIdleAppends heartbeat timeouts", []step{
+		{"a voter's heartbeats go once per third of a heartbeat timeout, its idle appends once per voterIdleAppends heartbeat timeouts", []step{
 			{"heartbeat", "v1", heartbeat(), 0, 0, 0, false},
-			{"heartbeat again", "v1", heartbeat(), time.Millisecond, 0, lan/4 - time.Millisecond, true},
+			{"heartbeat again", "v1", heartbeat(), time.Millisecond, 0, g - time.Millisecond, true},
 			{"first idle append", "v1", idle(9), 2 * time.Millisecond, 9, 0, false},
-			{"a third heartbeat takes the next slot", "v1", heartbeat(), 3 * time.Millisecond, 9, 2*lan/4 - 3*time.Millisecond, true},
+			{"a third heartbeat takes the next slot", "v1", heartbeat(), 3 * time.Millisecond, 9, 2*g - 3*time.Millisecond, true},
 			// Slots fall on the grid: the next after 2 ms + 5 lan.
-			{"next idle append", "v1", idle(9), 4 * time.Millisecond, 9, voterIdleAppends*lan + lan/4 - 4*time.Millisecond, true},
+			{"next idle append", "v1", idle(9), 4 * time.Millisecond, 9, onGrid(2*time.Millisecond+voterIdleAppends*lan) - 4*time.Millisecond, true},
 			{"entries", "v1", entries, 5 * time.Millisecond, 9, 0, false},
 			{"a new commit", "v1", idle(10), 6 * time.Millisecond, 9, 0, false},
 			{"a heartbeat after its slots", "v1", heartbeat(), lan, 9, 0, false},
@@ -97,8 +99,8 @@ func TestPacerSlots(t *testing.T) {
 		}},
 		{"no-news RPCs to a non-voter take successive slots", []step{
 			{"first heartbeat goes at once", "n1", heartbeat(), 0, 0, 0, false},
-			{"the idle append waits one interval", "n1", idle(9), time.Millisecond, 9, iv - time.Millisecond, true},
-			{"the next heartbeat waits two", "n1", heartbeat(), 2 * time.Millisecond, 9, 2*iv - 2*time.Millisecond, true},
+			{"the idle append waits one interval", "n1", idle(9), time.Millisecond, 9, onGrid(iv) - time.Millisecond, true},
+			{"the next heartbeat waits two", "n1", heartbeat(), 2 * time.Millisecond, 9, onGrid(onGrid(iv)+iv) - 2*time.Millisecond, true},
 		}},
 		{"news to a non-voter goes at once", []step{
 			{"heartbeat", "n2", heartbeat(), 0, 0, 0, false},
@@ -125,7 +127,7 @@ func TestPacerSlots(t *testing.T) {
 	}
 }
 
-// TestVoterHeartbeatInterval: a quarter of the heartbeat timeout, never
+// TestVoterHeartbeatInterval: a third of the heartbeat timeout, never
 // more than a third of the lease (the leader hears from a quorum three
 // times per lease).
 func TestVoterHeartbeatInterval(t *testing.T) {
@@ -133,10 +135,10 @@ func TestVoterHeartbeatInterval(t *testing.T) {
 	for _, tc := range []struct {
 		hb, lease, want time.Duration
 	}{
-		{lan.HeartbeatTimeout, lan.LeaderLeaseTimeout, 100 * time.Millisecond},
+		{lan.HeartbeatTimeout, lan.LeaderLeaseTimeout, lan.HeartbeatTimeout / 3}, // 133 ms
 		{wan.HeartbeatTimeout, wan.LeaderLeaseTimeout, 500 * time.Millisecond},
 		{time.Second, 150 * time.Millisecond, 50 * time.Millisecond},
-		{time.Second, 0, 250 * time.Millisecond},
+		{time.Second, 0, time.Second / 3},
 	} {
 		if got := VoterHeartbeatInterval(tc.hb, tc.lease); got != tc.want {
 			t.Errorf("heartbeat timeout %v, lease %v: %v, want %v", tc.hb, tc.lease, got, tc.want)
@@ -177,10 +179,12 @@ func TestPacerHurriesHeartbeats(t *testing.T) {
 			t.Fatalf("%v after hurry: heartbeat waits %v", at, wait)
 		}
 	}
-	// The last went at lan - 1 ms: the next slot is the second grid
-	// point after it.
-	if wait, _ := p.slot("v1", heartbeat, now.Add(lan)); wait != VoterHeartbeatInterval(lan, 0) {
-		t.Fatalf("a heartbeat timeout after hurry: wait %v, want the slot after the last heartbeat", wait)
+	// The last went at lan - 1 ms: the next slot is the first grid point
+	// half an interval after it (the second after it).
+	g := VoterHeartbeatInterval(lan, 0)
+	next := (lan - time.Millisecond + g/2 + g - 1) / g * g
+	if wait, _ := p.slot("v1", heartbeat, now.Add(lan)); wait != next-lan || wait <= 0 {
+		t.Fatalf("a heartbeat timeout after hurry: wait %v, want %v: the slot after the last heartbeat", wait, next-lan)
 	}
 }
 
