@@ -24,9 +24,10 @@ import (
 // kernel closes its sockets), and every peer sees the leader disconnect.
 // A voter whose leader disconnects first holds: it lengthens its Raft
 // timeouts (hastenFactor heartbeat timeouts) so that Raft's own timer does
-// not make it stand at a moment of its own. Then it waits until its last
-// contact with the leader is a leader lease old and, in an order all
-// voters agree on, a step more (standDelay) and, if the leader is still
+// not make it stand at a moment of its own. Then it waits a leader lease
+// after the disconnection (and after its last contact with the leader)
+// and, in an order all voters agree on, a step more (standDelay) and, if
+// the leader is still
 // disconnected and still the one it knows, shortens its heartbeat timeout
 // to the lease (the least Raft accepts, LeaderLeaseTimeout ≤
 // HeartbeatTimeout) until it knows a leader again, at most hastenFactor
@@ -57,8 +58,8 @@ const hastenFactor = 4
 
 // leaderLoss watches the connection to the leader (see above).
 type leaderLoss struct {
-	// lost receives the peers whose last connection closed.
-	lost     chan peer.ID
+	// lost receives the peers whose last connection closed, and when.
+	lost     chan disconnect
 	notifiee *network.NotifyBundle
 
 	// mu serialises the reloads of Raft's timeouts (adjustTiming).
@@ -74,15 +75,21 @@ type leaderLoss struct {
 	times int
 }
 
+// disconnect is a peer whose last connection closed at at.
+type disconnect struct {
+	p  peer.ID
+	at time.Time
+}
+
 func newLeaderLoss() *leaderLoss {
-	l := &leaderLoss{lost: make(chan peer.ID, 1)}
+	l := &leaderLoss{lost: make(chan disconnect, 1)}
 	l.notifiee = &network.NotifyBundle{DisconnectedF: func(nw network.Network, c network.Conn) {
 		p := c.RemotePeer()
 		if nw.Connectedness(p) == network.Connected {
 			return // another connection to p remains
 		}
 		select {
-		case l.lost <- p:
+		case l.lost <- disconnect{p, time.Now()}:
 		default: // one already waits; a leader's loss is seen again at the next
 		}
 	}}
@@ -179,12 +186,13 @@ func (n *Node) watchLeaderLoss() {
 			if n.knowsLeaderBesides(lost) {
 				end()
 			}
-		case p := <-n.loss.lost:
+		case d := <-n.loss.lost:
+			p := d.p
 			if poll != nil || !n.followsAsVoter(p) {
 				continue
 			}
 			n.hold(time.Now())
-			gone, forgetter := n.leaderGone(p)
+			gone, forgetter := n.leaderGone(p, d.at)
 			if !gone {
 				n.unhold()
 				continue
@@ -205,16 +213,26 @@ func (n *Node) knowsLeaderBesides(lost peer.ID) bool {
 	return id != "" && id != raft.ServerID(lost.String())
 }
 
-// leaderGone says whether p, which just disconnected, is the leader of
-// this voter and stays disconnected until this voter's last contact with
-// it is a lease old and this voter's turn came (it waits until then), and
-// whether this voter stands only to forget it (standDelay).
-func (n *Node) leaderGone(p peer.ID) (gone, forgetter bool) {
+// leaderGone says whether p, which disconnected at at, is the leader of
+// this voter and stays disconnected until a lease after at, and after
+// this voter's last contact with it, and this voter's turn came (it waits
+// until then); and whether this voter stands only to forget it
+// (standDelay). The turns count from the disconnection, which every voter
+// sees within milliseconds of the others (the kernel resets the dead
+// process's connections at once), not from each one's last contact: those
+// differ by up to a heartbeat interval and more on a loaded host, and a
+// forgetter that stood 220 ms after another, after the voter whose turn
+// came next, split the vote with it (session 10, 20 peers).
+func (n *Node) leaderGone(p peer.ID, at time.Time) (gone, forgetter bool) {
 	// In an order every voter computes alike (standOrder): voters that
 	// stand at the same instant all pass the pre-vote and split the vote,
 	// and the election waits for a timeout (seen at 20 peers: 0.7 s).
 	delay, forgetter := standDelay(n.gate.configuration(), n.selfID, raft.ServerID(p.String()), n.cfg.LeaderLeaseTimeout/leaderLossStep)
-	if wait := time.Until(n.raft.LastContact().Add(n.cfg.LeaderLeaseTimeout + delay)); wait > 0 {
+	from := at
+	if last := n.raft.LastContact(); last.After(from) {
+		from = last
+	}
+	if wait := time.Until(from.Add(n.cfg.LeaderLeaseTimeout + delay)); wait > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {
