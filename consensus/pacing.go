@@ -154,7 +154,11 @@ type pacedTransport struct {
 	// when a heartbeat waits on it (beatWaited).
 	beat map[raft.ServerID]time.Time
 	// gridBase is a point of the grid the slots fall on (onGrid).
-	gridBase   time.Time
+	gridBase time.Time
+	// term is the highest term of the AppendEntries sent, first seen at
+	// termStart: this peer's leadership in it began then (settleLocked).
+	term       uint64
+	termStart  time.Time
 	hurryUntil time.Time
 	hurried    chan struct{}
 	beatWaited bool
@@ -225,6 +229,9 @@ func (t *pacedTransport) slot(id raft.ServerID, args *raft.AppendEntriesRequest,
 		t.wakeLocked()
 	}
 	t.readSuffrage(now)
+	if wait := t.settleLocked(id, args.Term, now); wait > 0 {
+		return wait, nil
+	}
 	interval := NonVoterInterval(t.nonVoters, t.heartbeatTimeout)
 	if !t.nonVoter[id] {
 		// A voter's heartbeats go once per VoterHeartbeatInterval
@@ -248,6 +255,29 @@ func (t *pacedTransport) slot(id raft.ServerID, args *raft.AppendEntriesRequest,
 	t.next[id] = t.onGrid(at.Add(interval))
 	t.waited = true
 	return at.Sub(now), t.news
+}
+
+// settleLocked is how long an RPC to id in term must wait because this
+// peer's leadership in term has just begun: a new leader sends its
+// non-voters nothing, news or not, for its first heartbeat timeout. At
+// 100 peers on two cores, a new leader's first RPCs to 95 non-voters (its
+// no-op entry, then a heartbeat each) woke the whole host at once, and its
+// first heartbeats to the voters came too late: the voters, whose last
+// contact was still the dead leader's, stood again, and the federation went
+// 7 s without a leader (docs/BENCHMARKS.md, "Voters and fail-over, session
+// 10"). The voters' first heartbeats, the no-op's commit and the first
+// reads' barrier need only the voters; a non-voter waits for the leader
+// three of its intervals (at least three heartbeat timeouts) and never
+// stands for election, so its first contact a heartbeat timeout later
+// costs nothing.
+func (t *pacedTransport) settleLocked(id raft.ServerID, term uint64, now time.Time) time.Duration {
+	if term > t.term {
+		t.term, t.termStart = term, now
+	}
+	if term < t.term || !t.nonVoter[id] {
+		return 0
+	}
+	return max(0, t.termStart.Add(t.heartbeatTimeout).Sub(now))
 }
 
 // onGrid is the first point of the pacer's grid at or after at. Every

@@ -114,6 +114,7 @@ func TestPacerSlots(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPacedTransport(noPipeline{}, lan, func() raft.Configuration { return cfg })
+			settled(p)
 			p.gridBase = t0
 			for _, s := range tc.steps {
 				p.acked[s.to] = s.acked
@@ -153,6 +154,7 @@ func TestPacerHurriesHeartbeats(t *testing.T) {
 	const lan = 400 * time.Millisecond
 	cfg := configOf(3, 4)
 	p := newPacedTransport(noPipeline{}, lan, func() raft.Configuration { return cfg })
+	settled(p)
 	now := time.Unix(1_000_000, 0)
 	p.gridBase = now
 	heartbeat := &raft.AppendEntriesRequest{Term: 2}
@@ -195,6 +197,7 @@ func TestPacerWaitsEndOnTheGrid(t *testing.T) {
 	const lan = 400 * time.Millisecond
 	cfg := configOf(4, 6)
 	p := newPacedTransport(noPipeline{}, lan, func() raft.Configuration { return cfg })
+	settled(p)
 	t0 := time.Unix(1_000_000, 0)
 	p.gridBase = t0.Add(-7 * time.Millisecond)
 	grid := VoterHeartbeatInterval(lan, 0)
@@ -226,6 +229,7 @@ func TestPacerWaitsEndOnTheGrid(t *testing.T) {
 func TestPacerWakesOnNews(t *testing.T) {
 	cfg := configOf(3, 4)
 	p := newPacedTransport(noPipeline{}, 400*time.Millisecond, func() raft.Configuration { return cfg })
+	settled(p)
 	now := time.Unix(1_000_000, 0)
 	p.slot("n0", &raft.AppendEntriesRequest{}, now)
 	wait, news := p.slot("n0", &raft.AppendEntriesRequest{}, now)
@@ -295,6 +299,7 @@ func TestPacerWakesOnOwnNews(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPacedTransport(noPipeline{}, 400*time.Millisecond, func() raft.Configuration { return cfg })
+			settled(p)
 			news := park(p)
 			if err := tc.news(p); err != nil {
 				t.Fatal(err)
@@ -321,6 +326,7 @@ func TestPacerWakesOnOwnNews(t *testing.T) {
 func TestPacerRefreshesCommit(t *testing.T) {
 	const leaderTerm, leaderCommit = 3, 40
 	p := newPacedTransport(noPipeline{}, 400*time.Millisecond, func() raft.Configuration { return configOf(3, 0) })
+	settled(p)
 	p.leaderCommit = func(term uint64) (uint64, bool) { return leaderCommit, term == leaderTerm }
 	for _, tc := range []struct {
 		name string
@@ -448,5 +454,46 @@ func TestStatsTargetsBounded(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// settled makes p a pacer whose leadership began long ago, past
+// settleLocked's wait for non-voters.
+func settled(p *pacedTransport) {
+	p.term, p.termStart = 2, time.Unix(0, 0)
+}
+
+// TestNewLeaderServesVotersFirst: in the first heartbeat timeout of a
+// leadership, RPCs to non-voters wait, news or not, until it ends; RPCs to
+// voters do not; an older term's RPC is not held; the next term starts a
+// new wait.
+func TestNewLeaderServesVotersFirst(t *testing.T) {
+	const lan = 400 * time.Millisecond
+	cfg := configOf(3, 2)
+	p := newPacedTransport(noPipeline{}, lan, func() raft.Configuration { return cfg })
+	t0 := time.Unix(1_000_000, 0)
+	p.gridBase = t0
+	entries := func(term uint64) *raft.AppendEntriesRequest {
+		return &raft.AppendEntriesRequest{Term: term, PrevLogEntry: 9, Entries: []*raft.Log{{Index: 10}}, LeaderCommitIndex: 9}
+	}
+	for _, s := range []struct {
+		name string
+		to   raft.ServerID
+		req  *raft.AppendEntriesRequest
+		at   time.Duration
+		wait time.Duration
+	}{
+		{"the no-op to a voter goes at once", "v1", entries(5), 0, 0},
+		{"the no-op to a non-voter waits", "n0", entries(5), time.Millisecond, lan - time.Millisecond},
+		{"a heartbeat to a non-voter waits", "n1", &raft.AppendEntriesRequest{Term: 5}, 100 * time.Millisecond, lan - 100*time.Millisecond},
+		{"an older term's RPC is not held", "n1", entries(4), 200 * time.Millisecond, 0},
+		{"after the first heartbeat timeout, news goes at once", "n0", entries(5), lan, 0},
+		{"a new term: a new wait", "n0", entries(6), lan + time.Millisecond, lan},
+		{"and none for voters", "v2", entries(6), lan + 2*time.Millisecond, 0},
+	} {
+		wait, _ := p.slot(s.to, s.req, t0.Add(s.at))
+		if wait != s.wait {
+			t.Errorf("%s: wait %v, want %v", s.name, wait, s.wait)
+		}
 	}
 }
