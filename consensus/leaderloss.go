@@ -47,7 +47,7 @@ import (
 // deposed by a dropped connection alone: its heartbeats redial, and a
 // voter stands only when none arrived for a lease (instead of a heartbeat
 // timeout), and only a quorum of such voters elects another leader; a
-// voter whose leader reconnects drops its hold at once.
+// voter whose leader reconnected drops its hold when its turn comes.
 // A leader that hangs without closing its connections (a partition, a
 // stopped process) is noticed by the timer alone, as before.
 
@@ -109,7 +109,7 @@ const leaderLossStep = 2
 // the one elected stood.
 const forgetterElection = 2
 
-// standDelay is how long after its lease without contact voter self
+// standDelay is how long after a lease from the disconnection voter self
 // stands when leader lost disconnected, and whether it is one of the
 // first, which stand only to forget the leader: the surviving voters,
 // ordered by ID, stand so that exactly one of them is the first to find a
