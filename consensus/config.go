@@ -113,10 +113,6 @@ type Config struct {
 	// and stable store and the write waits that long: a slow disk, for
 	// fault injection only (nil in production).
 	StoreDelay func() time.Duration
-	// hostStarved, when set, replaces the reading of the host's CPU
-	// pressure (starve.go; tests whose timings must not depend on the
-	// load of the machine running them).
-	hostStarved func() bool
 	// storeFail, when set, fails every Raft log write while it returns
 	// an error (a log store refusing writes, as on a full disk; tests
 	// only).

@@ -57,6 +57,9 @@ type gate struct {
 	lastLog map[peer.ID]time.Time
 	// suppressed counts refusals not logged since.
 	suppressed map[peer.ID]int
+
+	// members answers membership by binary peer ID (memberset.go).
+	members memberSet
 }
 
 const (
@@ -103,20 +106,34 @@ func inConfiguration(cfg raft.Configuration, id peer.ID) bool {
 	return false
 }
 
+// inConfiguration says whether cfg, the latest configuration Raft holds,
+// names id.
+func (g *gate) inConfiguration(cfg raft.Configuration, id peer.ID) bool {
+	_, ok := g.members.suffrage(cfg, id)
+	return ok
+}
+
+// votes says whether cfg, the latest configuration Raft holds, names id
+// as a voter.
+func (g *gate) votes(cfg raft.Configuration, id peer.ID) bool {
+	s, ok := g.members.suffrage(cfg, id)
+	return ok && s == raft.Voter
+}
+
 // allows says whether from may send this peer Raft RPCs now.
 func (g *gate) allows(from peer.ID) bool {
 	if from == g.self {
 		return false
 	}
 	cfg := g.configuration()
-	member := inConfiguration(cfg, g.self)
+	member := g.inConfiguration(cfg, g.self)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if member && len(g.told) > 0 {
 		// Joined: what the join was told no longer counts.
 		clear(g.told)
 	}
-	if member && inConfiguration(cfg, from) {
+	if member && g.inConfiguration(cfg, from) {
 		// The configuration governs from now on: a later removal is
 		// not to be overridden by an old vouch.
 		delete(g.vouched, from)
@@ -153,7 +170,7 @@ func (g *gate) vouch(ids []peer.ID) {
 	defer g.mu.Unlock()
 	exp := time.Now().Add(vouchTTL)
 	for _, id := range ids {
-		if id == g.self || inConfiguration(cfg, id) || len(g.vouched) >= maxGateEntries {
+		if id == g.self || g.inConfiguration(cfg, id) || len(g.vouched) >= maxGateEntries {
 			continue
 		}
 		if g.refused[id] {

@@ -15,6 +15,11 @@ import (
 	"github.com/libp2p/go-libp2p/core/pnet"
 )
 
+// fixedPressure is a host whose CPU pressure always reads the same.
+type fixedPressure bool
+
+func (f fixedPressure) Starved() bool { return bool(f) }
+
 // testLogger is silent unless COOPGRID_TEST_LOG is set.
 func testLogger(name string) *slog.Logger { return testcluster.Logger(name) }
 
@@ -27,15 +32,16 @@ type tpeer struct {
 	dir  string
 	psk  pnet.PSK
 	mut  func(*Config)
+	opts []Option
 
 	host    *p2p.Host
 	node    *Node
 	running bool
 }
 
-func startPeer(tb testing.TB, name string, psk pnet.PSK, mut func(*Config)) *tpeer {
+func startPeer(tb testing.TB, name string, psk pnet.PSK, mut func(*Config), opts ...Option) *tpeer {
 	tb.Helper()
-	p := &tpeer{tb: tb, name: name, org: name, dir: tb.TempDir(), psk: psk, mut: mut}
+	p := &tpeer{tb: tb, name: name, org: name, dir: tb.TempDir(), psk: psk, mut: mut, opts: opts}
 	p.start()
 	tb.Cleanup(p.stop)
 	return p
@@ -48,13 +54,12 @@ func (p *tpeer) start() {
 	cfg.CheckInvariants = true
 	cfg.Logger = testLogger(p.name)
 	cfg.MaintenanceInterval = 500 * time.Millisecond
-	// The preset's timings, however loaded the machine running the
-	// tests is (starve.go).
-	cfg.hostStarved = func() bool { return false }
 	if p.mut != nil {
 		p.mut(&cfg)
 	}
-	n, err := New(cfg, h)
+	// The preset's timings, however loaded the machine running the
+	// tests is (starve.go), unless the test gives a reading.
+	n, err := New(cfg, h, append([]Option{WithPressure(fixedPressure(false))}, p.opts...)...)
 	if err != nil {
 		h.Close()
 		p.tb.Fatalf("%s: node: %v", p.name, err)
@@ -96,6 +101,7 @@ type cluster struct {
 	tb    testing.TB
 	psk   pnet.PSK
 	mut   func(*Config)
+	opts  []Option
 	peers []*tpeer
 }
 
@@ -103,11 +109,17 @@ type cluster struct {
 // every peer registers its organisation with the given machines.
 func newCluster(tb testing.TB, size, machines int, mut func(*Config)) *cluster {
 	tb.Helper()
+	return newClusterWith(tb, size, machines, mut)
+}
+
+// newClusterWith is newCluster with options for every peer's New.
+func newClusterWith(tb testing.TB, size, machines int, mut func(*Config), opts ...Option) *cluster {
+	tb.Helper()
 	psk, err := p2p.GenerateSecret()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	c := &cluster{tb: tb, psk: psk, mut: mut}
+	c := &cluster{tb: tb, psk: psk, mut: mut, opts: opts}
 	first := c.add()
 	if err := first.node.Bootstrap(); err != nil {
 		tb.Fatal(err)
@@ -124,7 +136,7 @@ func newCluster(tb testing.TB, size, machines int, mut func(*Config)) *cluster {
 
 func (c *cluster) add() *tpeer {
 	c.tb.Helper()
-	p := startPeer(c.tb, fmt.Sprintf("org%d", len(c.peers)), c.psk, c.mut)
+	p := startPeer(c.tb, fmt.Sprintf("org%d", len(c.peers)), c.psk, c.mut, c.opts...)
 	c.peers = append(c.peers, p)
 	return p
 }

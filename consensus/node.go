@@ -42,7 +42,9 @@ type Node struct {
 	cfg  Config
 	host *p2p.Host
 	self peer.ID
-	log  *slog.Logger
+	// selfID is self's Raft server ID (its text form, encoded once).
+	selfID raft.ServerID
+	log    *slog.Logger
 
 	fsm   *fsm
 	hub   *hub
@@ -78,8 +80,10 @@ type Node struct {
 	// joins are the peers this leader admitted that are catching up
 	// (joinpace.go).
 	joins catchingUp
-	// starve says whether this process's timers run late (starve.go).
-	starve starvation
+	// starve records when the host was last starved of CPU, as pressure
+	// reads it (starve.go).
+	starve   starvation
+	pressure Pressure
 	// leaderless tells how long no leader has been known (quorum.go).
 	leaderless *leaderlessSince
 	// outState says whether the leader took this node out (takenout.go).
@@ -105,8 +109,9 @@ type Node struct {
 // its snapshot is restored, the log after it is replayed as the commit
 // index becomes known, and it reconnects to the members it knows.
 //
-// The caller owns h: Shutdown does not close it.
-func New(cfg Config, h *p2p.Host) (*Node, error) {
+// The caller owns h: Shutdown does not close it. opts replace
+// dependencies New otherwise takes from the host (WithPressure).
+func New(cfg Config, h *p2p.Host, opts ...Option) (*Node, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("consensus: %w", err)
@@ -118,6 +123,7 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 		cfg:      cfg,
 		host:     h,
 		self:     h.ID(),
+		selfID:   raft.ServerID(h.ID().String()),
 		log:      cfg.Logger.With("peer", shortID(h.ID())),
 		hub:      newHub(),
 		notifyCh: make(chan bool, 8),
@@ -128,6 +134,10 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 		dialing:      map[peer.ID]bool{},
 		leaderless:   newLeaderlessSince(time.Now()),
 		loss:         newLeaderLoss(),
+		pressure:     HostPressure{},
+	}
+	for _, o := range opts {
+		o(n)
 	}
 	n.fsm = newFSM(cfg.CheckInvariants, n.log)
 	n.fsm.afterApply = n.afterApply
@@ -170,7 +180,7 @@ func New(cfg Config, h *p2p.Host) (*Node, error) {
 	}
 
 	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(n.self.String())
+	rc.LocalID = n.selfID
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout

@@ -51,14 +51,15 @@ import (
 // Voters keep the preset's heartbeat timeout: fail-over still takes one
 // HeartbeatTimeout and an election. Their idle AppendEntries, which only
 // repeat the heartbeats when there is no news, go once per
-// HeartbeatTimeout instead of every CommitTimeout. Their heartbeats go
-// once per VoterHeartbeatInterval (a quarter of the heartbeat timeout, at
-// most a third of the leader lease) rather than Raft's every tenth to
-// fifth of the heartbeat timeout: at the LAN preset 10 a second to each
-// voter instead of about 17, which was the largest part of an idle
-// leader's and voters' CPU (docs/BENCHMARKS.md). A follower still hears
-// from the leader four times per heartbeat timeout, and the leader from
-// a quorum three times per lease. A heartbeat that waits leaves at once
+// voterIdleAppends heartbeat timeouts instead of every CommitTimeout.
+// Their heartbeats go once per VoterHeartbeatInterval (a third of the
+// heartbeat timeout, at most a third of the leader lease) rather than
+// Raft's every tenth to fifth of the heartbeat timeout: at the LAN preset
+// 7.5 a second to each voter instead of about 17, which was the largest
+// part of an idle leader's and voters' CPU (docs/BENCHMARKS.md; a quarter,
+// 10 a second, until session 10). A follower still hears from the leader
+// three times per heartbeat timeout, and the leader from a quorum three
+// times per lease. A heartbeat that waits leaves at once
 // when someone asks the leader to verify its leadership (hurry), so a
 // read-index still takes a round trip, not a heartbeat slot.
 
@@ -79,11 +80,17 @@ const (
 	suffrageTTL = 250 * time.Millisecond
 	// voterHeartbeatsPerTimeout is how many heartbeats a voter receives
 	// per heartbeat timeout (VoterHeartbeatInterval).
-	voterHeartbeatsPerTimeout = 4
+	voterHeartbeatsPerTimeout = 3
+	// voterIdleAppends is the interval, in heartbeat timeouts, of the
+	// idle AppendEntries to a voter (2 s at the LAN preset): they carry
+	// nothing the heartbeats do not (news goes at once, and ends a
+	// waiting one), and at one per heartbeat timeout they were a fifth
+	// of the RPCs an idle voter answered (session 10).
+	voterIdleAppends = 5
 )
 
 // VoterHeartbeatInterval is the least time between two heartbeats the
-// leader sends one voter: a quarter of the heartbeat timeout (100 ms at the
+// leader sends one voter: a third of the heartbeat timeout (133 ms at the
 // LAN preset), at most a third of the leader lease (0: no lease given).
 func VoterHeartbeatInterval(heartbeatTimeout, leaderLease time.Duration) time.Duration {
 	d := heartbeatTimeout / voterHeartbeatsPerTimeout
@@ -147,7 +154,11 @@ type pacedTransport struct {
 	// when a heartbeat waits on it (beatWaited).
 	beat map[raft.ServerID]time.Time
 	// gridBase is a point of the grid the slots fall on (onGrid).
-	gridBase   time.Time
+	gridBase time.Time
+	// term is the highest term of the AppendEntries sent, first seen at
+	// termStart: this peer's leadership in it began then (settleLocked).
+	term       uint64
+	termStart  time.Time
 	hurryUntil time.Time
 	hurried    chan struct{}
 	beatWaited bool
@@ -218,15 +229,19 @@ func (t *pacedTransport) slot(id raft.ServerID, args *raft.AppendEntriesRequest,
 		t.wakeLocked()
 	}
 	t.readSuffrage(now)
+	if wait := t.settleLocked(id, args.Term, now); wait > 0 {
+		return wait, nil
+	}
 	interval := NonVoterInterval(t.nonVoters, t.heartbeatTimeout)
 	if !t.nonVoter[id] {
 		// A voter's heartbeats go once per VoterHeartbeatInterval
 		// (fail-over and the leader's lease depend on them); its idle
-		// appends, which only repeat them, once per heartbeat timeout.
+		// appends, which only repeat them, once per voterIdleAppends
+		// heartbeat timeouts.
 		if isHeartbeat(args) {
 			return t.beatSlotLocked(id, now)
 		}
-		interval = t.heartbeatTimeout
+		interval = voterIdleAppends * t.heartbeatTimeout
 	}
 	if len(args.Entries) > 0 || args.LeaderCommitIndex > t.acked[id] {
 		t.next[id] = t.onGrid(now.Add(interval))
@@ -240,6 +255,29 @@ func (t *pacedTransport) slot(id raft.ServerID, args *raft.AppendEntriesRequest,
 	t.next[id] = t.onGrid(at.Add(interval))
 	t.waited = true
 	return at.Sub(now), t.news
+}
+
+// settleLocked is how long an RPC to id in term must wait because this
+// peer's leadership in term has just begun: a new leader sends its
+// non-voters nothing, news or not, for its first heartbeat timeout. At
+// 100 peers on two cores, a new leader's first RPCs to 95 non-voters (its
+// no-op entry, then a heartbeat each) woke the whole host at once, and its
+// first heartbeats to the voters came too late: the voters, whose last
+// contact was still the dead leader's, stood again, and the federation went
+// 7 s without a leader (docs/BENCHMARKS.md, "Voters and fail-over, session
+// 10"). The voters' first heartbeats, the no-op's commit and the first
+// reads' barrier need only the voters; a non-voter waits for the leader
+// three of its intervals (at least three heartbeat timeouts) and never
+// stands for election, so its first contact a heartbeat timeout later
+// costs nothing.
+func (t *pacedTransport) settleLocked(id raft.ServerID, term uint64, now time.Time) time.Duration {
+	if term > t.term {
+		t.term, t.termStart = term, now
+	}
+	if term < t.term || !t.nonVoter[id] {
+		return 0
+	}
+	return max(0, t.termStart.Add(t.heartbeatTimeout).Sub(now))
 }
 
 // onGrid is the first point of the pacer's grid at or after at. Every
@@ -377,15 +415,17 @@ func (c Config) followerTimeouts(cfg raft.Configuration, self raft.ServerID) (he
 func (n *Node) adjustTiming() {
 	n.loss.mu.Lock()
 	defer n.loss.mu.Unlock()
-	hb, el := n.cfg.followerTimeouts(n.gate.configuration(), raft.ServerID(n.self.String()))
+	hb, el := n.cfg.followerTimeouts(n.gate.configuration(), n.selfID)
+	now := time.Now()
+	lhb, lel, lost := n.lossTimeouts(now)
 	switch {
-	case hb == n.cfg.HeartbeatTimeout && time.Now().Before(n.loss.until):
-		// A voter (a non-voter's timeout is longer) whose leader is gone:
-		// a closed connection is evidence, so it hastens even on a
-		// starved host.
-		hb, el = n.cfg.LeaderLeaseTimeout, n.cfg.LeaderLeaseTimeout
+	case hb == n.cfg.HeartbeatTimeout && lost && !n.IsLeader():
+		// A voter (a non-voter's timeout is longer) whose leader is gone
+		// (leaderloss.go): a closed connection is evidence, so it holds
+		// and hastens in its turn even on a starved host.
+		hb, el = lhb, lel
 	case !n.IsLeader():
-		hb, el = n.starve.stretch(n.cfg, hb, el, time.Now()) // starve.go
+		hb, el = n.starve.stretch(n.cfg, hb, el, now) // starve.go
 	}
 	cur := n.raft.ReloadableConfig()
 	if cur.HeartbeatTimeout == hb && cur.ElectionTimeout == el {

@@ -66,6 +66,8 @@ func TestPacerSlots(t *testing.T) {
 	}
 	entries := &raft.AppendEntriesRequest{Term: 2, PrevLogEntry: 9, Entries: []*raft.Log{{Index: 10}}, LeaderCommitIndex: 9}
 	t0 := time.Unix(1_000_000, 0)
+	g := VoterHeartbeatInterval(lan, 0)                                          // the grid
+	onGrid := func(d time.Duration) time.Duration { return (d + g - 1) / g * g } // after t0
 
 	type step struct {
 		name     string
@@ -80,13 +82,13 @@ func TestPacerSlots(t *testing.T) {
 		name  string
 		steps []step
 	}{
-		{"a voter's heartbeats go once per quarter heartbeat timeout, its idle appends once per heartbeat timeout", []step{
+		{"a voter's heartbeats go once per third of a heartbeat timeout, its idle appends once per voterIdleAppends heartbeat timeouts", []step{
 			{"heartbeat", "v1", heartbeat(), 0, 0, 0, false},
-			{"heartbeat again", "v1", heartbeat(), time.Millisecond, 0, lan/4 - time.Millisecond, true},
+			{"heartbeat again", "v1", heartbeat(), time.Millisecond, 0, g - time.Millisecond, true},
 			{"first idle append", "v1", idle(9), 2 * time.Millisecond, 9, 0, false},
-			{"a third heartbeat takes the next slot", "v1", heartbeat(), 3 * time.Millisecond, 9, 2*lan/4 - 3*time.Millisecond, true},
-			// Slots fall on the grid: the next after 2 ms + lan.
-			{"next idle append", "v1", idle(9), 4 * time.Millisecond, 9, lan + lan/4 - 4*time.Millisecond, true},
+			{"a third heartbeat takes the next slot", "v1", heartbeat(), 3 * time.Millisecond, 9, 2*g - 3*time.Millisecond, true},
+			// Slots fall on the grid: the next after 2 ms + 5 lan.
+			{"next idle append", "v1", idle(9), 4 * time.Millisecond, 9, onGrid(2*time.Millisecond+voterIdleAppends*lan) - 4*time.Millisecond, true},
 			{"entries", "v1", entries, 5 * time.Millisecond, 9, 0, false},
 			{"a new commit", "v1", idle(10), 6 * time.Millisecond, 9, 0, false},
 			{"a heartbeat after its slots", "v1", heartbeat(), lan, 9, 0, false},
@@ -97,8 +99,8 @@ func TestPacerSlots(t *testing.T) {
 		}},
 		{"no-news RPCs to a non-voter take successive slots", []step{
 			{"first heartbeat goes at once", "n1", heartbeat(), 0, 0, 0, false},
-			{"the idle append waits one interval", "n1", idle(9), time.Millisecond, 9, iv - time.Millisecond, true},
-			{"the next heartbeat waits two", "n1", heartbeat(), 2 * time.Millisecond, 9, 2*iv - 2*time.Millisecond, true},
+			{"the idle append waits one interval", "n1", idle(9), time.Millisecond, 9, onGrid(iv) - time.Millisecond, true},
+			{"the next heartbeat waits two", "n1", heartbeat(), 2 * time.Millisecond, 9, onGrid(onGrid(iv)+iv) - 2*time.Millisecond, true},
 		}},
 		{"news to a non-voter goes at once", []step{
 			{"heartbeat", "n2", heartbeat(), 0, 0, 0, false},
@@ -112,6 +114,7 @@ func TestPacerSlots(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPacedTransport(noPipeline{}, lan, func() raft.Configuration { return cfg })
+			settled(p)
 			p.gridBase = t0
 			for _, s := range tc.steps {
 				p.acked[s.to] = s.acked
@@ -125,7 +128,7 @@ func TestPacerSlots(t *testing.T) {
 	}
 }
 
-// TestVoterHeartbeatInterval: a quarter of the heartbeat timeout, never
+// TestVoterHeartbeatInterval: a third of the heartbeat timeout, never
 // more than a third of the lease (the leader hears from a quorum three
 // times per lease).
 func TestVoterHeartbeatInterval(t *testing.T) {
@@ -133,10 +136,10 @@ func TestVoterHeartbeatInterval(t *testing.T) {
 	for _, tc := range []struct {
 		hb, lease, want time.Duration
 	}{
-		{lan.HeartbeatTimeout, lan.LeaderLeaseTimeout, 100 * time.Millisecond},
+		{lan.HeartbeatTimeout, lan.LeaderLeaseTimeout, lan.HeartbeatTimeout / 3}, // 133 ms
 		{wan.HeartbeatTimeout, wan.LeaderLeaseTimeout, 500 * time.Millisecond},
 		{time.Second, 150 * time.Millisecond, 50 * time.Millisecond},
-		{time.Second, 0, 250 * time.Millisecond},
+		{time.Second, 0, time.Second / 3},
 	} {
 		if got := VoterHeartbeatInterval(tc.hb, tc.lease); got != tc.want {
 			t.Errorf("heartbeat timeout %v, lease %v: %v, want %v", tc.hb, tc.lease, got, tc.want)
@@ -151,6 +154,7 @@ func TestPacerHurriesHeartbeats(t *testing.T) {
 	const lan = 400 * time.Millisecond
 	cfg := configOf(3, 4)
 	p := newPacedTransport(noPipeline{}, lan, func() raft.Configuration { return cfg })
+	settled(p)
 	now := time.Unix(1_000_000, 0)
 	p.gridBase = now
 	heartbeat := &raft.AppendEntriesRequest{Term: 2}
@@ -177,10 +181,12 @@ func TestPacerHurriesHeartbeats(t *testing.T) {
 			t.Fatalf("%v after hurry: heartbeat waits %v", at, wait)
 		}
 	}
-	// The last went at lan - 1 ms: the next slot is the second grid
-	// point after it.
-	if wait, _ := p.slot("v1", heartbeat, now.Add(lan)); wait != VoterHeartbeatInterval(lan, 0) {
-		t.Fatalf("a heartbeat timeout after hurry: wait %v, want the slot after the last heartbeat", wait)
+	// The last went at lan - 1 ms: the next slot is the first grid point
+	// half an interval after it (the second after it).
+	g := VoterHeartbeatInterval(lan, 0)
+	next := (lan - time.Millisecond + g/2 + g - 1) / g * g
+	if wait, _ := p.slot("v1", heartbeat, now.Add(lan)); wait != next-lan || wait <= 0 {
+		t.Fatalf("a heartbeat timeout after hurry: wait %v, want %v: the slot after the last heartbeat", wait, next-lan)
 	}
 }
 
@@ -191,6 +197,7 @@ func TestPacerWaitsEndOnTheGrid(t *testing.T) {
 	const lan = 400 * time.Millisecond
 	cfg := configOf(4, 6)
 	p := newPacedTransport(noPipeline{}, lan, func() raft.Configuration { return cfg })
+	settled(p)
 	t0 := time.Unix(1_000_000, 0)
 	p.gridBase = t0.Add(-7 * time.Millisecond)
 	grid := VoterHeartbeatInterval(lan, 0)
@@ -222,6 +229,7 @@ func TestPacerWaitsEndOnTheGrid(t *testing.T) {
 func TestPacerWakesOnNews(t *testing.T) {
 	cfg := configOf(3, 4)
 	p := newPacedTransport(noPipeline{}, 400*time.Millisecond, func() raft.Configuration { return cfg })
+	settled(p)
 	now := time.Unix(1_000_000, 0)
 	p.slot("n0", &raft.AppendEntriesRequest{}, now)
 	wait, news := p.slot("n0", &raft.AppendEntriesRequest{}, now)
@@ -291,6 +299,7 @@ func TestPacerWakesOnOwnNews(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPacedTransport(noPipeline{}, 400*time.Millisecond, func() raft.Configuration { return cfg })
+			settled(p)
 			news := park(p)
 			if err := tc.news(p); err != nil {
 				t.Fatal(err)
@@ -317,6 +326,7 @@ func TestPacerWakesOnOwnNews(t *testing.T) {
 func TestPacerRefreshesCommit(t *testing.T) {
 	const leaderTerm, leaderCommit = 3, 40
 	p := newPacedTransport(noPipeline{}, 400*time.Millisecond, func() raft.Configuration { return configOf(3, 0) })
+	settled(p)
 	p.leaderCommit = func(term uint64) (uint64, bool) { return leaderCommit, term == leaderTerm }
 	for _, tc := range []struct {
 		name string
@@ -444,5 +454,46 @@ func TestStatsTargetsBounded(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// settled makes p a pacer whose leadership began long ago, past
+// settleLocked's wait for non-voters.
+func settled(p *pacedTransport) {
+	p.term, p.termStart = 2, time.Unix(0, 0)
+}
+
+// TestNewLeaderServesVotersFirst: in the first heartbeat timeout of a
+// leadership, RPCs to non-voters wait, news or not, until it ends; RPCs to
+// voters do not; an older term's RPC is not held; the next term starts a
+// new wait.
+func TestNewLeaderServesVotersFirst(t *testing.T) {
+	const lan = 400 * time.Millisecond
+	cfg := configOf(3, 2)
+	p := newPacedTransport(noPipeline{}, lan, func() raft.Configuration { return cfg })
+	t0 := time.Unix(1_000_000, 0)
+	p.gridBase = t0
+	entries := func(term uint64) *raft.AppendEntriesRequest {
+		return &raft.AppendEntriesRequest{Term: term, PrevLogEntry: 9, Entries: []*raft.Log{{Index: 10}}, LeaderCommitIndex: 9}
+	}
+	for _, s := range []struct {
+		name string
+		to   raft.ServerID
+		req  *raft.AppendEntriesRequest
+		at   time.Duration
+		wait time.Duration
+	}{
+		{"the no-op to a voter goes at once", "v1", entries(5), 0, 0},
+		{"the no-op to a non-voter waits", "n0", entries(5), time.Millisecond, lan - time.Millisecond},
+		{"a heartbeat to a non-voter waits", "n1", &raft.AppendEntriesRequest{Term: 5}, 100 * time.Millisecond, lan - 100*time.Millisecond},
+		{"an older term's RPC is not held", "n1", entries(4), 200 * time.Millisecond, 0},
+		{"after the first heartbeat timeout, news goes at once", "n0", entries(5), lan, 0},
+		{"a new term: a new wait", "n0", entries(6), lan + time.Millisecond, lan},
+		{"and none for voters", "v2", entries(6), lan + 2*time.Millisecond, 0},
+	} {
+		wait, _ := p.slot(s.to, s.req, t0.Add(s.at))
+		if wait != s.wait {
+			t.Errorf("%s: wait %v, want %v", s.name, wait, s.wait)
+		}
 	}
 }

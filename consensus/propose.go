@@ -244,13 +244,7 @@ func (n *Node) isMember(id peer.ID) (bool, error) {
 	if err := f.Error(); err != nil {
 		return false, raftError(err, "configuration", CodeMembership)
 	}
-	// The ID's text form (base58) once, not once per server: this runs on
-	// every forwarded proposal.
-	want := raft.ServerID(id.String())
-	for _, s := range f.Configuration().Servers {
-		if s.ID == want {
-			return true, nil
-		}
-	}
-	return false, nil
+	// By binary ID (memberset.go): this runs on every forwarded
+	// proposal, gossip message and direct heartbeat.
+	return n.gate.inConfiguration(f.Configuration(), id), nil
 }

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/hashicorp/raft"
 )
 
 // Voters on a starved host (issue 17). The `lan` preset's timeouts assume
@@ -43,6 +41,31 @@ const (
 	starvePressure = 95.0 // % of the last 10 s with a task waiting for a CPU
 	starveLoad     = 4.0  // runnable tasks per CPU, without pressure stall information
 )
+
+// Pressure tells whether the host is starved of CPU right now. New reads
+// the host's (HostPressure) unless WithPressure gives another reading
+// (tests whose timings must not depend on the load of the machine running
+// them).
+type Pressure interface {
+	Starved() bool
+}
+
+// HostPressure reads /proc/pressure/cpu (some avg10 ≥ starvePressure) or,
+// where the kernel has no pressure stall information, the 1-minute load
+// average per CPU (≥ starveLoad).
+type HostPressure struct{}
+
+// Starved implements Pressure.
+func (HostPressure) Starved() bool { return hostStarved() }
+
+// Option changes how New builds a Node beyond its Config: the
+// dependencies it would otherwise take from the host.
+type Option func(*Node)
+
+// WithPressure makes the node read p instead of the host's CPU pressure.
+func WithPressure(p Pressure) Option {
+	return func(n *Node) { n.pressure = p }
+}
 
 // starvation records when this process last found its host starved.
 type starvation struct {
@@ -98,11 +121,7 @@ func (n *Node) watchStarvation() {
 			tick := starveIdle
 			if n.isVoter() {
 				tick = starveTick
-				starved := hostStarved
-				if n.cfg.hostStarved != nil {
-					starved = n.cfg.hostStarved
-				}
-				if n.starve.observe(starved(), now) {
+				if n.starve.observe(n.pressure.Starved(), now) {
 					n.log.Info("consensus: host starved of CPU: election timeouts stretched while it lasts", "starved", n.starve.starved(now))
 					n.kick()
 				}
@@ -150,10 +169,5 @@ func pressureSome10(s string) (float64, bool) {
 
 // isVoter says whether this node votes in the configuration it knows.
 func (n *Node) isVoter() bool {
-	for _, s := range n.gate.configuration().Servers {
-		if string(s.ID) == n.self.String() {
-			return s.Suffrage == raft.Voter
-		}
-	}
-	return false
+	return n.gate.votes(n.gate.configuration(), n.self)
 }

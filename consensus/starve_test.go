@@ -69,7 +69,7 @@ func TestPressureSome10(t *testing.T) {
 // a host that reads as starved, the followers reload starveStretch times
 // the preset's heartbeat timeout; the leader keeps the preset's.
 func TestStarvedVotersStretchTheirTimeouts(t *testing.T) {
-	c := newCluster(t, 3, 1, func(cfg *Config) { cfg.hostStarved = func() bool { return true } })
+	c := newClusterWith(t, 3, 1, nil, WithPressure(fixedPressure(true)))
 	leader := c.waitLeader()
 	preset := DefaultConfig("").HeartbeatTimeout
 	eventually(t, 20*time.Second, func() error {

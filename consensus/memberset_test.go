@@ -1,0 +1,56 @@
+package consensus
+
+import (
+	"testing"
+
+	"github.com/hashicorp/raft"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+func newPeerID(t *testing.T) peer.ID {
+	t.Helper()
+	_, pub, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := peer.IDFromPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestMemberSetFollowsTheConfiguration: the set answers from the
+// configuration it is given, and a new configuration (a new copy, as Raft
+// stores each) is read afresh, so a removed peer is no member at once.
+func TestMemberSetFollowsTheConfiguration(t *testing.T) {
+	a, b, c := newPeerID(t), newPeerID(t), newPeerID(t)
+	server := func(id peer.ID, s raft.ServerSuffrage) raft.Server {
+		return raft.Server{ID: raft.ServerID(id.String()), Address: raft.ServerAddress(id.String()), Suffrage: s}
+	}
+	first := raft.Configuration{Servers: []raft.Server{server(a, raft.Voter), server(b, raft.Nonvoter), {ID: "not-a-peer-id", Suffrage: raft.Voter}}}
+	second := raft.Configuration{Servers: []raft.Server{server(a, raft.Voter), server(c, raft.Voter)}}
+	var m memberSet
+	cases := []struct {
+		name   string
+		cfg    raft.Configuration
+		id     peer.ID
+		member bool
+		voter  bool
+	}{
+		{"voter", first, a, true, true},
+		{"non-voter", first, b, true, false},
+		{"absent", first, c, false, false},
+		{"after removal", second, b, false, false},
+		{"after joining", second, c, true, true},
+		{"first again", first, b, true, false},
+		{"empty", raft.Configuration{}, a, false, false},
+	}
+	for _, tc := range cases {
+		s, ok := m.suffrage(tc.cfg, tc.id)
+		if ok != tc.member || (ok && (s == raft.Voter) != tc.voter) {
+			t.Errorf("%s: suffrage %v, member %t; want member %t, voter %t", tc.name, s, ok, tc.member, tc.voter)
+		}
+	}
+}
