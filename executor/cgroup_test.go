@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -120,18 +121,33 @@ func TestForkBombHeldByPidsLimit(t *testing.T) {
 }
 
 // TestDiskFillerKilled: a run over max_disk_bytes is killed with
-// disk_limit.
+// disk_limit. The filler writes 64 MiB, then sleeps for longer than next
+// waits for a result: only the disk limit's kill ends it in time. The
+// kill's reason names a use over the limit, the file it wrote is there,
+// and nothing of the run is left (its process group is empty), so the
+// file stopped growing when the run was killed.
 func TestDiskFillerKilled(t *testing.T) {
+	const limit = 1 << 20
 	pol := allowShell()
-	pol.MaxDiskBytes = 1 << 20
+	pol.MaxDiskBytes = limit
 	e := newProcCfg(t, ProcessConfig{TasksDir: filepath.Join(t.TempDir(), "tasks"), Policy: pol, DisableRAPL: true, DiskCheckInterval: 50 * time.Millisecond})
-	start := time.Now()
-	r := run(t, e, sh("filler", `head -c 8000000 /dev/zero > big; sleep 30`))
+	r := run(t, e, sh("filler", `echo $$ > pid; i=0; while [ $i -lt 1024 ]; do head -c 65536 /dev/zero >> big; i=$((i+1)); done; exec sleep 600`))
 	if r.Reason != ReasonDiskLimit || !strings.Contains(r.Detail, "limit is 1048576") {
 		t.Fatalf("reason %s (%s), want %s", r.Reason, r.Detail, ReasonDiskLimit)
 	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("killed after %v", d)
+	var used, max int64
+	if _, err := fmt.Sscanf(r.Detail, "the run uses %d bytes of disk, the machine owner's limit is %d", &used, &max); err != nil || used <= limit || max != limit {
+		t.Errorf("detail %q: want a use over the limit %d (%v)", r.Detail, limit, err)
+	}
+	if fi, err := os.Stat(filepath.Join(r.WorkDir, "big")); err != nil || fi.Size() == 0 {
+		t.Errorf("the filler's file: %v", err)
+	}
+	pgid, err := strconv.Atoi(strings.TrimSpace(readFile(t, filepath.Join(r.WorkDir, "pid"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if groupAlive(pgid) {
+		t.Errorf("processes of the killed run left in its group %d", pgid)
 	}
 }
 

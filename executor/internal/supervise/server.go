@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,15 @@ const fdControl = 3
 // until the peer closes the socket (it exited or died), then ends every
 // run still going and exits.
 func superviseMain() int {
+	// One processor: the supervisor's work is short bursts (a fork, a few
+	// system calls, a message) handed between goroutines and the forker's
+	// locked thread. With a second processor idle, every goroutine made
+	// ready wakes another OS thread to run it, and each such wake-up is a
+	// context switch, costly on a virtual machine; on one processor they
+	// run in turn on the same thread (issue 22: 10-15 % of the
+	// supervisor's CPU per run, BenchmarkStartToReap). Its load is far
+	// below a core (a few ms of CPU per run).
+	runtime.GOMAXPROCS(1)
 	unix.CloseOnExec(fdControl)
 	// Signals sent to the peer's process group do not reach the supervisor
 	// (its own group), but one sent to it must not end the runs
