@@ -3,6 +3,8 @@ package p2p
 import (
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 )
 
 func TestUntilGrid(t *testing.T) {
@@ -29,5 +31,18 @@ func TestUntilGrid(t *testing.T) {
 				t.Fatalf("ends at %v, not on the grid of %v", c.now.Add(got), c.every)
 			}
 		})
+	}
+}
+
+// TestMuxerIdleIntervals: the hosts' yamux pings idle connections every
+// KeepAliveInterval and measures their round trip every
+// MeasureRTTInterval, and the process-wide default stays yamux's own.
+func TestMuxerIdleIntervals(t *testing.T) {
+	m := muxer()
+	if m.KeepAliveInterval != KeepAliveInterval || m.MeasureRTTInterval != MeasureRTTInterval {
+		t.Fatalf("muxer: keep-alive %v, RTT every %v; want %v and %v", m.KeepAliveInterval, m.MeasureRTTInterval, KeepAliveInterval, MeasureRTTInterval)
+	}
+	if d := yamux.DefaultTransport; d.MeasureRTTInterval == MeasureRTTInterval || d.KeepAliveInterval == KeepAliveInterval {
+		t.Fatalf("yamux.DefaultTransport changed: keep-alive %v, RTT every %v", d.KeepAliveInterval, d.MeasureRTTInterval)
 	}
 }
