@@ -5,7 +5,6 @@ import (
 	"os"
 	"runtime"
 
-	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/node"
 )
 
@@ -30,18 +29,12 @@ func followVoting(o *node.Options, log *slog.Logger) {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return
 	}
-	edit := o.Consensus
-	o.Consensus = func(c *consensus.Config) {
-		if edit != nil {
-			edit(c)
+	o.OnVoting = func(voting bool) {
+		if voting {
+			runtime.SetDefaultGOMAXPROCS()
+		} else {
+			runtime.GOMAXPROCS(nonVoterProcs)
 		}
-		c.OnVoting = func(voting bool) {
-			if voting {
-				runtime.SetDefaultGOMAXPROCS()
-			} else {
-				runtime.GOMAXPROCS(nonVoterProcs)
-			}
-			log.Debug("GOMAXPROCS follows this peer's vote", "voting", voting, "gomaxprocs", runtime.GOMAXPROCS(0))
-		}
+		log.Debug("GOMAXPROCS follows this peer's vote", "voting", voting, "gomaxprocs", runtime.GOMAXPROCS(0))
 	}
 }

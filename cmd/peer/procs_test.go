@@ -5,32 +5,27 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/node"
 )
 
 // TestFollowVoting: without GOMAXPROCS in the environment, a peer that
 // does not vote runs with one P and gets the runtime's default back once
-// it votes, and an edit of the consensus configuration already in the
-// options still applies; with GOMAXPROCS set, the options are left alone.
+// it votes; with GOMAXPROCS set, the options are left alone.
 func TestFollowVoting(t *testing.T) {
 	before := runtime.GOMAXPROCS(0)
 	t.Cleanup(func() { runtime.GOMAXPROCS(before) })
 
 	t.Setenv("GOMAXPROCS", "") // empty counts as unset
-	edited := false
-	o := node.Options{Consensus: func(*consensus.Config) { edited = true }}
+	var o node.Options
 	followVoting(&o, slog.Default())
-	var c consensus.Config
-	o.Consensus(&c)
-	if !edited || c.OnVoting == nil {
-		t.Fatalf("consensus edit applied %v, OnVoting set %v: want both", edited, c.OnVoting != nil)
+	if o.OnVoting == nil {
+		t.Fatal("GOMAXPROCS unset: OnVoting not set")
 	}
-	c.OnVoting(false)
+	o.OnVoting(false)
 	if got := runtime.GOMAXPROCS(0); got != nonVoterProcs {
 		t.Fatalf("not voting: GOMAXPROCS %d, want %d", got, nonVoterProcs)
 	}
-	c.OnVoting(true)
+	o.OnVoting(true)
 	if got := runtime.GOMAXPROCS(0); got == nonVoterProcs && runtime.NumCPU() > 1 {
 		t.Fatalf("voting: GOMAXPROCS still %d on %d CPUs", got, runtime.NumCPU())
 	}
@@ -38,7 +33,7 @@ func TestFollowVoting(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "3")
 	o = node.Options{}
 	followVoting(&o, slog.Default())
-	if o.Consensus != nil {
+	if o.OnVoting != nil {
 		t.Fatal("GOMAXPROCS set by the operator: the options were changed")
 	}
 }
