@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"time"
@@ -57,7 +58,7 @@ func servePprof(w http.ResponseWriter, r *http.Request, name string) error {
 	switch name {
 	case "":
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintf(w, "profiles (GET %sNAME, ?debug=1 for text; %sprofile?seconds=N for CPU):\n", PprofPrefix, PprofPrefix)
+		fmt.Fprintf(w, "profiles (GET %sNAME, ?debug=1 for text; %sprofile?seconds=N for CPU; %strace?seconds=N for an execution trace):\n", PprofPrefix, PprofPrefix, PprofPrefix)
 		for _, p := range pprof.Profiles() {
 			fmt.Fprintf(w, "%s\t%d\n", p.Name(), p.Count())
 		}
@@ -84,6 +85,9 @@ func servePprof(w http.ResponseWriter, r *http.Request, name string) error {
 		_, err := w.Write(buf.Bytes())
 		return err
 	}
+	if name == "trace" {
+		return serveTrace(w, r)
+	}
 	p := pprof.Lookup(name)
 	if p == nil {
 		return Errorf(CodeNotFound, "no profile %q (GET %s lists them)", name, PprofPrefix)
@@ -105,6 +109,33 @@ func servePprof(w http.ResponseWriter, r *http.Request, name string) error {
 		runtime.GC()
 	}
 	return p.WriteTo(w, debug)
+}
+
+// serveTrace writes a Go execution trace of ?seconds= (default 5; `go tool
+// trace` reads it): which goroutine ran when and what woke it, the view
+// that attributes an idle peer's wake-ups (docs/BENCHMARKS.md, "Idle
+// non-voters, session 10").
+func serveTrace(w http.ResponseWriter, r *http.Request) error {
+	secs := 5
+	if v := r.URL.Query().Get("seconds"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxCPUProfileSeconds {
+			return Errorf(CodeBadRequest, "seconds %q: want 1 to %d", v, maxCPUProfileSeconds)
+		}
+		secs = n
+	}
+	var buf bytes.Buffer
+	if err := trace.Start(&buf); err != nil {
+		return Errorf(CodeConflict, "an execution trace is already running: %v", err)
+	}
+	select {
+	case <-time.After(time.Duration(secs) * time.Second):
+	case <-r.Context().Done():
+	}
+	trace.Stop()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	_, err := w.Write(buf.Bytes())
+	return err
 }
 
 // fromLoopback reports whether the request's client address is a loopback

@@ -91,6 +91,13 @@ type Config struct {
 	// configuration; 0 never. It comes back with an invitation naming it.
 	RemoveDeadAfter time.Duration
 
+	// OnVoting, when set, is told whether this node votes (a voter or the
+	// leader) in the configuration it knows: once at start and at every
+	// change, seen by the maintenance loop (within MaintenanceInterval).
+	// It must not block. The peer's process lowers its GOMAXPROCS while it
+	// does not vote (cmd/peer, docs/CONFIG.md).
+	OnVoting func(voting bool)
+
 	// ApplyTimeout bounds a proposal or membership change whose context has
 	// no deadline.
 	ApplyTimeout time.Duration

@@ -228,11 +228,11 @@ func New(cfg Config, h *p2p.Host, opts ...Option) (*Node, error) {
 	h.Handle(ProtoMembership, n.handleMembership)
 	h.Handle(ProtoReadIndex, n.handleReadIndex)
 
+	n.startAutopilot() // before watchLeadership, which tells it of changes
 	n.wg.Add(3)
 	go n.watchLeadership()
 	go n.maintain()
 	go n.watchLeaderLoss()
-	n.startAutopilot()
 	n.wg.Add(1)
 	go n.watchStarvation()
 	n.startSnapshotPacer()
@@ -496,6 +496,7 @@ func (n *Node) watchLeadership() {
 		case <-n.ctx.Done():
 			return
 		case leader := <-n.notifyCh:
+			n.pilot.leadershipChanged()
 			stop()
 			stop = func() {}
 			gen := n.term.begin()
@@ -552,13 +553,18 @@ func (n *Node) kick() {
 // leader, promotes non-voters while voters are missing.
 func (n *Node) maintain() {
 	defer n.wg.Done()
-	t := time.NewTicker(n.cfg.MaintenanceInterval)
+	// On the wall-clock grid of the interval (p2p.UntilGrid): the other
+	// periodic chores of an idle peer end their waits there too, so they
+	// share its wake-ups.
+	t := time.NewTimer(p2p.UntilGrid(time.Now(), n.cfg.MaintenanceInterval))
 	defer t.Stop()
+	voting, votingTold := false, false // what OnVoting was last told
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-t.C:
+			t.Reset(p2p.UntilGrid(time.Now(), n.cfg.MaintenanceInterval))
 		case <-n.kickCh:
 		case o := <-n.obsCh:
 			if po, ok := o.Data.(raft.PeerObservation); ok && po.Removed && po.Peer.ID == raft.ServerID(n.self.String()) {
@@ -566,6 +572,12 @@ func (n *Node) maintain() {
 			}
 		}
 		n.adjustTiming()
+		if n.cfg.OnVoting != nil {
+			if v := n.isVoter(); !votingTold || v != voting {
+				voting, votingTold = v, true
+				n.cfg.OnVoting(v)
+			}
+		}
 		n.reconnect()
 		n.vouchRound(n.ctx)
 		if n.IsLeader() {

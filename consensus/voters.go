@@ -12,6 +12,8 @@ import (
 	autopilot "github.com/hashicorp/raft-autopilot"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/coopgrid/coopgrid/p2p"
 )
 
 // Voters are added only while the configuration stays safe, and dead
@@ -81,6 +83,9 @@ func (n *Node) handleStats(_ context.Context, remote peer.ID, _ []byte) ([]byte,
 type pilot struct {
 	n  *Node
 	ap *autopilot.Autopilot
+	// leadership is signalled on every change of this node's leadership
+	// (watchLeadership), so that run need not poll it.
+	leadership chan struct{}
 
 	mu sync.Mutex
 	// lastOK is when each server last answered a stats request; seen when
@@ -131,7 +136,7 @@ func statsTargets(servers map[raft.ServerID]*autopilot.Server, cursor int) (ask 
 // this node leads (one line of wiring in New).
 func (n *Node) startAutopilot() {
 	n.host.Handle(ProtoStats, n.handleStats)
-	p := &pilot{n: n, lastOK: map[raft.ServerID]time.Time{}, seen: map[raft.ServerID]time.Time{}, rounds: 1, last: map[raft.ServerID]*autopilot.ServerStats{}}
+	p := &pilot{n: n, leadership: make(chan struct{}, 1), lastOK: map[raft.ServerID]time.Time{}, seen: map[raft.ServerID]time.Time{}, rounds: 1, last: map[raft.ServerID]*autopilot.ServerStats{}}
 	p.ap = autopilot.New(n.raft, p,
 		autopilot.WithLogger(newRaftLogger(n.log).Named("autopilot")),
 		autopilot.WithPromoter(p),
@@ -142,11 +147,24 @@ func (n *Node) startAutopilot() {
 	go p.run()
 }
 
+// leadershipChanged tells run to look at this node's leadership now. It
+// never blocks.
+func (p *pilot) leadershipChanged() {
+	select {
+	case p.leadership <- struct{}{}:
+	default:
+	}
+}
+
 // run starts autopilot when this node becomes leader and stops it when
-// leadership is lost.
+// leadership is lost: at once when told (leadershipChanged), and at the
+// latest on the next point of the maintenance grid (p2p.UntilGrid), which
+// an idle peer wakes for anyway. It used to poll four times per
+// maintenance interval, two wake-ups a second on every idle peer.
 func (p *pilot) run() {
 	defer p.n.wg.Done()
-	t := time.NewTicker(max(p.n.cfg.MaintenanceInterval/4, 10*time.Millisecond))
+	every := p.n.cfg.MaintenanceInterval
+	t := time.NewTimer(p2p.UntilGrid(time.Now(), every))
 	defer t.Stop()
 	running := false
 	for {
@@ -157,6 +175,8 @@ func (p *pilot) run() {
 			}
 			return
 		case <-t.C:
+			t.Reset(p2p.UntilGrid(time.Now(), every))
+		case <-p.leadership:
 		}
 		switch lead := p.n.IsLeader(); {
 		case lead && !running:

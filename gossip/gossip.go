@@ -175,7 +175,8 @@ func (g *Gossip) join() error {
 // peer per heartbeat rather than to a quarter of all peers outside the
 // mesh (at 100 peers about 24 IHAVE messages sent and received by every
 // peer each second while any message was recent); and gossipsub's own
-// heartbeat (mesh upkeep, IHAVE) every 2 s rather than every second.
+// heartbeat (mesh upkeep, IHAVE) every 2 s (p2p.IdleGrid) rather than
+// every second.
 // The topic carries about one announcement a second whatever the size
 // (AnnounceInterval), and at 20 peers its traffic was still most of an
 // idle follower's system calls (docs/BENCHMARKS.md).
@@ -183,7 +184,11 @@ func gossipSubParams() pubsub.GossipSubParams {
 	p := pubsub.DefaultGossipSubParams()
 	p.D, p.Dlo, p.Dhi, p.Dout, p.Dscore = 2, 1, 4, 0, 1
 	p.Dlazy, p.GossipFactor = 1, 0
-	p.HeartbeatInterval = 2 * time.Second
+	p.HeartbeatInterval = p2p.IdleGrid
+	// Its ticker starts after the first heartbeat: on the next point of
+	// the wall-clock grid where the peer's other chores run
+	// (p2p.UntilGrid), so that they share their wake-ups.
+	p.HeartbeatInitialDelay = p2p.UntilGrid(time.Now(), p.HeartbeatInterval)
 	return p
 }
 

@@ -52,6 +52,10 @@ type Options struct {
 	// Consensus, when set, edits the consensus configuration after the
 	// config file's settings (for tests and tools).
 	Consensus func(*consensus.Config)
+	// OnVoting, when set, is told whether this peer votes, at start and
+	// at every change (consensus.Config.OnVoting): `peer run` sets its
+	// GOMAXPROCS from it.
+	OnVoting func(voting bool)
 	// Leader, when set, edits the leader's configuration (scheduling,
 	// lost-machine detection) after the config file's settings (for tests
 	// and tools).
@@ -384,6 +388,7 @@ func (n *Node) startReplication() error {
 	if n.faults != nil {
 		ccfg.StoreDelay = n.faults.diskDelay
 	}
+	ccfg.OnVoting = n.opts.OnVoting
 	if n.opts.Consensus != nil {
 		n.opts.Consensus(&ccfg)
 	}

@@ -145,11 +145,21 @@ func parseTCPAddrs(what string, ss []string) ([]ma.Multiaddr, error) {
 // deadlines).
 const KeepAliveInterval = 2 * time.Minute
 
-// muxer is libp2p's yamux with KeepAliveInterval (a copy: the package's
-// default is shared by every host of the process).
+// MeasureRTTInterval is how often yamux measures a connection's round
+// trip (a ping): 5 minutes, not yamux's 30 s. The measure only tunes how
+// fast a busy stream's receive window grows, and it is also taken when the
+// connection opens; every peer keeps a connection to every member, and
+// each side of each one pinged every 30 s: at 100 peers about 7 pings a
+// second woke every peer, idle or not (issue 17, docs/BENCHMARKS.md "Idle
+// non-voters, session 10").
+const MeasureRTTInterval = 5 * time.Minute
+
+// muxer is libp2p's yamux with KeepAliveInterval and MeasureRTTInterval
+// (a copy: the package's default is shared by every host of the process).
 func muxer() *yamux.Transport {
 	t := *yamux.DefaultTransport
 	t.KeepAliveInterval = KeepAliveInterval
+	t.MeasureRTTInterval = MeasureRTTInterval
 	return &t
 }
 

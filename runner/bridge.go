@@ -16,6 +16,7 @@ import (
 	"github.com/coopgrid/coopgrid/consensus"
 	"github.com/coopgrid/coopgrid/executor"
 	"github.com/coopgrid/coopgrid/ledger"
+	"github.com/coopgrid/coopgrid/p2p"
 )
 
 // The bridge runs what the ledger places on this peer's machines.
@@ -138,7 +139,10 @@ func (b *bridge) loop(ctx context.Context) {
 	sub := b.cfg.Ledger.Subscribe(b.cfg.Org)
 	defer func() { sub.Close() }()
 	events := sub.C()
-	t := time.NewTicker(b.cfg.ReconcileInterval)
+	// The fallback tick ends on the wall-clock grid of its interval
+	// (p2p.UntilGrid), with the peer's other periodic chores: an idle
+	// peer wakes once for all of them.
+	t := time.NewTimer(p2p.UntilGrid(time.Now(), b.cfg.ReconcileInterval))
 	defer t.Stop()
 	b.adoptLeftovers(ctx) // before any run is taken for an orphan
 	for {
@@ -174,6 +178,7 @@ func (b *bridge) loop(ctx context.Context) {
 				}
 			}
 		case <-t.C:
+			t.Reset(p2p.UntilGrid(time.Now(), b.cfg.ReconcileInterval))
 		case <-b.wake:
 		}
 	}

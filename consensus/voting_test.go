@@ -1,0 +1,70 @@
+package consensus
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// votingLog records what Config.OnVoting told one peer.
+type votingLog struct {
+	mu   sync.Mutex
+	told []bool
+}
+
+func (l *votingLog) record(v bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.told = append(l.told, v)
+}
+
+func (l *votingLog) get() []bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.told)
+}
+
+// TestOnVotingFollowsSuffrage: OnVoting is told once at start and again
+// at each change of the peer's suffrage, never twice the same thing in a
+// row. With two voters at most, the founder and the second peer are told
+// they do not vote (before the bootstrap or the join, they are in no
+// configuration), then that they do; the third, a non-voter, is told once
+// that it does not. The peer's process sets its GOMAXPROCS
+// from this (cmd/peer/procs.go).
+func TestOnVotingFollowsSuffrage(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		logs []*votingLog
+	)
+	c := newCluster(t, 3, 1, func(cfg *Config) {
+		cfg.MaxVoters = 2
+		l := &votingLog{}
+		mu.Lock()
+		logs = append(logs, l) // one per peer, in the order they start
+		mu.Unlock()
+		cfg.OnVoting = l.record
+	})
+	c.converge()
+	want := [][]bool{{false, true}, {false, true}, {false}}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var got [][]bool
+		mu.Lock()
+		for _, l := range logs {
+			got = append(got, l.get())
+		}
+		mu.Unlock()
+		ok := len(got) == len(want)
+		for i := 0; ok && i < len(want); i++ {
+			ok = slices.Equal(got[i], want[i])
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("OnVoting told %v, want %v", got, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
