@@ -103,8 +103,12 @@ api_port() { echo $((BASE_PORT + 10 * $1 + 1)); }
 
 # wait_ready ORG PID: wait for `ready:` in the peer's output.
 wait_ready() {
-	local org=$1 pid=$2 log=$WORK/$1.log
-	for _ in $(seq 1 $((TIMEOUT * 2))); do
+	local org=$1 pid=$2 log=$WORK/$1.log n
+	# An arithmetic loop, not $(seq …): bash 5.2 runs a pending Ctrl-C
+	# trap while it expands a command substitution, and then fails to
+	# parse the trap ("unexpected EOF while looking for matching `)'",
+	# exit 2 instead of 130); this loop is where the script waits.
+	for ((n = 0; n < TIMEOUT * 2; n++)); do
 		if grep -q '^ready: ' "$log"; then
 			sed 's/^/    /' "$log" | grep -v 'level=' || true
 			return 0
