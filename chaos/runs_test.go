@@ -157,7 +157,26 @@ func checkRuns(details []api.TaskDetail, journals []peerJournal, skewed bool) ru
 				}
 			}
 			var pick *jrun
+			okRun := false // pick is a done segment's ok run, found by order
+			if skewed && s.Outcome == "done" {
+				// A done segment is a run that ended ok. By order alone, a
+				// run before it that the ledger never recorded would take
+				// its place: a refused start (NotRun), or one whose daemon
+				// was killed before the start was committed (abandoned:
+				// the dead daemon could not say whether its gate opened;
+				// make chaos's clock-restart-3 once did). Such a run stays
+				// unrecorded and is still checked for overlaps below.
+				for _, r := range candidates {
+					if r.StartUs > last && !r.NotRun && r.Reason == executor.ReasonOK {
+						pick, okRun = r, true
+						break
+					}
+				}
+			}
 			for _, r := range candidates {
+				if okRun {
+					break
+				}
 				if r.StartUs <= last {
 					continue
 				}
