@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"runtime"
@@ -64,29 +65,9 @@ func servePprof(w http.ResponseWriter, r *http.Request, name string) error {
 		}
 		return nil
 	case "profile":
-		secs := 30
-		if v := q.Get("seconds"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > maxCPUProfileSeconds {
-				return Errorf(CodeBadRequest, "seconds %q: want 1 to %d", v, maxCPUProfileSeconds)
-			}
-			secs = n
-		}
-		var buf bytes.Buffer
-		if err := pprof.StartCPUProfile(&buf); err != nil {
-			return Errorf(CodeConflict, "a CPU profile is already running: %v", err)
-		}
-		select {
-		case <-time.After(time.Duration(secs) * time.Second):
-		case <-r.Context().Done():
-		}
-		pprof.StopCPUProfile()
-		w.Header().Set("Content-Type", "application/octet-stream")
-		_, err := w.Write(buf.Bytes())
-		return err
-	}
-	if name == "trace" {
-		return serveTrace(w, r)
+		return record(w, r, 30, "a CPU profile", pprof.StartCPUProfile, pprof.StopCPUProfile)
+	case "trace":
+		return record(w, r, 5, "an execution trace", trace.Start, trace.Stop)
 	}
 	p := pprof.Lookup(name)
 	if p == nil {
@@ -111,12 +92,13 @@ func servePprof(w http.ResponseWriter, r *http.Request, name string) error {
 	return p.WriteTo(w, debug)
 }
 
-// serveTrace writes a Go execution trace of ?seconds= (default 5; `go tool
-// trace` reads it): which goroutine ran when and what woke it, the view
-// that attributes an idle peer's wake-ups (docs/BENCHMARKS.md, "Idle
-// non-voters, session 10").
-func serveTrace(w http.ResponseWriter, r *http.Request) error {
-	secs := 5
+// record writes what start records over ?seconds= (default def, at
+// most maxCPUProfileSeconds): a CPU profile, or a Go execution trace
+// (`go tool trace` reads it: which goroutine ran when and what woke it,
+// the view that attributes an idle peer's wake-ups; docs/BENCHMARKS.md,
+// "Idle non-voters, session 10").
+func record(w http.ResponseWriter, r *http.Request, def int, what string, start func(io.Writer) error, stop func()) error {
+	secs := def
 	if v := r.URL.Query().Get("seconds"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxCPUProfileSeconds {
@@ -125,14 +107,14 @@ func serveTrace(w http.ResponseWriter, r *http.Request) error {
 		secs = n
 	}
 	var buf bytes.Buffer
-	if err := trace.Start(&buf); err != nil {
-		return Errorf(CodeConflict, "an execution trace is already running: %v", err)
+	if err := start(&buf); err != nil {
+		return Errorf(CodeConflict, "%s is already running: %v", what, err)
 	}
 	select {
 	case <-time.After(time.Duration(secs) * time.Second):
 	case <-r.Context().Done():
 	}
-	trace.Stop()
+	stop()
 	w.Header().Set("Content-Type", "application/octet-stream")
 	_, err := w.Write(buf.Bytes())
 	return err
