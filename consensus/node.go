@@ -567,7 +567,7 @@ func (n *Node) maintain() {
 			t.Reset(p2p.UntilGrid(time.Now(), n.cfg.MaintenanceInterval))
 		case <-n.kickCh:
 		case o := <-n.obsCh:
-			if po, ok := o.Data.(raft.PeerObservation); ok && po.Removed && po.Peer.ID == raft.ServerID(n.self.String()) {
+			if po, ok := o.Data.(raft.PeerObservation); ok && po.Removed && po.Peer.ID == n.selfID {
 				n.log.Info("consensus: removed from the cluster")
 			}
 		}
@@ -599,7 +599,7 @@ func (n *Node) reconnect() {
 	if f.Error() != nil {
 		return
 	}
-	keep := meshPeers(f.Configuration(), raft.ServerID(n.self.String()), meshRing)
+	keep := meshPeers(f.Configuration(), n.selfID, meshRing)
 	for _, s := range f.Configuration().Servers {
 		id, err := peer.Decode(string(s.ID))
 		if err != nil || id == n.self || !keep[s.ID] {
