@@ -3,6 +3,8 @@ package consensus
 import (
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/hashicorp/raft"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -52,5 +54,34 @@ func TestMemberSetFollowsTheConfiguration(t *testing.T) {
 		if ok != tc.member || (ok && (s == raft.Voter) != tc.voter) {
 			t.Errorf("%s: suffrage %v, member %t; want member %t, voter %t", tc.name, s, ok, tc.member, tc.voter)
 		}
+	}
+}
+
+// TestRaftKeepsOneCopyPerConfiguration pins what memberSet's cache relies
+// on for its speed (not its correctness): hashicorp/raft hands out the same
+// stored copy of the latest configuration until a new one is stored. If an
+// upgrade of Raft cloned it on every GetConfiguration, the set would be
+// rebuilt on every question (a decode per server per Raft RPC) and this
+// test says so.
+func TestRaftKeepsOneCopyPerConfiguration(t *testing.T) {
+	_, trans := raft.NewInmemTransport("")
+	cfg := raft.DefaultConfig()
+	cfg.LocalID = "a"
+	cfg.Logger = hclog.NewNullLogger()
+	store := raft.NewInmemStore()
+	snaps := raft.NewInmemSnapshotStore()
+	servers := raft.Configuration{Servers: []raft.Server{{ID: "a", Address: trans.LocalAddr()}}}
+	if err := raft.BootstrapCluster(cfg, store, store, snaps, trans, servers); err != nil {
+		t.Fatal(err)
+	}
+	r, err := raft.NewRaft(cfg, nil, store, store, snaps, trans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Shutdown()
+	first := r.GetConfiguration().Configuration()
+	again := r.GetConfiguration().Configuration()
+	if len(first.Servers) != 1 || &first.Servers[0] != &again.Servers[0] {
+		t.Fatalf("two reads of one configuration gave different copies (%d servers): memberSet would rebuild on every call", len(first.Servers))
 	}
 }
