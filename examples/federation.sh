@@ -98,8 +98,9 @@ fail() {
 	exit 1
 }
 
-listen_port() { echo $((BASE_PORT + 10 * $1)); }
-api_port() { echo $((BASE_PORT + 10 * $1 + 1)); }
+# Ports by arithmetic, not by $(function): see wait_ready on command
+# substitutions and a pending Ctrl-C.
+listen_addr() { listen="/ip4/127.0.0.1/tcp/$((BASE_PORT + 10 * $1))" api="127.0.0.1:$((BASE_PORT + 10 * $1 + 1))"; }
 
 # wait_ready ORG PID: wait for `ready:` in the peer's output.
 wait_ready() {
@@ -107,7 +108,8 @@ wait_ready() {
 	# An arithmetic loop, not $(seq …): bash 5.2 runs a pending Ctrl-C
 	# trap while it expands a command substitution, and then fails to
 	# parse the trap ("unexpected EOF while looking for matching `)'",
-	# exit 2 instead of 130); this loop is where the script waits.
+	# exit 2 instead of 130); this loop is where the script waits, and
+	# the commands between two peers' starts use none either.
 	for ((n = 0; n < TIMEOUT * 2; n++)); do
 		if grep -q '^ready: ' "$log"; then
 			sed 's/^/    /' "$log" | grep -v 'level=' || true
@@ -158,8 +160,9 @@ EOF
 done
 
 say "uni-a starts a new federation"
+listen_addr 0
 run "$PEER" init --org uni-a --data "$WORK/uni-a" --machines "$WORK/uni-a-machines.yaml" --new-federation \
-	--listen "/ip4/127.0.0.1/tcp/$(listen_port 0)" --api "127.0.0.1:$(api_port 0)"
+	--listen "$listen" --api "$api"
 start uni-a
 BOOT=$(grep -m1 '^listening on ' "$WORK/uni-a.log" | cut -d' ' -f3)
 [[ $BOOT == */p2p/* ]] || fail "uni-a printed no bootstrap address"
@@ -172,9 +175,9 @@ for idx in 1 2; do
 	say "uni-a invites $org: a signed, single-use invitation, valid 24 h (handed over out of band)"
 	run "$PEER" invite "$org" --data "$WORK/uni-a" -o "$WORK/$org.invitation"
 	say "$org joins through uni-a's address with its invitation"
+	listen_addr "$idx"
 	run "$PEER" init --org "$org" --data "$WORK/$org" --machines "$WORK/$org-machines.yaml" \
-		--secret "$WORK/federation.key" \
-		--listen "/ip4/127.0.0.1/tcp/$(listen_port "$idx")" --api "127.0.0.1:$(api_port "$idx")"
+		--secret "$WORK/federation.key" --listen "$listen" --api "$api"
 	start "$org" --bootstrap "$BOOT" --invitation "$WORK/$org.invitation"
 done
 
@@ -193,7 +196,7 @@ for org in "${ORGS[@]}"; do
 done
 
 say "waiting for every task to finish"
-for n in $(seq 1 $((TIMEOUT * 2))); do
+for ((n = 1; n <= TIMEOUT * 2; n++)); do
 	left=$("$PEER" tasks --data "$WORK/uni-a" --state queued,assigned,running --json)
 	[[ $left == "[]" ]] && break
 	[[ $n -eq $((TIMEOUT * 2)) ]] && fail "tasks still unfinished after ${TIMEOUT}s: $left"
