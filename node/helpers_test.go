@@ -230,7 +230,10 @@ func federation(tb testing.TB, kind string, orgs []string, machines map[string]s
 // ports), so they share nothing but the CPU, of which ./node uses about a
 // sixth of a core (make test). A test whose assertions depend on how fast
 // its own peers run (TestWasteAgreesWithSimulator, TestReportsAreBatched,
-// TestProgressMigratesOnRealPeers, the Slurm tests) stays sequential.
+// TestProgressMigratesOnRealPeers, the Slurm tests) stays sequential, and
+// so does TestLostMachineRunElsewhereAvoidingIt: it needs exactly one
+// machine lost, and once timed out in parallel at load 10-15 (its other
+// two machines avoided or busy, perhaps after a missed heartbeat).
 func waitsMostly(t *testing.T) {
 	t.Helper()
 	t.Parallel()

@@ -109,7 +109,6 @@ func TestMachineFailuresRunElsewhere(t *testing.T) {
 // does run on l-c's machine; when l-b's machine frees, T runs there and
 // is done. Everything is read through the API backend.
 func TestLostMachineRunElsewhereAvoidingIt(t *testing.T) {
-	waitsMostly(t)
 	peers := federation(t, "sim", []string{"l-a", "l-b", "l-c"}, map[string]string{
 		"l-a": simMachine("m1", 10, 100),
 		"l-b": simMachine("m1", 150, 100),
