@@ -143,7 +143,6 @@ func submitOne(t *testing.T, ctx context.Context, tn *tnode, tasks ...api.Submit
 // where it stopped and ends at the target. Every archive is collected once
 // the task is done.
 func TestPreemptedTaskResumesElsewhere(t *testing.T) {
-	waitsMostly(t)
 	peers := federation(t, "process", []string{"ck-sub", "ck-own", "ck-far"}, map[string]string{
 		"ck-own": processMachine("y1", 10, 100),
 		"ck-far": processMachine("z1", 5, 150),

@@ -231,9 +231,10 @@ func federation(tb testing.TB, kind string, orgs []string, machines map[string]s
 // sixth of a core (make test). A test whose assertions depend on how fast
 // its own peers run (TestWasteAgreesWithSimulator, TestReportsAreBatched,
 // TestProgressMigratesOnRealPeers, the Slurm tests) stays sequential, and
-// so does TestLostMachineRunElsewhereAvoidingIt: it needs exactly one
-// machine lost, and once timed out in parallel at load 10-15 (its other
-// two machines avoided or busy, perhaps after a missed heartbeat).
+// so do two that each failed once in parallel on the shared host (load
+// 10-30) when a machine was declared lost after missed heartbeats:
+// TestLostMachineRunElsewhereAvoidingIt (it needs exactly one machine
+// lost) and TestPreemptedTaskResumesElsewhere (its resumed run was lost).
 func waitsMostly(t *testing.T) {
 	t.Helper()
 	t.Parallel()
