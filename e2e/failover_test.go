@@ -17,6 +17,7 @@ import (
 // takes new work.
 func TestLeaderKilled(t *testing.T) {
 	skipShort(t)
+	alongside(t)
 	root := t.TempDir()
 
 	// The first peer (the leader) has the most efficient machines, so the

@@ -27,6 +27,7 @@ import (
 // run in order; each asserts on the state the previous ones left.
 func TestFederation(t *testing.T) {
 	skipShort(t)
+	alongside(t)
 	root := t.TempDir()
 
 	// W per GFLOPS: uni-a 10, uni-b 6, uni-c 5. EHOSEP prefers uni-c's

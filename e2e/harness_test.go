@@ -44,6 +44,17 @@ func skipShort(t *testing.T) {
 	}
 }
 
+// alongside marks one of the longest tests (each a federation of peer
+// processes of its own, tens of seconds mostly spent waiting on heartbeat
+// timeouts, elections and tasks) to run beside the others so marked
+// (t.Parallel, at most -parallel at a time, after the package's other
+// tests). They share no directory (t.TempDir), no secret and no port
+// (freePort); the package's processes keep less than half a core busy.
+func alongside(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 // Long deadlines: these bound a hung test, they assert nothing about speed.
 const (
 	cliTimeout   = 2 * time.Minute

@@ -18,6 +18,7 @@ import (
 // "Recovery").
 func TestRecoverFromSurvivors(t *testing.T) {
 	skipShort(t)
+	alongside(t)
 	root := t.TempDir()
 	names := []string{"uni-a", "uni-b", "uni-c", "uni-d", "uni-e"}
 	var orgs []*org

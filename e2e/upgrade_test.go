@@ -70,6 +70,7 @@ type upgradeStatus struct {
 // the tasks of each batch (default 6; `make upgrade-test` runs more).
 func TestRollingUpgrade(t *testing.T) {
 	skipShort(t)
+	alongside(t)
 	perBatch := 6
 	if n, err := strconv.Atoi(os.Getenv("COOPGRID_UPGRADE_TASKS")); err == nil && n > 0 {
 		perBatch = n

@@ -25,6 +25,7 @@ import (
 // workload behaves as before: a long narrow task takes the free half of
 // the machine at once, ahead of the wide one.
 func TestLiveBackfillOnRealPeers(t *testing.T) {
+	waitsMostly(t)
 	for _, job := range []string{"easy", "ehosep"} {
 		t.Run(job, func(t *testing.T) { liveBackfillScenario(t, job) })
 	}

@@ -244,6 +244,7 @@ func TestPreemptedTaskResumesElsewhere(t *testing.T) {
 // A machine is then freed, on a peer that does not hold the replica, so
 // that the restore has to fetch it.
 func TestResumeAfterHolderLossOrCorruption(t *testing.T) {
+	waitsMostly(t)
 	cases := []struct {
 		name     string
 		crash    bool
@@ -256,6 +257,7 @@ func TestResumeAfterHolderLossOrCorruption(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			waitsMostly(t) // three federations of their own
 			p := fmt.Sprintf("h%d-", i)
 			sub, own, far, alt := p+"sub", p+"own", p+"far", p+"alt"
 			small := ckConfig
@@ -598,6 +600,7 @@ func simulatedWaste(t *testing.T, run float64, d int64, block float64, size int6
 // holder of every archive is gone, the task resumes elsewhere from the
 // last recorded checkpoint, fetched from a replica.
 func TestPeriodicCheckpointsSurviveACrash(t *testing.T) {
+	waitsMostly(t)
 	edit := func(c *config.Config) {
 		ckConfig(c)
 		c.Checkpoint.Interval = 300 * time.Millisecond
@@ -661,6 +664,7 @@ func TestPeriodicCheckpointsSurviveACrash(t *testing.T) {
 // segment is that machine's busy power over (size − checkpointed
 // progress) / speed.
 func TestSimulatedTaskResumesFromCheckpoint(t *testing.T) {
+	waitsMostly(t)
 	peers := federation(t, "sim", []string{"s-sub", "s-own", "s-far"}, map[string]string{
 		"s-own": simMachine("y1", 100, 100),
 		"s-far": simMachine("z1", 50, 150),

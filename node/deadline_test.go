@@ -21,6 +21,7 @@ import (
 //     answer says so.
 //   - Without a class it runs on a/a0, EHOSEP's choice.
 func TestDeadlinesOnRealPeers(t *testing.T) {
+	waitsMostly(t)
 	peers := federation(t, "process", []string{"a", "b"}, map[string]string{
 		"a": "machines:\n  - name: a0\n    gflops: 1\n    busy_watts: 10\n  - name: a1\n    gflops: 100\n    busy_watts: 10000\npolicy:\n  unsafe_run_as_peer_user: true\n  allow: [/bin/sh]\n",
 		"b": machinesFile("b", 1, 1, 50, "", "  allow: [/bin/sh]\n"),

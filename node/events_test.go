@@ -49,6 +49,7 @@ func serveAPI(t *testing.T, tn *tnode) (c *api.Client, stop func()) {
 // run to its end: exactly the events that peer applied, from the first,
 // none missed or repeated, and they fold into the ledger's task states.
 func TestWatchSurvivesTheLossOfTheLeader(t *testing.T) {
+	waitsMostly(t)
 	peers := federation(t, "sim", []string{"w-a", "w-b", "w-c"}, map[string]string{
 		"w-a": simMachine("a1", 10, 100),
 		"w-b": simMachine("b1", 10, 100),

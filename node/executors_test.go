@@ -25,6 +25,7 @@ import (
 //
 // and the task then ends normally, its energy the declared estimate.
 func TestExecutorsEarnTrust(t *testing.T) {
+	waitsMostly(t)
 	peers := federation(t, "process", []string{"ex-sub", "ex-own", "ex-far"}, map[string]string{
 		"ex-own": processMachine("y1", 10, 100),
 	}, map[string]func(*config.Config){

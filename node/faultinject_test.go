@@ -177,6 +177,7 @@ func TestFaultClockOffsetStampsCommands(t *testing.T) {
 // for the run it held is busy power × the run's real length, not × the
 // leader's error: the loss is stamped on the owner's clock.
 func TestLostRunEnergyOnOwnersClock(t *testing.T) {
+	waitsMostly(t)
 	for _, step := range []time.Duration{time.Hour, -time.Hour} {
 		t.Run(step.String(), func(t *testing.T) {
 			a := newTNode(t, "lc-a", "", "", testConfig("sim"))

@@ -92,6 +92,7 @@ func TestRestartRejoinsFromDataDir(t *testing.T) {
 // then comes back from its data directory and its orphaned state is
 // cleaned up.
 func TestCrashedPeerTasksRunElsewhere(t *testing.T) {
+	waitsMostly(t)
 	// c's machine is the most efficient, so the task goes there first;
 	// b's is next.
 	peers := federation(t, "sim", []string{"k-a", "k-b", "k-c"}, map[string]string{
@@ -292,6 +293,7 @@ func TestRestartRedeclaresProtection(t *testing.T) {
 // reaches it and it never catches up (CI's e2e.TestNoQuorum: the restarted
 // old leader waited 90 s in pre-vote, dialling the new leader's old port).
 func TestRestartedPeerFindsAMovedLeader(t *testing.T) {
+	waitsMostly(t)
 	peers := federation(t, "sim", []string{"mv-a", "mv-b", "mv-c"}, map[string]string{
 		"mv-a": simMachine("m1", 10, 100),
 		"mv-b": simMachine("m1", 10, 100),

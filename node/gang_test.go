@@ -35,6 +35,7 @@ func gangPeers(t *testing.T) (g, h *tnode) {
 // too. Once the gang runs again, g declares one part's machine lost: the
 // other part stops too.
 func TestGangOnRealPeers(t *testing.T) {
+	waitsMostly(t)
 	g, h := gangPeers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -153,6 +154,7 @@ func readWhenThere(t *testing.T, path string) string {
 // going to the next small task; when the second ends the gang starts on
 // both, and the small tasks submitted before it start only after it.
 func TestGangHeldAgainstAStreamOfSmallTasks(t *testing.T) {
+	waitsMostly(t)
 	g, h := gangPeers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

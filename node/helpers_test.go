@@ -222,6 +222,24 @@ func federation(tb testing.TB, kind string, orgs []string, machines map[string]s
 	return out
 }
 
+// waitsMostly marks a test that spends its seconds waiting (on task
+// processes, sleeps, heartbeat timeouts, elections) while its few peers
+// are mostly idle: it runs beside the other such tests (t.Parallel, at
+// most -parallel at a time), after the package's sequential tests. Each
+// has its own federation (its own secret, data directories and loopback
+// ports), so they share nothing but the CPU, of which ./node uses about a
+// sixth of a core (make test). A test whose assertions depend on how fast
+// its own peers run (TestWasteAgreesWithSimulator, TestReportsAreBatched,
+// TestProgressMigratesOnRealPeers, the Slurm tests) stays sequential, and
+// so do two that each failed once in parallel on the shared host (load
+// 10-30) when a machine was declared lost after missed heartbeats:
+// TestLostMachineRunElsewhereAvoidingIt (it needs exactly one machine
+// lost) and TestPreemptedTaskResumesElsewhere (its resumed run was lost).
+func waitsMostly(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
 	tb.Helper()

@@ -25,6 +25,7 @@ import (
 // organisation's records (its store holds what r-a's holds). A host that
 // holds the federation key but is not a member is refused.
 func TestHistoryAfterSnapshotCatchUp(t *testing.T) {
+	waitsMostly(t)
 	compact := func(c *consensus.Config) { c.TrailingLogs = 1 }
 	machines := map[string]string{"r-a": simMachine("a1", 10, 100), "r-b": simMachine("b1", 10, 100), "r-c": simMachine("c1", 10, 100)}
 	var peers []*tnode

@@ -180,6 +180,7 @@ func (f *fakeLoad) maxGrid() float64 {
 // (machine_load), on every peer; a smaller one appends nothing. A reclaim
 // by hand is not released by the monitor, however idle.
 func TestReclaimOnLoad(t *testing.T) {
+	waitsMostly(t)
 	load := &fakeLoad{}
 	own := newTNode(t, "o-own", "", simMachine("y1", 100, 100)+"    opportunistic: true\n    reclaim_load: 0.5\n    reclaim_after: 1s\n    release_after: 1s\n",
 		func(c *config.Config) { testConfig("sim")(c); ckConfig(c); c.Limit = "system" })

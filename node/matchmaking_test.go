@@ -33,6 +33,7 @@ func machinesFile(prefix string, n int, gflops, watts float64, extra, policy str
 // them). A /bin/true task then runs on A's machines, still offered to what
 // A allows.
 func TestOwnersPoliciesSteerPlacement(t *testing.T) {
+	waitsMostly(t)
 	peers := federation(t, "process", []string{"a", "b", "c"}, map[string]string{
 		"a": machinesFile("a", 4, 100, 10, "", "  allow: [/bin/true]\n"),
 		"b": machinesFile("b", 2, 10, 100, "", "  allow: [/bin/sh]\n"),

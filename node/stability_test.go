@@ -22,6 +22,7 @@ import (
 //     each time o-far's heartbeat brings it back. The MTBF every peer's
 //     ledger gives equals the one computed by hand from those times.
 func TestOpportunisticReclaimAndMTBF(t *testing.T) {
+	waitsMostly(t)
 	peers := federation(t, "sim", []string{"o-sub", "o-own", "o-far"}, map[string]string{
 		"o-own": simMachine("y1", 100, 100) + "    opportunistic: true\n",
 		"o-far": simMachine("z1", 50, 150),

@@ -7,11 +7,13 @@ package peerproc
 import (
 	"bufio"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,14 +38,48 @@ func Build(repoRoot, dir string) (string, error) {
 	return bin, nil
 }
 
-// FreePort returns a TCP port free on 127.0.0.1 at the time of the call.
+// FreePort returns a TCP port free on 127.0.0.1 at the time of the call,
+// picked at random below the kernel's ephemeral range when there is room
+// there. A port of that range (what ":0" gives) can be taken, between this
+// call and the caller's bind, by any outgoing connection or ":0" listener
+// of the processes running beside (other tests' peers): a peer then failed
+// with "address already in use" (seen in e2e's parallel tests).
 func FreePort() (int, error) {
+	const floor = 10000
+	if lo := ephemeralLow(); lo > floor+1000 {
+		for range 100 {
+			port := floor + rand.IntN(lo-floor)
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+			if err == nil {
+				l.Close()
+				return port, nil
+			}
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ephemeralLow is the first port of Linux's ephemeral range (32768 by
+// default), 0 where it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return lo
 }
 
 // Proc is one running process with its stdout and stderr in files.
