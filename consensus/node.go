@@ -53,6 +53,9 @@ type Node struct {
 	// paced is trans as Raft uses it: no pipeline, RPCs to non-voters
 	// paced (pacing.go).
 	paced *pacedTransport
+	// heartbeats is paced with Raft's heartbeat handler guarded against
+	// running after Shutdown (heartbeatguard.go).
+	heartbeats *heartbeatGuard
 	// gate admits the senders of Raft RPCs (gate.go).
 	gate  *gate
 	store *raftboltdb.BoltStore
@@ -206,7 +209,8 @@ func New(cfg Config, h *p2p.Host, opts ...Option) (*Node, error) {
 	n.paced.leaderCommit = n.commitAsLeader
 	n.fsm.catchUp = n.startingReplay(opened)
 	started := time.Now()
-	n.raft, err = raft.NewRaft(rc, n.fsm, newsLogStore{n.logs, n.paced.announce}, stableStore, n.snaps, n.paced)
+	n.heartbeats = &heartbeatGuard{pacedTransport: n.paced}
+	n.raft, err = raft.NewRaft(rc, n.fsm, newsLogStore{n.logs, n.paced.announce}, stableStore, n.snaps, n.heartbeats)
 	if err != nil {
 		n.trans.Close()
 		n.store.Close()
@@ -300,12 +304,14 @@ func (n *Node) Shutdown() error {
 		// the connection's goroutine, outside what Shutdown waits for, and
 		// one that raises the term after the stores are closed panics
 		// ("failed to save current term: database not open",
-		// hashicorp/raft#717). Closed first, no new RPC arrives, and an
-		// RPC already in flight ends long before raft's own shutdown
-		// does. Raft sends nothing it needs to shut down.
+		// hashicorp/raft#717). Closed first, no new RPC arrives; a
+		// heartbeat already in flight is waited for, and any later one
+		// refused, before the stores close (heartbeatguard.go). Raft
+		// sends nothing it needs to shut down.
 		n.paced.stop()
 		terr := n.trans.Close()
 		err := n.raft.Shutdown().Error()
+		n.heartbeats.close()
 		n.raft.DeregisterObserver(n.observer)
 		// Unblock watchLeadership, which reads notifyCh until cancelled.
 		n.wg.Wait()
