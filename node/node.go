@@ -56,6 +56,10 @@ type Options struct {
 	// at every change (consensus.Config.OnVoting): `peer run` sets its
 	// GOMAXPROCS from it.
 	OnVoting func(voting bool)
+	// OnLeading, when set, is told whether this peer leads, at every
+	// change, as soon as Raft reports it (consensus.Config.OnLeading):
+	// `peer run` sets its GOMAXPROCS from it.
+	OnLeading func(leading bool)
 	// Leader, when set, edits the leader's configuration (scheduling,
 	// lost-machine detection) after the config file's settings (for tests
 	// and tools).
@@ -389,6 +393,7 @@ func (n *Node) startReplication() error {
 		ccfg.StoreDelay = n.faults.diskDelay
 	}
 	ccfg.OnVoting = n.opts.OnVoting
+	ccfg.OnLeading = n.opts.OnLeading
 	if n.opts.Consensus != nil {
 		n.opts.Consensus(&ccfg)
 	}

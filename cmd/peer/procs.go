@@ -8,33 +8,39 @@ import (
 	"github.com/coopgrid/coopgrid/node"
 )
 
-// nonVoterProcs is the GOMAXPROCS of a `peer run` process while its peer
-// does not vote (a non-voter follower: most members of a large
-// federation). Such a peer has little to do: it follows the log, sends its
-// heartbeats and supervises its tasks, whose work runs in other
-// processes. What it pays when idle is mostly the Go runtime's and the
+// followerProcs is the GOMAXPROCS of a `peer run` process while its peer
+// does not lead: a non-voter, a voter following, and a joiner from the
+// moment the process starts (it joins as a non-voter). A follower has
+// little to do when idle: it answers the leader's heartbeats and appends,
+// sends its own heartbeats and supervises its tasks, whose work runs in
+// other processes. What it pays is mostly the Go runtime's and the
 // kernel's cost of each wake-up, and with one P a wake-up no longer starts
-// a second thread spinning for work that is not there (issue 17: about a
-// third fewer context switches and a sixth less CPU at 20 peers,
-// docs/BENCHMARKS.md "Idle non-voters, session 10"). Once the peer votes
-// (promoted, or a voter from the start), the runtime's default comes back
-// (runtime.SetDefaultGOMAXPROCS): a voter answers the leader's heartbeats
-// on time and may lead.
-const nonVoterProcs = 1
+// a second thread spinning for work that is not there (issue 17:
+// docs/BENCHMARKS.md "Idle non-voters, session 10" and "Voters with one
+// processor, session 11"). The leader schedules, checks every proposal
+// and replicates to every member: the moment this peer becomes leader it
+// gets the runtime's default back (runtime.SetDefaultGOMAXPROCS), told by
+// Raft itself (node.Options.OnLeading) before it replicates its first
+// entry, and goes back to one P when it stops leading.
+const followerProcs = 1
 
-// followVoting sets o to lower the process's GOMAXPROCS while the peer
-// does not vote, unless the operator set GOMAXPROCS in the environment,
-// which then stays as set.
-func followVoting(o *node.Options, log *slog.Logger) {
+// followLeading lowers the process's GOMAXPROCS to followerProcs now and
+// sets o to raise it to the runtime's default while the peer leads. The
+// returned function puts back the GOMAXPROCS found on entry (the daemon
+// has stopped; tests run daemons inside one process). When the operator
+// set GOMAXPROCS in the environment, nothing changes and that value stays.
+func followLeading(o *node.Options, log *slog.Logger) (restore func()) {
 	if os.Getenv("GOMAXPROCS") != "" {
-		return
+		return func() {}
 	}
-	o.OnVoting = func(voting bool) {
-		if voting {
+	before := runtime.GOMAXPROCS(followerProcs)
+	o.OnLeading = func(leading bool) {
+		if leading {
 			runtime.SetDefaultGOMAXPROCS()
 		} else {
-			runtime.GOMAXPROCS(nonVoterProcs)
+			runtime.GOMAXPROCS(followerProcs)
 		}
-		log.Debug("GOMAXPROCS follows this peer's vote", "voting", voting, "gomaxprocs", runtime.GOMAXPROCS(0))
+		log.Debug("GOMAXPROCS follows this peer's leadership", "leading", leading, "gomaxprocs", runtime.GOMAXPROCS(0))
 	}
+	return func() { runtime.GOMAXPROCS(before) }
 }

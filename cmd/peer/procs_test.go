@@ -2,38 +2,98 @@ package main
 
 import (
 	"log/slog"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/coopgrid/coopgrid/node"
 )
 
-// TestFollowVoting: without GOMAXPROCS in the environment, a peer that
-// does not vote runs with one P and gets the runtime's default back once
-// it votes; with GOMAXPROCS set, the options are left alone.
-func TestFollowVoting(t *testing.T) {
+// defaultProcs is the runtime's default GOMAXPROCS for this process.
+func defaultProcs() int {
+	before := runtime.GOMAXPROCS(0)
+	runtime.SetDefaultGOMAXPROCS()
+	return runtime.GOMAXPROCS(before)
+}
+
+// TestFollowLeading: without GOMAXPROCS in the environment, the process
+// runs with one P at once, gets the runtime's default back while its peer
+// leads and one P again when it stops; the returned function puts back what
+// was there before. With GOMAXPROCS set, nothing changes.
+func TestFollowLeading(t *testing.T) {
 	before := runtime.GOMAXPROCS(0)
 	t.Cleanup(func() { runtime.GOMAXPROCS(before) })
+	def := defaultProcs()
 
 	t.Setenv("GOMAXPROCS", "") // empty counts as unset
 	var o node.Options
-	followVoting(&o, slog.Default())
-	if o.OnVoting == nil {
-		t.Fatal("GOMAXPROCS unset: OnVoting not set")
+	restore := followLeading(&o, slog.Default())
+	if got := runtime.GOMAXPROCS(0); got != followerProcs {
+		t.Fatalf("at start: GOMAXPROCS %d, want %d", got, followerProcs)
 	}
-	o.OnVoting(false)
-	if got := runtime.GOMAXPROCS(0); got != nonVoterProcs {
-		t.Fatalf("not voting: GOMAXPROCS %d, want %d", got, nonVoterProcs)
+	if o.OnLeading == nil {
+		t.Fatal("GOMAXPROCS unset: OnLeading not set")
 	}
-	o.OnVoting(true)
-	if got := runtime.GOMAXPROCS(0); got == nonVoterProcs && runtime.NumCPU() > 1 {
-		t.Fatalf("voting: GOMAXPROCS still %d on %d CPUs", got, runtime.NumCPU())
+	for _, step := range []struct {
+		leading bool
+		want    int
+	}{{true, def}, {false, followerProcs}, {true, def}, {false, followerProcs}} {
+		o.OnLeading(step.leading)
+		if got := runtime.GOMAXPROCS(0); got != step.want {
+			t.Fatalf("leading %v: GOMAXPROCS %d, want %d", step.leading, got, step.want)
+		}
+	}
+	restore()
+	if got := runtime.GOMAXPROCS(0); got != before {
+		t.Fatalf("restored: GOMAXPROCS %d, want %d", got, before)
 	}
 
 	t.Setenv("GOMAXPROCS", "3")
 	o = node.Options{}
-	followVoting(&o, slog.Default())
-	if o.OnVoting != nil {
-		t.Fatal("GOMAXPROCS set by the operator: the options were changed")
+	followLeading(&o, slog.Default())()
+	if o.OnLeading != nil || runtime.GOMAXPROCS(0) != before {
+		t.Fatalf("GOMAXPROCS set by the operator: options changed or GOMAXPROCS %d", runtime.GOMAXPROCS(0))
+	}
+}
+
+// TestRunLeaderGetsDefaultProcs: a founder's `peer run` leads its
+// federation of one, so its process runs with the runtime's default
+// GOMAXPROCS (told by Raft through node and consensus), and has the
+// GOMAXPROCS it found back once it stops.
+func TestRunLeaderGetsDefaultProcs(t *testing.T) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		t.Skip("GOMAXPROCS set in the environment: the rule is off")
+	}
+	if runtime.NumCPU() < 2 {
+		t.Skip("one CPU: a leader's default is one P too")
+	}
+	before := runtime.GOMAXPROCS(1) // as a follower's process would be
+	t.Cleanup(func() { runtime.GOMAXPROCS(before) })
+	tmp := t.TempDir()
+	machines := filepath.Join(tmp, "machines.yaml")
+	if err := os.WriteFile(machines, []byte("machines:\n  - {name: m1, gflops: 10, busy_watts: 100}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := filepath.Join(tmp, "a")
+	if code, _, errs := runCLI(t, "init", "--org", "uni-a", "--data", a, "--machines", machines, "--new-federation",
+		"--listen", "/ip4/127.0.0.1/tcp/0", "--api", "127.0.0.1:0"); code != 0 {
+		t.Fatal(errs)
+	}
+	d := startDaemon(t, "--data", a)
+	d.wait(t, `ready: organisation uni-a registered`)
+	// Raft tells the leadership on its own goroutine: wait for it.
+	want := defaultProcs()
+	for deadline := time.Now().Add(10 * time.Second); runtime.GOMAXPROCS(0) != want; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("leading: GOMAXPROCS %d, want the default %d", runtime.GOMAXPROCS(0), want)
+		}
+	}
+	if code := d.shutdown(t); code != 0 {
+		t.Fatalf("peer run stopped with %d:\n%s", code, d.errs.String())
+	}
+	if got := runtime.GOMAXPROCS(0); got != 1 {
+		t.Fatalf("stopped: GOMAXPROCS %d, want the 1 it found", got)
 	}
 }
