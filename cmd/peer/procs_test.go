@@ -19,9 +19,11 @@ func defaultProcs() int {
 }
 
 // TestFollowLeading: without GOMAXPROCS in the environment, the process
-// runs with one P at once, gets the runtime's default back while its peer
-// leads and one P again when it stops; the returned function puts back what
-// was there before. With GOMAXPROCS set, nothing changes.
+// keeps the runtime's default until the maintenance loop's first pass
+// (OnVoting), then runs with one P unless its peer leads, whatever its
+// vote; it gets the default back while it leads and one P again when it
+// stops; the returned function puts back what was there before. With
+// GOMAXPROCS set, nothing changes.
 func TestFollowLeading(t *testing.T) {
 	before := runtime.GOMAXPROCS(0)
 	t.Cleanup(func() { runtime.GOMAXPROCS(before) })
@@ -30,19 +32,25 @@ func TestFollowLeading(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "") // empty counts as unset
 	var o node.Options
 	restore := followLeading(&o, slog.Default())
-	if got := runtime.GOMAXPROCS(0); got != followerProcs {
-		t.Fatalf("at start: GOMAXPROCS %d, want %d", got, followerProcs)
-	}
-	if o.OnLeading == nil {
-		t.Fatal("GOMAXPROCS unset: OnLeading not set")
+	if o.OnLeading == nil || o.OnVoting == nil {
+		t.Fatal("GOMAXPROCS unset: OnLeading or OnVoting not set")
 	}
 	for _, step := range []struct {
-		leading bool
-		want    int
-	}{{true, def}, {false, followerProcs}, {true, def}, {false, followerProcs}} {
-		o.OnLeading(step.leading)
+		name string
+		tell func()
+		want int
+	}{
+		{"leads before the first pass (a founder)", func() { o.OnLeading(true) }, def},
+		{"first pass, voting", func() { o.OnVoting(true) }, def},
+		{"stops leading", func() { o.OnLeading(false) }, followerProcs},
+		{"demoted", func() { o.OnVoting(false) }, followerProcs},
+		{"promoted", func() { o.OnVoting(true) }, followerProcs},
+		{"leads", func() { o.OnLeading(true) }, def},
+		{"stops leading again", func() { o.OnLeading(false) }, followerProcs},
+	} {
+		step.tell()
 		if got := runtime.GOMAXPROCS(0); got != step.want {
-			t.Fatalf("leading %v: GOMAXPROCS %d, want %d", step.leading, got, step.want)
+			t.Fatalf("%s: GOMAXPROCS %d, want %d", step.name, got, step.want)
 		}
 	}
 	restore()
@@ -50,10 +58,18 @@ func TestFollowLeading(t *testing.T) {
 		t.Fatalf("restored: GOMAXPROCS %d, want %d", got, before)
 	}
 
+	o = node.Options{}
+	followLeading(&o, slog.Default())
+	o.OnVoting(false) // a joiner's first pass
+	if got := runtime.GOMAXPROCS(0); got != followerProcs {
+		t.Fatalf("joiner's first pass: GOMAXPROCS %d, want %d", got, followerProcs)
+	}
+	runtime.GOMAXPROCS(before)
+
 	t.Setenv("GOMAXPROCS", "3")
 	o = node.Options{}
 	followLeading(&o, slog.Default())()
-	if o.OnLeading != nil || runtime.GOMAXPROCS(0) != before {
+	if o.OnLeading != nil || o.OnVoting != nil || runtime.GOMAXPROCS(0) != before {
 		t.Fatalf("GOMAXPROCS set by the operator: options changed or GOMAXPROCS %d", runtime.GOMAXPROCS(0))
 	}
 }
