@@ -53,8 +53,8 @@ type Options struct {
 	// config file's settings (for tests and tools).
 	Consensus func(*consensus.Config)
 	// OnVoting, when set, is told whether this peer votes, at start and
-	// at every change (consensus.Config.OnVoting): `peer run` sets its
-	// GOMAXPROCS from it.
+	// at every change (consensus.Config.OnVoting): `peer run` takes one P
+	// at its first call unless the peer leads.
 	OnVoting func(voting bool)
 	// OnLeading, when set, is told whether this peer leads, at every
 	// change, as soon as Raft reports it (consensus.Config.OnLeading):

@@ -1,35 +1,48 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"runtime"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/coopgrid/coopgrid/node"
+	"github.com/coopgrid/coopgrid/p2p"
 )
 
 // followerProcs is the GOMAXPROCS of a `peer run` process while its peer
-// follows: a non-voter or a voter that does not lead. A follower has
-// little to do when idle: it answers the leader's heartbeats and appends,
-// sends its own heartbeats and supervises its tasks, whose work runs in
-// other processes. What it pays is mostly the Go runtime's and the
-// kernel's cost of each wake-up, and with one P a wake-up no longer starts
-// a second thread spinning for work that is not there (issue 17:
-// docs/BENCHMARKS.md "Idle non-voters, session 10" and "Voters with one
-// processor, session 11"). The leader schedules, checks every proposal
-// and replicates to every member: the moment this peer becomes leader it
-// gets the runtime's default back (runtime.SetDefaultGOMAXPROCS), told by
-// Raft itself (node.Options.OnLeading) before it replicates its first
-// entry, and goes back to one P when it stops leading.
+// follows and is idle: a non-voter, or a voter that does not lead and
+// whose process is not busy (busyShare). An idle follower has little to
+// do: it answers the leader's heartbeats and appends, sends its own
+// heartbeats and supervises its tasks, whose work runs in other
+// processes. What it pays is mostly the Go runtime's and the kernel's cost
+// of each wake-up, and with one P a wake-up no longer starts a second
+// thread spinning for work that is not there (issue 17: docs/BENCHMARKS.md
+// "Idle non-voters, session 10" and "Voters with one processor, session
+// 11").
 //
-// A process starts with the runtime's default and takes one P at the
-// consensus maintenance loop's first pass (node.Options.OnVoting, within
-// a maintenance interval of the start) if it does not lead by then:
-// processes given one P from their first instant idled at a third more
-// CPU afterwards in every measurement, voters and non-voters alike
-// (docs/BENCHMARKS.md, session 11).
+// The leader schedules, checks every proposal and replicates to every
+// member: the moment this peer becomes leader it gets the runtime's
+// default back (runtime.SetDefaultGOMAXPROCS), told by Raft itself
+// (node.Options.OnLeading) before it replicates its first entry. A busy
+// voter (a federation forming, a stream of tasks) keeps the default too:
+// the leader's lease counts on its answers, which one P would queue
+// behind its other work. A process starts with the default and takes one
+// P at the consensus maintenance loop's first pass (node.Options.OnVoting,
+// within a maintenance interval of the start), as non-voters did since
+// session 10.
 const followerProcs = 1
+
+// busyShare is the share of a core above which a voter's process counts as
+// busy and keeps the runtime's default; an idle voter uses about 1 %.
+const busyShare = 0.05
+
+// busyEvery is how often the process's CPU time is read, on the wall-clock
+// grid the peer's other idle chores wake on (p2p.UntilGrid).
+const busyEvery = 2 * time.Second
 
 // procsByRole sets the process's GOMAXPROCS from the peer's role.
 type procsByRole struct {
@@ -37,35 +50,94 @@ type procsByRole struct {
 
 	mu      sync.Mutex
 	started bool // the maintenance loop has run once (OnVoting)
+	voting  bool // as OnVoting last said
 	leading bool // as OnLeading last said
+	busy    bool // the process used more than busyShare at the last look
+	procs   int  // what GOMAXPROCS was last set to (0: not yet)
 }
 
-// followLeading sets o so that the process runs with followerProcs while
-// its peer follows and with the runtime's default while it leads or has
-// not started (above). The returned function puts back the GOMAXPROCS found
-// on entry (the daemon has stopped; tests run daemons inside one process).
-// When the operator set GOMAXPROCS in the environment, nothing changes and
-// that value stays.
-func followLeading(o *node.Options, log *slog.Logger) (restore func()) {
+// followRole sets o so that the process's GOMAXPROCS follows the peer's
+// role (above) and starts the goroutine that watches the process's CPU.
+// stop ends it and puts back the GOMAXPROCS found on entry (the daemon has
+// stopped; tests run daemons inside one process). When the operator set
+// GOMAXPROCS in the environment, nothing changes and that value stays.
+func followRole(o *node.Options, log *slog.Logger) (stop func()) {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return func() {}
 	}
 	before := runtime.GOMAXPROCS(0)
 	r := &procsByRole{log: log}
-	o.OnVoting = func(bool) { r.set(func() { r.started = true }) }
+	o.OnVoting = func(voting bool) { r.set(func() { r.started, r.voting = true, voting }) }
 	o.OnLeading = func(leading bool) { r.set(func() { r.leading = leading }) }
-	return func() { runtime.GOMAXPROCS(before) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.watchBusy(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+		runtime.GOMAXPROCS(before)
+	}
 }
 
-// set applies change to the role and the role to GOMAXPROCS.
+// watchBusy reads the process's CPU time on the grid and tells set whether
+// the process was busy since the last reading.
+func (r *procsByRole) watchBusy(ctx context.Context) {
+	last, at := processCPU(), time.Now()
+	t := time.NewTimer(p2p.UntilGrid(at, busyEvery))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			cpu := processCPU()
+			busy := float64(cpu-last) > busyShare*float64(now.Sub(at))
+			last, at = cpu, now
+			r.set(func() { r.busy = busy })
+			t.Reset(p2p.UntilGrid(time.Now(), busyEvery))
+		}
+	}
+}
+
+// processCPU is the CPU time this process used so far (0 if unknown: the
+// process then never counts as busy).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// want is the GOMAXPROCS for the role: 0 for the runtime's default.
+func (r *procsByRole) want() int {
+	if r.leading || !r.started || (r.voting && r.busy) {
+		return 0
+	}
+	return followerProcs
+}
+
+// set applies change to the role and, when that changes what the process
+// should run with, the role to GOMAXPROCS.
 func (r *procsByRole) set(change func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	change()
-	if r.leading || !r.started {
+	want := r.want()
+	if want == 0 {
+		want = -1 // the default, whatever its value
+	}
+	if want == r.procs {
+		return
+	}
+	r.procs = want
+	if want < 0 {
 		runtime.SetDefaultGOMAXPROCS()
 	} else {
-		runtime.GOMAXPROCS(followerProcs)
+		runtime.GOMAXPROCS(want)
 	}
-	r.log.Debug("GOMAXPROCS follows this peer's role", "leading", r.leading, "gomaxprocs", runtime.GOMAXPROCS(0))
+	r.log.Debug("GOMAXPROCS follows this peer's role", "leading", r.leading, "voting", r.voting, "busy", r.busy, "gomaxprocs", runtime.GOMAXPROCS(0))
 }

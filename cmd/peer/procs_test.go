@@ -18,57 +18,69 @@ func defaultProcs() int {
 	return runtime.GOMAXPROCS(before)
 }
 
-// TestFollowLeading: without GOMAXPROCS in the environment, the process
-// keeps the runtime's default until the maintenance loop's first pass
-// (OnVoting), then runs with one P unless its peer leads, whatever its
-// vote; it gets the default back while it leads and one P again when it
-// stops; the returned function puts back what was there before. With
+// TestProcsFollowRole: the process keeps the runtime's default until the
+// maintenance loop's first pass, then runs with one P unless its peer
+// leads or votes with a busy process; it gets the default back while it
+// leads or is a busy voter, and one P again after.
+func TestProcsFollowRole(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(before) })
+	def := defaultProcs()
+	r := &procsByRole{log: slog.Default()}
+	for _, step := range []struct {
+		name   string
+		change func()
+		want   int
+	}{
+		{"a founder leads before the first pass", func() { r.leading = true }, def},
+		{"first pass, voting", func() { r.started, r.voting = true, true }, def},
+		{"stops leading, idle", func() { r.leading = false }, followerProcs},
+		{"busy voter", func() { r.busy = true }, def},
+		{"demoted while busy", func() { r.voting = false }, followerProcs},
+		{"promoted while busy", func() { r.voting = true }, def},
+		{"idle again", func() { r.busy = false }, followerProcs},
+		{"leads", func() { r.leading = true }, def},
+		{"stops leading", func() { r.leading = false }, followerProcs},
+	} {
+		r.set(step.change)
+		if got := runtime.GOMAXPROCS(0); got != step.want {
+			t.Fatalf("%s: GOMAXPROCS %d, want %d", step.name, got, step.want)
+		}
+	}
+}
+
+// TestFollowRole: without GOMAXPROCS in the environment, the options'
+// hooks set the process's GOMAXPROCS (a joiner's first pass: one P; its
+// leadership: the default) and stop puts back what was there before; with
 // GOMAXPROCS set, nothing changes.
-func TestFollowLeading(t *testing.T) {
+func TestFollowRole(t *testing.T) {
 	before := runtime.GOMAXPROCS(0)
 	t.Cleanup(func() { runtime.GOMAXPROCS(before) })
 	def := defaultProcs()
 
 	t.Setenv("GOMAXPROCS", "") // empty counts as unset
 	var o node.Options
-	restore := followLeading(&o, slog.Default())
+	stop := followRole(&o, slog.Default())
 	if o.OnLeading == nil || o.OnVoting == nil {
 		t.Fatal("GOMAXPROCS unset: OnLeading or OnVoting not set")
 	}
-	for _, step := range []struct {
-		name string
-		tell func()
-		want int
-	}{
-		{"leads before the first pass (a founder)", func() { o.OnLeading(true) }, def},
-		{"first pass, voting", func() { o.OnVoting(true) }, def},
-		{"stops leading", func() { o.OnLeading(false) }, followerProcs},
-		{"demoted", func() { o.OnVoting(false) }, followerProcs},
-		{"promoted", func() { o.OnVoting(true) }, followerProcs},
-		{"leads", func() { o.OnLeading(true) }, def},
-		{"stops leading again", func() { o.OnLeading(false) }, followerProcs},
-	} {
-		step.tell()
-		if got := runtime.GOMAXPROCS(0); got != step.want {
-			t.Fatalf("%s: GOMAXPROCS %d, want %d", step.name, got, step.want)
-		}
-	}
-	restore()
-	if got := runtime.GOMAXPROCS(0); got != before {
-		t.Fatalf("restored: GOMAXPROCS %d, want %d", got, before)
-	}
-
-	o = node.Options{}
-	followLeading(&o, slog.Default())
-	o.OnVoting(false) // a joiner's first pass
+	o.OnVoting(false)
 	if got := runtime.GOMAXPROCS(0); got != followerProcs {
-		t.Fatalf("joiner's first pass: GOMAXPROCS %d, want %d", got, followerProcs)
+		t.Fatalf("a joiner's first pass: GOMAXPROCS %d, want %d", got, followerProcs)
 	}
-	runtime.GOMAXPROCS(before)
+	o.OnLeading(true)
+	if got := runtime.GOMAXPROCS(0); got != def {
+		t.Fatalf("leading: GOMAXPROCS %d, want %d", got, def)
+	}
+	o.OnLeading(false)
+	stop()
+	if got := runtime.GOMAXPROCS(0); got != before {
+		t.Fatalf("stopped: GOMAXPROCS %d, want %d", got, before)
+	}
 
 	t.Setenv("GOMAXPROCS", "3")
 	o = node.Options{}
-	followLeading(&o, slog.Default())()
+	followRole(&o, slog.Default())()
 	if o.OnLeading != nil || o.OnVoting != nil || runtime.GOMAXPROCS(0) != before {
 		t.Fatalf("GOMAXPROCS set by the operator: options changed or GOMAXPROCS %d", runtime.GOMAXPROCS(0))
 	}
@@ -112,4 +124,20 @@ func TestRunLeaderGetsDefaultProcs(t *testing.T) {
 	if got := runtime.GOMAXPROCS(0); got != 1 {
 		t.Fatalf("stopped: GOMAXPROCS %d, want the 1 it found", got)
 	}
+}
+
+// TestProcessCPU: the CPU time the busy watch reads grows with the work
+// this process does.
+func TestProcessCPU(t *testing.T) {
+	start := processCPU()
+	if start <= 0 {
+		t.Fatalf("processCPU %v: not read", start)
+	}
+	x := 0
+	for processCPU()-start < 20*time.Millisecond {
+		for i := 0; i < 1_000_000; i++ {
+			x += i
+		}
+	}
+	_ = x
 }
