@@ -134,7 +134,10 @@ func TestProcessCPU(t *testing.T) {
 		t.Fatalf("processCPU %v: not read", start)
 	}
 	x := 0
-	for processCPU()-start < 20*time.Millisecond {
+	for deadline := time.Now().Add(10 * time.Second); processCPU()-start < 20*time.Millisecond; {
+		if time.Now().After(deadline) {
+			t.Fatalf("processCPU stayed at %v after 10 s of work", processCPU())
+		}
 		for i := 0; i < 1_000_000; i++ {
 			x += i
 		}
