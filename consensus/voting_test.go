@@ -87,8 +87,8 @@ func TestOnLeadingFollowsLeadership(t *testing.T) {
 		mu.Unlock()
 		cfg.OnLeading = l.record
 	})
-	// told checks every peer's log against its present role and returns
-	// how many times the peer at index i was told.
+	// told checks every peer's log against its present role: leader
+	// leads, the others do not.
 	told := func(leader *tpeer) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -112,9 +112,8 @@ func TestOnLeadingFollowsLeadership(t *testing.T) {
 	if err := old.node.raft.LeadershipTransfer().Error(); err != nil {
 		t.Fatalf("leadership transfer: %v", err)
 	}
-	var next *tpeer
 	eventually(t, 20*time.Second, func() error {
-		next = c.waitLeader()
+		next := c.waitLeader()
 		if next == old {
 			return fmt.Errorf("%s still leads", old.name)
 		}

@@ -54,7 +54,7 @@ type Options struct {
 	Consensus func(*consensus.Config)
 	// OnVoting, when set, is told whether this peer votes, at start and
 	// at every change (consensus.Config.OnVoting): `peer run` takes one P
-	// at its first call unless the peer leads.
+	// from its first call unless the peer leads or votes while busy.
 	OnVoting func(voting bool)
 	// OnLeading, when set, is told whether this peer leads, at every
 	// change, as soon as Raft reports it (consensus.Config.OnLeading):
