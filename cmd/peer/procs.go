@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/coopgrid/coopgrid/node"
-	"github.com/coopgrid/coopgrid/p2p"
 )
 
 // followerProcs is the GOMAXPROCS of a `peer run` process while its peer
@@ -40,9 +39,16 @@ const followerProcs = 1
 // busy and keeps the runtime's default; an idle voter uses about 1 %.
 const busyShare = 0.05
 
-// busyEvery is how often the process's CPU time is read, on the wall-clock
-// grid the peer's other idle chores wake on (p2p.UntilGrid).
+// busyEvery is how often the process's CPU time is read, on the multiples
+// of it on the wall clock, where the peer's other idle chores wake too
+// (p2p.UntilGrid, 2 s): the reading shares their wake-up.
 const busyEvery = 2 * time.Second
+
+// untilGrid is the wait from now to the next multiple of busyEvery on the
+// wall clock.
+func untilGrid(now time.Time) time.Duration {
+	return busyEvery - time.Duration(now.UnixNano()%int64(busyEvery))
+}
 
 // procsByRole sets the process's GOMAXPROCS from the peer's role.
 type procsByRole struct {
@@ -86,7 +92,7 @@ func followRole(o *node.Options, log *slog.Logger) (stop func()) {
 // the process was busy since the last reading.
 func (r *procsByRole) watchBusy(ctx context.Context) {
 	last, at := processCPU(), time.Now()
-	t := time.NewTimer(p2p.UntilGrid(at, busyEvery))
+	t := time.NewTimer(untilGrid(at))
 	defer t.Stop()
 	for {
 		select {
@@ -97,7 +103,7 @@ func (r *procsByRole) watchBusy(ctx context.Context) {
 			busy := float64(cpu-last) > busyShare*float64(now.Sub(at))
 			last, at = cpu, now
 			r.set(func() { r.busy = busy })
-			t.Reset(p2p.UntilGrid(time.Now(), busyEvery))
+			t.Reset(untilGrid(time.Now()))
 		}
 	}
 }
