@@ -94,9 +94,16 @@ type Config struct {
 	// OnVoting, when set, is told whether this node votes (a voter or the
 	// leader) in the configuration it knows: once at start and at every
 	// change, seen by the maintenance loop (within MaintenanceInterval).
-	// It must not block. The peer's process lowers its GOMAXPROCS while it
-	// does not vote (cmd/peer, docs/CONFIG.md).
+	// It must not block. The peer's process takes one P from the first
+	// call unless it leads or votes while busy (cmd/peer, docs/CONFIG.md).
 	OnVoting func(voting bool)
+	// OnLeading, when set, is told whether this node leads, at every
+	// change, the moment Raft reports it (before OnLeadership starts or
+	// after it was cancelled): a new leader is told before it replicates
+	// its first entry. It runs on the goroutine that follows leadership and
+	// must not block. The peer's process raises its GOMAXPROCS while it
+	// leads (cmd/peer, docs/CONFIG.md).
+	OnLeading func(leading bool)
 
 	// ApplyTimeout bounds a proposal or membership change whose context has
 	// no deadline.

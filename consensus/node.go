@@ -502,8 +502,14 @@ func (n *Node) watchLeadership() {
 		case <-n.ctx.Done():
 			return
 		case leader := <-n.notifyCh:
+			if leader && n.cfg.OnLeading != nil {
+				n.cfg.OnLeading(true) // first: the new leader's replication starts now
+			}
 			n.pilot.leadershipChanged()
 			stop()
+			if !leader && n.cfg.OnLeading != nil {
+				n.cfg.OnLeading(false) // after the leader's duties have returned
+			}
 			stop = func() {}
 			gen := n.term.begin()
 			n.joins.reset()

@@ -1,6 +1,7 @@
 package consensus
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -67,4 +68,55 @@ func TestOnVotingFollowsSuffrage(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestOnLeadingFollowsLeadership: OnLeading tells each peer true when it
+// becomes leader and false when it stops, alternating from true, so that
+// what it was told last is whether it leads; a leadership transfer tells
+// the old leader false and the new one true. The peer's process sets its
+// GOMAXPROCS from this (cmd/peer/procs.go).
+func TestOnLeadingFollowsLeadership(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		logs []*votingLog
+	)
+	c := newCluster(t, 3, 1, func(cfg *Config) {
+		l := &votingLog{}
+		mu.Lock()
+		logs = append(logs, l) // one per peer, in the order of c.peers
+		mu.Unlock()
+		cfg.OnLeading = l.record
+	})
+	// told checks every peer's log against its present role: leader
+	// leads, the others do not.
+	told := func(leader *tpeer) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for i, p := range c.peers {
+			got := logs[i].get()
+			for k, v := range got {
+				if v != (k%2 == 0) {
+					return fmt.Errorf("%s told %v: not alternating from true", p.name, got)
+				}
+			}
+			leads := p == leader
+			if last := len(got) > 0 && got[len(got)-1]; last != leads {
+				return fmt.Errorf("%s told %v, leads %v", p.name, got, leads)
+			}
+		}
+		return nil
+	}
+	old := c.waitLeader()
+	eventually(t, 20*time.Second, func() error { return told(old) })
+
+	if err := old.node.raft.LeadershipTransfer().Error(); err != nil {
+		t.Fatalf("leadership transfer: %v", err)
+	}
+	eventually(t, 20*time.Second, func() error {
+		next := c.waitLeader()
+		if next == old {
+			return fmt.Errorf("%s still leads", old.name)
+		}
+		return told(next)
+	})
 }

@@ -53,9 +53,13 @@ type Options struct {
 	// config file's settings (for tests and tools).
 	Consensus func(*consensus.Config)
 	// OnVoting, when set, is told whether this peer votes, at start and
-	// at every change (consensus.Config.OnVoting): `peer run` sets its
-	// GOMAXPROCS from it.
+	// at every change (consensus.Config.OnVoting): `peer run` takes one P
+	// from its first call unless the peer leads or votes while busy.
 	OnVoting func(voting bool)
+	// OnLeading, when set, is told whether this peer leads, at every
+	// change, as soon as Raft reports it (consensus.Config.OnLeading):
+	// `peer run` sets its GOMAXPROCS from it.
+	OnLeading func(leading bool)
 	// Leader, when set, edits the leader's configuration (scheduling,
 	// lost-machine detection) after the config file's settings (for tests
 	// and tools).
@@ -389,6 +393,7 @@ func (n *Node) startReplication() error {
 		ccfg.StoreDelay = n.faults.diskDelay
 	}
 	ccfg.OnVoting = n.opts.OnVoting
+	ccfg.OnLeading = n.opts.OnLeading
 	if n.opts.Consensus != nil {
 		n.opts.Consensus(&ccfg)
 	}

@@ -74,7 +74,7 @@ func runPeer(cmd *cobra.Command, o node.Options) error {
 	log := slog.Default()
 	o.Logger = log
 	o.BuildVersion = buildInfo().Version
-	followVoting(&o, log)
+	defer followRole(&o, log)()
 	n, err := node.Start(ctx, o)
 	if err != nil {
 		var (
