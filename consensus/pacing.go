@@ -138,8 +138,8 @@ type pacedTransport struct {
 	// non-voters with and without their last entry's commit (read by
 	// gather_test.go).
 	gathered, ungathered atomic.Uint64
-	done         chan struct{}
-	closeOnce    sync.Once
+	done                 chan struct{}
+	closeOnce            sync.Once
 	// woken counts the paced waits that news ended before their slot
 	// (read by pacing_wiring_test.go).
 	woken atomic.Uint64
