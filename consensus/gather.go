@@ -30,9 +30,10 @@ import (
 //     applies the entries as soon as it stores them, no later than it did
 //     when the commit came in a request of its own; the leader's
 //     CommitTimeout request that follows carries no news and is paced.
-//   - A request holding a configuration entry does not wait (it may make
-//     its receiver a voter whose acknowledgement the commit needs), and
-//     the pacer reads the suffrage again before the next request.
+//   - A request holding a configuration entry that makes its receiver a
+//     voter does not wait (the commit may need its acknowledgement), and
+//     after any configuration entry the pacer reads the suffrage again
+//     before the next request.
 //
 // Safety does not depend on the timing: the entries taken are the
 // leader's own log, read while it leads in the request's term (read
@@ -49,6 +50,112 @@ import (
 // that the commit does not end (voters unreachable) ends at gatherWait
 // and the request goes as before.
 
+// Passive non-voters receive their news in batches. While peers join,
+// each joiner's three entries (its configuration, its admission record,
+// its registration) come a few hundred milliseconds apart, and every
+// non-voter stored each in a bolt transaction of its own, with its
+// exchange and wake-ups: what a member pays per joiner grew with the
+// members. So the news (entries, a commit) for a non-voter that is
+// passive leaves on a grid of nonVoterBatch (the pacer's; the waits of all
+// non-voters end at the same instants) and takes everything newer then
+// (gather): a passive non-voter sees a change up to nonVoterBatch later
+// than a voter. A non-voter is not passive for askedFor after it asked
+// the leader something (a proposal, a read index: what it asked for must
+// not wait), nor for freshFor after this leader first saw it in the
+// configuration (a joiner catching up, registering and reading). A
+// heartbeat, and a request whose configuration entry makes its receiver
+// a voter, never wait.
+const (
+	nonVoterBatch = 250 * time.Millisecond
+	askedFor      = 5 * time.Second
+	freshFor      = 30 * time.Second
+)
+
+// holdNews says whether the request args to the non-voter id carries news
+// (entries, a commit index it has not acknowledged, or it was woken by
+// the leader's news) that must wait for the batch grid: id is passive.
+func (t *pacedTransport) holdNews(id raft.ServerID, args *raft.AppendEntriesRequest, woken bool, now time.Time) bool {
+	if isHeartbeat(args) || t.makesVoter(id, args.Entries) {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.batchEvery <= 0 || now.Before(t.eager[id]) {
+		return false
+	}
+	return woken || len(args.Entries) > 0 || args.LeaderCommitIndex > t.acked[id]
+}
+
+// waitBatch waits for the next point of the batch grid.
+func (t *pacedTransport) waitBatch(id raft.ServerID) error {
+	now := time.Now()
+	t.mu.Lock()
+	d := t.batchEvery
+	k := now.Sub(t.gridBase)/d + 1
+	at := t.gridBase.Add(k * d)
+	t.mu.Unlock()
+	timer := time.NewTimer(at.Sub(now))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-t.done:
+		return raft.ErrTransportShutdown
+	}
+}
+
+// askedBy records that the member id asked this leader something: news
+// goes to it at once for askedFor.
+func (t *pacedTransport) askedBy(id raft.ServerID, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if until := now.Add(askedFor); until.After(t.eager[id]) {
+		t.eager[id] = until
+	}
+}
+
+// noteJoinersLocked makes the non-voters that were not in before (the
+// previous read; nil: none yet, as after this transport's start) eager
+// for freshFor.
+func (t *pacedTransport) noteJoinersLocked(before map[raft.ServerID]bool, now time.Time) {
+	if before == nil {
+		return
+	}
+	for id := range t.nonVoter {
+		if !before[id] {
+			if until := now.Add(freshFor); until.After(t.eager[id]) {
+				t.eager[id] = until
+			}
+		}
+	}
+}
+
+// makesVoter says whether one of entries is a configuration in which id
+// votes (an entry that cannot be read counts as one).
+func (t *pacedTransport) makesVoter(id raft.ServerID, entries []*raft.Log) bool {
+	for _, e := range entries {
+		if e.Type == raft.LogConfiguration && votesIn(e.Data, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// votesIn says whether the encoded configuration data makes id a voter.
+func votesIn(data []byte, id raft.ServerID) (votes bool) {
+	defer func() {
+		if recover() != nil { // raft.DecodeConfiguration panics on bad data
+			votes = true
+		}
+	}()
+	for _, s := range raft.DecodeConfiguration(data).Servers {
+		if s.ID == id {
+			return s.Suffrage == raft.Voter
+		}
+	}
+	return false
+}
+
 // gatherWaitDefault bounds the wait of a non-voter's entries for their
 // commit: past it (a leader that cannot reach its voters) they go without.
 const gatherWaitDefault = 200 * time.Millisecond
@@ -57,7 +164,7 @@ const gatherWaitDefault = 200 * time.Millisecond
 // leader stored since it was built and, if it then carries entries, waits
 // until the leader committed them (at most t.gatherWait). It reports
 // whether it changed or held args (its commit index is then refreshed).
-func (t *pacedTransport) gather(args *raft.AppendEntriesRequest) bool {
+func (t *pacedTransport) gather(id raft.ServerID, args *raft.AppendEntriesRequest) bool {
 	if t.leaderLog == nil || t.leaderCommit == nil || isHeartbeat(args) {
 		return false
 	}
@@ -77,8 +184,11 @@ func (t *pacedTransport) gather(args *raft.AppendEntriesRequest) bool {
 			t.mu.Lock()
 			t.readAt = time.Time{} // the suffrage may change: read it again
 			t.mu.Unlock()
-			return changed
+			break
 		}
+	}
+	if t.makesVoter(id, args.Entries) {
+		return changed
 	}
 	timer := time.NewTimer(time.Duration(t.gatherWait.Load()))
 	defer timer.Stop()
