@@ -62,13 +62,15 @@ import (
 // than a voter. A non-voter is not passive for askedFor after it asked
 // the leader something (a proposal, a read index: what it asked for must
 // not wait), nor for freshFor after this leader first saw it in the
-// configuration (a joiner catching up, registering and reading). A
-// heartbeat, and a request whose configuration entry makes its receiver
-// a voter, never wait.
+// configuration (a joiner, until it registers). A non-voter behind the
+// commit (a request whose first entry is committed: a joiner catching
+// up, a peer back from a pause) receives the log at once. A heartbeat,
+// and a request whose configuration entry makes its receiver a voter,
+// never wait.
 const (
 	nonVoterBatch = 250 * time.Millisecond
 	askedFor      = 5 * time.Second
-	freshFor      = 30 * time.Second
+	freshFor      = 5 * time.Second
 )
 
 // holdNews says whether the request args to the non-voter id carries news
@@ -77,6 +79,9 @@ const (
 func (t *pacedTransport) holdNews(id raft.ServerID, args *raft.AppendEntriesRequest, woken bool, now time.Time) bool {
 	if isHeartbeat(args) || t.makesVoter(id, args.Entries) {
 		return false
+	}
+	if len(args.Entries) > 0 && args.Entries[0].Index <= args.LeaderCommitIndex {
+		return false // behind: catching up
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

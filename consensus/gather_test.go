@@ -159,8 +159,9 @@ func TestGatherWaitsForTheCommit(t *testing.T) {
 // TestPassiveNonVotersNewsWaitsForTheBatch: news for a non-voter waits for
 // the batch grid unless the non-voter asked the leader something within
 // askedFor or joined (this leader first saw it) within freshFor; a
-// heartbeat, a request without news, and a configuration entry that makes
-// it a voter never wait. Times are given, not measured.
+// heartbeat, a request without news, one to a non-voter catching up (its
+// first entry committed), and a configuration entry that makes it a voter
+// never wait. Times are given, not measured.
 func TestPassiveNonVotersNewsWaitsForTheBatch(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	cfg := configOf(1, 2)
@@ -185,6 +186,7 @@ func TestPassiveNonVotersNewsWaitsForTheBatch(t *testing.T) {
 	check("no news", "n1", idle, false, t0, false)
 	check("no news, woken by the leader's", "n1", idle, true, t0, true)
 	check("heartbeat", "n0", &raft.AppendEntriesRequest{Term: 3}, true, t0, false)
+	check("catching up", "n0", &raft.AppendEntriesRequest{Term: 3, PrevLogEntry: 10, PrevLogTerm: 2, LeaderCommitIndex: 40, Entries: []*raft.Log{{Index: 11, Term: 2}}}, false, t0, false)
 	check("its promotion", "n0", promotion, false, t0, false)
 
 	p.askedBy("n0", t0)
