@@ -166,6 +166,10 @@ func TestPassiveNonVotersNewsWaitsForTheBatch(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	cfg := configOf(1, 2)
 	p := newPacedTransport(noPipeline{}, 400*time.Millisecond, func() raft.Configuration { return cfg })
+	if p.holdNews("n0", &raft.AppendEntriesRequest{Term: 3, PrevLogEntry: 40, LeaderCommitIndex: 40, Entries: []*raft.Log{{Index: 41}}}, false, t0) {
+		t.Fatal("news held with batching off (the default)")
+	}
+	p.batchEvery = nonVoterBatch
 	p.readSuffrage(t0) // the first read: nobody is fresh
 	entries := &raft.AppendEntriesRequest{Term: 3, PrevLogEntry: 40, PrevLogTerm: 3, LeaderCommitIndex: 40, Entries: []*raft.Log{{Index: 41, Term: 3}}}
 	commit := &raft.AppendEntriesRequest{Term: 3, PrevLogEntry: 41, PrevLogTerm: 3, LeaderCommitIndex: 41}

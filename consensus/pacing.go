@@ -138,8 +138,8 @@ type pacedTransport struct {
 	// non-voters with and without their last entry's commit (read by
 	// gather_test.go).
 	gathered, ungathered atomic.Uint64
-	// batchEvery is the grid a passive non-voter's news leaves on (0:
-	// at once); eager says until when a non-voter is not passive
+	// batchEvery is the grid a passive non-voter's news leaves on (0, the
+	// default: at once); eager says until when a non-voter is not passive
 	// (gather.go).
 	batchEvery time.Duration
 	eager      map[raft.ServerID]time.Time
@@ -189,7 +189,7 @@ func newPacedTransport(nt noPipeline, heartbeatTimeout time.Duration, configurat
 		noPipeline: nt, heartbeatTimeout: heartbeatTimeout, configuration: configuration, done: make(chan struct{}),
 		next: map[raft.ServerID]time.Time{}, acked: map[raft.ServerID]uint64{}, news: make(chan struct{}),
 		beat: map[raft.ServerID]time.Time{}, hurried: make(chan struct{}), gridBase: time.Now(),
-		applied: make(chan struct{}), batchEvery: nonVoterBatch, eager: map[raft.ServerID]time.Time{},
+		applied: make(chan struct{}), eager: map[raft.ServerID]time.Time{},
 	}
 	t.gatherWait.Store(int64(gatherWaitDefault))
 	return t
