@@ -207,6 +207,7 @@ func New(cfg Config, h *p2p.Host, opts ...Option) (*Node, error) {
 	// The leader's new entries and commits end the paced waits (pacing.go).
 	n.fsm.afterBatch = n.paced.announce
 	n.paced.leaderCommit = n.commitAsLeader
+	n.paced.leaderLog, n.paced.maxAppend = n.leaderLog, rc.MaxAppendEntries
 	n.fsm.catchUp = n.startingReplay(opened)
 	started := time.Now()
 	n.heartbeats = &heartbeatGuard{pacedTransport: n.paced}

@@ -127,8 +127,24 @@ type pacedTransport struct {
 	// leaderCommit is this peer's commit index, and whether it leads in
 	// term (nil: no refresh of a woken request's commit index).
 	leaderCommit func(term uint64) (uint64, bool)
-	done         chan struct{}
-	closeOnce    sync.Once
+	// leaderLog reads the leader's log for gather (gather.go; nil: no
+	// gathering), at most maxAppend entries to a request; gatherWait
+	// bounds a non-voter's entries' wait for their commit.
+	leaderLog func(term, from uint64, max int) []*raft.Log
+	maxAppend int
+	// gatherWait is a time.Duration (tests lengthen it while RPCs run).
+	gatherWait atomic.Int64
+	// gathered and ungathered count the requests with entries sent to
+	// non-voters with and without their last entry's commit (read by
+	// gather_test.go).
+	gathered, ungathered atomic.Uint64
+	// batchEvery is the grid a passive non-voter's news leaves on (0, the
+	// default: at once); eager says until when a non-voter is not passive
+	// (gather.go).
+	batchEvery time.Duration
+	eager      map[raft.ServerID]time.Time
+	done       chan struct{}
+	closeOnce  sync.Once
 	// woken counts the paced waits that news ended before their slot
 	// (read by pacing_wiring_test.go).
 	woken atomic.Uint64
@@ -149,6 +165,10 @@ type pacedTransport struct {
 	// waited says that a paced RPC took news to wait on since it was
 	// last replaced, so announce has someone to wake.
 	waited bool
+	// applied is closed (and replaced) by announce when appliedWaited: a
+	// gathered request waits on it for its entries' commit (gather.go).
+	applied       chan struct{}
+	appliedWaited bool
 	// beat is each voter's next heartbeat slot. Until hurryUntil, voters'
 	// heartbeats go unpaced; hurried is closed (and replaced) by hurry
 	// when a heartbeat waits on it (beatWaited).
@@ -164,29 +184,52 @@ type pacedTransport struct {
 	beatWaited bool
 }
 
-func newPacedTransport(t noPipeline, heartbeatTimeout time.Duration, configuration func() raft.Configuration) *pacedTransport {
-	return &pacedTransport{
-		noPipeline: t, heartbeatTimeout: heartbeatTimeout, configuration: configuration, done: make(chan struct{}),
+func newPacedTransport(nt noPipeline, heartbeatTimeout time.Duration, configuration func() raft.Configuration) *pacedTransport {
+	t := &pacedTransport{
+		noPipeline: nt, heartbeatTimeout: heartbeatTimeout, configuration: configuration, done: make(chan struct{}),
 		next: map[raft.ServerID]time.Time{}, acked: map[raft.ServerID]uint64{}, news: make(chan struct{}),
 		beat: map[raft.ServerID]time.Time{}, hurried: make(chan struct{}), gridBase: time.Now(),
+		applied: make(chan struct{}), eager: map[raft.ServerID]time.Time{},
 	}
+	t.gatherWait.Store(int64(gatherWaitDefault))
+	return t
 }
 
 // AppendEntries sends an AppendEntries, after its slot when it carries a
 // non-voter no news.
 func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	if wait, news := t.slot(id, args, time.Now()); wait > 0 {
+	wait, news := t.slot(id, args, time.Now())
+	woken := false
+	if wait > 0 {
 		timer := time.NewTimer(wait)
 		select {
 		case <-timer.C:
 		case <-news:
 			t.woken.Add(1)
+			woken = true
 		case <-t.done:
 			timer.Stop()
 			return raft.ErrTransportShutdown
 		}
 		timer.Stop()
+	}
+	// A non-voter's request takes the newer entries and waits for their
+	// commit (gather.go).
+	nonVoter := t.isNonVoter(id)
+	if nonVoter && t.holdNews(id, args, woken, time.Now()) {
+		if err := t.waitBatch(id); err != nil {
+			return err
+		}
+	}
+	if gathered := nonVoter && t.gather(id, args); wait > 0 || gathered {
 		t.refreshCommit(args)
+	}
+	if nonVoter && len(args.Entries) > 0 {
+		if args.LeaderCommitIndex >= lastInRequest(args) {
+			t.gathered.Add(1)
+		} else {
+			t.ungathered.Add(1)
+		}
 	}
 	err := t.noPipeline.AppendEntries(id, target, args, resp)
 	if err == nil && args.LeaderCommitIndex > 0 {
@@ -197,24 +240,25 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 	return err
 }
 
-// refreshCommit raises a waited request's commit index to the leader's
-// current one while this peer leads in the request's term, but never past
-// the request's previous entry. The cap matters: the follower commits up
-// to min(LeaderCommitIndex, its own last index), and only its log up to
-// PrevLogEntry is checked against the leader's by this request; past it,
-// a follower may still hold entries of an older term the leader never had
-// (the leader's log grew while the request waited). A heartbeat names no
-// previous entry and is never changed. The commit index is read before
+// refreshCommit raises a waited (or gathered) request's commit index to
+// the leader's current one while this peer leads in the request's term,
+// but never past the request's last entry (its previous entry when it
+// carries none). The cap matters: the follower commits up to
+// min(LeaderCommitIndex, its own last index), and only its log up to the
+// request's last entry is checked against (or made equal to) the leader's
+// by this request; past it, a follower may still hold entries of an older
+// term the leader never had (the leader's log grew while the request
+// waited). A heartbeat names no previous entry and is never changed. The commit index is read before
 // the leadership: once the check passes it was read while this peer led
 // in that term (a term has one leader, and a peer that stepped down never
 // leads that term again) or while it was a candidate of it, when it was a
 // committed index too.
 func (t *pacedTransport) refreshCommit(args *raft.AppendEntriesRequest) {
-	if t.leaderCommit == nil || len(args.Entries) > 0 {
+	if t.leaderCommit == nil || isHeartbeat(args) {
 		return
 	}
 	c, ok := t.leaderCommit(args.Term)
-	if c = min(c, args.PrevLogEntry); ok && c > args.LeaderCommitIndex {
+	if c = min(c, lastInRequest(args)); ok && c > args.LeaderCommitIndex {
 		args.LeaderCommitIndex = c
 	}
 }
@@ -334,6 +378,11 @@ func (t *pacedTransport) hurry(now time.Time) {
 func (t *pacedTransport) announce() {
 	t.mu.Lock()
 	t.wakeLocked()
+	if t.appliedWaited {
+		close(t.applied)
+		t.applied = make(chan struct{})
+		t.appliedWaited = false
+	}
 	t.mu.Unlock()
 }
 
@@ -361,6 +410,7 @@ func (t *pacedTransport) readSuffrage(now time.Time) {
 		return
 	}
 	cfg := t.configuration()
+	before := t.nonVoter
 	t.nonVoter = make(map[raft.ServerID]bool, len(cfg.Servers))
 	t.nonVoters = 0
 	for _, s := range cfg.Servers {
@@ -369,6 +419,7 @@ func (t *pacedTransport) readSuffrage(now time.Time) {
 			t.nonVoters++
 		}
 	}
+	t.noteJoinersLocked(before, now) // gather.go
 	member := make(map[raft.ServerID]bool, len(cfg.Servers))
 	for _, s := range cfg.Servers {
 		member[s.ID] = true
@@ -382,6 +433,11 @@ func (t *pacedTransport) readSuffrage(now time.Time) {
 	for id := range t.beat {
 		if !member[id] {
 			delete(t.beat, id)
+		}
+	}
+	for id := range t.eager {
+		if !member[id] {
+			delete(t.eager, id)
 		}
 	}
 	t.readAt = now

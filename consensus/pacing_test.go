@@ -317,12 +317,12 @@ func TestPacerWakesOnOwnNews(t *testing.T) {
 	}
 }
 
-// TestPacerRefreshesCommit: a woken request without entries carries the
+// TestPacerRefreshesCommit: a woken (or gathered) request carries the
 // leader's latest commit index, but only while this peer leads in the
-// request's term and never past the request's previous entry (beyond it
-// the follower's log is not checked: it may hold an older term's entries);
-// a heartbeat, a request with entries, and one of another term go as raft
-// built them.
+// request's term and never past the request's last entry, its previous
+// entry when it has none (beyond it the follower's log is not checked: it
+// may hold an older term's entries); a heartbeat and a request of another
+// term go as raft built them.
 func TestPacerRefreshesCommit(t *testing.T) {
 	const leaderTerm, leaderCommit = 3, 40
 	p := newPacedTransport(noPipeline{}, 400*time.Millisecond, func() raft.Configuration { return configOf(3, 0) })
@@ -337,7 +337,9 @@ func TestPacerRefreshesCommit(t *testing.T) {
 		{"the leader's log grew past the request", raft.AppendEntriesRequest{Term: leaderTerm, PrevLogEntry: 35, PrevLogTerm: leaderTerm, LeaderCommitIndex: 30}, 35},
 		{"heartbeat", raft.AppendEntriesRequest{Term: leaderTerm}, 0},
 		{"idle append of an older term", raft.AppendEntriesRequest{Term: leaderTerm - 1, PrevLogEntry: 40, LeaderCommitIndex: 30}, 30},
-		{"with entries", raft.AppendEntriesRequest{Term: leaderTerm, PrevLogEntry: 40, LeaderCommitIndex: 30, Entries: []*raft.Log{{Index: 41}}}, 30},
+		{"with entries past the commit", raft.AppendEntriesRequest{Term: leaderTerm, PrevLogEntry: 40, LeaderCommitIndex: 30, Entries: []*raft.Log{{Index: 41}}}, leaderCommit},
+		{"with entries below the commit", raft.AppendEntriesRequest{Term: leaderTerm, PrevLogEntry: 33, LeaderCommitIndex: 30, Entries: []*raft.Log{{Index: 34}, {Index: 35}}}, 35},
+		{"with entries of an older term", raft.AppendEntriesRequest{Term: leaderTerm - 1, PrevLogEntry: 40, LeaderCommitIndex: 30, Entries: []*raft.Log{{Index: 41}}}, 30},
 		{"already newer", raft.AppendEntriesRequest{Term: leaderTerm, PrevLogEntry: 50, LeaderCommitIndex: 45}, 45},
 	} {
 		req := tc.req

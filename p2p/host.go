@@ -57,7 +57,8 @@ type Config struct {
 	MaxKnownPeers int
 	// KnownPeersSaveDelay is how long a change to the known peers waits
 	// before the file is synced to disk (default 5 s; it is written at
-	// once, unsynced), so that the changes of that time share one sync:
+	// once, unsynced, and at most every 2 s after), so that the changes of
+	// that time share one sync:
 	// while a federation forms every member learns of every joiner (at
 	// 100 peers on one host, 10,000 synced writes; docs/BENCHMARKS.md).
 	// Close writes and syncs what is pending.
@@ -274,7 +275,7 @@ func New(cfg Config) (*Host, error) {
 	return h, nil
 }
 
-// saveSoon asks for the known peers to be written (at once, unsynced; see
+// saveSoon asks for the known peers to be written (soon, unsynced; see
 // saveLoop). It never blocks.
 func (h *Host) saveSoon() {
 	select {
@@ -283,12 +284,23 @@ func (h *Host) saveSoon() {
 	}
 }
 
+// knownPeersWriteGap is the least time between two unsynced writes of the
+// known peers: the changes of that time are written together at its end.
+// While a federation forms, every member learns of every joiner from its
+// first announcement, and at one write per change every member rewrote
+// the whole file (a new file, written, renamed) once per joiner: about a
+// twentieth of the members' CPU per joiner at 50 peers on one host
+// (docs/BENCHMARKS.md, "Forming 100 peers, session 11").
+const knownPeersWriteGap = 2 * time.Second
+
 // saveLoop writes the known peers at once after a change, without a sync,
-// and syncs them KnownPeersSaveDelay later, once for all the changes of
+// the changes that follow at most once per knownPeersWriteGap, and syncs
+// them KnownPeersSaveDelay after the first, once for all the changes of
 // that time. The unsynced write is cheap and survives this process being
 // killed (a peer killed right after it learned of the other members still
-// finds them at its next start); the sync, the costly part, is what a
-// forming federation would otherwise pay once per joiner on every member.
+// finds them at its next start, from the first write or from one at most
+// knownPeersWriteGap later); the sync, the costly part, is what a forming
+// federation would otherwise pay once per joiner on every member.
 func (h *Host) saveLoop() {
 	defer h.wg.Done()
 	for {
@@ -299,13 +311,21 @@ func (h *Host) saveLoop() {
 		}
 		h.saveKnown(false)
 		synced := time.After(h.cfg.KnownPeersSaveDelay)
+		wrote := time.Now()
+		var gap <-chan time.Time // set while a change waits for its write
 	pending:
 		for {
 			select {
 			case <-h.done:
 				return // Close writes and syncs them
 			case <-h.saveKick:
+				if gap == nil {
+					gap = time.After(time.Until(wrote.Add(knownPeersWriteGap)))
+				}
+			case <-gap:
+				gap = nil
 				h.saveKnown(false)
+				wrote = time.Now()
 			case <-synced:
 				break pending
 			}

@@ -75,6 +75,8 @@ func runPeer(cmd *cobra.Command, o node.Options) error {
 	o.Logger = log
 	o.BuildVersion = buildInfo().Version
 	defer followRole(&o, log)()
+	restoreGC := relaxStartGC() // until ready (startgc.go)
+	defer restoreGC()
 	n, err := node.Start(ctx, o)
 	if err != nil {
 		var (
@@ -119,6 +121,7 @@ func runPeer(cmd *cobra.Command, o node.Options) error {
 	for done := false; !done; {
 		select {
 		case <-ready:
+			restoreGC()
 			fmt.Fprintf(out, "ready: organisation %s registered, %d machine(s) offered\n", n.Org(), len(n.OfferedMachines()))
 			ready = nil
 		case <-ctx.Done():
