@@ -156,53 +156,6 @@ func TestGatherWaitsForTheCommit(t *testing.T) {
 	<-done
 }
 
-// TestPassiveNonVotersNewsWaitsForTheBatch: news for a non-voter waits for
-// the batch grid unless the non-voter asked the leader something within
-// askedFor or joined (this leader first saw it) within freshFor; a
-// heartbeat, a request without news, one to a non-voter catching up (its
-// first entry committed), and a configuration entry that makes it a voter
-// never wait. Times are given, not measured.
-func TestPassiveNonVotersNewsWaitsForTheBatch(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
-	cfg := configOf(1, 2)
-	p := newPacedTransport(noPipeline{}, 400*time.Millisecond, func() raft.Configuration { return cfg })
-	if p.holdNews("n0", &raft.AppendEntriesRequest{Term: 3, PrevLogEntry: 40, LeaderCommitIndex: 40, Entries: []*raft.Log{{Index: 41}}}, false, t0) {
-		t.Fatal("news held with batching off (the default)")
-	}
-	p.batchEvery = nonVoterBatch
-	p.readSuffrage(t0) // the first read: nobody is fresh
-	entries := &raft.AppendEntriesRequest{Term: 3, PrevLogEntry: 40, PrevLogTerm: 3, LeaderCommitIndex: 40, Entries: []*raft.Log{{Index: 41, Term: 3}}}
-	commit := &raft.AppendEntriesRequest{Term: 3, PrevLogEntry: 41, PrevLogTerm: 3, LeaderCommitIndex: 41}
-	idle := &raft.AppendEntriesRequest{Term: 3, PrevLogEntry: 41, PrevLogTerm: 3, LeaderCommitIndex: 41}
-	promoted := configOf(1, 2)
-	promoted.Servers[1].Suffrage = raft.Voter // n0
-	promotion := &raft.AppendEntriesRequest{Term: 3, PrevLogEntry: 40, PrevLogTerm: 3, LeaderCommitIndex: 40,
-		Entries: []*raft.Log{{Index: 41, Term: 3, Type: raft.LogConfiguration, Data: raft.EncodeConfiguration(promoted)}}}
-	p.acked["n1"] = 41
-	check := func(name string, id raft.ServerID, args *raft.AppendEntriesRequest, woken bool, now time.Time, want bool) {
-		t.Helper()
-		if got := p.holdNews(id, args, woken, now); got != want {
-			t.Errorf("%s: held %v, want %v", name, got, want)
-		}
-	}
-	check("entries to a passive non-voter", "n0", entries, false, t0, true)
-	check("a commit it has not acknowledged", "n0", commit, false, t0, true)
-	check("no news", "n1", idle, false, t0, false)
-	check("no news, woken by the leader's", "n1", idle, true, t0, true)
-	check("heartbeat", "n0", &raft.AppendEntriesRequest{Term: 3}, true, t0, false)
-	check("catching up", "n0", &raft.AppendEntriesRequest{Term: 3, PrevLogEntry: 10, PrevLogTerm: 2, LeaderCommitIndex: 40, Entries: []*raft.Log{{Index: 11, Term: 2}}}, false, t0, false)
-	check("its promotion", "n0", promotion, false, t0, false)
-
-	p.askedBy("n0", t0)
-	check("entries to a non-voter that asked", "n0", entries, false, t0.Add(askedFor-time.Millisecond), false)
-	check("entries to one that asked long ago", "n0", entries, false, t0.Add(askedFor), true)
-
-	cfg = configOf(1, 3) // n2 joins
-	p.readSuffrage(t0.Add(time.Minute))
-	check("entries to a joiner", "n2", entries, false, t0.Add(time.Minute+freshFor-time.Millisecond), false)
-	check("entries to a joiner that has settled", "n2", entries, false, t0.Add(time.Minute+freshFor), true)
-}
-
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	eventually(t, 10*time.Second, func() error {

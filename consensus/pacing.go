@@ -138,13 +138,8 @@ type pacedTransport struct {
 	// non-voters with and without their last entry's commit (read by
 	// gather_test.go).
 	gathered, ungathered atomic.Uint64
-	// batchEvery is the grid a passive non-voter's news leaves on (0, the
-	// default: at once); eager says until when a non-voter is not passive
-	// (gather.go).
-	batchEvery time.Duration
-	eager      map[raft.ServerID]time.Time
-	done       chan struct{}
-	closeOnce  sync.Once
+	done                 chan struct{}
+	closeOnce            sync.Once
 	// woken counts the paced waits that news ended before their slot
 	// (read by pacing_wiring_test.go).
 	woken atomic.Uint64
@@ -189,7 +184,7 @@ func newPacedTransport(nt noPipeline, heartbeatTimeout time.Duration, configurat
 		noPipeline: nt, heartbeatTimeout: heartbeatTimeout, configuration: configuration, done: make(chan struct{}),
 		next: map[raft.ServerID]time.Time{}, acked: map[raft.ServerID]uint64{}, news: make(chan struct{}),
 		beat: map[raft.ServerID]time.Time{}, hurried: make(chan struct{}), gridBase: time.Now(),
-		applied: make(chan struct{}), eager: map[raft.ServerID]time.Time{},
+		applied: make(chan struct{}),
 	}
 	t.gatherWait.Store(int64(gatherWaitDefault))
 	return t
@@ -199,14 +194,12 @@ func newPacedTransport(nt noPipeline, heartbeatTimeout time.Duration, configurat
 // non-voter no news.
 func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	wait, news := t.slot(id, args, time.Now())
-	woken := false
 	if wait > 0 {
 		timer := time.NewTimer(wait)
 		select {
 		case <-timer.C:
 		case <-news:
 			t.woken.Add(1)
-			woken = true
 		case <-t.done:
 			timer.Stop()
 			return raft.ErrTransportShutdown
@@ -216,11 +209,6 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 	// A non-voter's request takes the newer entries and waits for their
 	// commit (gather.go).
 	nonVoter := t.isNonVoter(id)
-	if nonVoter && t.holdNews(id, args, woken, time.Now()) {
-		if err := t.waitBatch(id); err != nil {
-			return err
-		}
-	}
 	if gathered := nonVoter && t.gather(id, args); wait > 0 || gathered {
 		t.refreshCommit(args)
 	}
@@ -410,7 +398,6 @@ func (t *pacedTransport) readSuffrage(now time.Time) {
 		return
 	}
 	cfg := t.configuration()
-	before := t.nonVoter
 	t.nonVoter = make(map[raft.ServerID]bool, len(cfg.Servers))
 	t.nonVoters = 0
 	for _, s := range cfg.Servers {
@@ -419,7 +406,6 @@ func (t *pacedTransport) readSuffrage(now time.Time) {
 			t.nonVoters++
 		}
 	}
-	t.noteJoinersLocked(before, now) // gather.go
 	member := make(map[raft.ServerID]bool, len(cfg.Servers))
 	for _, s := range cfg.Servers {
 		member[s.ID] = true
@@ -433,11 +419,6 @@ func (t *pacedTransport) readSuffrage(now time.Time) {
 	for id := range t.beat {
 		if !member[id] {
 			delete(t.beat, id)
-		}
-	}
-	for id := range t.eager {
-		if !member[id] {
-			delete(t.eager, id)
 		}
 	}
 	t.readAt = now

@@ -164,7 +164,6 @@ func (n *Node) handlePropose(ctx context.Context, remote peer.ID, data []byte) (
 	} else if !ok {
 		return nil, errorf(CodeNotMember, "peer %s is not a member of the cluster", remote)
 	}
-	n.paced.askedBy(raft.ServerID(remote.String()), time.Now()) // its news at once (gather.go)
 	c, err := n.admit(remote, data)
 	if err != nil {
 		return nil, err

@@ -175,7 +175,6 @@ func (n *Node) handleReadIndex(ctx context.Context, remote peer.ID, _ []byte) ([
 	} else if !ok {
 		return nil, errorf(CodeNotMember, "peer %s is not a member", remote)
 	}
-	n.paced.askedBy(raft.ServerID(remote.String()), time.Now()) // its news at once (gather.go)
 	idx, err := n.leaderReadIndex(ctx)
 	if err != nil {
 		var perr *p2p.Error
