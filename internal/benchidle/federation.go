@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -63,40 +63,30 @@ type federation struct {
 	peers    []*peerProc
 	// retries counts the joiners started again (join).
 	retries atomic.Int64
-	// portMu guards nextPort, the next API port apiPort tries.
-	portMu   sync.Mutex
-	nextPort int
+	// portMu guards given, the API ports apiPort returned.
+	portMu sync.Mutex
+	given  map[int]bool
 }
 
-// API ports are taken below the kernel's ephemeral range (Linux's default
-// 32768-60999), from a random point of [apiPortLow, apiPortHigh): a port
-// found free there at `peer init` stays free until `peer run` binds it.
-// One found free in the ephemeral range did not: at 100 peers on one host
-// the libp2p connections' own local ports took two API ports between the
-// two, and those peers exited and were started again (docs/BENCHMARKS.md,
-// "Forming 100 peers, session 10").
-const (
-	apiPortLow  = 10000
-	apiPortHigh = 32000
-)
-
-// apiPort returns a loopback port free now, below the ephemeral range,
-// distinct from those it returned before.
+// apiPort returns a loopback port free now (peerproc.FreePort: below the
+// kernel's ephemeral range, so that a port found free at `peer init` stays
+// free until `peer run` binds it; at 100 peers the connections' own local
+// ports took two API ports of that range between the two: docs/BENCHMARKS.md,
+// "Forming 100 peers, session 10"), distinct from those it returned before.
 func (f *federation) apiPort() (int, error) {
 	f.portMu.Lock()
 	defer f.portMu.Unlock()
-	if f.nextPort == 0 {
-		f.nextPort = apiPortLow + rand.IntN(apiPortHigh-apiPortLow-4*f.n)
-	}
-	for f.nextPort < apiPortHigh {
-		p := f.nextPort
-		f.nextPort++
-		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
-			l.Close()
+	for range 100 {
+		p, err := peerproc.FreePort()
+		if err != nil {
+			return 0, err
+		}
+		if !f.given[p] {
+			f.given[p] = true
 			return p, nil
 		}
 	}
-	return peerproc.FreePort()
+	return 0, errors.New("no API port free that was not given already")
 }
 
 // machinesFile offers one simulated machine, with its figures given so

@@ -116,7 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		o.set["executor.kind"] = "sim"
 	}
 
-	fed := &federation{bin: o.peerBin, root: o.root, n: o.n, set: o.set, logLevel: o.logLevel, log: log, inFlight: o.inFlight}
+	fed := &federation{bin: o.peerBin, root: o.root, n: o.n, set: o.set, logLevel: o.logLevel, log: log, inFlight: o.inFlight, given: map[int]bool{}}
 	defer fed.stop()
 	formed, err := fed.start(ctx)
 	if err != nil {
