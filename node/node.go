@@ -879,3 +879,13 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// IdleGrid is the step of the wall-clock grid on which a peer's periodic
+// upkeep wakes (p2p.IdleGrid): a chore of the `peer run` process outside
+// node (cmd/peer's reading of its CPU) waits on it too, through
+// UntilIdleGrid, and so shares the peer's wake-ups.
+const IdleGrid = p2p.IdleGrid
+
+// UntilIdleGrid is how long from now until the next point of IdleGrid
+// (p2p.UntilGrid).
+func UntilIdleGrid(now time.Time) time.Duration { return p2p.UntilGrid(now, IdleGrid) }

@@ -39,16 +39,10 @@ const followerProcs = 1
 // busy and keeps the runtime's default; an idle voter uses about 1 %.
 const busyShare = 0.05
 
-// busyEvery is how often the process's CPU time is read, on the multiples
-// of it on the wall clock, where the peer's other idle chores wake too
-// (p2p.UntilGrid, 2 s): the reading shares their wake-up.
-const busyEvery = 2 * time.Second
-
-// untilGrid is the wait from now to the next multiple of busyEvery on the
-// wall clock.
-func untilGrid(now time.Time) time.Duration {
-	return busyEvery - time.Duration(now.UnixNano()%int64(busyEvery))
-}
+// busyEvery is how often the process's CPU time is read: on the wall-clock
+// grid where the peer's other idle chores wake too (node.UntilIdleGrid), so
+// the reading shares their wake-up.
+const busyEvery = node.IdleGrid
 
 // procsByRole sets the process's GOMAXPROCS from the peer's role.
 type procsByRole struct {
@@ -92,7 +86,7 @@ func followRole(o *node.Options, log *slog.Logger) (stop func()) {
 // the process was busy since the last reading.
 func (r *procsByRole) watchBusy(ctx context.Context) {
 	last, at := processCPU(), time.Now()
-	t := time.NewTimer(untilGrid(at))
+	t := time.NewTimer(node.UntilIdleGrid(at))
 	defer t.Stop()
 	for {
 		select {
@@ -103,7 +97,7 @@ func (r *procsByRole) watchBusy(ctx context.Context) {
 			busy := float64(cpu-last) > busyShare*float64(now.Sub(at))
 			last, at = cpu, now
 			r.set(func() { r.busy = busy })
-			t.Reset(untilGrid(time.Now()))
+			t.Reset(node.UntilIdleGrid(time.Now()))
 		}
 	}
 }
