@@ -32,7 +32,7 @@ func usageErr(format string, args ...any) error {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(withReexec(ctx), os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

@@ -74,6 +74,9 @@ func runPeer(cmd *cobra.Command, o node.Options) error {
 	log := slog.Default()
 	o.Logger = log
 	o.BuildVersion = buildInfo().Version
+	if err := raiseTimerSlack(ctx, log); err != nil { // timerslack.go
+		return err
+	}
 	defer followRole(&o, log)()
 	restoreGC := relaxStartGC() // until ready (startgc.go)
 	defer restoreGC()
