@@ -2,8 +2,9 @@ package consensus
 
 import (
 	"errors"
+	"runtime"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -16,26 +17,37 @@ func TestHeartbeatGuardClosesAfterTheOneInFlight(t *testing.T) {
 	var g heartbeatGuard
 	entered, release := make(chan struct{}), make(chan struct{})
 	calls := 0
+	var returned atomic.Bool
 	handler := g.guard(func(rpc raft.RPC) {
 		calls++
 		close(entered)
 		<-release
 		rpc.Respond(&raft.AppendEntriesResponse{}, nil)
+		returned.Store(true)
 	})
 
 	inFlightResp := make(chan raft.RPCResponse, 1)
 	inFlight := raft.RPC{RespChan: inFlightResp}
 	go handler(inFlight)
 	<-entered
-	closed := make(chan struct{})
-	go func() { g.close(); close(closed) }()
-	select {
-	case <-closed:
-		t.Fatal("close returned while a heartbeat was in Raft's handler")
-	case <-time.After(50 * time.Millisecond):
+	closed := make(chan bool, 1) // whether the handler had returned
+	go func() { g.close(); closed <- returned.Load() }()
+	// close is waiting once its write lock is pending: new readers are
+	// then refused (sync.RWMutex), with no sleep to guess how long. A
+	// close that does not wait returns meanwhile.
+	for g.mu.TryRLock() {
+		g.mu.RUnlock()
+		select {
+		case <-closed:
+			t.Fatal("close returned while a heartbeat was in Raft's handler")
+		default:
+		}
+		runtime.Gosched()
 	}
 	close(release)
-	<-closed
+	if !<-closed {
+		t.Fatal("close returned while a heartbeat was in Raft's handler")
+	}
 	if r := <-inFlightResp; r.Error != nil {
 		t.Fatalf("the heartbeat in flight was answered %v", r.Error)
 	}
