@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,6 +20,10 @@ func TestTimerSlack(t *testing.T) {
 	p := a.start(t)
 	if got := threadSlacks(t, p.Cmd.Process.Pid); len(got) < 3 || !allEqual(got, 1_000_000) {
 		t.Fatalf("peer run's threads' timer slack (ns): %v, want all 1000000", got)
+	}
+	// The re-executed process keeps its name (ps, top, pgrep).
+	if comm := strings.TrimSpace(readFile(fmt.Sprintf("/proc/%d/comm", p.Cmd.Process.Pid))); comm != filepath.Base(peerBin) {
+		t.Fatalf("the peer's process is named %q, want %q", comm, filepath.Base(peerBin))
 	}
 	job := writeFile(t, root, "slack.json", `{"version": 1, "name": "slack",
   "defaults": {"wall_clock_limit": "1m", "outputs": ["slack.txt"]},

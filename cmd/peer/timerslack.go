@@ -81,11 +81,22 @@ func raiseTimerSlack(ctx context.Context, log *slog.Logger) error {
 		log.Warn("peer: timer slack not raised", "err", err)
 		return nil
 	}
-	// /proc/self/exe, not the path: an upgrade may have replaced the file.
-	err = syscall.Exec("/proc/self/exe", os.Args, os.Environ())
+	err = syscall.Exec(reexecPath(), os.Args, os.Environ())
 	log.Warn("peer: re-execution with a raised timer slack failed; running with the slack as started", "err", err)
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(cur.Nanoseconds()), 0, 0, 0)
 	return nil
+}
+
+// reexecPath is the file to re-execute: this process's executable by its
+// path, so that the process keeps its name (ps, top and pgrep show the
+// file's name; /proc/self/exe would show "exe"), or /proc/self/exe when
+// the path cannot be read. An upgrade that replaced the file in between
+// runs the new binary, as a start a moment later would have.
+func reexecPath() string {
+	if p, err := os.Executable(); err == nil {
+		return p
+	}
+	return "/proc/self/exe"
 }
 
 // currentTimerSlack is the calling thread's timer slack.
