@@ -74,7 +74,9 @@ func raiseTimerSlack(ctx context.Context, log *slog.Logger) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	cur, err := currentTimerSlack()
-	if err != nil || cur >= want {
+	if err != nil || cur >= want || ctx.Err() != nil {
+		// A stop already asked for (SIGINT or SIGTERM, which the new
+		// image would not see) is not re-executed away.
 		return nil
 	}
 	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(want.Nanoseconds()), 0, 0, 0); err != nil {
