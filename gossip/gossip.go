@@ -146,7 +146,8 @@ func (g *Gossip) Join(h *p2p.Host, state StateViewer) error {
 
 func (g *Gossip) join() error {
 	ps, err := pubsub.NewGossipSub(g.ctx, g.host, pubsub.WithMaxMessageSize(MaxHeartbeatBytes+4096),
-		pubsub.WithGossipSubParams(gossipSubParams()))
+		pubsub.WithGossipSubParams(gossipSubParams()),
+		pubsub.WithValidateQueueSize(topicQueue), pubsub.WithPeerOutboundQueueSize(topicQueue))
 	if err != nil {
 		return err
 	}
@@ -157,11 +158,21 @@ func (g *Gossip) join() error {
 	if g.topic, err = ps.Join(TopicHeartbeat); err != nil {
 		return err
 	}
-	if g.sub, err = g.topic.Subscribe(); err != nil {
+	if g.sub, err = g.topic.Subscribe(pubsub.WithBufferSize(topicQueue)); err != nil {
 		return err
 	}
 	return nil
 }
+
+// topicQueue is the length of gossipsub's queues on this topic (messages
+// waiting for validation, for each peer they go to, for the consumer),
+// 32 by default. The members send their heartbeats on the same points of
+// the wall clock (sendStep), so while no leader is known, when every
+// heartbeat goes on the topic, up to members × step / interval of them
+// arrive at once: 40 at 40 or 80 members with the default settings
+// (every member in one 2 s step), more past 200. A full queue drops
+// messages, so the queues hold four times that.
+const topicQueue = 128
 
 // gossipSubParams are gossipsub's defaults with less redundancy, which
 // every peer pays for every message: a publisher floods its own messages
