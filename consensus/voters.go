@@ -100,8 +100,9 @@ type pilot struct {
 	cursor int
 	rounds int
 	last   map[raft.ServerID]*autopilot.ServerStats
-	// fed: a round on the grid (refreshStats) fetched last since this
-	// node became leader, so FetchServerStats hands out last.
+	// fed: a round on the grid (refreshStats) has ended since this node
+	// became leader, so FetchServerStats hands out last rather than ask;
+	// refreshing: a round is under way.
 	fed        bool
 	refreshing atomic.Bool
 }
