@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/coopgrid/coopgrid/p2p"
 )
 
 // Voters on a starved host (issue 17). The `lan` preset's timeouts assume
@@ -33,9 +35,19 @@ import (
 // Go process still woke within 35 ms, while Raft's round trips through
 // busy peers took more than the 400 ms timeout.)
 
+// The reading's period is on the wall-clock grid of the peer's other
+// chores (p2p.UntilGrid, p2p.IdleGrid): an idle process pays more per
+// wake-up than per piece of work (the Go runtime's sysmon and the kernel
+// wake it for every burst, issue 17), and a tick of its own was about one
+// of an idle voter's twelve bursts a second
+// (docs/BENCHMARKS.md, "Idle voters' other wake-ups, session 12"). Every
+// 2 s rather than every second loses nothing that matters: the figure
+// read is itself an average over 10 s, and a starved reading holds the
+// stretch for starveCalm (five readings) after it. A non-voter (which
+// reads nothing) ticks on the same grid: its tick then costs no wake-up
+// of its own, and a promoted voter reads within one step.
 const (
-	starveTick     = time.Second
-	starveIdle     = 5 * time.Second // the tick while this peer is no voter
+	starveTick     = p2p.IdleGrid
 	starveCalm     = 10 * time.Second
 	starveStretch  = 2    // 4 split every vote for 30 s after a kill at 40 peers (docs/BENCHMARKS.md)
 	starvePressure = 95.0 // % of the last 10 s with a task waiting for a CPU
@@ -111,25 +123,27 @@ func (s *starvation) stretch(cfg Config, heartbeat, election time.Duration, now 
 // reloads Raft's timeouts, adjustTiming) when the starved state changes.
 func (n *Node) watchStarvation() {
 	defer n.wg.Done()
-	t := time.NewTimer(starveTick)
+	t := time.NewTimer(starveWait(time.Now()))
 	defer t.Stop()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case now := <-t.C:
-			tick := starveIdle
-			if n.isVoter() {
-				tick = starveTick
-				if n.starve.observe(n.pressure.Starved(), now) {
-					n.log.Info("consensus: host starved of CPU: election timeouts stretched while it lasts", "starved", n.starve.starved(now))
-					n.kick()
-				}
+			if n.isVoter() && n.starve.observe(n.pressure.Starved(), now) {
+				n.log.Info("consensus: host starved of CPU: election timeouts stretched while it lasts", "starved", n.starve.starved(now))
+				n.kick()
 			}
-			t.Reset(tick)
+			t.Reset(starveWait(time.Now()))
 		}
 	}
 }
+
+// starveWait is how long from now until the next reading: the next point
+// of the starveTick grid on the wall clock (p2p.UntilGrid), where the
+// maintenance loop, the runner's reconciliation and gossipsub's heartbeat
+// wake the process anyway.
+func starveWait(now time.Time) time.Duration { return p2p.UntilGrid(now, starveTick) }
 
 // hostStarved reads the host's CPU pressure (or, without it, the load
 // average per CPU).

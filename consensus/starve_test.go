@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/coopgrid/coopgrid/p2p"
 )
 
 // TestStarvationStretchesVoterTimeouts: a starved reading makes a voter's
@@ -84,4 +86,25 @@ func TestStarvedVotersStretchTheirTimeouts(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestStarvationReadOnTheGrid: the starvation watch reads on the points of
+// the peer's shared 2 s grid (p2p.IdleGrid), where its other chores wake
+// the process anyway, never between them, and at least every
+// starveCalm/2 so that a starved host keeps the stretch between readings.
+func TestStarvationReadOnTheGrid(t *testing.T) {
+	if starveTick%p2p.IdleGrid != 0 || starveTick > starveCalm/2 {
+		t.Fatalf("starveTick %v: want a multiple of the grid %v, at most half of starveCalm %v", starveTick, p2p.IdleGrid, starveCalm)
+	}
+	grid := time.Unix(1_700_000_000, 0)
+	for after := time.Duration(0); after < 3*p2p.IdleGrid; after += 37 * time.Millisecond {
+		now := grid.Add(after)
+		d := starveWait(now)
+		if off := now.Add(d).Sub(grid) % p2p.IdleGrid; off != 0 {
+			t.Fatalf("now %v after a grid point: next reading %v off the grid", after, off)
+		}
+		if d <= 0 || d > starveTick+starveTick/2 {
+			t.Fatalf("now %v after a grid point: next reading in %v", after, d)
+		}
+	}
 }

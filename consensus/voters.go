@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -99,6 +100,11 @@ type pilot struct {
 	cursor int
 	rounds int
 	last   map[raft.ServerID]*autopilot.ServerStats
+	// fed: a round on the grid (refreshStats) has ended since this node
+	// became leader, so FetchServerStats hands out last rather than ask;
+	// refreshing: a round is under way.
+	fed        bool
+	refreshing atomic.Bool
 }
 
 // maxNonVoterStatsPerRound bounds the non-voters asked for their stats in
@@ -160,7 +166,9 @@ func (p *pilot) leadershipChanged() {
 // leadership is lost: at once when told (leadershipChanged), and at the
 // latest on the next point of the maintenance grid (p2p.UntilGrid), which
 // an idle peer wakes for anyway. It used to poll four times per
-// maintenance interval, two wake-ups a second on every idle peer.
+// maintenance interval, two wake-ups a second on every idle peer. While
+// it leads, each point of the grid also starts a round of stats requests
+// (refreshStats), which autopilot's own rounds then read.
 func (p *pilot) run() {
 	defer p.n.wg.Done()
 	every := p.n.cfg.MaintenanceInterval
@@ -168,6 +176,7 @@ func (p *pilot) run() {
 	defer t.Stop()
 	running := false
 	for {
+		onGrid := false
 		select {
 		case <-p.n.ctx.Done():
 			if running {
@@ -176,19 +185,22 @@ func (p *pilot) run() {
 			return
 		case <-t.C:
 			t.Reset(p2p.UntilGrid(time.Now(), every))
+			onGrid = true
 		case <-p.leadership:
 		}
 		switch lead := p.n.IsLeader(); {
 		case lead && !running:
 			p.mu.Lock()
 			p.lastOK, p.seen = map[raft.ServerID]time.Time{}, map[raft.ServerID]time.Time{}
-			p.last, p.cursor, p.rounds = map[raft.ServerID]*autopilot.ServerStats{}, 0, 1
+			p.last, p.cursor, p.rounds, p.fed = map[raft.ServerID]*autopilot.ServerStats{}, 0, 1, false
 			p.mu.Unlock()
-			p.ap.Start(p.n.ctx)
+			p.ap.Start(p.n.ctx) // its first round fetches the stats itself
 			running = true
 		case !lead && running:
 			<-p.ap.Stop()
 			running = false
+		case lead && onGrid:
+			p.refreshStats()
 		}
 	}
 }
@@ -313,15 +325,33 @@ func (p *pilot) AutopilotConfig() *autopilot.Config {
 // reachable instead.
 func (p *pilot) NotifyState(*autopilot.State) {}
 
-// FetchServerStats asks every voter and some non-voters (statsTargets)
-// for their stats, in parallel; the non-voters not asked this round keep
-// their last stats.
+// FetchServerStats hands autopilot the stats of the grid's last round
+// (refreshStats); before the first round of this leadership it fetches
+// them itself (fetchStats). Autopilot calls it from its own ticker, whose
+// phase is the instant this peer became leader: fetched there, the
+// requests woke every voter once more every MaintenanceInterval, at an
+// instant of their own (docs/BENCHMARKS.md, "Idle voters' other
+// wake-ups, session 12"); on the grid they reach the members when their
+// own chores wake them. The stats are then at most one interval older
+// when autopilot reads them, which its rules (LastContactThreshold, four
+// heartbeat timeouts; DeadServerTimeout through KnownServers) allow: a
+// server's liveness is lastOK, updated by every round as before.
 func (p *pilot) FetchServerStats(ctx context.Context, servers map[raft.ServerID]*autopilot.Server) map[raft.ServerID]*autopilot.ServerStats {
-	var mu sync.Mutex
-	out := map[raft.ServerID]*autopilot.ServerStats{}
 	p.mu.Lock()
-	ask, next, rounds := statsTargets(servers, p.cursor)
-	p.cursor, p.rounds = next, rounds
+	fed := p.fed
+	p.mu.Unlock()
+	if !fed {
+		return p.fetchStats(ctx, servers)
+	}
+	return p.cachedStats(servers)
+}
+
+// cachedStats are the last stats of servers; those of servers no longer
+// known are forgotten.
+func (p *pilot) cachedStats(servers map[raft.ServerID]*autopilot.Server) map[raft.ServerID]*autopilot.ServerStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[raft.ServerID]*autopilot.ServerStats{}
 	for sid, st := range p.last {
 		if _, ok := servers[sid]; ok {
 			out[sid] = st
@@ -329,6 +359,39 @@ func (p *pilot) FetchServerStats(ctx context.Context, servers map[raft.ServerID]
 			delete(p.last, sid)
 		}
 	}
+	return out
+}
+
+// refreshStats runs a round of fetchStats in the background, on a point
+// of the maintenance grid (run), unless the previous round is still
+// waiting for answers.
+func (p *pilot) refreshStats() {
+	if !p.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	p.n.wg.Add(1)
+	go func() {
+		defer p.n.wg.Done()
+		defer p.refreshing.Store(false)
+		// Autopilot's own bound on a round: half its interval.
+		ctx, cancel := context.WithTimeout(p.n.ctx, p.n.cfg.MaintenanceInterval/2)
+		defer cancel()
+		p.fetchStats(ctx, p.KnownServers())
+		p.mu.Lock()
+		p.fed = true
+		p.mu.Unlock()
+	}()
+}
+
+// fetchStats asks every voter and some non-voters (statsTargets) for
+// their stats, in parallel; the non-voters not asked this round keep
+// their last stats.
+func (p *pilot) fetchStats(ctx context.Context, servers map[raft.ServerID]*autopilot.Server) map[raft.ServerID]*autopilot.ServerStats {
+	var mu sync.Mutex
+	out := p.cachedStats(servers)
+	p.mu.Lock()
+	ask, next, rounds := statsTargets(servers, p.cursor)
+	p.cursor, p.rounds = next, rounds
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, sid := range ask {

@@ -146,7 +146,8 @@ func (g *Gossip) Join(h *p2p.Host, state StateViewer) error {
 
 func (g *Gossip) join() error {
 	ps, err := pubsub.NewGossipSub(g.ctx, g.host, pubsub.WithMaxMessageSize(MaxHeartbeatBytes+4096),
-		pubsub.WithGossipSubParams(gossipSubParams()))
+		pubsub.WithGossipSubParams(gossipSubParams()),
+		pubsub.WithValidateQueueSize(topicQueue), pubsub.WithPeerOutboundQueueSize(topicQueue))
 	if err != nil {
 		return err
 	}
@@ -157,11 +158,21 @@ func (g *Gossip) join() error {
 	if g.topic, err = ps.Join(TopicHeartbeat); err != nil {
 		return err
 	}
-	if g.sub, err = g.topic.Subscribe(); err != nil {
+	if g.sub, err = g.topic.Subscribe(pubsub.WithBufferSize(topicQueue)); err != nil {
 		return err
 	}
 	return nil
 }
+
+// topicQueue is the length of gossipsub's queues on this topic (messages
+// waiting for validation, for each peer they go to, for the consumer),
+// 32 by default. The members send their heartbeats on the same points of
+// the wall clock (sendStep), so while no leader is known, when every
+// heartbeat goes on the topic, up to members × step / interval of them
+// arrive at once: 40 at 40 or 80 members with the default settings
+// (every member in one 2 s step), more past 200. A full queue drops
+// messages, so the queues hold four times that.
+const topicQueue = 128
 
 // gossipSubParams are gossipsub's defaults with less redundancy, which
 // every peer pays for every message: a publisher floods its own messages
@@ -462,13 +473,40 @@ func nextSend(now time.Time, iv, step time.Duration) time.Duration {
 	return max(time.Duration(at-now.UnixNano()), step/2)
 }
 
-// sendGrid is the step of nextSend's grid: a quarter of the configured
-// interval.
-func (g *Gossip) sendGrid() time.Duration { return g.cfg.Interval / 4 }
+// sendGrid is the step of nextSend's grid for the publication interval
+// iv (sendStep).
+func (g *Gossip) sendGrid(iv time.Duration) time.Duration { return sendStep(iv, g.cfg.Interval) }
+
+// sendStep is the step of nextSend's grid: the peer's shared chore grid
+// (p2p.IdleGrid) or the largest halving of it that divides the
+// publication interval iv exactly, down to a quarter of the configured
+// interval; else that quarter. On the shared grid a heartbeat leaves when
+// the maintenance loop, the runner and gossipsub wake the process anyway
+// (with the default 2 s interval, every heartbeat; at 100 peers, 5 s on a
+// 1 s grid, every other one), and the leader receives every member's in
+// one burst a step rather than four: an idle peer pays more per wake-up
+// than per message (docs/BENCHMARKS.md, "Idle voters' other wake-ups,
+// session 12"). The step divides iv, so the interval stays exact (nextSend)
+// and the leader hears each member as often as before.
+func sendStep(iv, interval time.Duration) time.Duration {
+	quarter := interval / 4
+	for step := p2p.IdleGrid; step >= quarter && step > 0; step /= 2 {
+		if iv%step == 0 {
+			return step
+		}
+	}
+	return quarter
+}
+
+// untilNextSend is how long from now until this peer's next heartbeat.
+func (g *Gossip) untilNextSend() time.Duration {
+	iv := g.publishInterval()
+	return nextSend(time.Now(), iv, g.sendGrid(iv))
+}
 
 func (g *Gossip) publishLoop(src Source) {
 	defer g.wg.Done()
-	t := time.NewTimer(nextSend(time.Now(), g.publishInterval(), g.sendGrid()))
+	t := time.NewTimer(g.untilNextSend())
 	defer t.Stop()
 	forced := false
 	for {
@@ -485,9 +523,9 @@ func (g *Gossip) publishLoop(src Source) {
 		case <-g.now:
 			forced = true
 			// Reset discards a pending expiry (Go 1.23 timers).
-			t.Reset(nextSend(time.Now(), g.publishInterval(), g.sendGrid()))
+			t.Reset(g.untilNextSend())
 		case <-t.C:
-			t.Reset(nextSend(time.Now(), g.publishInterval(), g.sendGrid()))
+			t.Reset(g.untilNextSend())
 		}
 	}
 }

@@ -200,3 +200,41 @@ func TestIntervalsSizedByMembers(t *testing.T) {
 		})
 	}
 }
+
+// TestHeartbeatsOnTheChoreGrid: a heartbeat leaves on the peer's shared
+// 2 s chore grid (p2p.IdleGrid) when the publication interval is a
+// multiple of it (the default 2 s, up to 40 members), on its 1 s halving
+// when the interval is a multiple of that (5 s at 100 members: every other
+// heartbeat on the chore grid), and the interval stays exact; an interval
+// that no halving down to a quarter of the configured one divides keeps
+// that quarter.
+func TestHeartbeatsOnTheChoreGrid(t *testing.T) {
+	const interval = 2 * time.Second // heartbeat.interval's default
+	for _, tc := range []struct {
+		iv, want time.Duration
+	}{
+		{2 * time.Second, p2p.IdleGrid},
+		{4 * time.Second, p2p.IdleGrid},
+		{5 * time.Second, p2p.IdleGrid / 2},
+		{2500 * time.Millisecond, p2p.IdleGrid / 4},
+		{2300 * time.Millisecond, interval / 4},
+	} {
+		if got := sendStep(tc.iv, interval); got != tc.want {
+			t.Fatalf("interval %v: step %v, want %v", tc.iv, got, tc.want)
+		}
+	}
+	if got := sendStep(100*time.Millisecond, 100*time.Millisecond); got != 25*time.Millisecond {
+		t.Fatalf("a 100 ms interval: step %v, want its quarter", got)
+	}
+	grid := time.Unix(1_700_000_000, 0) // a point of the 2 s grid
+	for after := time.Duration(0); after < 2*p2p.IdleGrid; after += 13 * time.Millisecond {
+		now := grid.Add(after)
+		at := now.Add(nextSend(now, 2*time.Second, sendStep(2*time.Second, interval)))
+		if off := at.Sub(grid) % p2p.IdleGrid; off != 0 {
+			t.Fatalf("now %v after a grid point: heartbeat %v off the chore grid", after, off)
+		}
+		if next := nextSend(at.Add(3*time.Millisecond), 2*time.Second, p2p.IdleGrid); next != 2*time.Second-3*time.Millisecond {
+			t.Fatalf("a timer 3 ms late: next heartbeat in %v, want the interval kept", next)
+		}
+	}
+}

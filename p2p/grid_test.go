@@ -36,8 +36,14 @@ func TestUntilGrid(t *testing.T) {
 
 // TestMuxerIdleIntervals: the hosts' yamux pings idle connections every
 // KeepAliveInterval and measures their round trip every
-// MeasureRTTInterval, and the process-wide default stays yamux's own.
+// MeasureRTTInterval, and the process-wide default stays yamux's own. A
+// voter keeps a connection to every member: at 100 peers, measures every
+// 5 minutes from both ends woke it 0.7 times a second, so the interval is
+// at least 30 minutes.
 func TestMuxerIdleIntervals(t *testing.T) {
+	if MeasureRTTInterval < 30*time.Minute || KeepAliveInterval < 2*time.Minute {
+		t.Fatalf("RTT every %v, keep-alive after %v: want at least 30 min and 2 min", MeasureRTTInterval, KeepAliveInterval)
+	}
 	m := muxer()
 	if m.KeepAliveInterval != KeepAliveInterval || m.MeasureRTTInterval != MeasureRTTInterval {
 		t.Fatalf("muxer: keep-alive %v, RTT every %v; want %v and %v", m.KeepAliveInterval, m.MeasureRTTInterval, KeepAliveInterval, MeasureRTTInterval)
