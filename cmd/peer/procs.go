@@ -36,8 +36,24 @@ import (
 const followerProcs = 1
 
 // busyShare is the share of a core above which a voter's process counts as
-// busy and keeps the runtime's default; an idle voter uses about 1 %.
-const busyShare = 0.05
+// busy and keeps the runtime's default; an idle voter uses well under 1 %.
+// A busy process counts as idle again only below idleShare: a voter whose
+// load hovers about busyShare would otherwise change its GOMAXPROCS (a
+// stop of the world each time) at every reading.
+const (
+	busyShare = 0.05
+	idleShare = busyShare / 2
+)
+
+// nextBusy says whether the process counts as busy after it used cpu over
+// d, having counted as busy (wasBusy) until then.
+func nextBusy(wasBusy bool, cpu, d time.Duration) bool {
+	share := busyShare
+	if wasBusy {
+		share = idleShare
+	}
+	return float64(cpu) > share*float64(d)
+}
 
 // busyEvery is how often the process's CPU time is read: on the wall-clock
 // grid where the peer's other idle chores wake too (node.UntilIdleGrid), so
@@ -52,7 +68,7 @@ type procsByRole struct {
 	started bool // the maintenance loop has run once (OnVoting)
 	voting  bool // as OnVoting last said
 	leading bool // as OnLeading last said
-	busy    bool // the process used more than busyShare at the last look
+	busy    bool // the process is busy (nextBusy) since the last look
 	procs   int  // what GOMAXPROCS was last set to (0: not yet)
 }
 
@@ -94,9 +110,9 @@ func (r *procsByRole) watchBusy(ctx context.Context) {
 			return
 		case now := <-t.C:
 			cpu := processCPU()
-			busy := float64(cpu-last) > busyShare*float64(now.Sub(at))
+			used, over := cpu-last, now.Sub(at)
 			last, at = cpu, now
-			r.set(func() { r.busy = busy })
+			r.set(func() { r.busy = nextBusy(r.busy, used, over) })
 			t.Reset(node.UntilIdleGrid(time.Now()))
 		}
 	}

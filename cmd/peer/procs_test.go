@@ -144,3 +144,29 @@ func TestProcessCPU(t *testing.T) {
 	}
 	_ = x
 }
+
+// TestNextBusy: busy above 5 % of a core, and once busy, idle only below
+// 2.5 %: a load that hovers about 5 % does not flip the role's GOMAXPROCS
+// at every reading.
+func TestNextBusy(t *testing.T) {
+	const d = 2 * time.Second
+	for _, tc := range []struct {
+		name    string
+		wasBusy bool
+		cpu     time.Duration
+		want    bool
+	}{
+		{"idle stays idle", false, 20 * time.Millisecond, false}, // 1 %
+		{"idle at 5 % is not busy yet", false, 100 * time.Millisecond, false},
+		{"idle above 5 % turns busy", false, 101 * time.Millisecond, true},
+		{"busy at 4 % stays busy", true, 80 * time.Millisecond, true},
+		{"busy at 2.6 % stays busy", true, 52 * time.Millisecond, true},
+		{"busy at 2.5 % turns idle", true, 50 * time.Millisecond, false},
+		{"busy at 1 % turns idle", true, 20 * time.Millisecond, false},
+		{"busy at 50 % stays busy", true, time.Second, true},
+	} {
+		if got := nextBusy(tc.wasBusy, tc.cpu, d); got != tc.want {
+			t.Errorf("%s: nextBusy(%v, %v, %v) = %v, want %v", tc.name, tc.wasBusy, tc.cpu, d, got, tc.want)
+		}
+	}
+}
