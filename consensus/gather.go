@@ -52,7 +52,7 @@ import (
 
 // makesVoter says whether one of entries is a configuration in which id
 // votes (an entry that cannot be read counts as one).
-func (t *pacedTransport) makesVoter(id raft.ServerID, entries []*raft.Log) bool {
+func makesVoter(id raft.ServerID, entries []*raft.Log) bool {
 	for _, e := range entries {
 		if e.Type == raft.LogConfiguration && votesIn(e.Data, id) {
 			return true
@@ -107,7 +107,7 @@ func (t *pacedTransport) gather(id raft.ServerID, args *raft.AppendEntriesReques
 			break
 		}
 	}
-	if t.makesVoter(id, args.Entries) {
+	if makesVoter(id, args.Entries) {
 		return changed
 	}
 	timer := time.NewTimer(time.Duration(t.gatherWait.Load()))

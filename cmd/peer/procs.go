@@ -55,11 +55,6 @@ func nextBusy(wasBusy bool, cpu, d time.Duration) bool {
 	return float64(cpu) > share*float64(d)
 }
 
-// busyEvery is how often the process's CPU time is read: on the wall-clock
-// grid where the peer's other idle chores wake too (node.UntilIdleGrid), so
-// the reading shares their wake-up.
-const busyEvery = node.IdleGrid
-
 // procsByRole sets the process's GOMAXPROCS from the peer's role.
 type procsByRole struct {
 	log *slog.Logger
@@ -98,8 +93,9 @@ func followRole(o *node.Options, log *slog.Logger) (stop func()) {
 	}
 }
 
-// watchBusy reads the process's CPU time on the grid and tells set whether
-// the process was busy since the last reading.
+// watchBusy reads the process's CPU time on the wall-clock grid where the
+// peer's other idle chores wake too (node.UntilIdleGrid), so the reading
+// shares their wake-up, and tells set whether the process is busy.
 func (r *procsByRole) watchBusy(ctx context.Context) {
 	last, at := processCPU(), time.Now()
 	t := time.NewTimer(node.UntilIdleGrid(at))

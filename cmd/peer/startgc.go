@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"sync"
+	"sync/atomic"
 )
 
 // A `peer run` process collects its garbage less often until its peer is
@@ -34,24 +34,15 @@ func relaxStartGC() (restore func()) {
 	if os.Getenv("GOGC") != "" {
 		return func() {}
 	}
-	var (
-		mu   sync.Mutex
-		done bool
-	)
+	var done atomic.Bool
 	old := debug.SetGCPercent(startGCPercent)
 	restore = func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !done {
-			done = true
+		if done.CompareAndSwap(false, true) {
 			debug.SetGCPercent(old)
 		}
 	}
 	watchLiveHeap(func(live uint64) bool {
-		mu.Lock()
-		over := done
-		mu.Unlock()
-		if over {
+		if done.Load() {
 			return false
 		}
 		if live >= startGCHeapCap {

@@ -48,7 +48,7 @@ func newForker(ll *Landlock) (*forker, error) {
 		// Tasks get the kernel's default timer slack, not the one the
 		// peer raised for itself (cmd/peer/timerslack.go): a task
 		// inherits its forking thread's.
-		if err := unix.Prctl(unix.PR_SET_TIMERSLACK, TaskTimerSlack, 0, 0, 0); err != nil {
+		if err := unix.Prctl(unix.PR_SET_TIMERSLACK, taskTimerSlack, 0, 0, 0); err != nil {
 			ready <- fmt.Errorf("timer slack: %w", err)
 			return
 		}
@@ -76,9 +76,9 @@ func newForker(ll *Landlock) (*forker, error) {
 	return f, nil
 }
 
-// TaskTimerSlack is the timer slack, in ns, every task starts with: the
+// taskTimerSlack is the timer slack, in ns, every task starts with: the
 // kernel's default for a process started by init.
-const TaskTimerSlack = 50_000
+const taskTimerSlack = 50_000
 
 // do runs fn on the forker's thread.
 func (f *forker) do(fn func()) {
