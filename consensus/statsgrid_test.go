@@ -62,3 +62,42 @@ func TestAutopilotReadsTheGridsStats(t *testing.T) {
 		t.Fatalf("after a second round on the grid: %d requests, want 4", got)
 	}
 }
+
+// TestStatsRoundOfAnEarlierLeadershipFeedsNoLater: a grid round still
+// waiting for answers when its leadership ends (here: a new one begins)
+// does not mark the new leadership's stats as fetched, so autopilot's
+// first round in it asks for itself. The followers' answers are held until
+// the new leadership has begun.
+func TestStatsRoundOfAnEarlierLeadershipFeedsNoLater(t *testing.T) {
+	c := newCluster(t, 3, 0, func(cfg *Config) { cfg.MaintenanceInterval = time.Minute })
+	leader := c.waitLeader()
+	hold := make(chan struct{})
+	for _, p := range c.peers {
+		if p == leader {
+			continue
+		}
+		n := p.node
+		n.host.Handle(ProtoStats, func(ctx context.Context, remote peer.ID, req []byte) ([]byte, error) {
+			<-hold
+			return n.handleStats(ctx, remote, req)
+		})
+	}
+	pl := leader.node.pilot
+	pl.refreshStats()
+	pl.mu.Lock()
+	pl.leads++ // what run does when this peer leads again
+	pl.fed = false
+	pl.mu.Unlock()
+	close(hold)
+	eventually(t, 10*time.Second, func() error {
+		if pl.refreshing.Load() {
+			return errorf(CodeTimeout, "the round has not ended")
+		}
+		return nil
+	})
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.fed {
+		t.Fatal("a round of the earlier leadership fed the new one")
+	}
+}

@@ -102,9 +102,11 @@ type pilot struct {
 	last   map[raft.ServerID]*autopilot.ServerStats
 	// fed: a round on the grid (refreshStats) has ended since this node
 	// became leader, so FetchServerStats hands out last rather than ask;
-	// refreshing: a round is under way.
+	// refreshing: a round is under way. leads counts the leaderships: a
+	// round begun in an earlier one does not feed a later one.
 	fed        bool
 	refreshing atomic.Bool
+	leads      uint64
 }
 
 // maxNonVoterStatsPerRound bounds the non-voters asked for their stats in
@@ -193,6 +195,7 @@ func (p *pilot) run() {
 			p.mu.Lock()
 			p.lastOK, p.seen = map[raft.ServerID]time.Time{}, map[raft.ServerID]time.Time{}
 			p.last, p.cursor, p.rounds, p.fed = map[raft.ServerID]*autopilot.ServerStats{}, 0, 1, false
+			p.leads++
 			p.mu.Unlock()
 			p.ap.Start(p.n.ctx) // its first round fetches the stats itself
 			running = true
@@ -369,6 +372,9 @@ func (p *pilot) refreshStats() {
 	if !p.refreshing.CompareAndSwap(false, true) {
 		return
 	}
+	p.mu.Lock()
+	lead := p.leads
+	p.mu.Unlock()
 	p.n.wg.Add(1)
 	go func() {
 		defer p.n.wg.Done()
@@ -378,7 +384,7 @@ func (p *pilot) refreshStats() {
 		defer cancel()
 		p.fetchStats(ctx, p.KnownServers())
 		p.mu.Lock()
-		p.fed = true
+		p.fed = p.fed || p.leads == lead
 		p.mu.Unlock()
 	}()
 }
